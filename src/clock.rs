@@ -1,0 +1,247 @@
+//! The injected time source.
+//!
+//! Every decision in this crate (buckets, breaker, backoff) is a pure function of a `now`
+//! value; only the limiter and the router wait, and only through [`Clock::sleep_until`]. The
+//! default [`TokioClock`] uses `tokio::time`, so unit tests can run under
+//! `tokio::time::pause()`. HTTP tests use [`ManualClock`] (feature `test-util`), which records
+//! every requested wait and returns at once: paused time and real sockets do not mix.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+/// A moment seen by both clocks: the monotonic instant used for every decision and the wall
+/// time used once, when a header carries a wall-clock reset (HTTP-date, RFC 3339, epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// The monotonic instant.
+    pub instant: Instant,
+    /// The wall-clock time at that instant.
+    pub wall: SystemTime,
+}
+
+impl Now {
+    /// Converts a wall-clock instant to a monotonic one; past times clamp to `self.instant`.
+    pub fn instant_at(&self, wall: SystemTime) -> Instant {
+        match wall.duration_since(self.wall) {
+            Ok(ahead) => self.instant + ahead,
+            Err(_) => self.instant,
+        }
+    }
+
+    /// The delay from now until `wall`, or `None` when `wall` is not in the future.
+    pub fn until_wall(&self, wall: SystemTime) -> Option<Duration> {
+        wall.duration_since(self.wall).ok().filter(|d| !d.is_zero())
+    }
+}
+
+/// A source of time that can also wait.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::clock::{Clock, TokioClock};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let clock = TokioClock;
+/// let start = clock.now();
+/// clock.sleep_until(start).await; // a past deadline returns at once
+/// assert!(clock.now() >= start);
+/// # }
+/// ```
+#[async_trait]
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// The current monotonic instant.
+    fn now(&self) -> Instant;
+
+    /// The current wall-clock time.
+    fn wall(&self) -> SystemTime;
+
+    /// Both at once.
+    fn both(&self) -> Now {
+        Now {
+            instant: self.now(),
+            wall: self.wall(),
+        }
+    }
+
+    /// Waits until `deadline` (returns at once if it has passed).
+    async fn sleep_until(&self, deadline: Instant);
+}
+
+fn _obj_safe(_: &dyn Clock) {}
+
+/// The default clock: `tokio::time` for instants and sleeping, the system clock for wall time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+#[async_trait]
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one sanctioned wall-clock read"
+    )]
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    async fn sleep_until(&self, deadline: Instant) {
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+#[cfg(any(test, feature = "test-util"))]
+pub use manual::ManualClock;
+
+#[cfg(any(test, feature = "test-util"))]
+mod manual {
+    use super::*;
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    /// A clock for HTTP tests: time only moves when someone sleeps or calls
+    /// [`advance`](ManualClock::advance); every requested wait is recorded and returns at once.
+    ///
+    /// Cloning shares the same time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::clock::{Clock, ManualClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let clock = ManualClock::new();
+    /// let t0 = clock.now();
+    /// clock.sleep_until(t0 + Duration::from_secs(30)).await; // returns at once
+    /// assert_eq!(clock.now() - t0, Duration::from_secs(30));
+    /// assert_eq!(clock.sleeps(), vec![Duration::from_secs(30)]);
+    /// # }
+    /// ```
+    #[derive(Clone, Debug)]
+    pub struct ManualClock {
+        state: Arc<Mutex<State>>,
+    }
+
+    #[derive(Debug)]
+    struct State {
+        start: Instant,
+        wall_start: SystemTime,
+        elapsed: Duration,
+        sleeps: Vec<Duration>,
+    }
+
+    impl Default for ManualClock {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl ManualClock {
+        /// A clock starting now, at a fixed wall time (2026-01-01T00:00:00Z).
+        pub fn new() -> Self {
+            Self::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600))
+        }
+
+        /// A clock whose wall time starts at `wall`.
+        pub fn with_wall(wall: SystemTime) -> Self {
+            ManualClock {
+                state: Arc::new(Mutex::new(State {
+                    start: Instant::now(),
+                    wall_start: wall,
+                    elapsed: Duration::ZERO,
+                    sleeps: Vec::new(),
+                })),
+            }
+        }
+
+        fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+            self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        /// Moves time forward by `by` without recording a sleep.
+        pub fn advance(&self, by: Duration) {
+            self.lock().elapsed += by;
+        }
+
+        /// Every wait requested through [`Clock::sleep_until`] so far, in order (zero-length
+        /// waits are not recorded).
+        pub fn sleeps(&self) -> Vec<Duration> {
+            self.lock().sleeps.clone()
+        }
+
+        /// How much time has passed since the clock was created.
+        pub fn elapsed(&self) -> Duration {
+            self.lock().elapsed
+        }
+    }
+
+    #[async_trait]
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            let s = self.lock();
+            s.start + s.elapsed
+        }
+
+        fn wall(&self) -> SystemTime {
+            let s = self.lock();
+            s.wall_start + s.elapsed
+        }
+
+        async fn sleep_until(&self, deadline: Instant) {
+            {
+                let mut s = self.lock();
+                let now = s.start + s.elapsed;
+                if deadline > now {
+                    let wait = deadline - now;
+                    s.sleeps.push(wait);
+                    s.elapsed += wait;
+                }
+            }
+            // Let other tasks run, as a real sleep would.
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_times_convert_to_instants_and_past_ones_clamp() {
+        let now = Now {
+            instant: Instant::now(),
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1000),
+        };
+        let later = SystemTime::UNIX_EPOCH + Duration::from_secs(1030);
+        assert_eq!(now.instant_at(later) - now.instant, Duration::from_secs(30));
+        let earlier = SystemTime::UNIX_EPOCH + Duration::from_secs(900);
+        assert_eq!(now.instant_at(earlier), now.instant);
+        assert_eq!(now.until_wall(earlier), None);
+        assert_eq!(now.until_wall(later), Some(Duration::from_secs(30)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_follows_paused_time() {
+        let clock = TokioClock;
+        let t0 = clock.now();
+        clock.sleep_until(t0 + Duration::from_secs(60)).await;
+        assert!(clock.now() - t0 >= Duration::from_secs(60));
+    }
+
+    #[tokio::test]
+    async fn manual_clock_records_waits_and_ignores_past_deadlines() {
+        let clock = ManualClock::new();
+        let t0 = clock.now();
+        clock.sleep_until(t0 + Duration::from_millis(1500)).await;
+        clock.sleep_until(t0).await;
+        assert_eq!(clock.sleeps(), vec![Duration::from_millis(1500)]);
+        assert_eq!(clock.elapsed(), Duration::from_millis(1500));
+    }
+}

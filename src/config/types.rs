@@ -1,0 +1,258 @@
+//! The validated, runtime form of `providers.toml`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use url::Url;
+
+use crate::provider::ProviderId;
+use crate::ratelimit::HeaderDialect;
+
+/// The wire format a provider speaks (`kind = "…"` in `providers.toml`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProviderKind {
+    /// OpenAI and every OpenAI-compatible host (Groq, Together, OpenRouter, DeepSeek,
+    /// Mistral, Fireworks, xAI, vLLM, Ollama): chat and Whisper-style transcription.
+    OpenAi,
+    /// Azure OpenAI deployments.
+    Azure,
+    /// Anthropic Messages API.
+    Anthropic,
+    /// Google Gemini `generateContent`.
+    Gemini,
+    /// Deepgram speech-to-text (`/v1/listen`).
+    Deepgram,
+}
+
+impl ProviderKind {
+    /// Every kind, in documentation order.
+    pub const ALL: [ProviderKind; 5] = [
+        ProviderKind::OpenAi,
+        ProviderKind::Azure,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+        ProviderKind::Deepgram,
+    ];
+
+    /// The name written in `providers.toml`; also the adapter module's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Azure => "azure",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+            ProviderKind::Deepgram => "deepgram",
+        }
+    }
+
+    /// Parses a kind name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Stated limits for one provider and model. `None` means "learn it from the headers".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Requests per minute.
+    pub rpm: Option<NonZeroU64>,
+    /// Tokens (input + output) per minute.
+    pub tpm: Option<NonZeroU64>,
+    /// Requests per day.
+    pub rpd: Option<NonZeroU64>,
+    /// Tokens per day.
+    pub tpd: Option<NonZeroU64>,
+    /// Seconds of audio per hour (speech-to-text providers that state one, e.g. Groq ASH).
+    pub audio_seconds_per_hour: Option<NonZeroU64>,
+}
+
+impl Limits {
+    /// No stated limits.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Sets requests per minute (0 clears it).
+    #[must_use]
+    pub fn with_rpm(mut self, rpm: u64) -> Self {
+        self.rpm = NonZeroU64::new(rpm);
+        self
+    }
+
+    /// Sets tokens per minute (0 clears it).
+    #[must_use]
+    pub fn with_tpm(mut self, tpm: u64) -> Self {
+        self.tpm = NonZeroU64::new(tpm);
+        self
+    }
+
+    /// Sets requests per day (0 clears it).
+    #[must_use]
+    pub fn with_rpd(mut self, rpd: u64) -> Self {
+        self.rpd = NonZeroU64::new(rpd);
+        self
+    }
+
+    /// Sets tokens per day (0 clears it).
+    #[must_use]
+    pub fn with_tpd(mut self, tpd: u64) -> Self {
+        self.tpd = NonZeroU64::new(tpd);
+        self
+    }
+}
+
+/// How a provider authenticates in one environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeySource {
+    /// The key is read from this environment variable (the variable's name, never the key).
+    Env(String),
+    /// No key is sent (local hosts such as Ollama or vLLM): `auth = "none"`.
+    None,
+}
+
+/// One provider, validated.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ProviderConfig {
+    /// The provider's name (the TOML table key).
+    pub id: ProviderId,
+    /// Its wire format.
+    pub kind: ProviderKind,
+    /// The API's base URL (`https://api.openai.com/v1`, an Azure resource endpoint, …).
+    pub base_url: Url,
+    /// The default chat model (for Azure: the chat deployment name).
+    pub model: Option<String>,
+    /// The default speech-to-text model (for Azure: the Whisper deployment name).
+    pub transcription_model: Option<String>,
+    /// Per environment: where the key comes from. A provider used by an environment has an
+    /// entry for it (checked at validation).
+    pub keys: BTreeMap<String, KeySource>,
+    /// Stated limits applying to each model of this provider.
+    pub limits: Limits,
+    /// Limits for specific models, replacing `limits` for those models.
+    pub model_limits: BTreeMap<String, Limits>,
+    /// Per-attempt timeout, overriding the policy's `request_timeout`.
+    pub timeout: Option<Duration>,
+    /// `http://` to a non-loopback host is allowed (explicit opt-in).
+    pub allow_http: bool,
+    /// Azure `api-version` query value, or the `anthropic-version` header value.
+    pub api_version: Option<String>,
+    /// How to read this provider's rate-limit headers.
+    pub header_dialect: HeaderDialect,
+}
+
+impl ProviderConfig {
+    /// The limits that apply to `model`.
+    pub fn limits_for(&self, model: &str) -> Limits {
+        self.model_limits.get(model).copied().unwrap_or(self.limits)
+    }
+}
+
+/// One named environment (`demo`, `dev`, `prod`, …): which providers serve each capability,
+/// in failover order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Environment {
+    /// Its name.
+    pub name: String,
+    /// Chat providers, in failover order.
+    pub chat: Vec<ProviderId>,
+    /// Speech-to-text providers, in failover order.
+    pub transcription: Vec<ProviderId>,
+}
+
+/// Retry, breaker, timeout and limit policy shared by every provider.
+///
+/// # Defaults
+///
+/// | field | default | TOML key (`[policy]`) |
+/// | --- | --- | --- |
+/// | `max_attempts` | 4 | `max_attempts` |
+/// | `deadline` | 120 s | `deadline_ms` |
+/// | `request_timeout` | 60 s | `request_timeout_ms` |
+/// | `connect_timeout` | 10 s | `connect_timeout_ms` |
+/// | `max_retry_after` | 120 s | `max_retry_after_ms` |
+/// | `quota_cooldown` | 15 min | `quota_cooldown_ms` |
+/// | `failure_threshold` | 3 | `failure_threshold` |
+/// | `breaker_cooldown` | 5 s | `breaker_cooldown_ms` |
+/// | `breaker_cooldown_max` | 5 min | `breaker_cooldown_max_ms` |
+/// | `backoff_base` | 1 s | `backoff_base_ms` |
+/// | `backoff_cap` | 60 s | `backoff_cap_ms` |
+/// | `max_response_bytes` | 8 MiB | `max_response_bytes` |
+/// | `retry_budget` | 0.2 | `retry_budget` |
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Policy {
+    /// Most attempts (sends) per request, across providers.
+    pub max_attempts: u32,
+    /// Longest total time for one request, waits included.
+    pub deadline: Duration,
+    /// Longest time for one attempt (connect to last byte).
+    pub request_timeout: Duration,
+    /// Longest time to establish a connection.
+    pub connect_timeout: Duration,
+    /// A provider asking to wait longer than this is skipped (breaker open for the stated
+    /// time) instead of waited for.
+    pub max_retry_after: Duration,
+    /// How long a provider with an exhausted quota is skipped when it states no reset.
+    pub quota_cooldown: Duration,
+    /// Consecutive transient failures that open a provider's breaker (0: never).
+    pub failure_threshold: u32,
+    /// The first cooldown after the threshold is reached; doubles on each re-trip.
+    pub breaker_cooldown: Duration,
+    /// The longest cooldown.
+    pub breaker_cooldown_max: Duration,
+    /// Base of the full-jitter backoff (a 429 without a stated delay, transient retries).
+    pub backoff_base: Duration,
+    /// Cap of the full-jitter backoff.
+    pub backoff_cap: Duration,
+    /// Largest response body read.
+    pub max_response_bytes: usize,
+    /// Retries allowed as a fraction of first attempts (0.2 = 20 % extra load).
+    pub retry_budget: f64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_attempts: 4,
+            deadline: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            max_retry_after: Duration::from_secs(120),
+            quota_cooldown: Duration::from_secs(15 * 60),
+            failure_threshold: 3,
+            breaker_cooldown: Duration::from_secs(5),
+            breaker_cooldown_max: Duration::from_secs(300),
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(60),
+            max_response_bytes: 8 << 20,
+            retry_budget: 0.2,
+        }
+    }
+}
+
+/// A validated `providers.toml`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Config {
+    /// The environment used when neither the builder nor `LLM_FAILOVER_ENV` names one.
+    pub default_environment: String,
+    /// Environments by name.
+    pub environments: BTreeMap<String, Environment>,
+    /// Providers by name.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Shared policy.
+    pub policy: Policy,
+}

@@ -1,0 +1,645 @@
+//! One error type for the whole crate.
+//!
+//! [`Error`] is opaque (reqwest style): a boxed inner value with a [`kind`](Error::kind) and
+//! typed accessors for what the server said — HTTP status, the vendor's error code, its
+//! `Retry-After`, its request id — so neither the router nor a caller ever has to look inside
+//! the message text. A key never appears in an error: messages from providers are scrubbed
+//! of the credential that was sent and truncated (see [`MAX_MESSAGE_LEN`]).
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::provider::ProviderId;
+use crate::ratelimit::LimitReport;
+
+/// A `Result` alias where the error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Longest provider message kept on an error, in bytes; longer ones are cut at a character
+/// boundary and end with `…`.
+pub const MAX_MESSAGE_LEN: usize = 512;
+
+/// What went wrong, as a condition the caller (and the router) can act on.
+///
+/// Use [`ErrorKind::disposition`] to see how the router treats each kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The provider throttled this request (HTTP 429 with a short wait).
+    RateLimited,
+    /// A quota, credit balance or per-day allowance is used up; waiting seconds will not help.
+    QuotaExhausted,
+    /// The provider is overloaded (Anthropic 529, HTTP 503).
+    Overloaded,
+    /// The provider failed (other 5xx).
+    Server,
+    /// The provider reported a conflict (HTTP 409); a later attempt may succeed.
+    Conflict,
+    /// The request timed out (client-side deadline or HTTP 408).
+    Timeout,
+    /// The connection could not be made or was cut.
+    Connect,
+    /// The provider rejected the request as malformed (400, 422).
+    InvalidRequest,
+    /// The prompt does not fit the model's context window.
+    ContextLengthExceeded,
+    /// The provider's content filter refused the request or the answer.
+    ContentFiltered,
+    /// The key was missing, wrong or revoked (401).
+    Auth,
+    /// The key is valid but not allowed to do this (403).
+    PermissionDenied,
+    /// The model, deployment or route does not exist (404).
+    NotFound,
+    /// The request body is larger than the provider accepts (413).
+    PayloadTooLarge,
+    /// The request costs more than a limit's whole capacity: it can never be admitted.
+    RequestTooLarge,
+    /// A response could not be understood (malformed JSON, missing field, HTML page…).
+    Decode,
+    /// The provider does not offer this capability (e.g. chat on a speech-to-text provider).
+    Unsupported,
+    /// The configuration is invalid.
+    Config,
+    /// A local file (such as an audio file) could not be read.
+    Io,
+    /// Every provider is cooling down until [`Error::retry_at`].
+    AllProvidersUnavailable,
+    /// Every attempt failed; [`Error::attempts`] lists them in order.
+    AllProvidersFailed,
+}
+
+/// How the router reacts to an error of a given kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Disposition {
+    /// Throttled: drain the buckets, open the breaker until the stated reset, fail over now.
+    RateLimited,
+    /// Long-term: open the breaker until the quota resets (or the quota cooldown), fail over.
+    QuotaExhausted,
+    /// Transient fault: counts toward the breaker threshold; back off; fail over.
+    Transient,
+    /// Can only fail again: return at once, no retry, no failover.
+    Terminal,
+}
+
+impl ErrorKind {
+    /// How the router treats this kind of error when the server gave no `x-should-retry`.
+    pub fn disposition(self) -> Disposition {
+        use ErrorKind::*;
+        match self {
+            RateLimited => Disposition::RateLimited,
+            QuotaExhausted => Disposition::QuotaExhausted,
+            Overloaded | Server | Conflict | Timeout | Connect | Decode => Disposition::Transient,
+            InvalidRequest
+            | ContextLengthExceeded
+            | ContentFiltered
+            | Auth
+            | PermissionDenied
+            | NotFound
+            | PayloadTooLarge
+            | RequestTooLarge
+            | Unsupported
+            | Config
+            | Io
+            | AllProvidersUnavailable
+            | AllProvidersFailed => Disposition::Terminal,
+        }
+    }
+
+    /// A short, stable, lower-case name (`"rate_limited"`), used in batch results and logs.
+    pub fn as_str(self) -> &'static str {
+        use ErrorKind::*;
+        match self {
+            RateLimited => "rate_limited",
+            QuotaExhausted => "quota_exhausted",
+            Overloaded => "overloaded",
+            Server => "server",
+            Conflict => "conflict",
+            Timeout => "timeout",
+            Connect => "connect",
+            InvalidRequest => "invalid_request",
+            ContextLengthExceeded => "context_length_exceeded",
+            ContentFiltered => "content_filtered",
+            Auth => "auth",
+            PermissionDenied => "permission_denied",
+            NotFound => "not_found",
+            PayloadTooLarge => "payload_too_large",
+            RequestTooLarge => "request_too_large",
+            Decode => "decode",
+            Unsupported => "unsupported",
+            Config => "config",
+            Io => "io",
+            AllProvidersUnavailable => "all_providers_unavailable",
+            AllProvidersFailed => "all_providers_failed",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        use ErrorKind::*;
+        match self {
+            RateLimited => "rate limited",
+            QuotaExhausted => "quota exhausted",
+            Overloaded => "overloaded",
+            Server => "server error",
+            Conflict => "conflict",
+            Timeout => "timed out",
+            Connect => "connection failed",
+            InvalidRequest => "invalid request",
+            ContextLengthExceeded => "context length exceeded",
+            ContentFiltered => "content filtered",
+            Auth => "authentication failed",
+            PermissionDenied => "permission denied",
+            NotFound => "not found",
+            PayloadTooLarge => "payload too large",
+            RequestTooLarge => "request too large",
+            Decode => "could not decode response",
+            Unsupported => "unsupported",
+            Config => "configuration error",
+            Io => "I/O error",
+            AllProvidersUnavailable => "all providers unavailable",
+            AllProvidersFailed => "all providers failed",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of every fallible operation in this crate.
+///
+/// Opaque on purpose: match on [`kind`](Error::kind) or use the predicates
+/// ([`is_retryable`](Error::is_retryable), [`is_rate_limited`](Error::is_rate_limited), …).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Error, ErrorKind};
+///
+/// fn explain(err: &Error) -> String {
+///     match err.kind() {
+///         ErrorKind::RateLimited => format!("throttled, retry in {:?}", err.retry_after()),
+///         ErrorKind::AllProvidersFailed => format!("{} attempts failed", err.attempts().len()),
+///         _ if err.is_retryable() => "transient, try again".to_string(),
+///         _ => format!("will fail again: {err}"),
+///     }
+/// }
+/// # let _ = explain;
+/// ```
+pub struct Error {
+    inner: Box<Inner>,
+}
+
+struct Inner {
+    kind: ErrorKind,
+    provider: Option<ProviderId>,
+    model: Option<String>,
+    status: Option<u16>,
+    code: Option<String>,
+    message: String,
+    retry_after: Option<Duration>,
+    retry_at: Option<Instant>,
+    request_id: Option<String>,
+    should_retry: Option<bool>,
+    limits: Option<Box<LimitReport>>,
+    attempts: Vec<Error>,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl Error {
+    /// Creates an error of `kind` with a message. The message is truncated to
+    /// [`MAX_MESSAGE_LEN`].
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            inner: Box::new(Inner {
+                kind,
+                provider: None,
+                model: None,
+                status: None,
+                code: None,
+                message: truncate(message.into()),
+                retry_after: None,
+                retry_at: None,
+                request_id: None,
+                should_retry: None,
+                limits: None,
+                attempts: Vec::new(),
+                source: None,
+            }),
+        }
+    }
+
+    /// A configuration error; `message` names the TOML path or variable at fault.
+    pub(crate) fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+
+    /// A response that could not be understood.
+    pub(crate) fn decode(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Decode, message)
+    }
+
+    /// The provider does not offer `what`.
+    pub(crate) fn unsupported(provider: &ProviderId, what: &str) -> Self {
+        Self::new(
+            ErrorKind::Unsupported,
+            format!("provider `{provider}` does not support {what}"),
+        )
+        .with_provider(provider.clone())
+    }
+
+    /// Every attempt failed; `attempts` in the order they were made.
+    pub(crate) fn all_failed(attempts: Vec<Error>) -> Self {
+        let summary = attempts
+            .iter()
+            .map(|e| match e.provider() {
+                Some(p) => format!("{p}: {}", e.kind()),
+                None => e.kind().to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut err = Self::new(
+            ErrorKind::AllProvidersFailed,
+            format!("{} attempt(s) failed: [{summary}]", attempts.len()),
+        );
+        err.inner.attempts = attempts;
+        err
+    }
+
+    /// No provider can be tried before `retry_at`.
+    pub(crate) fn all_unavailable(retry_at: Instant, wait: Duration, attempts: Vec<Error>) -> Self {
+        let mut err = Self::new(
+            ErrorKind::AllProvidersUnavailable,
+            format!(
+                "every provider is cooling down; the earliest reopens in {:.3}s, past the deadline",
+                wait.as_secs_f64()
+            ),
+        );
+        err.inner.retry_at = Some(retry_at);
+        err.inner.retry_after = Some(wait);
+        err.inner.attempts = attempts;
+        err
+    }
+
+    pub(crate) fn with_provider(mut self, provider: ProviderId) -> Self {
+        self.inner.provider = Some(provider);
+        self
+    }
+
+    pub(crate) fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.inner.model = Some(model.into());
+        self
+    }
+
+    pub(crate) fn with_status(mut self, status: u16) -> Self {
+        self.inner.status = Some(status);
+        self
+    }
+
+    pub(crate) fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.inner.code = Some(truncate(code.into()));
+        self
+    }
+
+    pub(crate) fn with_retry_after(mut self, after: Option<Duration>) -> Self {
+        if after.is_some() {
+            self.inner.retry_after = after;
+        }
+        self
+    }
+
+    pub(crate) fn with_request_id(mut self, id: Option<String>) -> Self {
+        if id.is_some() {
+            self.inner.request_id = id.map(truncate);
+        }
+        self
+    }
+
+    pub(crate) fn with_should_retry(mut self, should_retry: Option<bool>) -> Self {
+        self.inner.should_retry = should_retry;
+        self
+    }
+
+    pub(crate) fn with_limits(mut self, limits: LimitReport) -> Self {
+        self.inner.limits = Some(Box::new(limits));
+        self
+    }
+
+    pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+        self.inner.source = Some(Box::new(source));
+        self
+    }
+
+    /// Replaces the kind (used when a body refines what the status said, e.g. a 429 that is
+    /// really `insufficient_quota`).
+    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.inner.kind = kind;
+        self
+    }
+
+    /// Removes every occurrence of `secret` from the message (a provider may echo the key).
+    pub(crate) fn scrub(mut self, secret: &str) -> Self {
+        if secret.len() >= 4 && self.inner.message.contains(secret) {
+            self.inner.message = self.inner.message.replace(secret, "[redacted]");
+        }
+        self
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.inner.kind
+    }
+
+    /// How the router treats this error: the kind's [`Disposition`], unless the provider said
+    /// otherwise with `x-should-retry`.
+    pub fn disposition(&self) -> Disposition {
+        let by_kind = self.inner.kind.disposition();
+        match (self.inner.should_retry, by_kind) {
+            (Some(false), Disposition::Transient | Disposition::RateLimited) => {
+                Disposition::Terminal
+            }
+            (Some(true), Disposition::Terminal)
+                if self.inner.status.is_some() && !self.is_local() =>
+            {
+                Disposition::Transient
+            }
+            _ => by_kind,
+        }
+    }
+
+    fn is_local(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            ErrorKind::Config
+                | ErrorKind::Io
+                | ErrorKind::Unsupported
+                | ErrorKind::RequestTooLarge
+                | ErrorKind::AllProvidersFailed
+                | ErrorKind::AllProvidersUnavailable
+        )
+    }
+
+    /// The same request may succeed if sent again later (to this or another provider):
+    /// throttling and transient faults. Quota exhaustion is not retryable on the same provider.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.disposition(),
+            Disposition::RateLimited | Disposition::Transient
+        )
+    }
+
+    /// The request can only fail again: resending it anywhere is pointless.
+    pub fn is_terminal(&self) -> bool {
+        self.disposition() == Disposition::Terminal
+    }
+
+    /// The provider throttled the request (HTTP 429 or equivalent).
+    pub fn is_rate_limited(&self) -> bool {
+        self.inner.kind == ErrorKind::RateLimited
+    }
+
+    /// A quota, credit or per-day allowance is used up.
+    pub fn is_quota_exhausted(&self) -> bool {
+        self.inner.kind == ErrorKind::QuotaExhausted
+    }
+
+    /// The request timed out.
+    pub fn is_timeout(&self) -> bool {
+        self.inner.kind == ErrorKind::Timeout
+    }
+
+    /// The connection failed.
+    pub fn is_connect(&self) -> bool {
+        self.inner.kind == ErrorKind::Connect
+    }
+
+    /// The key was missing, wrong or revoked.
+    pub fn is_auth(&self) -> bool {
+        self.inner.kind == ErrorKind::Auth
+    }
+
+    /// The configuration is invalid.
+    pub fn is_config(&self) -> bool {
+        self.inner.kind == ErrorKind::Config
+    }
+
+    /// A response could not be decoded.
+    pub fn is_decode(&self) -> bool {
+        self.inner.kind == ErrorKind::Decode
+    }
+
+    /// The provider that produced this error, if one did.
+    pub fn provider(&self) -> Option<&ProviderId> {
+        self.inner.provider.as_ref()
+    }
+
+    /// The model the failed request was for, if known.
+    pub fn model(&self) -> Option<&str> {
+        self.inner.model.as_deref()
+    }
+
+    /// The HTTP status the provider answered with, if it answered.
+    pub fn status(&self) -> Option<u16> {
+        self.inner.status
+    }
+
+    /// The vendor's own error code or type (`insufficient_quota`, `overloaded_error`, …).
+    pub fn code(&self) -> Option<&str> {
+        self.inner.code.as_deref()
+    }
+
+    /// The message: the provider's (truncated, key scrubbed) or ours.
+    pub fn message(&self) -> &str {
+        &self.inner.message
+    }
+
+    /// How long the provider asked us to wait, when it said so.
+    ///
+    /// For [`ErrorKind::AllProvidersUnavailable`], the wait until the earliest reopen.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.inner.retry_after
+    }
+
+    /// For [`ErrorKind::AllProvidersUnavailable`]: when the earliest provider reopens.
+    pub fn retry_at(&self) -> Option<Instant> {
+        self.inner.retry_at
+    }
+
+    /// The provider's request id (`x-request-id`, `request-id`, …), for support tickets.
+    pub fn request_id(&self) -> Option<&str> {
+        self.inner.request_id.as_deref()
+    }
+
+    /// The `x-should-retry` header, when the provider sent one.
+    pub fn should_retry(&self) -> Option<bool> {
+        self.inner.should_retry
+    }
+
+    /// The rate-limit state the failed response reported, when it had any.
+    pub fn limits(&self) -> Option<&LimitReport> {
+        self.inner.limits.as_deref()
+    }
+
+    /// For [`ErrorKind::AllProvidersFailed`] and [`ErrorKind::AllProvidersUnavailable`]:
+    /// every attempt's error, in the order the attempts were made. Empty otherwise.
+    pub fn attempts(&self) -> &[Error] {
+        &self.inner.attempts
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &i.kind);
+        if let Some(p) = &i.provider {
+            d.field("provider", p);
+        }
+        if let Some(m) = &i.model {
+            d.field("model", m);
+        }
+        if let Some(s) = i.status {
+            d.field("status", &s);
+        }
+        if let Some(c) = &i.code {
+            d.field("code", c);
+        }
+        d.field("message", &i.message);
+        if let Some(r) = i.retry_after {
+            d.field("retry_after", &r);
+        }
+        if let Some(r) = &i.request_id {
+            d.field("request_id", r);
+        }
+        if let Some(s) = i.should_retry {
+            d.field("should_retry", &s);
+        }
+        if !i.attempts.is_empty() {
+            d.field("attempts", &i.attempts);
+        }
+        if let Some(s) = &i.source {
+            d.field("source", s);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        if let Some(p) = &i.provider {
+            write!(f, "{p}: ")?;
+        }
+        f.write_str(i.kind.describe())?;
+        if let Some(s) = i.status {
+            write!(f, " (HTTP {s})")?;
+        }
+        if !i.message.is_empty() {
+            write!(f, ": {}", i.message)?;
+        }
+        if let Some(r) = i.retry_after {
+            if i.kind != ErrorKind::AllProvidersUnavailable {
+                write!(f, "; retry after {:.3}s", r.as_secs_f64())?;
+            }
+        }
+        if let Some(id) = &i.request_id {
+            write!(f, " [request id {id}]")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.inner
+            .source
+            .as_deref()
+            .map(|s| s as &(dyn StdError + 'static))
+    }
+}
+
+/// Cuts `s` to [`MAX_MESSAGE_LEN`] bytes at a character boundary.
+pub(crate) fn truncate(mut s: String) -> String {
+    if s.len() > MAX_MESSAGE_LEN {
+        let mut end = MAX_MESSAGE_LEN;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_is_one_pointer_and_thread_safe() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<Error>();
+        assert_eq!(std::mem::size_of::<Error>(), std::mem::size_of::<usize>());
+    }
+
+    #[test]
+    fn long_messages_are_truncated_at_a_char_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_LEN);
+        let err = Error::new(ErrorKind::Server, long);
+        assert!(err.message().len() <= MAX_MESSAGE_LEN + '…'.len_utf8());
+        assert!(err.message().ends_with('…'));
+    }
+
+    #[test]
+    fn should_retry_false_makes_a_transient_error_terminal() {
+        let err = Error::new(ErrorKind::Server, "boom")
+            .with_status(500)
+            .with_should_retry(Some(false));
+        assert_eq!(err.disposition(), Disposition::Terminal);
+        assert!(!err.is_retryable());
+    }
+
+    #[test]
+    fn should_retry_true_makes_a_provider_4xx_transient() {
+        let err = Error::new(ErrorKind::InvalidRequest, "lock timeout")
+            .with_status(400)
+            .with_should_retry(Some(true));
+        assert_eq!(err.disposition(), Disposition::Transient);
+    }
+
+    #[test]
+    fn should_retry_true_never_retries_local_errors() {
+        let err = Error::new(ErrorKind::RequestTooLarge, "too big")
+            .with_status(429)
+            .with_should_retry(Some(true));
+        assert_eq!(err.disposition(), Disposition::Terminal);
+    }
+
+    #[test]
+    fn scrub_removes_the_secret_from_the_message() {
+        let err = Error::new(ErrorKind::Auth, "Incorrect API key provided: sk-secret-123")
+            .scrub("sk-secret-123");
+        assert!(!err.message().contains("sk-secret-123"));
+        assert!(!format!("{err:?} {err}").contains("sk-secret-123"));
+    }
+
+    #[test]
+    fn all_failed_keeps_attempts_in_order() {
+        let a = Error::new(ErrorKind::Server, "a").with_provider(ProviderId::new("one"));
+        let b = Error::new(ErrorKind::RateLimited, "b").with_provider(ProviderId::new("two"));
+        let err = Error::all_failed(vec![a, b]);
+        let order: Vec<_> = err
+            .attempts()
+            .iter()
+            .map(|e| e.provider().unwrap().as_str().to_owned())
+            .collect();
+        assert_eq!(order, ["one", "two"]);
+        assert!(err.to_string().contains("one: server, two: rate_limited"));
+    }
+}

@@ -1,0 +1,26 @@
+//! # llm-failover
+//!
+//! A client for LLM chat and speech-to-text APIs from several providers that reads the
+//! rate limits every provider states in its response headers, paces its own traffic to fit
+//! them, skips a provider until its stated reset time, fails over to the next provider at
+//! once, and never retries a request that can only fail again.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod provider;
+pub mod ratelimit;
+pub mod rng;
+pub mod types;
+
+pub use error::{Disposition, Error, ErrorKind, Result};
+pub use provider::{Capability, Credential, ProviderId};
+pub use ratelimit::LimitReport;
+pub use types::{
+    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role,
+    Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
+};

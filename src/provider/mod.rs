@@ -1,0 +1,299 @@
+//! Provider adapters: one per wire format, translation only.
+//!
+//! An adapter turns a neutral [`ChatRequest`] or [`TranscriptionRequest`] into an
+//! [`HttpRequest`] in its provider's format, a [`RawResponse`] back into a neutral result or a
+//! classified [`Error`], and the response headers into a [`LimitReport`]. It never sends
+//! anything, sleeps or retries: [`crate::http`] does the I/O and the router decides.
+
+mod sse;
+
+pub use sse::{SseEvent, SseParser};
+
+use std::fmt;
+use std::sync::Arc;
+
+use reqwest::header::HeaderMap;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Now;
+use crate::error::{Error, Result};
+use crate::http::{HttpRequest, RawResponse};
+use crate::ratelimit::LimitReport;
+use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+
+/// The name of a provider as configured in `providers.toml` (`openai`, `anthropic`, …).
+///
+/// Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProviderId(Arc<str>);
+
+impl ProviderId {
+    /// A provider id.
+    pub fn new(name: impl AsRef<str>) -> Self {
+        ProviderId(Arc::from(name.as_ref()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ProviderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for ProviderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for ProviderId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a request asks of a provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// Chat completions.
+    Chat,
+    /// Speech to text.
+    Transcription,
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Capability::Chat => "chat",
+            Capability::Transcription => "transcription",
+        })
+    }
+}
+
+/// What a provider can do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Chat completions (and streaming).
+    pub chat: bool,
+    /// Speech to text.
+    pub transcription: bool,
+}
+
+impl Capabilities {
+    /// True when the provider offers `capability`.
+    pub fn supports(&self, capability: Capability) -> bool {
+        match capability {
+            Capability::Chat => self.chat,
+            Capability::Transcription => self.transcription,
+        }
+    }
+}
+
+/// Where a credential came from; named in errors instead of the key itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CredentialSource {
+    /// Read from this environment variable.
+    Env(String),
+    /// Passed in code (builder or per-request override).
+    Explicit,
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialSource::Env(var) => write!(f, "environment variable `{var}`"),
+            CredentialSource::Explicit => f.write_str("credential passed in code"),
+        }
+    }
+}
+
+/// An API key and where it came from. `Debug` never shows the key.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::Credential;
+///
+/// let key = Credential::new("sk-live-123");
+/// assert!(!format!("{key:?}").contains("sk-live-123"));
+/// ```
+#[derive(Clone)]
+pub struct Credential {
+    secret: SecretString,
+    source: CredentialSource,
+}
+
+impl Credential {
+    /// A key passed in code (e.g. a tenant's own key).
+    pub fn new(key: impl Into<String>) -> Self {
+        Credential {
+            secret: SecretString::from(key.into()),
+            source: CredentialSource::Explicit,
+        }
+    }
+
+    /// A key read from environment variable `var`.
+    pub(crate) fn from_env(key: String, var: impl Into<String>) -> Self {
+        Credential {
+            secret: SecretString::from(key),
+            source: CredentialSource::Env(var.into()),
+        }
+    }
+
+    /// Where the key came from.
+    pub fn source(&self) -> &CredentialSource {
+        &self.source
+    }
+
+    /// The key itself, for adapters building headers. Never log it.
+    pub fn expose(&self) -> &str {
+        self.secret.expose_secret()
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credential")
+            .field("key", &"[redacted]")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// What an adapter needs, besides the request, to build an HTTP request.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct RequestContext<'a> {
+    /// The model to ask for (the request's override or the provider's default).
+    pub model: &'a str,
+    /// The key to send, if the provider needs one.
+    pub credential: Option<&'a Credential>,
+    /// Ask for a streamed answer.
+    pub stream: bool,
+}
+
+impl<'a> RequestContext<'a> {
+    /// A context for a non-streamed request.
+    pub fn new(model: &'a str, credential: Option<&'a Credential>) -> Self {
+        RequestContext {
+            model,
+            credential,
+            stream: false,
+        }
+    }
+
+    /// The same context, streaming.
+    pub fn streaming(mut self) -> Self {
+        self.stream = true;
+        self
+    }
+}
+
+/// Turns the events of one streamed answer into chunks.
+pub trait StreamDecoder: Send + fmt::Debug {
+    /// Decodes one server-sent event. Returns a chunk when the event carries content or
+    /// metadata, `None` for keep-alives and bookkeeping events, and an error (classified like
+    /// the matching HTTP status) when the provider reports one inside the stream.
+    fn decode(&mut self, event: &SseEvent) -> Result<Option<ChatChunk>>;
+
+    /// True once the provider has signalled the end of the answer (`[DONE]`,
+    /// `message_stop`, a final finish reason). A stream that ends before this is an error.
+    fn is_done(&self) -> bool;
+}
+
+/// A provider adapter: translation between neutral types and one wire format.
+///
+/// Object safe; the router holds `Arc<dyn Provider>`.
+pub trait Provider: Send + Sync + fmt::Debug {
+    /// The configured name.
+    fn id(&self) -> &ProviderId;
+
+    /// The wire format's name (`"openai"`, `"anthropic"`, …), as written in `providers.toml`.
+    fn kind(&self) -> &'static str;
+
+    /// What this provider offers.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The model used when a request names none, per capability.
+    fn default_model(&self, capability: Capability) -> Option<&str>;
+
+    /// Builds the HTTP request for a chat completion (streamed when `ctx.stream`).
+    ///
+    /// # Errors
+    ///
+    /// When the request cannot be expressed in this format.
+    fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest>;
+
+    /// Parses a successful (2xx) chat response. Errors reported inside a 200 become the
+    /// matching [`Error`].
+    ///
+    /// # Errors
+    ///
+    /// `Decode` when the body is not what the format promises.
+    fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse>;
+
+    /// A decoder for one streamed answer.
+    fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder>;
+
+    /// Builds the HTTP request for a transcription.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` by default.
+    fn transcription_request(
+        &self,
+        req: &TranscriptionRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let _ = (req, ctx);
+        Err(Error::unsupported(self.id(), "transcription"))
+    }
+
+    /// Parses a successful (2xx) transcription response.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` by default; `Decode` on a malformed body.
+    fn transcription_response(&self, raw: RawResponse, model: &str) -> Result<Transcript> {
+        let _ = (raw, model);
+        Err(Error::unsupported(self.id(), "transcription"))
+    }
+
+    /// Classifies a non-2xx response: kind from status and body, the provider's message
+    /// (truncated), its error code, and any delay stated in the body.
+    fn error(&self, raw: &RawResponse, now: Now) -> Error;
+
+    /// Reads the rate-limit state from a response's headers.
+    fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport;
+
+    /// The provider's id for this request, from the response headers.
+    fn request_id(&self, headers: &HeaderMap) -> Option<String> {
+        default_request_id(headers)
+    }
+}
+
+fn _obj_safe(_: &dyn Provider, _: &dyn StreamDecoder) {}
+
+/// The request id under the header names providers use.
+pub(crate) fn default_request_id(headers: &HeaderMap) -> Option<String> {
+    [
+        "x-request-id",
+        "request-id",
+        "apim-request-id",
+        "dg-request-id",
+        "x-goog-request-id",
+    ]
+    .iter()
+    .find_map(|name| headers.get(*name)?.to_str().ok())
+    .filter(|v| !v.is_empty())
+    .map(str::to_owned)
+}

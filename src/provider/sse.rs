@@ -1,0 +1,189 @@
+//! An incremental parser for server-sent events (the WHATWG `text/event-stream` format).
+//!
+//! Bytes arrive in arbitrary pieces; [`SseParser::feed`] buffers an incomplete line and
+//! yields each complete event. Lines end in `\n`, `\r\n` or `\r`; comments (`:`) are skipped;
+//! several `data:` lines join with `\n`. A line longer than the parser's cap, or one that is
+//! not UTF-8, is an error rather than unbounded memory or a panic.
+
+use crate::error::{Error, Result};
+
+/// One event of a server-sent event stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field; empty for the default `message` type.
+    pub event: String,
+    /// The `data:` lines, joined with `\n`.
+    pub data: String,
+    /// The `id:` field, if any.
+    pub id: Option<String>,
+}
+
+/// Incremental SSE parser.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::SseParser;
+///
+/// let mut p = SseParser::new();
+/// assert!(p.feed(b"event: ping\nda").unwrap().is_empty());
+/// let events = p.feed(b"ta: {}\n\n").unwrap();
+/// assert_eq!(events[0].event, "ping");
+/// assert_eq!(events[0].data, "{}");
+/// ```
+#[derive(Debug)]
+pub struct SseParser {
+    line: Vec<u8>,
+    pending: SseEvent,
+    has_data: bool,
+    saw_cr: bool,
+    max_line: usize,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SseParser {
+    /// A parser with a 1 MiB line cap.
+    pub fn new() -> Self {
+        Self::with_max_line(1 << 20)
+    }
+
+    /// A parser rejecting lines longer than `max_line` bytes.
+    pub fn with_max_line(max_line: usize) -> Self {
+        SseParser {
+            line: Vec::new(),
+            pending: SseEvent::default(),
+            has_data: false,
+            saw_cr: false,
+            max_line,
+        }
+    }
+
+    /// Feeds bytes; returns the events completed by them.
+    ///
+    /// # Errors
+    ///
+    /// `Decode` when a line is not UTF-8 or exceeds the cap.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>> {
+        let mut out = Vec::new();
+        for &b in bytes {
+            if self.saw_cr {
+                self.saw_cr = false;
+                if b == b'\n' {
+                    continue;
+                }
+            }
+            match b {
+                b'\n' | b'\r' => {
+                    self.saw_cr = b == b'\r';
+                    let line = std::mem::take(&mut self.line);
+                    if let Some(ev) = self.line_done(&line)? {
+                        out.push(ev);
+                    }
+                }
+                _ => {
+                    if self.line.len() >= self.max_line {
+                        return Err(Error::decode(format!(
+                            "event-stream line longer than {} bytes",
+                            self.max_line
+                        )));
+                    }
+                    self.line.push(b);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// True when bytes of an unfinished event are buffered (a stream cut mid-event).
+    pub fn has_partial(&self) -> bool {
+        !self.line.is_empty() || self.has_data
+    }
+
+    fn line_done(&mut self, line: &[u8]) -> Result<Option<SseEvent>> {
+        if line.is_empty() {
+            if !self.has_data {
+                self.pending.event.clear();
+                return Ok(None);
+            }
+            self.has_data = false;
+            return Ok(Some(std::mem::take(&mut self.pending)));
+        }
+        let line = std::str::from_utf8(line)
+            .map_err(|_| Error::decode("event-stream line is not valid UTF-8"))?;
+        if line.starts_with(':') {
+            return Ok(None);
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => self.pending.event = value.to_owned(),
+            "data" => {
+                if self.has_data {
+                    self.pending.data.push('\n');
+                }
+                self.pending.data.push_str(value);
+                self.has_data = true;
+            }
+            "id" => self.pending.id = Some(value.to_owned()),
+            _ => {} // `retry` and unknown fields are ignored, as the spec says.
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut p = SseParser::new();
+        chunks.iter().flat_map(|c| p.feed(c).unwrap()).collect()
+    }
+
+    #[test]
+    fn parses_openai_style_data_lines() {
+        let evs = parse_all(&[b"data: {\"a\":1}\n\ndata: [DONE]\n\n"]);
+        assert_eq!(evs.len(), 2);
+        assert_eq!(evs[0].data, "{\"a\":1}");
+        assert_eq!(evs[1].data, "[DONE]");
+    }
+
+    #[test]
+    fn parses_anthropic_typed_events_split_anywhere() {
+        let text = b"event: message_start\r\ndata: {\"x\":1}\r\n\r\n: keep-alive\r\nevent: ping\r\ndata: {}\r\n\r\n";
+        for split in 0..text.len() {
+            let evs = parse_all(&[&text[..split], &text[split..]]);
+            assert_eq!(evs.len(), 2, "split at {split}");
+            assert_eq!(evs[0].event, "message_start");
+            assert_eq!(evs[1].event, "ping");
+        }
+    }
+
+    #[test]
+    fn joins_multiple_data_lines() {
+        let evs = parse_all(&[b"data: a\ndata: b\n\n"]);
+        assert_eq!(evs[0].data, "a\nb");
+    }
+
+    #[test]
+    fn reports_a_partial_event() {
+        let mut p = SseParser::new();
+        p.feed(b"data: {\"cut").unwrap();
+        assert!(p.has_partial());
+    }
+
+    #[test]
+    fn rejects_invalid_utf8_and_overlong_lines() {
+        let mut p = SseParser::new();
+        assert!(p.feed(b"data: \xff\xfe\n").unwrap_err().is_decode());
+        let mut p = SseParser::with_max_line(8);
+        assert!(p.feed(b"data: 0123456789").is_err());
+    }
+}

@@ -1,0 +1,153 @@
+//! What one response said about the provider's limits.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The window a limit counts over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Per {
+    /// Per minute (RPM, TPM).
+    Minute,
+    /// Per day (RPD, TPD).
+    Day,
+    /// The provider did not say; the limiter uses only `remaining` and `reset_at`.
+    #[default]
+    Unknown,
+}
+
+impl Per {
+    /// The window's length, when known.
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Per::Minute => Some(Duration::from_secs(60)),
+            Per::Day => Some(Duration::from_secs(86_400)),
+            Per::Unknown => None,
+        }
+    }
+}
+
+/// One limit as a response stated it. Every field is optional: an absent header is unknown,
+/// never zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// The limit per window (capacity).
+    pub limit: Option<u64>,
+    /// What is left now.
+    pub remaining: Option<u64>,
+    /// When the window is full again (converted from the header's form once, when parsed).
+    pub reset_at: Option<Instant>,
+    /// The window the limit counts over.
+    pub per: Per,
+}
+
+impl Window {
+    /// True when no field carries information.
+    pub fn is_empty(&self) -> bool {
+        self.limit.is_none() && self.remaining.is_none() && self.reset_at.is_none()
+    }
+}
+
+/// The rate-limit state stated by one response's headers (and, for some providers, its error
+/// body).
+///
+/// Produced by each adapter's [`limit_report`](crate::provider::Provider::limit_report) and
+/// consumed by the limiter: every report can only tighten the local view.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LimitReport {
+    /// Requests (per minute, or per day for Groq).
+    pub requests: Option<Window>,
+    /// Tokens, input and output together.
+    pub tokens: Option<Window>,
+    /// Input tokens (Anthropic).
+    pub input_tokens: Option<Window>,
+    /// Output tokens (Anthropic).
+    pub output_tokens: Option<Window>,
+    /// How long the provider asked us to wait (`retry-after-ms`, `Retry-After`, RetryInfo,
+    /// a delay in the message), already validated: never negative, past or absurd.
+    pub retry_after: Option<Duration>,
+    /// `x-should-retry`, when sent.
+    pub should_retry: Option<bool>,
+}
+
+impl LimitReport {
+    /// True when the report says nothing.
+    pub fn is_empty(&self) -> bool {
+        let empty = |w: &Option<Window>| w.as_ref().is_none_or(Window::is_empty);
+        empty(&self.requests)
+            && empty(&self.tokens)
+            && empty(&self.input_tokens)
+            && empty(&self.output_tokens)
+            && self.retry_after.is_none()
+            && self.should_retry.is_none()
+    }
+
+    /// The latest `reset_at` among windows that are exhausted (`remaining == 0`): the earliest
+    /// moment the provider says a request could pass again.
+    pub fn exhausted_until(&self) -> Option<Instant> {
+        [
+            &self.requests,
+            &self.tokens,
+            &self.input_tokens,
+            &self.output_tokens,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|w| w.remaining == Some(0))
+        .filter_map(|w| w.reset_at)
+        .max()
+    }
+}
+
+/// Which family of rate-limit headers a provider sends, and how to read them.
+///
+/// Every dialect also falls back to the generic forms (IETF draft `RateLimit` /
+/// `RateLimit-Policy`, `X-RateLimit-{Limit,Remaining,Reset}`) when its own headers are absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HeaderDialect {
+    /// OpenAI and most OpenAI-compatible hosts (Together, xAI, DeepSeek, …):
+    /// `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, Go-style reset durations,
+    /// per minute.
+    #[default]
+    OpenAi,
+    /// Groq: the OpenAI names, but the request headers count per day and the token headers
+    /// per minute.
+    Groq,
+    /// Azure OpenAI: `x-ratelimit-remaining-{requests,tokens}`, `x-rate-limit-reset-tokens`
+    /// in bare seconds (`-1` = unknown), `retry-after-ms`.
+    Azure,
+    /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-*`,
+    /// RFC 3339 resets.
+    Anthropic,
+    /// OpenRouter and others: `X-RateLimit-{Limit,Remaining,Reset}` with epoch seconds or
+    /// epoch milliseconds, plus the IETF draft fields.
+    Generic,
+}
+
+impl HeaderDialect {
+    /// The name used in `providers.toml` (`header_dialect = "groq"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeaderDialect::OpenAi => "openai",
+            HeaderDialect::Groq => "groq",
+            HeaderDialect::Azure => "azure",
+            HeaderDialect::Anthropic => "anthropic",
+            HeaderDialect::Generic => "generic",
+        }
+    }
+
+    /// Parses a name as written in `providers.toml`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "openai" => HeaderDialect::OpenAi,
+            "groq" => HeaderDialect::Groq,
+            "azure" => HeaderDialect::Azure,
+            "anthropic" => HeaderDialect::Anthropic,
+            "generic" => HeaderDialect::Generic,
+            _ => return None,
+        })
+    }
+}

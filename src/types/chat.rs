@@ -1,0 +1,319 @@
+//! Chat requests and responses.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Usage;
+use crate::provider::ProviderId;
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The user's turn.
+    User,
+    /// The model's turn.
+    Assistant,
+}
+
+impl Role {
+    /// The lower-case name used by most wire formats.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One message of a conversation.
+///
+/// `Debug` shows the role and the length of the content, never the text: prompts do not
+/// belong in logs.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with the given role.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("role", &self.role)
+            .field("content_len", &self.content.len())
+            .finish()
+    }
+}
+
+/// The shape the answer must take.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ResponseFormat {
+    /// Free text (the default).
+    #[default]
+    Text,
+    /// Any valid JSON object.
+    JsonObject,
+    /// JSON matching a schema (providers that support it; others get JSON mode).
+    JsonSchema {
+        /// The schema's name.
+        name: String,
+        /// The JSON Schema.
+        schema: serde_json::Value,
+    },
+}
+
+/// A chat completion request, independent of any provider.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ChatRequest;
+///
+/// let req = ChatRequest::new()
+///     .system("Answer in one word.")
+///     .user("Capital of France?")
+///     .max_tokens(16)
+///     .temperature(0.0);
+/// assert_eq!(req.messages.len(), 2);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChatRequest {
+    /// The conversation, oldest first. System messages may appear anywhere; adapters whose
+    /// wire format separates them (Anthropic, Gemini) move them out.
+    pub messages: Vec<Message>,
+    /// Overrides the provider's configured model.
+    pub model: Option<String>,
+    /// Upper bound on generated tokens. Counted in full when the request is admitted.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// Text or JSON.
+    pub response_format: ResponseFormat,
+}
+
+impl ChatRequest {
+    /// An empty request.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A request with one user message.
+    pub fn from_prompt(prompt: impl Into<String>) -> Self {
+        Self::new().user(prompt)
+    }
+
+    /// Appends a message.
+    #[must_use]
+    pub fn message(mut self, message: Message) -> Self {
+        self.messages.push(message);
+        self
+    }
+
+    /// Appends a system message.
+    #[must_use]
+    pub fn system(self, content: impl Into<String>) -> Self {
+        self.message(Message::system(content))
+    }
+
+    /// Appends a user message.
+    #[must_use]
+    pub fn user(self, content: impl Into<String>) -> Self {
+        self.message(Message::user(content))
+    }
+
+    /// Appends an assistant message.
+    #[must_use]
+    pub fn assistant(self, content: impl Into<String>) -> Self {
+        self.message(Message::assistant(content))
+    }
+
+    /// Sets the model, overriding the provider's default.
+    #[must_use]
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets `max_tokens`.
+    #[must_use]
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Sets the temperature.
+    #[must_use]
+    pub fn temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+
+    /// Adds a stop sequence.
+    #[must_use]
+    pub fn stop(mut self, s: impl Into<String>) -> Self {
+        self.stop.push(s.into());
+        self
+    }
+
+    /// Sets the response format.
+    #[must_use]
+    pub fn response_format(mut self, f: ResponseFormat) -> Self {
+        self.response_format = f;
+        self
+    }
+}
+
+/// Why generation stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// Natural end or a stop sequence.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+    /// The content filter cut the answer.
+    ContentFilter,
+    /// The model asked to call a tool.
+    ToolCalls,
+    /// Something else, as the provider named it.
+    Other(String),
+}
+
+/// A complete chat answer.
+///
+/// `Debug` shows the length of the text, never the text.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChatResponse {
+    /// The generated text.
+    pub text: String,
+    /// Why generation stopped, when the provider said.
+    pub finish_reason: Option<FinishReason>,
+    /// Tokens counted by the provider, when it reported them.
+    pub usage: Option<Usage>,
+    /// The provider that answered.
+    pub provider: ProviderId,
+    /// The model that answered, as the provider named it.
+    pub model: String,
+    /// The provider's request id, for support tickets.
+    pub request_id: Option<String>,
+    /// How many attempts the router made for this answer (1 = first try).
+    pub attempts: u32,
+}
+
+impl ChatResponse {
+    /// A response from `provider` with the given text; the other fields empty.
+    pub fn new(provider: ProviderId, model: impl Into<String>, text: impl Into<String>) -> Self {
+        ChatResponse {
+            text: text.into(),
+            finish_reason: None,
+            usage: None,
+            provider,
+            model: model.into(),
+            request_id: None,
+            attempts: 1,
+        }
+    }
+}
+
+impl fmt::Debug for ChatResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatResponse")
+            .field("text_len", &self.text.len())
+            .field("finish_reason", &self.finish_reason)
+            .field("usage", &self.usage)
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("request_id", &self.request_id)
+            .field("attempts", &self.attempts)
+            .finish()
+    }
+}
+
+/// One increment of a streamed answer.
+///
+/// `Debug` shows the length of the delta, never the text.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChatChunk {
+    /// New text (may be empty, e.g. on the final chunk).
+    pub delta: String,
+    /// Set on the chunk that ends the answer.
+    pub finish_reason: Option<FinishReason>,
+    /// Set when the provider reports usage in the stream (usually the last chunk).
+    pub usage: Option<Usage>,
+    /// The model, when the provider names it in the stream.
+    pub model: Option<String>,
+}
+
+impl ChatChunk {
+    /// A chunk carrying text.
+    pub fn text(delta: impl Into<String>) -> Self {
+        ChatChunk {
+            delta: delta.into(),
+            ..Self::default()
+        }
+    }
+}
+
+impl fmt::Debug for ChatChunk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatChunk")
+            .field("delta_len", &self.delta.len())
+            .field("finish_reason", &self.finish_reason)
+            .field("usage", &self.usage)
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_prompt_or_answer_text() {
+        let req = ChatRequest::from_prompt("my secret prompt");
+        assert!(!format!("{req:?}").contains("secret prompt"));
+        let resp = ChatResponse::new(ProviderId::new("p"), "m", "secret answer");
+        assert!(!format!("{resp:?}").contains("secret answer"));
+        assert!(!format!("{:?}", ChatChunk::text("secret delta")).contains("secret delta"));
+    }
+}
