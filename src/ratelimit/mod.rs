@@ -9,6 +9,8 @@
 //! that is negative, not finite, unparseable, in the past or absurdly large is ignored and the
 //! router falls back to jittered backoff.
 
+mod headers;
 mod report;
 
+pub use headers::{delay_in_message, go_duration, parse_limit_headers, retry_after, should_retry};
 pub use report::{HeaderDialect, LimitReport, Per, Window};
