@@ -5,8 +5,10 @@
 //! classified [`Error`], and the response headers into a [`LimitReport`]. It never sends
 //! anything, sleeps or retries: [`crate::http`] does the I/O and the router decides.
 
+mod exchange;
 mod sse;
 
+pub use exchange::{chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange};
 pub use sse::{SseEvent, SseParser};
 
 use std::fmt;

@@ -1,0 +1,319 @@
+//! One attempt against one provider: build, send, read, classify.
+//!
+//! The router calls these for every attempt; adapter tests call them directly to drive an
+//! adapter over real HTTP. They never retry and never wait beyond the attempt's timeout.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::Stream;
+
+use super::{Provider, RequestContext, SseParser, StreamDecoder};
+use crate::clock::Now;
+use crate::error::{Error, Result};
+use crate::http::{ByteStream, RawResponse, Streamed, Transport};
+use crate::ratelimit::LimitReport;
+use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+
+/// The result of one attempt and the limits its response stated (`None` when no response
+/// arrived: connection error, timeout).
+#[derive(Debug)]
+pub struct Exchange<T> {
+    /// The answer or the classified error.
+    pub result: Result<T>,
+    /// The rate-limit report read from the response headers.
+    pub report: Option<LimitReport>,
+}
+
+fn finish<T>(
+    provider: &dyn Provider,
+    ctx: &RequestContext<'_>,
+    now: Now,
+    raw: Result<RawResponse>,
+    parse: impl FnOnce(RawResponse) -> Result<T>,
+) -> Exchange<T> {
+    let raw = match raw {
+        Ok(raw) => raw,
+        Err(e) => {
+            return Exchange {
+                result: Err(decorate(e, provider, ctx, None)),
+                report: None,
+            }
+        }
+    };
+    let report = provider.limit_report(&raw.headers, now);
+    let request_id = provider.request_id(&raw.headers);
+    let status = raw.status;
+    let result = if raw.is_success() {
+        parse(raw)
+    } else {
+        Err(provider.error(&raw, now))
+    };
+    Exchange {
+        result: result.map_err(|e| {
+            let e = e.with_request_id(request_id);
+            let e = if e.status().is_none() {
+                e.with_status(status)
+            } else {
+                e
+            };
+            decorate(e, provider, ctx, Some(&report))
+        }),
+        report: Some(report),
+    }
+}
+
+/// Adds provider, model and limits to an error and removes the key from its message.
+fn decorate(
+    mut e: Error,
+    provider: &dyn Provider,
+    ctx: &RequestContext<'_>,
+    report: Option<&LimitReport>,
+) -> Error {
+    if e.provider().is_none() {
+        e = e.with_provider(provider.id().clone());
+    }
+    if e.model().is_none() {
+        e = e.with_model(ctx.model);
+    }
+    if let Some(r) = report {
+        if e.limits().is_none() && !r.is_empty() {
+            e = e.with_limits(r.clone());
+        }
+        if e.retry_after().is_none() {
+            e = e.with_retry_after(r.retry_after);
+        }
+        if e.should_retry().is_none() {
+            e = e.with_should_retry(r.should_retry);
+        }
+    }
+    if let Some(c) = ctx.credential {
+        e = e.scrub(c.expose());
+    }
+    e
+}
+
+/// Sends one chat request and reads the whole answer.
+pub async fn chat_once(
+    provider: &dyn Provider,
+    transport: &Transport,
+    req: &ChatRequest,
+    ctx: RequestContext<'_>,
+    timeout: Duration,
+    now: impl Fn() -> Now,
+) -> Exchange<ChatResponse> {
+    let http = match provider.chat_request(req, &ctx) {
+        Ok(h) => h,
+        Err(e) => {
+            return Exchange {
+                result: Err(decorate(e, provider, &ctx, None)),
+                report: None,
+            }
+        }
+    };
+    let raw = transport.send(http, timeout).await;
+    finish(provider, &ctx, now(), raw, |raw| {
+        provider.chat_response(raw, ctx.model)
+    })
+}
+
+/// Sends one transcription request and reads the whole answer.
+pub async fn transcribe_once(
+    provider: &dyn Provider,
+    transport: &Transport,
+    req: &TranscriptionRequest,
+    ctx: RequestContext<'_>,
+    timeout: Duration,
+    now: impl Fn() -> Now,
+) -> Exchange<Transcript> {
+    let http = match provider.transcription_request(req, &ctx) {
+        Ok(h) => h,
+        Err(e) => {
+            return Exchange {
+                result: Err(decorate(e, provider, &ctx, None)),
+                report: None,
+            }
+        }
+    };
+    let raw = transport.send(http, timeout).await;
+    finish(provider, &ctx, now(), raw, |raw| {
+        provider.transcription_response(raw, ctx.model)
+    })
+}
+
+/// Opens a streamed chat answer. Errors before the first event (status, connection) come
+/// back here; errors after it come out of the stream.
+pub async fn chat_stream_once(
+    provider: &dyn Provider,
+    transport: &Transport,
+    req: &ChatRequest,
+    ctx: RequestContext<'_>,
+    timeout: Duration,
+    now: impl Fn() -> Now,
+) -> Exchange<ChunkStream> {
+    let ctx = ctx.streaming();
+    let http = match provider.chat_request(req, &ctx) {
+        Ok(h) => h,
+        Err(e) => {
+            return Exchange {
+                result: Err(decorate(e, provider, &ctx, None)),
+                report: None,
+            }
+        }
+    };
+    match transport.send_streaming(http, timeout).await {
+        Err(e) => Exchange {
+            result: Err(decorate(e, provider, &ctx, None)),
+            report: None,
+        },
+        Ok(Streamed::Err(raw)) => finish(provider, &ctx, now(), Ok(raw), |_| {
+            Err(Error::decode(
+                "unreachable: error response parsed as a stream",
+            ))
+        }),
+        Ok(Streamed::Ok(resp)) => {
+            let now = now();
+            let report = provider.limit_report(&resp.headers, now);
+            let mut err_ctx = ErrorContext {
+                provider: provider.id().clone(),
+                model: ctx.model.to_owned(),
+                status: resp.status,
+                request_id: provider.request_id(&resp.headers),
+                secret: ctx.credential.map(|c| c.expose().to_owned()),
+            };
+            err_ctx.secret = err_ctx.secret.filter(|s| !s.is_empty());
+            Exchange {
+                result: Ok(ChunkStream {
+                    body: resp.body,
+                    parser: SseParser::new(),
+                    decoder: provider.stream_decoder(ctx.model),
+                    ready: VecDeque::new(),
+                    ended: false,
+                    err_ctx,
+                }),
+                report: Some(report),
+            }
+        }
+    }
+}
+
+struct ErrorContext {
+    provider: super::ProviderId,
+    model: String,
+    status: u16,
+    request_id: Option<String>,
+    secret: Option<String>,
+}
+
+impl ErrorContext {
+    fn decorate(&self, mut e: Error) -> Error {
+        if e.provider().is_none() {
+            e = e.with_provider(self.provider.clone());
+        }
+        if e.model().is_none() {
+            e = e.with_model(self.model.clone());
+        }
+        if e.status().is_none() {
+            e = e.with_status(self.status);
+        }
+        if e.request_id().is_none() {
+            e = e.with_request_id(self.request_id.clone());
+        }
+        if let Some(s) = &self.secret {
+            e = e.scrub(s);
+        }
+        e
+    }
+}
+
+/// The chunks of one streamed answer, decoded from server-sent events.
+///
+/// Ends with `None` after the provider's end marker; a body that ends before it yields a
+/// `Decode` error ("stream ended before completion"); an error event yields the matching
+/// error. Nothing is yielded after an error.
+pub struct ChunkStream {
+    body: ByteStream,
+    parser: SseParser,
+    decoder: Box<dyn StreamDecoder>,
+    ready: VecDeque<ChatChunk>,
+    ended: bool,
+    err_ctx: ErrorContext,
+}
+
+impl fmt::Debug for ChunkStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChunkStream")
+            .field("provider", &self.err_ctx.provider)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChunkStream {
+    fn fail(&mut self, e: Error) -> Poll<Option<Result<ChatChunk>>> {
+        self.ended = true;
+        self.ready.clear();
+        Poll::Ready(Some(Err(self.err_ctx.decorate(e))))
+    }
+}
+
+impl Stream for ChunkStream {
+    type Item = Result<ChatChunk>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(chunk) = this.ready.pop_front() {
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            if this.decoder.is_done() {
+                this.ended = true;
+                return Poll::Ready(None);
+            }
+            match this.body.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return this.fail(e),
+                Poll::Ready(Some(Ok(bytes))) => {
+                    let events = match this.parser.feed(&bytes) {
+                        Ok(ev) => ev,
+                        Err(e) => return this.fail(e),
+                    };
+                    for ev in &events {
+                        if this.decoder.is_done() {
+                            break;
+                        }
+                        match this.decoder.decode(ev) {
+                            Ok(Some(chunk)) => this.ready.push_back(chunk),
+                            Ok(None) => {}
+                            Err(e) => return this.fail(e),
+                        }
+                    }
+                }
+                Poll::Ready(None) => {
+                    // Some servers omit the blank line after the last event.
+                    if let Ok(events) = this.parser.feed(b"\n\n") {
+                        for ev in &events {
+                            match this.decoder.decode(ev) {
+                                Ok(Some(chunk)) => this.ready.push_back(chunk),
+                                Ok(None) => {}
+                                Err(e) => return this.fail(e),
+                            }
+                        }
+                    }
+                    if !this.decoder.is_done() {
+                        return this.fail(Error::decode(
+                            "stream ended before the provider signalled completion",
+                        ));
+                    }
+                    this.ended = true;
+                }
+            }
+        }
+    }
+}
