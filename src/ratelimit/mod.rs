@@ -1,16 +1,38 @@
 //! Rate limits: what providers state, and how we pace ourselves to fit.
 //!
 //! Every provider states its limits in response headers (or, for Gemini, in the 429 body).
-//! Adapters turn them into a [`LimitReport`]; the limiter keeps, per provider and model, a
-//! request bucket and a token bucket that every report tightens and every 429 drains.
+//! Adapters turn them into a [`LimitReport`]; the [`Limiter`] keeps, per provider and model,
+//! a request bucket and a token bucket (and per-day buckets when stated) that every report
+//! tightens and every 429 drains.
 //!
-//! Header precedence for "how long to wait": `retry-after-ms`, then `Retry-After` (seconds or
-//! HTTP-date), then the provider's reset headers, then a delay in the error message. A value
-//! that is negative, not finite, unparseable, in the past or absurdly large is ignored and the
-//! router falls back to jittered backoff.
+//! # Buckets
+//!
+//! Capacity = limit per window, continuous refill = limit / window (how OpenAI and Anthropic
+//! describe theirs). Limits come from `providers.toml` when given and are learned from the
+//! first response that states them; an unknown limit admits freely until a header says
+//! otherwise. A reservation books both buckets at once and returns its wait; waiters are served
+//! in booking order. A cost above a bucket's capacity is refused at once
+//! ([`Reservation::TooLarge`]): "never" is not "not now". A report lowers a level to the
+//! provider's `remaining` and never raises it; a 429 drains every bucket and sets a gate that
+//! is only ever moved later.
+//!
+//! # Header precedence
+//!
+//! For "how long to wait": `retry-after-ms`, then `Retry-After` (seconds or HTTP-date), then
+//! the provider's reset headers, then a delay stated in the body (Gemini `RetryInfo`) or the
+//! error message. A value that is negative, not finite, unparseable, in the past or absurdly
+//! large is ignored and the router falls back to jittered backoff.
 
+mod bucket;
 mod headers;
+mod limiter;
 mod report;
+mod store;
 
+pub use bucket::{Bucket, InsufficientCapacity};
 pub use headers::{delay_in_message, go_duration, parse_limit_headers, retry_after, should_retry};
+pub use limiter::{Admission, Limiter, Permit};
 pub use report::{HeaderDialect, LimitReport, Per, Window};
+pub use store::{
+    Cost, Dimension, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
+};

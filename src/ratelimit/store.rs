@@ -1,0 +1,472 @@
+//! Where bucket state lives: [`LimiterStore`] and its in-memory implementation.
+//!
+//! The state of one (provider, model) changes through four operations only —
+//! [`reserve`](LimiterStore::reserve), [`refund`](LimiterStore::refund),
+//! [`raise`](LimiterStore::raise) and [`peek`](LimiterStore::peek) — so the same trait can
+//! later be served by Redis for several processes (one atomic script per operation, timed by
+//! the server's clock) with the same semantics. [`MemoryStore`] is the default.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::bucket::{Bucket, InsufficientCapacity};
+use super::{LimitReport, Per, Window};
+use crate::config::Limits;
+use crate::error::Result;
+use crate::provider::ProviderId;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// The scope of one set of buckets: providers limit each model separately.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LimitKey {
+    /// The provider.
+    pub provider: ProviderId,
+    /// The model.
+    pub model: String,
+}
+
+impl LimitKey {
+    /// A key.
+    pub fn new(provider: ProviderId, model: impl Into<String>) -> Self {
+        LimitKey {
+            provider,
+            model: model.into(),
+        }
+    }
+}
+
+impl fmt::Display for LimitKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// What one request costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// Requests (1 per attempt).
+    pub requests: u64,
+    /// Estimated input tokens.
+    pub input_tokens: u64,
+    /// Reserved output tokens (`max_tokens`).
+    pub output_tokens: u64,
+}
+
+impl Cost {
+    /// One request with no tokens (speech-to-text).
+    pub fn one_request() -> Self {
+        Cost {
+            requests: 1,
+            ..Cost::default()
+        }
+    }
+
+    /// Input plus output tokens.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// Which limit a request is too large for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dimension {
+    /// Requests per minute.
+    RequestsPerMinute,
+    /// Tokens per minute.
+    TokensPerMinute,
+    /// Input tokens per minute.
+    InputTokensPerMinute,
+    /// Output tokens per minute.
+    OutputTokensPerMinute,
+    /// Requests per day.
+    RequestsPerDay,
+    /// Tokens per day.
+    TokensPerDay,
+}
+
+impl fmt::Display for Dimension {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dimension::RequestsPerMinute => "requests per minute",
+            Dimension::TokensPerMinute => "tokens per minute",
+            Dimension::InputTokensPerMinute => "input tokens per minute",
+            Dimension::OutputTokensPerMinute => "output tokens per minute",
+            Dimension::RequestsPerDay => "requests per day",
+            Dimension::TokensPerDay => "tokens per day",
+        })
+    }
+}
+
+/// The answer to a reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reservation {
+    /// Booked: send after waiting this long.
+    Granted {
+        /// The wait before sending (zero: now).
+        wait: Duration,
+    },
+    /// Not booked: the wait would exceed the caller's `max_wait`.
+    NotUntil {
+        /// The wait a reservation would have had.
+        wait: Duration,
+    },
+    /// Never: the cost exceeds a limit's whole capacity.
+    TooLarge {
+        /// The limit.
+        dimension: Dimension,
+        /// What was asked.
+        cost: u64,
+        /// The capacity.
+        capacity: u64,
+    },
+}
+
+/// Ways to tighten the local view; none can loosen it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tightening {
+    /// Nothing passes before this instant (a 429's stated delay). Never moved earlier.
+    pub gate_until: Option<Instant>,
+    /// Drain every bucket to zero (a 429).
+    pub drain: bool,
+    /// A response's report: lowers levels to `remaining`, adopts stated limits.
+    pub report: Option<LimitReport>,
+}
+
+/// A read-only view of one key's state.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct LimitSnapshot {
+    /// Request bucket level and capacity (per minute), when known.
+    pub requests: Option<(f64, u64)>,
+    /// Token bucket level and capacity (per minute), when known.
+    pub tokens: Option<(f64, u64)>,
+    /// The gate, when one is set in the future.
+    pub gate_until: Option<Instant>,
+    /// How long a reservation of the peeked cost would wait now (`None`: too large).
+    pub wait: Option<Duration>,
+}
+
+/// The storage behind the limiter. See the module docs.
+#[async_trait]
+pub trait LimiterStore: Send + Sync + fmt::Debug {
+    /// Books `cost` for `key` if it can start within `max_wait`. `limits` are the configured
+    /// limits, used when the key is first seen.
+    async fn reserve(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Cost,
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation>;
+
+    /// Gives back (`tokens > 0`) or charges (`tokens < 0`) tokens, and gives back
+    /// `requests` request slots (a reservation dropped before sending).
+    async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()>;
+
+    /// Tightens the view of `key`.
+    async fn raise(&self, key: &LimitKey, tightening: Tightening, now: Instant) -> Result<()>;
+
+    /// Reads the state of `key` and the wait `cost` would have, without booking.
+    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot>;
+}
+
+fn _obj_safe(_: &dyn LimiterStore) {}
+
+/// The buckets of one key.
+#[derive(Debug, Default)]
+struct KeyState {
+    requests: Option<Bucket>,
+    tokens: Option<Bucket>,
+    input_tokens: Option<Bucket>,
+    output_tokens: Option<Bucket>,
+    requests_day: Option<Bucket>,
+    tokens_day: Option<Bucket>,
+    gate: Option<Instant>,
+}
+
+impl KeyState {
+    fn from_limits(limits: &Limits, now: Instant) -> Self {
+        let b = |v: Option<std::num::NonZeroU64>, w| v.map(|n| Bucket::new(n.get(), w, now));
+        KeyState {
+            requests: b(limits.rpm, MINUTE),
+            tokens: b(limits.tpm, MINUTE),
+            requests_day: b(limits.rpd, DAY),
+            tokens_day: b(limits.tpd, DAY),
+            ..KeyState::default()
+        }
+    }
+
+    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 6] {
+        [
+            (
+                self.requests.as_mut(),
+                cost.requests,
+                Dimension::RequestsPerMinute,
+            ),
+            (
+                self.tokens.as_mut(),
+                cost.tokens(),
+                Dimension::TokensPerMinute,
+            ),
+            (
+                self.input_tokens.as_mut(),
+                cost.input_tokens,
+                Dimension::InputTokensPerMinute,
+            ),
+            (
+                self.output_tokens.as_mut(),
+                cost.output_tokens,
+                Dimension::OutputTokensPerMinute,
+            ),
+            (
+                self.requests_day.as_mut(),
+                cost.requests,
+                Dimension::RequestsPerDay,
+            ),
+            (
+                self.tokens_day.as_mut(),
+                cost.tokens(),
+                Dimension::TokensPerDay,
+            ),
+        ]
+    }
+
+    /// The wait for `cost` now, or the first limit it can never fit.
+    fn wait(&mut self, cost: Cost, now: Instant) -> std::result::Result<Duration, Reservation> {
+        let mut wait = self
+            .gate
+            .filter(|g| *g > now)
+            .map_or(Duration::ZERO, |g| g - now);
+        for (bucket, n, dim) in self.buckets(cost) {
+            if let Some(b) = bucket {
+                match b.peek(n, now) {
+                    Ok(w) => wait = wait.max(w),
+                    Err(InsufficientCapacity { cost, capacity }) => {
+                        return Err(Reservation::TooLarge {
+                            dimension: dim,
+                            cost,
+                            capacity,
+                        })
+                    }
+                }
+            }
+        }
+        Ok(wait)
+    }
+
+    fn book(&mut self, cost: Cost, now: Instant) {
+        for (bucket, n, _) in self.buckets(cost) {
+            if let Some(b) = bucket {
+                // Cannot fail: `wait` checked every capacity under the same lock.
+                b.charge(n, now);
+            }
+        }
+    }
+
+    fn apply(&mut self, report: &LimitReport, now: Instant) {
+        let learn = |slot: &mut Option<Bucket>, w: &Window, window: Duration| {
+            if let Some(limit) = w.limit.filter(|l| *l > 0) {
+                match slot {
+                    Some(b) => {
+                        if b.capacity() != limit {
+                            b.set_limit(limit, window, now)
+                        }
+                    }
+                    None => *slot = Some(Bucket::new(limit, window, now)),
+                }
+            }
+            if let (Some(b), Some(rem)) = (slot.as_mut(), w.remaining) {
+                b.tighten(rem, now);
+            }
+        };
+        if let Some(w) = &report.requests {
+            match w.per {
+                Per::Minute => learn(&mut self.requests, w, MINUTE),
+                Per::Day => learn(&mut self.requests_day, w, DAY),
+                Per::Unknown => {}
+            }
+        }
+        if let Some(w) = &report.tokens {
+            match w.per {
+                Per::Minute => learn(&mut self.tokens, w, MINUTE),
+                Per::Day => learn(&mut self.tokens_day, w, DAY),
+                Per::Unknown => {}
+            }
+        }
+        if let Some(w) = report
+            .input_tokens
+            .as_ref()
+            .filter(|w| w.per == Per::Minute)
+        {
+            learn(&mut self.input_tokens, w, MINUTE);
+        }
+        if let Some(w) = report
+            .output_tokens
+            .as_ref()
+            .filter(|w| w.per == Per::Minute)
+        {
+            learn(&mut self.output_tokens, w, MINUTE);
+        }
+        // A window we cannot model as a bucket (unknown length) that says "none left" gates
+        // until its reset; modelled windows refill on their own (their reset is the time
+        // until *full*, not until the next slot).
+        for w in [
+            &report.requests,
+            &report.tokens,
+            &report.input_tokens,
+            &report.output_tokens,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if w.per == Per::Unknown && w.remaining == Some(0) {
+                if let Some(reset) = w.reset_at {
+                    self.raise_gate(reset);
+                }
+            }
+        }
+    }
+
+    fn raise_gate(&mut self, until: Instant) {
+        self.gate = Some(self.gate.map_or(until, |g| g.max(until)));
+    }
+
+    fn each_bucket(&mut self, mut f: impl FnMut(&mut Bucket)) {
+        for b in [
+            &mut self.requests,
+            &mut self.tokens,
+            &mut self.input_tokens,
+            &mut self.output_tokens,
+            &mut self.requests_day,
+            &mut self.tokens_day,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            f(b);
+        }
+    }
+}
+
+/// The default store: buckets in this process's memory.
+///
+/// One short-lived lock per key guards arithmetic only; nobody waits while holding it.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    keys: Mutex<HashMap<LimitKey, Arc<Mutex<KeyState>>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self, key: &LimitKey, limits: Option<&Limits>, now: Instant) -> Arc<Mutex<KeyState>> {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = keys.get(key) {
+            return s.clone();
+        }
+        let state =
+            Arc::new(Mutex::new(limits.map_or_else(KeyState::default, |l| {
+                KeyState::from_limits(l, now)
+            })));
+        keys.insert(key.clone(), state.clone());
+        state
+    }
+
+    fn with<T>(
+        &self,
+        key: &LimitKey,
+        limits: Option<&Limits>,
+        now: Instant,
+        f: impl FnOnce(&mut KeyState) -> T,
+    ) -> T {
+        let state = self.state(key, limits, now);
+        let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+#[async_trait]
+impl LimiterStore for MemoryStore {
+    async fn reserve(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Cost,
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        Ok(
+            self.with(key, Some(limits), now, |s| match s.wait(cost, now) {
+                Err(too_large) => too_large,
+                Ok(wait) if wait > max_wait => Reservation::NotUntil { wait },
+                Ok(wait) => {
+                    s.book(cost, now);
+                    Reservation::Granted { wait }
+                }
+            }),
+        )
+    }
+
+    async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
+        self.with(key, None, now, |s| {
+            let give = |b: &mut Option<Bucket>, n: i64| {
+                if let Some(b) = b {
+                    if n >= 0 {
+                        b.refund(n.unsigned_abs(), now)
+                    } else {
+                        b.charge(n.unsigned_abs(), now)
+                    }
+                }
+            };
+            give(&mut s.requests, requests as i64);
+            give(&mut s.requests_day, requests as i64);
+            give(&mut s.tokens, tokens);
+            give(&mut s.tokens_day, tokens);
+            // What was reserved beyond use is output (`max_tokens`) in the common case.
+            give(&mut s.output_tokens, tokens);
+        });
+        Ok(())
+    }
+
+    async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
+        self.with(key, None, now, |s| {
+            if let Some(report) = &t.report {
+                s.apply(report, now);
+            }
+            if t.drain {
+                s.each_bucket(|b| b.drain(now));
+            }
+            if let Some(until) = t.gate_until {
+                s.raise_gate(until);
+            }
+        });
+        Ok(())
+    }
+
+    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
+        Ok(self.with(key, None, now, |s| {
+            let wait = s.wait(cost, now).ok();
+            let view = |b: &mut Option<Bucket>| b.as_mut().map(|b| (b.level(now), b.capacity()));
+            LimitSnapshot {
+                requests: view(&mut s.requests),
+                tokens: view(&mut s.tokens),
+                gate_until: s.gate.filter(|g| *g > now),
+                wait,
+            }
+        }))
+    }
+}
