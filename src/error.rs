@@ -343,6 +343,16 @@ impl Error {
         self
     }
 
+    /// Appends a note to the message (`…; key from environment variable X`).
+    pub(crate) fn note(mut self, note: &str) -> Self {
+        if self.inner.message.is_empty() {
+            self.inner.message = note.to_owned();
+        } else {
+            self.inner.message = format!("{}; {note}", self.inner.message);
+        }
+        self
+    }
+
     /// Removes every occurrence of `secret` from the message (a provider may echo the key).
     pub(crate) fn scrub(mut self, secret: &str) -> Self {
         if secret.len() >= 4 && self.inner.message.contains(secret) {

@@ -14,7 +14,10 @@ pub mod error;
 pub mod http;
 pub mod provider;
 pub mod ratelimit;
+pub mod retry;
 pub mod rng;
+pub mod router;
+pub mod stats;
 pub mod types;
 
 pub use error::{Disposition, Error, ErrorKind, Result};

@@ -24,12 +24,14 @@
 //! large is ignored and the router falls back to jittered backoff.
 
 mod bucket;
+mod estimate;
 mod headers;
 mod limiter;
 mod report;
 mod store;
 
 pub use bucket::{Bucket, InsufficientCapacity};
+pub use estimate::{estimate_chat, Encoding, DEFAULT_OUTPUT_TOKENS};
 pub use headers::{delay_in_message, go_duration, parse_limit_headers, retry_after, should_retry};
 pub use limiter::{Admission, Limiter, Permit};
 pub use report::{HeaderDialect, LimitReport, Per, Window};

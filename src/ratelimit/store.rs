@@ -30,21 +30,36 @@ pub struct LimitKey {
     pub provider: ProviderId,
     /// The model.
     pub model: String,
+    /// The account whose limits are spent: `None` for the configured key, a tenant's name
+    /// for a per-request credential.
+    pub account: Option<Arc<str>>,
 }
 
 impl LimitKey {
-    /// A key.
+    /// A key for the configured account.
     pub fn new(provider: ProviderId, model: impl Into<String>) -> Self {
         LimitKey {
             provider,
             model: model.into(),
+            account: None,
         }
+    }
+
+    /// The same key for another account.
+    #[must_use]
+    pub fn with_account(mut self, account: Option<Arc<str>>) -> Self {
+        self.account = account;
+        self
     }
 }
 
 impl fmt::Display for LimitKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.provider, self.model)
+        write!(f, "{}/{}", self.provider, self.model)?;
+        if let Some(a) = &self.account {
+            write!(f, "@{a}")?;
+        }
+        Ok(())
     }
 }
 

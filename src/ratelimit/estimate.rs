@@ -1,0 +1,173 @@
+//! Token estimates for admission, before a request is sent.
+//!
+//! Input tokens are counted with tiktoken-rs in the model's encoding — `o200k_base` for the
+//! GPT-4o / GPT-4.1 / GPT-5 / o-series family, `cl100k_base` for older OpenAI models — plus the
+//! chat format's per-message overhead. Other vendors' tokenizers are not public, so their
+//! models get the `cl100k_base` count padded by 20 %. Because OpenAI documents that its
+//! rate limiter itself estimates from the character count (about 4 characters per token), the
+//! estimate is never below `ceil(characters / 4)`: admission then agrees with the server's
+//! own arithmetic. Output tokens are `max_tokens`, or a default when the request sets none.
+//!
+//! Encoders load once, lazily, on first use (tiktoken-rs singletons); never per request.
+
+use tiktoken_rs::CoreBPE;
+
+use super::store::Cost;
+use crate::types::ChatRequest;
+
+/// Tokens added per message by the chat format (role, separators), per OpenAI's cookbook.
+pub const TOKENS_PER_MESSAGE: u64 = 4;
+/// Tokens that prime the assistant's reply.
+pub const REPLY_PRIMING: u64 = 3;
+/// Output tokens reserved when a request sets no `max_tokens`.
+pub const DEFAULT_OUTPUT_TOKENS: u32 = 1024;
+
+/// Which tokenizer an estimate uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Encoding {
+    /// `o200k_base` (GPT-4o, GPT-4.1, GPT-5, o1/o3/o4).
+    O200k,
+    /// `cl100k_base` (GPT-4, GPT-3.5).
+    Cl100k,
+    /// Another vendor's model: `cl100k_base` count + 20 %.
+    Padded,
+}
+
+impl Encoding {
+    /// The encoding for `model` (a vendor prefix such as `openai/` is ignored).
+    pub fn for_model(model: &str) -> Self {
+        let m = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
+        let o200k = [
+            "gpt-4o",
+            "gpt-4.1",
+            "gpt-4.5",
+            "gpt-5",
+            "o1",
+            "o3",
+            "o4",
+            "chatgpt-4o",
+            "gpt-oss",
+        ];
+        let cl100k = ["gpt-4", "gpt-3.5", "gpt-35", "text-embedding"];
+        if o200k.iter().any(|p| m.starts_with(p)) {
+            Encoding::O200k
+        } else if cl100k.iter().any(|p| m.starts_with(p)) {
+            Encoding::Cl100k
+        } else {
+            Encoding::Padded
+        }
+    }
+
+    fn bpe(self) -> &'static CoreBPE {
+        match self {
+            Encoding::O200k => tiktoken_rs::o200k_base_singleton(),
+            Encoding::Cl100k | Encoding::Padded => tiktoken_rs::cl100k_base_singleton(),
+        }
+    }
+
+    /// Tokens in `text` under this encoding (padded for [`Encoding::Padded`]), never below
+    /// `ceil(chars / 4)`.
+    pub fn count(self, text: &str) -> u64 {
+        if text.is_empty() {
+            return 0;
+        }
+        let n = self.bpe().encode_ordinary(text).len() as u64;
+        let n = match self {
+            Encoding::Padded => n + n.div_ceil(5),
+            _ => n,
+        };
+        n.max((text.chars().count() as u64).div_ceil(4))
+    }
+}
+
+/// The admission cost of a chat request for `model`.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ChatRequest;
+/// use llm_failover::ratelimit::estimate_chat;
+///
+/// let cost = estimate_chat(&ChatRequest::from_prompt("Hello there").max_tokens(50), "gpt-4o-mini");
+/// assert_eq!(cost.requests, 1);
+/// assert_eq!(cost.output_tokens, 50);
+/// assert!(cost.input_tokens >= 3);
+/// ```
+pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
+    let enc = Encoding::for_model(model);
+    let input = req
+        .messages
+        .iter()
+        .map(|m| enc.count(&m.content) + TOKENS_PER_MESSAGE)
+        .sum::<u64>()
+        + REPLY_PRIMING;
+    Cost {
+        requests: 1,
+        input_tokens: input,
+        output_tokens: u64::from(req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_encoding_by_model_family() {
+        assert_eq!(Encoding::for_model("gpt-4o-mini"), Encoding::O200k);
+        assert_eq!(Encoding::for_model("openai/gpt-4.1"), Encoding::O200k);
+        assert_eq!(Encoding::for_model("o3-mini"), Encoding::O200k);
+        assert_eq!(Encoding::for_model("gpt-4-turbo"), Encoding::Cl100k);
+        assert_eq!(Encoding::for_model("gpt-3.5-turbo"), Encoding::Cl100k);
+        assert_eq!(
+            Encoding::for_model("claude-3-5-haiku-latest"),
+            Encoding::Padded
+        );
+        assert_eq!(
+            Encoding::for_model("llama-3.1-8b-instant"),
+            Encoding::Padded
+        );
+    }
+
+    #[test]
+    fn counts_known_strings_exactly() {
+        // "hello world" is two tokens in both OpenAI encodings; chars/4 = 3 is the floor.
+        assert_eq!(Encoding::O200k.count("hello world"), 3);
+        // A long ordinary sentence is above the chars/4 floor in neither direction by much.
+        let text = "The quick brown fox jumps over the lazy dog. ".repeat(20);
+        let n = Encoding::O200k.count(&text);
+        assert!(n >= (text.len() as u64).div_ceil(4));
+        assert!(n < text.len() as u64 / 2);
+    }
+
+    #[test]
+    fn pads_other_vendors() {
+        let text = "Bonjour, comment allez-vous aujourd'hui ? ".repeat(10);
+        let base = tiktoken_rs::cl100k_base_singleton()
+            .encode_ordinary(&text)
+            .len() as u64;
+        assert!(Encoding::Padded.count(&text) >= base + base / 5);
+    }
+
+    #[test]
+    fn chat_cost_adds_overhead_and_max_tokens() {
+        let req = ChatRequest::new()
+            .system("Be brief.")
+            .user("Hi")
+            .max_tokens(10);
+        let cost = estimate_chat(&req, "gpt-4o");
+        let content = Encoding::O200k.count("Be brief.") + Encoding::O200k.count("Hi");
+        assert_eq!(
+            cost.input_tokens,
+            content + 2 * TOKENS_PER_MESSAGE + REPLY_PRIMING
+        );
+        assert_eq!(cost.output_tokens, 10);
+        let cost = estimate_chat(&ChatRequest::from_prompt("Hi"), "gpt-4o");
+        assert_eq!(cost.output_tokens, u64::from(DEFAULT_OUTPUT_TOKENS));
+    }
+}

@@ -1,0 +1,302 @@
+//! A circuit breaker per provider: pure transitions over an injected `now`.
+//!
+//! ```text
+//!            429 / quota / threshold reached
+//!   Closed ─────────────────────────────────► Open { until }
+//!     ▲                                          │ now ≥ until
+//!     │ probe succeeds                           ▼
+//!     └──────────────────────────────────── HalfOpen ── probe fails ──► Open { later }
+//! ```
+//!
+//! * A 429 opens it until the provider's stated reset (or a jittered fallback chosen by the
+//!   router); quota exhaustion until the quota's reset or the quota cooldown.
+//! * `failure_threshold` consecutive transient failures open it for a cooldown that doubles
+//!   with each consecutive trip, up to a cap. A threshold of 0 disables this trip (throttling
+//!   and quota still open the breaker).
+//! * A re-trip extends `until`, never shortens it.
+//! * At `until` the breaker lets exactly one probe through; its success closes the breaker,
+//!   its failure reopens it.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The breaker's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BreakerState {
+    /// Requests flow; `failures` consecutive transient failures so far.
+    Closed {
+        /// Consecutive transient failures.
+        failures: u32,
+    },
+    /// No request is sent before `until`.
+    Open {
+        /// When a probe may go.
+        until: Instant,
+    },
+    /// One probe may go (or is in flight).
+    HalfOpen {
+        /// A probe has been handed out and has not reported back.
+        probe_in_flight: bool,
+    },
+}
+
+/// What the breaker allows now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allow {
+    /// Send normally.
+    Yes,
+    /// Send as the single half-open probe.
+    Probe,
+    /// Do not send before this instant.
+    No(Instant),
+    /// A probe is in flight; wait for its verdict.
+    ProbeBusy,
+}
+
+/// Breaker settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BreakerSettings {
+    /// Consecutive transient failures that open the breaker (0: never).
+    pub failure_threshold: u32,
+    /// First cooldown after the threshold trip.
+    pub cooldown: Duration,
+    /// Longest cooldown.
+    pub cooldown_max: Duration,
+}
+
+/// One provider's breaker.
+#[derive(Clone, Debug)]
+pub struct Breaker {
+    state: BreakerState,
+    settings: BreakerSettings,
+    /// Consecutive threshold trips without a success (grows the cooldown).
+    trips: u32,
+    /// The latest `until` ever set, so a re-trip never shortens it.
+    open_until: Option<Instant>,
+}
+
+impl Breaker {
+    /// A closed breaker.
+    pub fn new(settings: BreakerSettings) -> Self {
+        Breaker {
+            state: BreakerState::Closed { failures: 0 },
+            settings,
+            trips: 0,
+            open_until: None,
+        }
+    }
+
+    /// The state at `now` (an expired Open reads as HalfOpen).
+    pub fn state(&mut self, now: Instant) -> BreakerState {
+        self.tick(now);
+        self.state
+    }
+
+    fn tick(&mut self, now: Instant) {
+        if let BreakerState::Open { until } = self.state {
+            if now >= until {
+                self.state = BreakerState::HalfOpen {
+                    probe_in_flight: false,
+                };
+            }
+        }
+    }
+
+    /// Whether a request may be sent at `now`, without claiming anything.
+    pub fn check(&mut self, now: Instant) -> Allow {
+        self.tick(now);
+        match self.state {
+            BreakerState::Closed { .. } => Allow::Yes,
+            BreakerState::Open { until } => Allow::No(until),
+            BreakerState::HalfOpen {
+                probe_in_flight: false,
+            } => Allow::Probe,
+            BreakerState::HalfOpen {
+                probe_in_flight: true,
+            } => Allow::ProbeBusy,
+        }
+    }
+
+    /// Claims the right to send at `now`: `Yes`, or the one `Probe` (after which others see
+    /// `ProbeBusy` until it reports).
+    pub fn acquire(&mut self, now: Instant) -> Allow {
+        let allow = self.check(now);
+        if allow == Allow::Probe {
+            self.state = BreakerState::HalfOpen {
+                probe_in_flight: true,
+            };
+        }
+        allow
+    }
+
+    /// A claimed probe was not sent after all (cancelled, or admission refused): let another
+    /// request probe.
+    pub fn release_probe(&mut self) {
+        if let BreakerState::HalfOpen {
+            probe_in_flight: true,
+        } = self.state
+        {
+            self.state = BreakerState::HalfOpen {
+                probe_in_flight: false,
+            };
+        }
+    }
+
+    /// A request succeeded: close.
+    pub fn on_success(&mut self) {
+        self.state = BreakerState::Closed { failures: 0 };
+        self.trips = 0;
+    }
+
+    /// The provider throttled us or exhausted a quota: open until `until` (or later, if it
+    /// already is). Returns true when this opened a closed breaker.
+    pub fn open_until(&mut self, until: Instant, now: Instant) -> bool {
+        self.tick(now);
+        let was_closed = matches!(self.state, BreakerState::Closed { .. });
+        let until = self.open_until.map_or(until, |u| u.max(until));
+        self.open_until = Some(until);
+        if until > now {
+            self.state = BreakerState::Open { until };
+        } else if matches!(self.state, BreakerState::HalfOpen { .. }) {
+            self.state = BreakerState::HalfOpen {
+                probe_in_flight: false,
+            };
+        }
+        was_closed && until > now
+    }
+
+    /// A transient failure (5xx, 529, timeout, connection). Returns true when it opened the
+    /// breaker.
+    pub fn on_transient(&mut self, now: Instant) -> bool {
+        self.tick(now);
+        match self.state {
+            BreakerState::Closed { failures } => {
+                let failures = failures.saturating_add(1);
+                if self.settings.failure_threshold > 0
+                    && failures >= self.settings.failure_threshold
+                {
+                    self.trip(now);
+                    true
+                } else {
+                    self.state = BreakerState::Closed { failures };
+                    false
+                }
+            }
+            // The probe failed: reopen with a longer cooldown.
+            BreakerState::HalfOpen { .. } => {
+                self.trip(now);
+                false
+            }
+            // Responses from requests sent before it opened: nothing new.
+            BreakerState::Open { .. } => false,
+        }
+    }
+
+    fn trip(&mut self, now: Instant) {
+        let factor = 2u32.saturating_pow(self.trips.min(30));
+        let cooldown = self
+            .settings
+            .cooldown
+            .saturating_mul(factor)
+            .min(self.settings.cooldown_max);
+        self.trips = self.trips.saturating_add(1);
+        self.open_until(now + cooldown, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(threshold: u32) -> BreakerSettings {
+        BreakerSettings {
+            failure_threshold: threshold,
+            cooldown: Duration::from_secs(5),
+            cooldown_max: Duration::from_secs(60),
+        }
+    }
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn opens_after_threshold_consecutive_failures() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(3));
+        assert!(!b.on_transient(t0));
+        assert!(!b.on_transient(t0));
+        assert!(b.on_transient(t0));
+        assert_eq!(b.check(t0), Allow::No(t0 + 5 * S));
+    }
+
+    #[test]
+    fn a_success_resets_the_count() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(2));
+        b.on_transient(t0);
+        b.on_success();
+        assert!(!b.on_transient(t0));
+        assert_eq!(b.check(t0), Allow::Yes);
+    }
+
+    #[test]
+    fn half_open_lets_exactly_one_probe_through() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(1));
+        b.on_transient(t0);
+        let t1 = t0 + 5 * S;
+        assert_eq!(b.acquire(t1), Allow::Probe);
+        assert_eq!(b.acquire(t1), Allow::ProbeBusy);
+        b.on_success();
+        assert_eq!(b.acquire(t1), Allow::Yes);
+    }
+
+    #[test]
+    fn a_failed_probe_reopens_with_a_longer_cooldown_up_to_the_cap() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(1));
+        b.on_transient(t0); // 5 s
+        let mut now = t0 + 5 * S;
+        for expected in [10, 20, 40, 60, 60] {
+            assert_eq!(b.acquire(now), Allow::Probe);
+            b.on_transient(now);
+            assert_eq!(b.check(now), Allow::No(now + expected * S));
+            now += expected * S;
+        }
+    }
+
+    #[test]
+    fn a_retrip_extends_but_never_shortens() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(3));
+        assert!(b.open_until(t0 + 20 * S, t0));
+        assert!(!b.open_until(t0 + 5 * S, t0));
+        assert_eq!(b.check(t0 + 6 * S), Allow::No(t0 + 20 * S));
+        b.open_until(t0 + 30 * S, t0);
+        assert_eq!(b.check(t0), Allow::No(t0 + 30 * S));
+    }
+
+    #[test]
+    fn threshold_zero_never_trips_on_transient_failures() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(0));
+        for _ in 0..100 {
+            assert!(!b.on_transient(t0));
+        }
+        assert_eq!(b.check(t0), Allow::Yes);
+        // Throttling still opens it.
+        assert!(b.open_until(t0 + S, t0));
+    }
+
+    #[test]
+    fn a_released_probe_can_be_claimed_again() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(1));
+        b.on_transient(t0);
+        let t1 = t0 + 5 * S;
+        assert_eq!(b.acquire(t1), Allow::Probe);
+        b.release_probe();
+        assert_eq!(b.acquire(t1), Allow::Probe);
+    }
+}

@@ -1,0 +1,42 @@
+//! The router: failover order, breakers, admission and the attempt loop.
+//!
+//! For every attempt (at most `max_attempts`, within the request's deadline):
+//!
+//! 1. **Pick.** Providers of the active environment that serve the capability, in the
+//!    configured order — except that a provider which already failed in this request ranks
+//!    behind those that have not. A provider whose breaker is open, or which is backing off
+//!    after a transient failure in this request, is skipped.
+//! 2. **Admit.** The first provider whose buckets can admit the request within `spill_after`
+//!    is booked; if every wait is longer, the one that can start soonest is booked (within
+//!    the deadline). A request larger than a bucket's capacity is never sent there; if it fits
+//!    nowhere it fails at once with `RequestTooLarge`. When nothing is available, the router
+//!    waits for the earliest reopen if that is within both the deadline and `max_retry_after`,
+//!    else returns `AllProvidersUnavailable { retry_at }`.
+//! 3. **Send and classify** (see [`Disposition`](crate::Disposition)):
+//!    * success closes the breaker and reconciles reserved tokens with reported usage;
+//!    * `RateLimited` drains the buckets, gates them and opens the breaker until the stated
+//!      delay (`retry-after-ms`, `Retry-After`, `RetryInfo`, an exhausted window's reset, a
+//!      delay in the message) or, when none is stated, a full-jitter backoff; the request
+//!      fails over at once — it never sleeps on a throttled provider while another is free;
+//!    * `QuotaExhausted` opens the breaker until the stated reset or `quota_cooldown`;
+//!    * a transient fault counts toward the breaker's threshold and backs that provider off
+//!      with full jitter for this request, spending retry budget; the next attempt goes to
+//!      another provider when one is free;
+//!    * a terminal error is returned at once: no retry, no failover, the provider's message
+//!      kept.
+//!
+//! Breakers and buckets are scoped per provider for the configured key and separately per
+//! tenant for per-request credentials. A 429 opens the provider's breaker for every model of
+//! that provider (the buckets themselves are per model).
+//!
+//! Streaming fails over only until the first content arrives; after that an error surfaces on
+//! the stream.
+
+mod breaker;
+pub(crate) mod engine;
+mod options;
+mod stream;
+
+pub use breaker::{Allow, Breaker, BreakerSettings, BreakerState};
+pub use options::RequestOptions;
+pub use stream::ChatStream;

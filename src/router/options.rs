@@ -1,0 +1,80 @@
+//! Per-request options.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::provider::{Credential, ProviderId};
+
+/// Options for one request: deadline, provider pin, credential override.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::{Credential, RequestOptions};
+///
+/// // A tenant brings its own OpenAI key; its limits and breaker are kept apart from ours.
+/// let opts = RequestOptions::new()
+///     .deadline(Duration::from_secs(30))
+///     .tenant("acme")
+///     .credential("openai", Credential::new("sk-tenant-key"))
+///     .provider("openai");
+/// assert!(!format!("{opts:?}").contains("sk-tenant-key"));
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use]
+pub struct RequestOptions {
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) provider: Option<ProviderId>,
+    pub(crate) credentials: Vec<(ProviderId, Credential)>,
+    pub(crate) tenant: Option<Arc<str>>,
+}
+
+impl RequestOptions {
+    /// Defaults: the policy's deadline, every provider of the environment, configured keys.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Longest total time for this request, waits included.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sends only to this provider (no failover).
+    pub fn provider(mut self, provider: impl AsRef<str>) -> Self {
+        self.provider = Some(ProviderId::new(provider));
+        self
+    }
+
+    /// Uses `credential` for `provider` instead of the configured key (multi-tenant apps whose
+    /// customers bring their own key). Limits and breaker state for an overridden key are
+    /// kept separately from the configured key's, scoped by [`tenant`](Self::tenant).
+    pub fn credential(mut self, provider: impl AsRef<str>, credential: Credential) -> Self {
+        self.credentials
+            .push((ProviderId::new(provider), credential));
+        self
+    }
+
+    /// Names the account whose limits an overridden credential spends. Without it, requests
+    /// with overridden credentials share one "override" scope per provider.
+    pub fn tenant(mut self, tenant: impl AsRef<str>) -> Self {
+        self.tenant = Some(Arc::from(tenant.as_ref()));
+        self
+    }
+
+    pub(crate) fn credential_for(&self, provider: &ProviderId) -> Option<&Credential> {
+        self.credentials
+            .iter()
+            .rev()
+            .find(|(p, _)| p == provider)
+            .map(|(_, c)| c)
+    }
+
+    /// The account scope for `provider`: `None` for the configured key.
+    pub(crate) fn account_for(&self, provider: &ProviderId) -> Option<Arc<str>> {
+        self.credential_for(provider)
+            .map(|_| self.tenant.clone().unwrap_or_else(|| Arc::from("override")))
+    }
+}

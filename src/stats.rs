@@ -1,0 +1,136 @@
+//! Counters a caller can read: what each provider was sent and answered.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::provider::ProviderId;
+
+/// Live counters of one provider (lock-free).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) sent: AtomicU64,
+    pub(crate) ok: AtomicU64,
+    pub(crate) rate_limited: AtomicU64,
+    pub(crate) quota_exhausted: AtomicU64,
+    pub(crate) server_errors: AtomicU64,
+    pub(crate) transient: AtomicU64,
+    pub(crate) terminal: AtomicU64,
+    pub(crate) failovers: AtomicU64,
+    pub(crate) breaker_opens: AtomicU64,
+    pub(crate) admission_wait_us: AtomicU64,
+    pub(crate) input_tokens: AtomicU64,
+    pub(crate) output_tokens: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn add_wait(&self, wait: Duration) {
+        let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.admission_wait_us.fetch_add(us, Relaxed);
+    }
+
+    fn snapshot(&self) -> ProviderStats {
+        ProviderStats {
+            sent: self.sent.load(Relaxed),
+            ok: self.ok.load(Relaxed),
+            rate_limited: self.rate_limited.load(Relaxed),
+            quota_exhausted: self.quota_exhausted.load(Relaxed),
+            server_errors: self.server_errors.load(Relaxed),
+            transient: self.transient.load(Relaxed),
+            terminal: self.terminal.load(Relaxed),
+            failovers: self.failovers.load(Relaxed),
+            breaker_opens: self.breaker_opens.load(Relaxed),
+            admission_wait: Duration::from_micros(self.admission_wait_us.load(Relaxed)),
+            input_tokens: self.input_tokens.load(Relaxed),
+            output_tokens: self.output_tokens.load(Relaxed),
+        }
+    }
+}
+
+/// A snapshot of one provider's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ProviderStats {
+    /// Requests sent (attempts that reached the network).
+    pub sent: u64,
+    /// Successful answers.
+    pub ok: u64,
+    /// Answers that throttled us (429 or equivalent).
+    pub rate_limited: u64,
+    /// Answers saying a quota or credit is exhausted.
+    pub quota_exhausted: u64,
+    /// 5xx answers (including 529).
+    pub server_errors: u64,
+    /// All transient failures: 5xx, timeouts, connection errors, undecodable answers.
+    pub transient: u64,
+    /// Answers that can only fail again (4xx other than 429).
+    pub terminal: u64,
+    /// Times a request left this provider for another after a failure.
+    pub failovers: u64,
+    /// Times this provider's breaker went from closed to open.
+    pub breaker_opens: u64,
+    /// Total time requests waited for admission to this provider.
+    #[serde(serialize_with = "ser_ms")]
+    pub admission_wait: Duration,
+    /// Input tokens reported by successful answers.
+    pub input_tokens: u64,
+    /// Output tokens reported by successful answers.
+    pub output_tokens: u64,
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// Counters of every provider, by name. Returned by [`Client::stats`](crate::Client::stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per provider.
+    pub providers: BTreeMap<ProviderId, ProviderStats>,
+}
+
+impl Stats {
+    pub(crate) fn collect<'a>(
+        counters: impl Iterator<Item = (&'a ProviderId, &'a Counters)>,
+    ) -> Self {
+        Stats {
+            providers: counters.map(|(id, c)| (id.clone(), c.snapshot())).collect(),
+        }
+    }
+
+    /// The counters of one provider.
+    pub fn provider(&self, id: &str) -> Option<&ProviderStats> {
+        self.providers
+            .iter()
+            .find(|(k, _)| k.as_str() == id)
+            .map(|(_, v)| v)
+    }
+
+    /// Sums over every provider.
+    pub fn total(&self) -> ProviderStats {
+        self.providers
+            .values()
+            .fold(ProviderStats::default(), |mut t, p| {
+                t.sent += p.sent;
+                t.ok += p.ok;
+                t.rate_limited += p.rate_limited;
+                t.quota_exhausted += p.quota_exhausted;
+                t.server_errors += p.server_errors;
+                t.transient += p.transient;
+                t.terminal += p.terminal;
+                t.failovers += p.failovers;
+                t.breaker_opens += p.breaker_opens;
+                t.admission_wait += p.admission_wait;
+                t.input_tokens += p.input_tokens;
+                t.output_tokens += p.output_tokens;
+                t
+            })
+    }
+}
