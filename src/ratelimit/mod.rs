@@ -9,8 +9,19 @@
 //! that is negative, not finite, unparseable, in the past or absurdly large is ignored and the
 //! router falls back to jittered backoff.
 
+mod duration;
 mod headers;
+mod ietf;
+mod message;
 mod report;
+mod retry_after;
+mod value;
 
-pub use headers::{delay_in_message, go_duration, parse_limit_headers, retry_after, should_retry};
+#[cfg(test)]
+mod random_input_tests;
+
+pub use duration::go_duration;
+pub use headers::parse_limit_headers;
+pub use message::delay_in_message;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
+pub use retry_after::{retry_after, should_retry, MAX_SANE_RETRY_AFTER};
