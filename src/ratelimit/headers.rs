@@ -1,53 +1,238 @@
 //! Rate-limit headers of every dialect → [`LimitReport`].
 //!
-//! (First cut: `Retry-After`/`retry-after-ms` in seconds and `x-should-retry`. The dialects
-//! of DESIGN.md are filled in by the rate-limit header work.)
-
-use std::time::Duration;
+//! Each dialect reads its own headers first; any window it leaves unknown falls back to the
+//! generic `X-RateLimit-{Limit,Remaining,Reset}`, then to the IETF draft fields
+//! ([`ietf`](super::ietf)). Every value is read on its own: a malformed one is unknown, never
+//! zero, and never fails the others.
 
 use reqwest::header::HeaderMap;
 
-use super::{HeaderDialect, LimitReport};
+use super::value::{
+    any_reset, at_wall, count, header, per_from_window_secs, relative_reset, rfc3339,
+};
+use super::{ietf, retry_after, should_retry, HeaderDialect, LimitReport, Per, Window};
 use crate::clock::Now;
 
-/// Reads every rate-limit header a response carries, in `dialect`.
+/// Reads every rate-limit header a response carries, in `dialect`, into one [`LimitReport`].
+///
+/// - [`HeaderDialect::OpenAi`] reads `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, per
+///   minute, resets as Go-style durations (`6m0s`). When OpenAI also sends
+///   `x-ratelimit-*-tokens_usage_based`, the token window is the tighter of the two (lower
+///   remaining and limit, later reset).
+/// - [`HeaderDialect::Groq`] reads the same names, but the request headers count per day and the
+///   token headers per minute.
+/// - [`HeaderDialect::Azure`] reads `x-ratelimit-{limit,remaining}-{requests,tokens}` and
+///   `x-ratelimit-reset-*` / `x-rate-limit-reset-*` in bare seconds (`-1` = unknown, ignored).
+///   Tokens are per minute (the deployment's TPM); the request counter is evaluated over
+///   1- or 10-second intervals, so its window is [`Per::Unknown`].
+/// - [`HeaderDialect::Anthropic`] reads
+///   `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`,
+///   per minute, resets as RFC 3339 instants (one at or before now clamps to now).
+/// - [`HeaderDialect::Generic`] reads `X-RateLimit-{Limit,Remaining,Reset}` for requests; the reset
+///   is epoch milliseconds, epoch seconds or delta seconds by magnitude (or an RFC 3339 /
+///   HTTP date); window [`Per::Unknown`] unless the limit carries `;window=N` / `;w=N`.
+///
+/// Wall-clock resets are converted to a `tokio::time::Instant` here, once, through `now`;
+/// relative resets are added to `now.instant`. Also fills
+/// [`retry_after`](LimitReport::retry_after) (see [`retry_after`](super::retry_after())) and
+/// [`should_retry`](LimitReport::should_retry).
+///
+/// Never fails: an absent or malformed header leaves its field `None`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use reqwest::header::{HeaderMap, HeaderValue};
+/// use llm_failover::clock::Now;
+/// use llm_failover::ratelimit::{parse_limit_headers, HeaderDialect, Per};
+///
+/// let now = Now { instant: tokio::time::Instant::now(), wall: SystemTime::UNIX_EPOCH };
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-ratelimit-limit-tokens", HeaderValue::from_static("150000"));
+/// headers.insert("x-ratelimit-remaining-tokens", HeaderValue::from_static("149984"));
+/// headers.insert("x-ratelimit-reset-tokens", HeaderValue::from_static("6m0s"));
+///
+/// let report = parse_limit_headers(HeaderDialect::OpenAi, &headers, now);
+/// let tokens = report.tokens.expect("token window");
+/// assert_eq!(tokens.limit, Some(150_000));
+/// assert_eq!(tokens.remaining, Some(149_984));
+/// assert_eq!(tokens.reset_at, Some(now.instant + Duration::from_secs(360)));
+/// assert_eq!(tokens.per, Per::Minute);
+/// assert_eq!(report.requests, None); // absent is unknown, never zero
+/// ```
 pub fn parse_limit_headers(dialect: HeaderDialect, headers: &HeaderMap, now: Now) -> LimitReport {
-    let _ = dialect;
+    let mut report = match dialect {
+        HeaderDialect::OpenAi => openai(headers, now, Per::Minute),
+        HeaderDialect::Groq => openai(headers, now, Per::Day),
+        HeaderDialect::Azure => azure(headers, now),
+        HeaderDialect::Anthropic => anthropic(headers, now),
+        HeaderDialect::Generic => LimitReport::default(),
+    };
+    if report.requests.is_none() {
+        report.requests =
+            generic_requests(headers, now).or_else(|| ietf::requests_window(headers, now));
+    }
+    report.retry_after = retry_after(headers, now);
+    report.should_retry = should_retry(headers);
+    report
+}
+
+/// The three header names of one window: limit, remaining, reset.
+type Names = [&'static str; 3];
+
+const OPENAI_REQUESTS: Names = [
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+];
+const OPENAI_TOKENS: Names = [
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+];
+const OPENAI_TOKENS_USAGE_BASED: Names = [
+    "x-ratelimit-limit-tokens_usage_based",
+    "x-ratelimit-remaining-tokens_usage_based",
+    "x-ratelimit-reset-tokens_usage_based",
+];
+/// Azure also spells its reset headers `x-rate-limit-reset-*`.
+const AZURE_RESET_REQUESTS: &str = "x-rate-limit-reset-requests";
+const AZURE_RESET_TOKENS: &str = "x-rate-limit-reset-tokens";
+const ANTHROPIC_REQUESTS: Names = [
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+];
+const ANTHROPIC_TOKENS: Names = [
+    "anthropic-ratelimit-tokens-limit",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+];
+const ANTHROPIC_INPUT_TOKENS: Names = [
+    "anthropic-ratelimit-input-tokens-limit",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-input-tokens-reset",
+];
+const ANTHROPIC_OUTPUT_TOKENS: Names = [
+    "anthropic-ratelimit-output-tokens-limit",
+    "anthropic-ratelimit-output-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset",
+];
+
+/// Reads one window whose reset is relative (a Go duration or bare seconds);
+/// `reset_alias` is a second spelling of the reset header.
+fn relative_window(
+    headers: &HeaderMap,
+    [limit, remaining, reset]: Names,
+    reset_alias: Option<&str>,
+    per: Per,
+    now: Now,
+) -> Option<Window> {
+    window(Window {
+        limit: header(headers, limit).and_then(count),
+        remaining: header(headers, remaining).and_then(count),
+        reset_at: header(headers, reset)
+            .or_else(|| header(headers, reset_alias?))
+            .and_then(|v| relative_reset(v, now)),
+        per,
+    })
+}
+
+/// OpenAI and Groq: `requests_per` is the request window (minute for OpenAI, day for Groq);
+/// tokens are always per minute.
+fn openai(headers: &HeaderMap, now: Now, requests_per: Per) -> LimitReport {
+    let tokens = relative_window(headers, OPENAI_TOKENS, None, Per::Minute, now);
+    let usage_based = relative_window(headers, OPENAI_TOKENS_USAGE_BASED, None, Per::Minute, now);
     LimitReport {
-        retry_after: retry_after(headers, now),
-        should_retry: should_retry(headers),
+        requests: relative_window(headers, OPENAI_REQUESTS, None, requests_per, now),
+        tokens: match (tokens, usage_based) {
+            (Some(a), Some(b)) => Some(tighter(a, b)),
+            (a, b) => a.or(b),
+        },
         ..LimitReport::default()
     }
 }
 
-/// The delay a response asks for: `retry-after-ms` first, then `Retry-After`.
-pub fn retry_after(headers: &HeaderMap, now: Now) -> Option<Duration> {
-    let _ = now;
-    let get = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-    let secs = get("retry-after-ms")
-        .map(|ms| ms / 1000.0)
-        .or_else(|| get("retry-after"))?;
-    (secs.is_finite() && secs > 0.0 && secs < 30.0 * 86_400.0)
-        .then(|| Duration::from_secs_f64(secs))
-}
-
-/// `x-should-retry: true|false`.
-pub fn should_retry(headers: &HeaderMap) -> Option<bool> {
-    match headers.get("x-should-retry")?.to_str().ok()?.trim() {
-        "true" => Some(true),
-        "false" => Some(false),
-        _ => None,
+fn azure(headers: &HeaderMap, now: Now) -> LimitReport {
+    LimitReport {
+        requests: relative_window(
+            headers,
+            OPENAI_REQUESTS,
+            Some(AZURE_RESET_REQUESTS),
+            Per::Unknown,
+            now,
+        ),
+        tokens: relative_window(
+            headers,
+            OPENAI_TOKENS,
+            Some(AZURE_RESET_TOKENS),
+            Per::Minute,
+            now,
+        ),
+        ..LimitReport::default()
     }
 }
 
-/// A Go-style duration (`1s`, `6m0s`, `12ms`, `2m59.56s`, `23h18m29.144s`).
-pub fn go_duration(s: &str) -> Option<Duration> {
-    let _ = s;
-    None
+fn anthropic(headers: &HeaderMap, now: Now) -> LimitReport {
+    let read = |[limit, remaining, reset]: Names| {
+        window(Window {
+            limit: header(headers, limit).and_then(count),
+            remaining: header(headers, remaining).and_then(count),
+            reset_at: header(headers, reset)
+                .and_then(rfc3339)
+                .and_then(|wall| at_wall(now, wall)),
+            per: Per::Minute,
+        })
+    };
+    LimitReport {
+        requests: read(ANTHROPIC_REQUESTS),
+        tokens: read(ANTHROPIC_TOKENS),
+        input_tokens: read(ANTHROPIC_INPUT_TOKENS),
+        output_tokens: read(ANTHROPIC_OUTPUT_TOKENS),
+        ..LimitReport::default()
+    }
 }
 
-/// A delay stated only in an error message ("Please try again in 18.642s").
-pub fn delay_in_message(text: &str) -> Option<Duration> {
-    let _ = text;
-    None
+/// `X-RateLimit-{Limit,Remaining,Reset}` (OpenRouter, GitHub and many others).
+fn generic_requests(headers: &HeaderMap, now: Now) -> Option<Window> {
+    // The limit may carry its window, as in `100, 100;window=60, 10000;window=86400`: the
+    // first member is the limit that applies now.
+    let limit_field = header(headers, "x-ratelimit-limit");
+    let first = limit_field.and_then(|v| v.split(',').next());
+    let mut parts = first.into_iter().flat_map(|m| m.split(';'));
+    let limit = parts.next().and_then(count);
+    let per = parts
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| matches!(k.trim().to_ascii_lowercase().as_str(), "window" | "w"))
+        .and_then(|(_, v)| count(v))
+        .map_or(Per::Unknown, per_from_window_secs);
+    window(Window {
+        limit,
+        remaining: header(headers, "x-ratelimit-remaining").and_then(count),
+        reset_at: header(headers, "x-ratelimit-reset").and_then(|v| any_reset(v, now)),
+        per,
+    })
 }
+
+/// The tighter of two views of one window: lower limit and remaining, later reset.
+fn tighter(a: Window, b: Window) -> Window {
+    let min = |x: Option<u64>, y: Option<u64>| match (x, y) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    Window {
+        limit: min(a.limit, b.limit),
+        remaining: min(a.remaining, b.remaining),
+        reset_at: a.reset_at.max(b.reset_at),
+        per: a.per,
+    }
+}
+
+/// `Some(w)` unless no field carries information.
+fn window(w: Window) -> Option<Window> {
+    (!w.is_empty()).then_some(w)
+}
+
+#[cfg(test)]
+mod tests;

@@ -24,17 +24,28 @@
 //! large is ignored and the router falls back to jittered backoff.
 
 mod bucket;
+mod duration;
 mod estimate;
 mod headers;
+mod ietf;
 mod limiter;
+mod message;
 mod report;
+mod retry_after;
 mod store;
+mod value;
+
+#[cfg(test)]
+mod random_input_tests;
 
 pub use bucket::{Bucket, InsufficientCapacity};
+pub use duration::go_duration;
 pub use estimate::{estimate_chat, Encoding, DEFAULT_OUTPUT_TOKENS};
-pub use headers::{delay_in_message, go_duration, parse_limit_headers, retry_after, should_retry};
+pub use headers::parse_limit_headers;
 pub use limiter::{Admission, Limiter, Permit};
+pub use message::delay_in_message;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
+pub use retry_after::{retry_after, should_retry, MAX_SANE_RETRY_AFTER};
 pub use store::{
     Cost, Dimension, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
 };

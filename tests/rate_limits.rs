@@ -1,0 +1,211 @@
+//! 429 handling: stated delays honoured (asserted through the manual clock), gates never
+//! moved earlier, quota exhaustion never retried, oversize requests never sent.
+
+mod support;
+
+use std::time::Duration;
+
+use emulator::scripted::{Reply, ScriptedServer};
+use llm_failover::config::Limits;
+use llm_failover::{ChatRequest, ErrorKind, RequestOptions};
+use support::*;
+
+fn req() -> ChatRequest {
+    ChatRequest::from_prompt("hello").max_tokens(16)
+}
+
+const S: Duration = Duration::from_secs(1);
+
+#[tokio::test]
+async fn honours_retry_after_then_falls_back_to_jitter() {
+    let a = ScriptedServer::start().await;
+    a.push(CHAT, rate_limited().header("retry-after", "1"));
+    a.push(CHAT, rate_limited());
+    a.push(CHAT, ok("finally"));
+    let h = client(&[("a", &a)], policy());
+    let resp = h.client.chat(req()).await.unwrap();
+    assert_eq!(resp.text, "finally");
+    assert_eq!(resp.attempts, 3);
+    assert_eq!(a.count(CHAT), 3);
+    let sleeps = h.clock.sleeps();
+    assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+    assert_eq!(sleeps[0], S, "Retry-After: 1 honoured");
+    // No stated delay on the second 429: full jitter over [0, 2 s) (second failure), drawn
+    // at 0.5 by the fixed RNG.
+    assert_eq!(sleeps[1], S);
+    assert!(sleeps[1] < 2 * S);
+    assert_eq!(h.client.stats().provider("a").unwrap().rate_limited, 2);
+}
+
+#[tokio::test]
+async fn a_throttled_primary_is_skipped_until_its_reset_then_probed_once() {
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(CHAT, rate_limited().header("retry-after", "30"));
+    for i in 0..5 {
+        b.push(CHAT, ok(&format!("b{i}")));
+    }
+    let h = client(&[("a", &a), ("b", &b)], policy());
+    for _ in 0..5 {
+        let r = h.client.chat(req()).await.unwrap();
+        assert_eq!(r.provider.as_str(), "b");
+    }
+    assert_eq!(a.count(CHAT), 1, "nothing sent to the primary while it cools down");
+    assert!(h.clock.sleeps().is_empty(), "no request slept on the throttled primary");
+    h.clock.advance(29 * S);
+    b.push(CHAT, ok("still b"));
+    assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
+    assert_eq!(a.count(CHAT), 1);
+    h.clock.advance(S);
+    a.push(CHAT, ok("a is back"));
+    let r = h.client.chat(req()).await.unwrap();
+    assert_eq!(r.provider.as_str(), "a", "exactly one probe after 30 s, and it closes the breaker");
+    assert_eq!(a.count(CHAT), 2);
+    a.push(CHAT, ok("a again"));
+    assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "a");
+}
+
+#[tokio::test]
+async fn overlapping_429s_keep_the_later_reset() {
+    let a = ScriptedServer::start().await;
+    // Both requests are in flight before either answer arrives.
+    a.push(CHAT, rate_limited().header("retry-after", "20").delay(Duration::from_millis(50)));
+    a.push(CHAT, rate_limited().header("retry-after", "5").delay(Duration::from_millis(100)));
+    let h = client(&[("a", &a)], policy());
+    let opts = RequestOptions::new().deadline(Duration::from_secs(10));
+    let (r1, r2) = tokio::join!(
+        h.client.chat_with(req(), &opts),
+        h.client.chat_with(req(), &opts)
+    );
+    for r in [r1, r2] {
+        let err = r.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable, "{err}");
+    }
+    // A new request sees the gate at 20 s, not 5 s.
+    let err = h.client.chat_with(req(), &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
+    assert_eq!(err.retry_after(), Some(20 * S));
+    assert_eq!(a.count(CHAT), 2);
+}
+
+#[tokio::test]
+async fn retry_after_as_http_date_is_honoured() {
+    let a = ScriptedServer::start().await;
+    // The manual clock's wall time starts at 2026-01-01T00:00:00Z.
+    a.push(CHAT, rate_limited().header("retry-after", "Thu, 01 Jan 2026 00:00:30 GMT"));
+    a.push(CHAT, ok("ok"));
+    let h = client(&[("a", &a)], policy());
+    h.client.chat(req()).await.unwrap();
+    assert_eq!(h.clock.sleeps(), [30 * S]);
+}
+
+#[tokio::test]
+async fn past_or_garbage_retry_after_falls_back_to_jittered_backoff() {
+    for value in ["Wed, 31 Dec 2025 23:59:00 GMT", "soon", "-5", "NaN", "inf"] {
+        let a = ScriptedServer::start().await;
+        a.push(CHAT, rate_limited().header("retry-after", value));
+        a.push(CHAT, ok("ok"));
+        let h = client(&[("a", &a)], policy());
+        h.client.chat(req()).await.unwrap();
+        // Full jitter over [0, 1 s) for the first failure, drawn at 0.5.
+        assert_eq!(h.clock.sleeps(), [Duration::from_millis(500)], "Retry-After: {value}");
+    }
+}
+
+#[tokio::test]
+async fn a_wait_beyond_max_retry_after_fails_over_and_never_stalls() {
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(CHAT, rate_limited().header("retry-after", "86400"));
+    b.push(CHAT, ok("b"));
+    let h = client(&[("a", &a), ("b", &b)], policy());
+    assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
+    // Alone, the primary is unavailable for a day: the caller hears so at once.
+    let err = h
+        .client
+        .chat_with(req(), &RequestOptions::new().provider("a"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
+    assert_eq!(err.retry_after(), Some(86_400 * S));
+    assert!(h.clock.sleeps().is_empty());
+    assert_eq!(a.count(CHAT), 1);
+}
+
+#[tokio::test]
+async fn insufficient_quota_is_never_retried_and_fails_over() {
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(
+        CHAT,
+        Reply::json(429, error_body("insufficient_quota", None, "You exceeded your current quota, please check your plan and billing details.")),
+    );
+    b.push(CHAT, ok("b"));
+    b.push(CHAT, ok("b"));
+    let mut p = policy();
+    p.quota_cooldown = Duration::from_secs(900);
+    let h = client(&[("a", &a), ("b", &b)], p);
+    assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
+    h.clock.advance(899 * S);
+    assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
+    assert_eq!(a.count(CHAT), 1, "the quota cooldown keeps the provider out");
+    let stats = h.client.stats();
+    assert_eq!(stats.provider("a").unwrap().quota_exhausted, 1);
+    assert_eq!(stats.provider("a").unwrap().breaker_opens, 1);
+    // Alone, it is unavailable until the cooldown ends.
+    let err = h
+        .client
+        .chat_with(req(), &RequestOptions::new().provider("a").deadline(Duration::from_millis(10)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
+    assert_eq!(err.retry_after(), Some(S));
+}
+
+#[tokio::test]
+async fn a_request_larger_than_the_token_bucket_is_never_sent() {
+    let a = ScriptedServer::start().await;
+    let h = client_with(&[("a", &a)], policy(), Limits::none().with_tpm(1000));
+    let err = h
+        .client
+        .chat(ChatRequest::from_prompt("word ".repeat(2000)).max_tokens(10))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RequestTooLarge, "{err}");
+    assert!(err.message().contains("tokens per minute"), "{err}");
+    assert_eq!(a.count(CHAT), 0);
+}
+
+#[tokio::test]
+async fn configured_limits_pace_requests_through_the_clock() {
+    let a = ScriptedServer::start().await;
+    for _ in 0..4 {
+        a.push(CHAT, ok("ok"));
+    }
+    let h = client_with(&[("a", &a)], policy(), Limits::none().with_rpm(2));
+    for _ in 0..4 {
+        h.client.chat(req()).await.unwrap();
+    }
+    // Two at once, then one every 30 s.
+    assert_eq!(h.clock.sleeps(), [30 * S, 30 * S]);
+    assert_eq!(h.client.stats().provider("a").unwrap().admission_wait, 60 * S);
+}
+
+#[tokio::test]
+async fn all_providers_open_returns_the_earliest_retry_at_or_waits_within_the_deadline() {
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(CHAT, rate_limited().header("retry-after", "40"));
+    b.push(CHAT, rate_limited().header("retry-after", "25"));
+    let h = client(&[("a", &a), ("b", &b)], policy());
+    let short = RequestOptions::new().deadline(Duration::from_secs(10));
+    let err = h.client.chat_with(req(), &short).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable, "{err}");
+    assert_eq!(err.retry_after(), Some(25 * S), "the earliest reopen");
+    assert_eq!(err.attempts().len(), 2);
+    // With a longer deadline it waits for the earliest reopen and succeeds there.
+    b.push(CHAT, ok("b after 25 s"));
+    let r = h
+        .client
+        .chat_with(req(), &RequestOptions::new().deadline(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(r.provider.as_str(), "b");
+    assert_eq!(h.clock.sleeps(), [25 * S]);
+}

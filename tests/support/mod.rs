@@ -1,0 +1,99 @@
+//! Shared helpers for the integration tests: clients over loopback scripted servers with an
+//! injected manual clock and a fixed jitter source.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use emulator::scripted::{Reply, ScriptedServer};
+use llm_failover::clock::ManualClock;
+use llm_failover::config::{Limits, Policy};
+use llm_failover::provider::openai::OpenAi;
+use llm_failover::rng::FixedRng;
+use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+
+/// The path an OpenAI-format provider rooted at `/v1` answers chat on.
+pub const CHAT: &str = "/v1/chat/completions";
+
+/// A sentinel key: it must never appear in any output.
+pub const SENTINEL: &str = "sk-SENTINEL-0123456789abcdef";
+
+/// An OpenAI chat completion body.
+pub fn ok_body(text: &str) -> String {
+    serde_json::json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+    .to_string()
+}
+
+pub fn ok(text: &str) -> Reply {
+    Reply::json(200, ok_body(text))
+}
+
+/// An OpenAI error body.
+pub fn error_body(kind: &str, code: Option<&str>, message: &str) -> String {
+    serde_json::json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+        .to_string()
+}
+
+pub fn rate_limited() -> Reply {
+    Reply::json(
+        429,
+        error_body("requests", Some("rate_limit_exceeded"), "Rate limit reached for requests"),
+    )
+}
+
+/// An OpenAI adapter pointed at `server`.
+pub fn openai(name: &str, server: &ScriptedServer) -> Arc<OpenAi> {
+    Arc::new(
+        OpenAi::new(
+            ProviderId::new(name),
+            format!("{}/v1", server.url()).parse().unwrap(),
+        )
+        .with_chat_model("gpt-4o-mini"),
+    )
+}
+
+/// A policy for tests: short per-attempt timeouts, generous deadline.
+pub fn policy() -> Policy {
+    let mut p = Policy::default();
+    p.request_timeout = Duration::from_secs(5);
+    p.deadline = Duration::from_secs(300);
+    p.max_retry_after = Duration::from_secs(120);
+    p
+}
+
+pub struct Harness {
+    pub client: Client,
+    pub clock: ManualClock,
+}
+
+/// A client over OpenAI-format providers `(name, server)` in failover order.
+pub fn client(providers: &[(&str, &ScriptedServer)], policy: Policy) -> Harness {
+    client_with(providers, policy, Limits::none())
+}
+
+pub fn client_with(providers: &[(&str, &ScriptedServer)], policy: Policy, limits: Limits) -> Harness {
+    let clock = ManualClock::new();
+    let mut b = Client::builder()
+        .clock(Arc::new(clock.clone()))
+        .rng(Arc::new(FixedRng::new([0.5])))
+        .policy(policy);
+    for (name, server) in providers {
+        b = b.provider(
+            openai(name, server),
+            ProviderSettings::new()
+                .limits(limits)
+                .credential(Credential::new(SENTINEL)),
+        );
+    }
+    Harness {
+        client: b.build().unwrap(),
+        clock,
+    }
+}
