@@ -3,7 +3,7 @@
 //! Every decision in this crate (buckets, breaker, backoff) is a pure function of a `now`
 //! value; only the limiter and the router wait, and only through [`Clock::sleep_until`]. The
 //! default [`TokioClock`] uses `tokio::time`, so unit tests can run under
-//! `tokio::time::pause()`. HTTP tests use [`ManualClock`] (feature `test-util`), which records
+//! `tokio::time::pause()`. HTTP tests use `ManualClock` (feature `test-util`), which records
 //! every requested wait and returns at once: paused time and real sockets do not mix.
 
 use std::fmt;
