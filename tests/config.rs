@@ -398,3 +398,43 @@ fn config_parses_through_from_str() {
     let config: Config = GOOD.parse().unwrap();
     assert_eq!(config, Config::from_toml_str(GOOD).unwrap());
 }
+
+mod mangled {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Cutting a piece out of a good file and splicing in a few bytes gives a config or a
+        /// `Config` error, never a panic.
+        #[test]
+        fn mangled_files_never_panic(
+            at in 0..GOOD.len(),
+            cut in 0usize..24,
+            splice in proptest::collection::vec(
+                prop_oneof![Just(b'"'), Just(b'='), Just(b'['), Just(b']'), Just(b'\n'),
+                            Just(b'-'), Just(b'0'), Just(b'x'), Just(b'{'), Just(b'.')],
+                0..4,
+            ),
+        ) {
+            let end = (at + cut).min(GOOD.len());
+            let mut text = GOOD[..at].to_owned();
+            text.push_str(std::str::from_utf8(&splice).unwrap());
+            text.push_str(&GOOD[end..]);
+            if let Err(err) = Config::from_toml_str(&text) {
+                prop_assert_eq!(err.kind(), ErrorKind::Config);
+                prop_assert!(!err.message().is_empty());
+            }
+        }
+
+        /// Arbitrary text is refused with a `Config` error, never a panic.
+        #[test]
+        fn arbitrary_text_never_panics(text in proptest::collection::vec(any::<char>(), 0..200)) {
+            let text: String = text.into_iter().collect();
+            if let Err(err) = Config::from_toml_str(&text) {
+                prop_assert_eq!(err.kind(), ErrorKind::Config);
+            }
+        }
+    }
+}

@@ -14,6 +14,10 @@
 //!    are listed under, each once, with a key source and a model for each use. Each error names
 //!    the TOML path at fault, plus the line and column when the file has them.
 //!
+//! `source.rs` holds what both stages share: the TOML syntax tree (kept for its line and
+//! column numbers), the key policy scan, and the rendering of every error as
+//! `path (line L, column C): what is wrong`.
+//!
 //! # Keys
 //!
 //! The file holds the NAMES of environment variables, never keys, one per provider per

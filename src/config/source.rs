@@ -112,7 +112,9 @@ impl<'a> Document<'a> {
                 let name = e
                     .span()
                     .and_then(|s| text.get(s))
-                    .map(|name| format!(" {}", shown(name.trim())))
+                    .map(str::trim)
+                    .filter(|name| name.len() <= 64 && !name.contains('\n'))
+                    .map(|name| format!(" {}", shown(name)))
                     .unwrap_or_default();
                 format!(
                     "{name}: each key, and each table such as [providers.NAME], may be defined \
