@@ -1,5 +1,294 @@
 //! `providers.toml`: environments, providers, limits and policy.
+//!
+//! # Two stages
+//!
+//! 1. **Raw** (`raw.rs`): serde reads the file into plain types that mirror it exactly. Every
+//!    table denies unknown fields, and only keys whose absence means something have a default
+//!    (`[policy]`, the capability lists, `allow_http`). A typo, a wrong type or a missing field
+//!    is reported with its full TOML path (`providers.openai.limits.rpm`) and the line and
+//!    column of the file.
+//! 2. **Validated** (`validate.rs`): the raw values become a [`Config`] only after every rule
+//!    serde cannot express holds: known `kind`s, absolute `https://` URLs (`http://` only to
+//!    loopback or with `allow_http = true`), positive limits and timeouts, a `default_environment`
+//!    that exists, environments that name defined providers able to serve the capability they
+//!    are listed under, each once, with a key source and a model for each use. Each error names
+//!    the TOML path at fault, plus the line and column when the file has them.
+//!
+//! `source.rs` holds what both stages share: the TOML syntax tree (kept for its line and
+//! column numbers), the key policy scan, and the rendering of every error as
+//! `path (line L, column C): what is wrong`.
+//!
+//! # Keys
+//!
+//! The file holds the NAMES of environment variables, never keys, one per provider per
+//! environment: `api_key_env = { dev = "OPENAI_API_KEY_DEV", prod = "OPENAI_API_KEY" }`.
+//! A key is read from the environment only when a credential is asked for
+//! ([`Config::credential`]), and it lives in a [`Credential`], whose `Debug` hides it.
+//! Before serde runs, a scan of the file refuses:
+//!
+//! * a literal key: a field such as `api_key`, `key`, `token` or `secret`, or an
+//!   `api_key_env` value that is not a variable name or looks like a key (`sk-…`, `gsk_…`,
+//!   `AIza…`, long random strings);
+//! * a pool of keys: `api_keys`, `keys`, or a list under `api_key_env`. One legitimate key
+//!   per provider per environment; rotating several keys to multiply a quota breaks
+//!   providers' terms of service.
+//!
+//! No error built here ever contains a value that could be a key: messages name the TOML path
+//! or the variable, and serde messages are rewritten so that they never repeat a string.
+//!
+//! # Choosing the environment
+//!
+//! The environment named in code wins, then the [`ENVIRONMENT_VAR`] variable
+//! (`LLM_FAILOVER_ENV`), then the file's `default_environment`
+//! ([`Config::select_environment`]).
+//!
+//! # Examples
+//!
+//! ```
+//! use llm_failover::config::Config;
+//!
+//! let config: Config = r#"
+//!     default_environment = "local"
+//!
+//!     [environments.local]
+//!     chat = ["ollama"]
+//!
+//!     [providers.ollama]
+//!     kind = "openai"
+//!     base_url = "http://127.0.0.1:11434/v1"
+//!     model = "llama3.2"
+//!     auth = "none"          # a local host takes no key
+//! "#
+//! .parse()?;
+//!
+//! let env = config.select_environment_with(None, &|_| None)?;
+//! assert_eq!(env.name, "local");
+//! assert!(config.credential("ollama", "local", &|_| None)?.is_none());
+//! # Ok::<(), llm_failover::Error>(())
+//! ```
 
+mod keys;
+mod raw;
+mod source;
 mod types;
+mod validate;
 
 pub use types::{Config, Environment, KeySource, Limits, Policy, ProviderConfig, ProviderKind};
+
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+use crate::provider::{Credential, ProviderId};
+use keys::{check_key_value, shown};
+use source::{Document, TomlPath};
+
+/// The environment variable naming the environment to use when code names none.
+pub const ENVIRONMENT_VAR: &str = "LLM_FAILOVER_ENV";
+
+impl Config {
+    /// Parses and validates the text of a `providers.toml`.
+    ///
+    /// # Errors
+    ///
+    /// An error of kind [`Config`](crate::ErrorKind::Config) naming the TOML path at fault
+    /// (and the line and column when the file has them): TOML syntax, an unknown field, a
+    /// wrong type, a missing field, or any rule of the [module documentation](self).
+    pub fn from_toml_str(text: &str) -> Result<Config> {
+        let document = Document::parse(text)?;
+        document.check_key_policy()?;
+        let raw = document.raw()?;
+        validate::validate(&raw).map_err(|issue| document.error(issue))
+    }
+
+    /// Reads, parses and validates a `providers.toml` file.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_toml_str`](Self::from_toml_str), with the file's path in front of the
+    /// message; also when the file cannot be read.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<Config> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::config(format!("cannot read {}: {e}", path.display())).with_source(e)
+        })?;
+        Self::from_toml_str(&text)
+            .map_err(|e| Error::config(format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// The environment called `name`.
+    ///
+    /// # Errors
+    ///
+    /// When the file defines no such environment.
+    pub fn environment(&self, name: &str) -> Result<&Environment> {
+        self.environments.get(name).ok_or_else(|| {
+            Error::config(format!(
+                "environment {} is not defined under [environments]; defined: {}",
+                shown(name),
+                self.environment_names()
+            ))
+        })
+    }
+
+    /// The environment to use: `explicit` if given, else the one named by the
+    /// `LLM_FAILOVER_ENV` variable of this process, else `default_environment`.
+    ///
+    /// # Errors
+    ///
+    /// When the chosen name is not defined; the message says where the name came from.
+    pub fn select_environment(&self, explicit: Option<&str>) -> Result<&Environment> {
+        self.select_environment_with(explicit, &|var| std::env::var(var).ok())
+    }
+
+    /// As [`select_environment`](Self::select_environment), reading variables through
+    /// `lookup` (for tests, or an application's own settings). An empty or blank
+    /// `LLM_FAILOVER_ENV` counts as unset; surrounding spaces are ignored.
+    ///
+    /// # Errors
+    ///
+    /// When the chosen name is not defined; the message says where the name came from.
+    pub fn select_environment_with(
+        &self,
+        explicit: Option<&str>,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<&Environment> {
+        let (name, origin) = match explicit {
+            Some(name) => (name.to_owned(), "named in code".to_owned()),
+            None => match lookup(ENVIRONMENT_VAR).filter(|v| !v.trim().is_empty()) {
+                Some(name) => (
+                    name.trim().to_owned(),
+                    format!("from the {ENVIRONMENT_VAR} variable"),
+                ),
+                None => (
+                    self.default_environment.clone(),
+                    "default_environment".to_owned(),
+                ),
+            },
+        };
+        self.environments.get(&name).ok_or_else(|| {
+            Error::config(format!(
+                "environment {} ({origin}) is not defined under [environments]; defined: {}",
+                shown(&name),
+                self.environment_names()
+            ))
+        })
+    }
+
+    /// The provider called `id`.
+    ///
+    /// # Errors
+    ///
+    /// When the file defines no such provider.
+    pub fn provider(&self, id: &str) -> Result<&ProviderConfig> {
+        self.providers.get(id).ok_or_else(|| {
+            let defined: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+            Error::config(format!(
+                "provider {} is not defined under [providers]; defined: {}",
+                shown(id),
+                defined.join(", ")
+            ))
+        })
+    }
+
+    /// The key `provider` uses in `environment`, read through `lookup` from the variable that
+    /// `api_key_env` names. `None` only for `auth = "none"`.
+    ///
+    /// # Errors
+    ///
+    /// When the provider or environment is not defined, the provider has no key source for
+    /// the environment, or the variable is unset, empty or holds whitespace or control
+    /// characters. The message names the variable and its TOML path, never the key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::config::Config;
+    /// let config = Config::from_toml_str(r#"
+    ///     default_environment = "prod"
+    ///     [environments.prod]
+    ///     chat = ["openai"]
+    ///     [providers.openai]
+    ///     kind = "openai"
+    ///     base_url = "https://api.openai.com/v1"
+    ///     model = "gpt-4o-mini"
+    ///     api_key_env = { prod = "OPENAI_API_KEY" }
+    /// "#)?;
+    /// let lookup = |var: &str| (var == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+    /// let key = config.credential("openai", "prod", &lookup)?.expect("a key");
+    /// assert_eq!(key.expose(), "sk-test");
+    ///
+    /// let err = config.credential("openai", "prod", &|_| None).unwrap_err();
+    /// assert!(err.to_string().contains("`OPENAI_API_KEY`"));
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    pub fn credential(
+        &self,
+        provider: &str,
+        environment: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Credential>> {
+        let config = self.provider(provider)?;
+        self.environment(environment)?;
+        let at = TomlPath::root()
+            .key("providers")
+            .key(provider)
+            .key("api_key_env");
+        let id = || ProviderId::new(provider);
+        let var = match config.keys.get(environment) {
+            Some(KeySource::None) => return Ok(None),
+            Some(KeySource::Env(var)) => var,
+            None => {
+                return Err(Error::config(format!(
+                    "{at} has no entry for environment `{environment}`; add {environment} = \
+                     \"VARIABLE_NAME\""
+                ))
+                .with_provider(id()))
+            }
+        };
+        let at = at.key(environment);
+        match lookup(var) {
+            None => Err(
+                Error::config(format!("environment variable `{var}` ({at}) is not set"))
+                    .with_provider(id()),
+            ),
+            Some(key) => match check_key_value(&key) {
+                Some(problem) => Err(Error::config(format!(
+                    "environment variable `{var}` ({at}) {problem}"
+                ))
+                .with_provider(id())),
+                None => Ok(Some(Credential::from_env(key, var.clone()))),
+            },
+        }
+    }
+
+    /// As [`credential`](Self::credential), reading this process's environment. A variable
+    /// that is not valid UTF-8 is refused like one holding non-ASCII characters.
+    ///
+    /// # Errors
+    ///
+    /// As [`credential`](Self::credential).
+    pub fn credential_from_env(
+        &self,
+        provider: &str,
+        environment: &str,
+    ) -> Result<Option<Credential>> {
+        self.credential(provider, environment, &|var| {
+            std::env::var_os(var).map(|v| v.to_string_lossy().into_owned())
+        })
+    }
+
+    fn environment_names(&self) -> String {
+        let names: Vec<&str> = self.environments.keys().map(String::as_str).collect();
+        names.join(", ")
+    }
+}
+
+impl FromStr for Config {
+    type Err = Error;
+
+    /// Same as [`Config::from_toml_str`].
+    fn from_str(text: &str) -> Result<Config> {
+        Config::from_toml_str(text)
+    }
+}

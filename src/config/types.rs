@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::provider::ProviderId;
+use crate::provider::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::HeaderDialect;
 
 /// The wire format a provider speaks (`kind = "…"` in `providers.toml`).
@@ -51,6 +51,20 @@ impl ProviderKind {
     /// Parses a kind name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// What a provider of this kind can do: OpenAI-compatible hosts and Azure chat and
+    /// transcribe, Anthropic and Gemini chat, Deepgram transcribes.
+    pub fn capabilities(self) -> Capabilities {
+        let (chat, transcription) = match self {
+            ProviderKind::OpenAi | ProviderKind::Azure => (true, true),
+            ProviderKind::Anthropic | ProviderKind::Gemini => (true, false),
+            ProviderKind::Deepgram => (false, true),
+        };
+        Capabilities {
+            chat,
+            transcription,
+        }
     }
 }
 
@@ -170,6 +184,16 @@ pub struct Environment {
     pub chat: Vec<ProviderId>,
     /// Speech-to-text providers, in failover order.
     pub transcription: Vec<ProviderId>,
+}
+
+impl Environment {
+    /// The providers serving `capability`, in failover order.
+    pub fn providers(&self, capability: Capability) -> &[ProviderId] {
+        match capability {
+            Capability::Chat => &self.chat,
+            Capability::Transcription => &self.transcription,
+        }
+    }
 }
 
 /// Retry, breaker, timeout and limit policy shared by every provider.

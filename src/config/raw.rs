@@ -1,0 +1,88 @@
+//! Stage one: `providers.toml` exactly as written.
+//!
+//! Every table denies unknown fields, so a typo is an error that names its TOML path. Numbers
+//! are read as `i64` (TOML's own integer type) so that a negative or zero value reaches
+//! validation and gets a message that says what is allowed, rather than a bare "expected u64".
+//! Strings that must be one of a few names (`kind`, `auth`, `header_dialect`) are read as
+//! strings for the same reason. `#[serde(default)]` appears only where an absent value has a
+//! meaning: an absent `[policy]` is the default policy, an absent list is an empty list, an
+//! absent `allow_http` is `false`.
+//!
+//! These types never hold a key: the key policy scan (`source.rs`) rejects a literal key or a
+//! list of keys before serde runs, and `api_key_env` holds variable names only.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) default_environment: String,
+    #[serde(default)]
+    pub(crate) policy: RawPolicy,
+    pub(crate) environments: BTreeMap<String, RawEnvironment>,
+    pub(crate) providers: BTreeMap<String, RawProvider>,
+}
+
+/// `[policy]`: every key optional; absent keys take [`crate::config::Policy`]'s defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicy {
+    pub(crate) max_attempts: Option<i64>,
+    pub(crate) deadline_ms: Option<i64>,
+    pub(crate) request_timeout_ms: Option<i64>,
+    pub(crate) connect_timeout_ms: Option<i64>,
+    pub(crate) max_retry_after_ms: Option<i64>,
+    pub(crate) quota_cooldown_ms: Option<i64>,
+    pub(crate) failure_threshold: Option<i64>,
+    pub(crate) breaker_cooldown_ms: Option<i64>,
+    pub(crate) breaker_cooldown_max_ms: Option<i64>,
+    pub(crate) backoff_base_ms: Option<i64>,
+    pub(crate) backoff_cap_ms: Option<i64>,
+    pub(crate) max_response_bytes: Option<i64>,
+    pub(crate) retry_budget: Option<f64>,
+}
+
+/// `[environments.NAME]`: providers per capability, in failover order.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEnvironment {
+    #[serde(default)]
+    pub(crate) chat: Vec<String>,
+    #[serde(default)]
+    pub(crate) transcription: Vec<String>,
+}
+
+/// `[providers.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub(crate) kind: String,
+    pub(crate) base_url: String,
+    pub(crate) model: Option<String>,
+    pub(crate) transcription_model: Option<String>,
+    /// Environment name → the NAME of the variable holding the key.
+    pub(crate) api_key_env: Option<BTreeMap<String, String>>,
+    pub(crate) auth: Option<String>,
+    pub(crate) limits: Option<RawLimits>,
+    #[serde(default)]
+    pub(crate) model_limits: BTreeMap<String, RawLimits>,
+    pub(crate) timeout_ms: Option<i64>,
+    #[serde(default)]
+    pub(crate) allow_http: bool,
+    pub(crate) api_version: Option<String>,
+    pub(crate) header_dialect: Option<String>,
+}
+
+/// `limits = { … }` and each `model_limits` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub(crate) rpm: Option<i64>,
+    pub(crate) tpm: Option<i64>,
+    pub(crate) rpd: Option<i64>,
+    pub(crate) tpd: Option<i64>,
+    pub(crate) audio_seconds_per_hour: Option<i64>,
+}

@@ -1,0 +1,476 @@
+//! Reading the text: TOML syntax, the key policy scan, serde into the raw types, and turning
+//! every problem into an [`Error`] that names its TOML path and, where the file has it, the
+//! line and column.
+
+use std::fmt;
+use std::ops::Range;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use super::keys::{
+    check_variable_name, shown, KEY_POOL_FIELDS, LITERAL_KEY_FIELDS, ONE_KEY_PER_ENVIRONMENT,
+    WRITE_THE_NAME,
+};
+use super::raw::RawConfig;
+use crate::error::{Error, Result};
+
+/// A path inside the document: `providers.openai.limits.rpm`, `environments.prod.chat[1]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TomlPath(Vec<Segment>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl TomlPath {
+    /// The document itself.
+    pub(crate) fn root() -> Self {
+        TomlPath(Vec::new())
+    }
+
+    /// This path followed by a key.
+    pub(crate) fn key(&self, key: &str) -> Self {
+        let mut segments = self.0.clone();
+        segments.push(Segment::Key(key.to_owned()));
+        TomlPath(segments)
+    }
+
+    /// This path followed by an array index.
+    pub(crate) fn index(&self, index: usize) -> Self {
+        let mut segments = self.0.clone();
+        segments.push(Segment::Index(index));
+        TomlPath(segments)
+    }
+
+    fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for TomlPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, segment) in self.0.iter().enumerate() {
+            match segment {
+                Segment::Index(n) => write!(f, "[{n}]")?,
+                Segment::Key(k) => {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    let bare = !k.is_empty()
+                        && k.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    if super::keys::looks_like_key(k) {
+                        f.write_str("\"(redacted)\"")?;
+                    } else if bare {
+                        f.write_str(k)?;
+                    } else {
+                        write!(f, "{k:?}")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One problem found in the document: where, and what (a message that does not repeat the
+/// path; [`Document::error`] puts them together).
+#[derive(Debug)]
+pub(crate) struct Issue {
+    pub(crate) path: TomlPath,
+    pub(crate) message: String,
+}
+
+impl Issue {
+    pub(crate) fn new(path: TomlPath, message: impl Into<String>) -> Self {
+        Issue {
+            path,
+            message: message.into(),
+        }
+    }
+}
+
+/// The parsed document, kept for its spans.
+pub(crate) struct Document<'a> {
+    text: &'a str,
+    root: Spanned<DeTable<'a>>,
+}
+
+impl<'a> Document<'a> {
+    /// Parses TOML syntax (duplicate keys and tables included).
+    pub(crate) fn parse(text: &'a str) -> Result<Self> {
+        let root = DeTable::parse(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|s| Self::position(text, s.start))
+                .map(|(l, c)| format!(" at line {l}, column {c}"))
+                .unwrap_or_default();
+            let hint = if e.message().contains("duplicate") {
+                let name = e
+                    .span()
+                    .and_then(|s| text.get(s))
+                    .map(str::trim)
+                    .filter(|name| name.len() <= 64 && !name.contains('\n'))
+                    .map(|name| format!(" {}", shown(name)))
+                    .unwrap_or_default();
+                format!(
+                    "{name}: each key, and each table such as [providers.NAME], may be defined \
+                     only once"
+                )
+            } else {
+                String::new()
+            };
+            Error::config(format!("TOML syntax error{at}: {}{hint}", e.message()))
+        })?;
+        Ok(Document { text, root })
+    }
+
+    /// Runs serde over the document into the raw types; errors name the full TOML path.
+    pub(crate) fn raw(&self) -> Result<RawConfig> {
+        let de = toml::Deserializer::from(self.root.clone());
+        serde_path_to_error::deserialize::<_, RawConfig>(de).map_err(|err| {
+            let mut path = TomlPath::root();
+            for segment in err.path().iter() {
+                path = match segment {
+                    serde_path_to_error::Segment::Seq { index } => path.index(*index),
+                    serde_path_to_error::Segment::Map { key } => path.key(key),
+                    serde_path_to_error::Segment::Enum { variant } => path.key(variant),
+                    _ => path,
+                };
+            }
+            let inner = err.inner();
+            let (path, message) = describe_serde_error(path, inner.message());
+            self.render(&path, inner.span(), &message)
+        })
+    }
+
+    /// The key policy, checked on the syntax tree before serde so that a key written into the
+    /// file is reported as such, not as an unknown field or a type mismatch.
+    pub(crate) fn check_key_policy(&self) -> Result<()> {
+        let root = TomlPath::root();
+        self.forbidden_fields(&root, self.root.get_ref())?;
+        for section in ["policy", "environments", "providers"] {
+            let Some(DeValue::Table(table)) = field(self.root.get_ref(), section) else {
+                continue;
+            };
+            let path = root.key(section);
+            if section == "policy" {
+                self.forbidden_fields(&path, table)?;
+                continue;
+            }
+            for (name, value) in table.iter() {
+                let DeValue::Table(entry) = value.get_ref() else {
+                    continue;
+                };
+                let entry_path = path.key(name.get_ref());
+                self.forbidden_fields(&entry_path, entry)?;
+                if section == "providers" {
+                    self.api_key_env_shape(&entry_path, entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn forbidden_fields(&self, path: &TomlPath, table: &DeTable<'_>) -> Result<()> {
+        for (name, _) in table.iter() {
+            let lower = name.get_ref().to_ascii_lowercase();
+            let field_path = path.key(name.get_ref());
+            if LITERAL_KEY_FIELDS.contains(&lower.as_str()) {
+                return Err(self.error(Issue::new(
+                    field_path,
+                    format!(
+                        "keys never go in this file; this field {WRITE_THE_NAME}, in \
+                         api_key_env = {{ ENVIRONMENT = \"VARIABLE_NAME\" }}"
+                    ),
+                )));
+            }
+            if KEY_POOL_FIELDS.contains(&lower.as_str()) {
+                return Err(self.error(Issue::new(
+                    field_path,
+                    format!(
+                        "lists several keys, and keys never go in the file: \
+                         {ONE_KEY_PER_ENVIRONMENT}"
+                    ),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn api_key_env_shape(&self, provider: &TomlPath, table: &DeTable<'_>) -> Result<()> {
+        let path = provider.key("api_key_env");
+        let Some(value) = field(table, "api_key_env") else {
+            return Ok(());
+        };
+        match value {
+            DeValue::Array(_) => Err(self.error(Issue::new(
+                path,
+                format!("lists several keys: {ONE_KEY_PER_ENVIRONMENT}"),
+            ))),
+            DeValue::String(s) => {
+                let message = check_variable_name(s).unwrap_or_else(|| {
+                    format!(
+                        "must be a table of environment = variable name, e.g. {{ prod = {} }}",
+                        shown(s).replace('`', "\"")
+                    )
+                });
+                Err(self.error(Issue::new(path, message)))
+            }
+            DeValue::Table(entries) => {
+                for (env, var) in entries.iter() {
+                    let entry = path.key(env.get_ref());
+                    match var.get_ref() {
+                        DeValue::Array(_) => {
+                            return Err(self.error(Issue::new(
+                                entry,
+                                format!("lists several keys: {ONE_KEY_PER_ENVIRONMENT}"),
+                            )))
+                        }
+                        DeValue::String(s) => {
+                            if let Some(message) = check_variable_name(s) {
+                                return Err(self.error(Issue::new(entry, message)));
+                            }
+                        }
+                        // Other types are serde's to report ("expected a string").
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// An [`Error`] for `issue`: `path (line L, column C): message`.
+    pub(crate) fn error(&self, issue: Issue) -> Error {
+        self.render(&issue.path, self.span_of(&issue.path), &issue.message)
+    }
+
+    /// `path (line L, column C): message`; the position first, so that truncating a long
+    /// message never loses it.
+    fn render(&self, path: &TomlPath, span: Option<Range<usize>>, message: &str) -> Error {
+        let at = span.map(|s| Self::position(self.text, s.start));
+        Error::config(match (path.is_root(), at) {
+            (false, Some((l, c))) => format!("{path} (line {l}, column {c}): {message}"),
+            (false, None) => format!("{path}: {message}"),
+            (true, Some((l, c))) => format!("line {l}, column {c}: {message}"),
+            (true, None) => message.to_owned(),
+        })
+    }
+
+    /// The span of the value at `path`, or of its nearest ancestor that exists.
+    fn span_of(&self, path: &TomlPath) -> Option<Range<usize>> {
+        let mut value: Option<&Spanned<DeValue<'_>>> = None;
+        let mut best: Option<Range<usize>> = None;
+        for segment in &path.0 {
+            let next = match (segment, value.map(Spanned::get_ref)) {
+                (Segment::Key(k), None) => entry(self.root.get_ref(), k),
+                (Segment::Key(k), Some(DeValue::Table(t))) => entry(t, k),
+                (Segment::Index(i), Some(DeValue::Array(a))) => a.get(*i).map(|v| (v, v.span())),
+                _ => None,
+            };
+            let Some((v, span)) = next else { break };
+            best = Some(span);
+            value = Some(v);
+        }
+        best
+    }
+
+    /// 1-based line and column (in characters) of byte offset `at`.
+    fn position(text: &str, at: usize) -> (usize, usize) {
+        let at = at.min(text.len());
+        let before = text.get(..at).unwrap_or(text);
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line = before.matches('\n').count() + 1;
+        let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+        (line, column)
+    }
+}
+
+/// The value of `key` in `table`.
+fn field<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<&'t DeValue<'i>> {
+    table
+        .iter()
+        .find(|(k, _)| k.get_ref() == key)
+        .map(|(_, v)| v.get_ref())
+}
+
+/// The value of `key` in `table`, with the span to point at: the value's, or the key's when
+/// the value has none of its own (a `[table]` header).
+fn entry<'t, 'i>(
+    table: &'t DeTable<'i>,
+    key: &str,
+) -> Option<(&'t Spanned<DeValue<'i>>, Range<usize>)> {
+    table
+        .iter()
+        .find(|(k, _)| k.get_ref() == key)
+        .map(|(k, v)| {
+            let span = if v.span().is_empty() {
+                k.span()
+            } else {
+                v.span()
+            };
+            (v, span)
+        })
+}
+
+/// Rewrites a serde message for a reader of the TOML file, never repeating a string value.
+fn describe_serde_error(path: TomlPath, message: &str) -> (TomlPath, String) {
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        if let Some(name) = rest.strip_suffix('`') {
+            return (path.key(name), "is required but missing".to_owned());
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        if let Some((_, expected)) = rest.split_once("`, ") {
+            return (
+                path,
+                format!(
+                    "unknown field; valid fields here: {}",
+                    expected
+                        .strip_prefix("expected one of ")
+                        .or_else(|| expected.strip_prefix("expected "))
+                        .unwrap_or(expected)
+                ),
+            );
+        }
+        return (path, "unknown field".to_owned());
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        if let Some((found, expected)) = rest.rsplit_once(", expected ") {
+            return (
+                path,
+                format!(
+                    "expected {}, found {}",
+                    friendly_types(expected),
+                    found_kind(found)
+                ),
+            );
+        }
+    }
+    (path, friendly_types(&redact_strings(message)))
+}
+
+/// The kind of value serde found, without the value.
+fn found_kind(found: &str) -> &'static str {
+    match found.split_whitespace().next().unwrap_or("") {
+        "string" => "a string",
+        "integer" => "an integer",
+        "floating" => "a float",
+        "boolean" => "a boolean",
+        "map" => "a table",
+        "sequence" => "an array",
+        _ => "another type",
+    }
+}
+
+/// Serde's and Rust's type names, in TOML's words.
+fn friendly_types(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("struct ") {
+        out.push_str(&rest[..i]);
+        out.push_str("a table");
+        let tail = &rest[i + "struct ".len()..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out.replace("i64", "an integer")
+        .replace("f64", "a number")
+        .replace("a sequence", "an array")
+        .replace("a map", "a table")
+}
+
+/// Replaces every `string "…"` in a serde message by `a string`.
+fn redact_strings(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find("string \"") {
+        out.push_str(&rest[..start]);
+        out.push_str("a string");
+        let tail = &rest[start + "string \"".len()..];
+        let mut escaped = false;
+        let mut end = tail.len();
+        for (i, c) in tail.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = i + 1;
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        rest = &tail[end.min(tail.len())..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_quote_keys_that_are_not_bare() {
+        let p = TomlPath::root()
+            .key("providers")
+            .key("openai")
+            .key("model_limits")
+            .key("gpt-4.1")
+            .key("rpm");
+        assert_eq!(
+            p.to_string(),
+            "providers.openai.model_limits.\"gpt-4.1\".rpm"
+        );
+        let p = TomlPath::root()
+            .key("environments")
+            .key("prod")
+            .key("chat")
+            .index(2);
+        assert_eq!(p.to_string(), "environments.prod.chat[2]");
+    }
+
+    #[test]
+    fn positions_are_one_based_lines_and_character_columns() {
+        let text = "a = 1\nbé = 2\n";
+        assert_eq!(Document::position(text, 0), (1, 1));
+        assert_eq!(Document::position(text, 6), (2, 1));
+        assert_eq!(Document::position(text, 10), (2, 4));
+        assert_eq!(Document::position(text, 999), (3, 1));
+    }
+
+    #[test]
+    fn serde_messages_never_repeat_string_values() {
+        let (_, msg) = describe_serde_error(
+            TomlPath::root(),
+            "invalid type: string \"sk-SENTINEL\", expected i64",
+        );
+        assert_eq!(msg, "expected an integer, found a string");
+        assert_eq!(
+            redact_strings("invalid value: string \"a\\\"b\", expected x"),
+            "invalid value: a string, expected x"
+        );
+    }
+
+    #[test]
+    fn unknown_field_messages_list_the_valid_fields() {
+        let (_, msg) = describe_serde_error(
+            TomlPath::root(),
+            "unknown field `rpmx`, expected one of `rpm`, `tpm`",
+        );
+        assert_eq!(msg, "unknown field; valid fields here: `rpm`, `tpm`");
+        let (_, msg) = describe_serde_error(
+            TomlPath::root(),
+            "invalid type: integer `5`, expected struct RawLimits",
+        );
+        assert_eq!(msg, "expected a table, found an integer");
+    }
+}

@@ -1,0 +1,282 @@
+//! Stage two: raw types → [`Config`], checking everything serde cannot.
+//!
+//! Each check returns an [`Issue`] naming the TOML path at fault; the caller adds the line
+//! and column. Checks run in a fixed order (names, policy, providers, environments, how
+//! environments use providers, `default_environment`), so the same file always gives the same
+//! first error.
+
+mod policy;
+mod provider;
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::keys::{check_variable_name, shown};
+use super::raw::{RawConfig, RawEnvironment, RawProvider};
+use super::source::{Issue, TomlPath};
+use super::types::{Config, Environment, KeySource, ProviderConfig, ProviderKind};
+use crate::provider::{Capability, ProviderId};
+
+/// The longest duration accepted anywhere: 30 days, in milliseconds.
+const MAX_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+type Check<T> = Result<T, Issue>;
+
+/// Validates a whole file.
+pub(crate) fn validate(raw: &RawConfig) -> Check<Config> {
+    let root = TomlPath::root();
+    let providers_path = root.key("providers");
+    let environments_path = root.key("environments");
+    check_names(&providers_path, raw.providers.keys(), "provider")?;
+    check_names(&environments_path, raw.environments.keys(), "environment")?;
+
+    let policy = policy::policy(&root.key("policy"), &raw.policy)?;
+
+    let mut providers = BTreeMap::new();
+    for (name, p) in &raw.providers {
+        let config = provider::provider(&providers_path.key(name), name, p)?;
+        providers.insert(name.clone(), config);
+    }
+
+    let mut environments = BTreeMap::new();
+    for (name, e) in &raw.environments {
+        let env = environment(&environments_path.key(name), name, e, &providers)?;
+        environments.insert(name.clone(), env);
+    }
+
+    for (name, p) in &raw.providers {
+        let keys = keys(&providers_path.key(name), p, &environments)?;
+        if let Some(config) = providers.get_mut(name) {
+            config.keys = keys;
+        }
+    }
+    check_uses(&providers_path, &environments, &providers)?;
+
+    if !environments.contains_key(&raw.default_environment) {
+        return Err(Issue::new(
+            root.key("default_environment"),
+            format!(
+                "names environment {}, which is not defined under [environments]; defined: {}",
+                shown(&raw.default_environment),
+                listing(environments.keys())
+            ),
+        ));
+    }
+
+    Ok(Config {
+        default_environment: raw.default_environment.clone(),
+        environments,
+        providers,
+        policy,
+    })
+}
+
+/// `a, b, c` (or `none`).
+fn listing<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let all: Vec<&str> = names.map(String::as_str).collect();
+    if all.is_empty() {
+        "none".to_owned()
+    } else {
+        all.join(", ")
+    }
+}
+
+fn check_names<'a>(
+    path: &TomlPath,
+    names: impl Iterator<Item = &'a String>,
+    what: &str,
+) -> Check<()> {
+    let mut folded: HashMap<String, &str> = HashMap::new();
+    for name in names {
+        let valid = name.len() <= 64
+            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(Issue::new(
+                path.key(name),
+                format!(
+                    "is not a valid {what} name: use up to 64 letters, digits, `-`, `_` and \
+                     `.`, starting with a letter or digit"
+                ),
+            ));
+        }
+        if let Some(other) = folded.insert(name.to_ascii_lowercase(), name) {
+            return Err(Issue::new(
+                path.key(name),
+                format!(
+                    "differs from {what} `{other}` only by case; {what} names must differ by \
+                     more than case"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+fn environment(
+    path: &TomlPath,
+    name: &str,
+    raw: &RawEnvironment,
+    providers: &BTreeMap<String, ProviderConfig>,
+) -> Check<Environment> {
+    if raw.chat.is_empty() && raw.transcription.is_empty() {
+        return Err(Issue::new(
+            path.clone(),
+            "lists no providers; give it chat = [\"…\"] and/or transcription = [\"…\"]",
+        ));
+    }
+    Ok(Environment {
+        name: name.to_owned(),
+        chat: failover_list(&path.key("chat"), &raw.chat, Capability::Chat, providers)?,
+        transcription: failover_list(
+            &path.key("transcription"),
+            &raw.transcription,
+            Capability::Transcription,
+            providers,
+        )?,
+    })
+}
+
+fn failover_list(
+    path: &TomlPath,
+    names: &[String],
+    capability: Capability,
+    providers: &BTreeMap<String, ProviderConfig>,
+) -> Check<Vec<ProviderId>> {
+    let mut ids = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let here = path.index(i);
+        if let Some(first) = names.iter().position(|n| n == name).filter(|&f| f < i) {
+            return Err(Issue::new(
+                here,
+                format!(
+                    "lists provider {} again (first at [{first}]); list each provider once",
+                    shown(name)
+                ),
+            ));
+        }
+        let Some(config) = providers.get(name) else {
+            let hint = providers
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(name))
+                .map(|k| format!(" (did you mean `{k}`?)"))
+                .unwrap_or_default();
+            return Err(Issue::new(
+                here,
+                format!(
+                    "names provider {}, which is not defined under [providers]{hint}; defined: {}",
+                    shown(name),
+                    listing(providers.keys())
+                ),
+            ));
+        };
+        if !config.kind.capabilities().supports(capability) {
+            let able: Vec<&str> = ProviderKind::ALL
+                .iter()
+                .filter(|k| k.capabilities().supports(capability))
+                .map(|k| k.as_str())
+                .collect();
+            let verb = match capability {
+                Capability::Chat => "chat",
+                Capability::Transcription => "transcribe audio",
+            };
+            return Err(Issue::new(
+                here,
+                format!(
+                    "provider `{name}` is of kind {}, which cannot {verb}; kinds that can: {}",
+                    config.kind,
+                    able.join(", ")
+                ),
+            ));
+        }
+        ids.push(config.id.clone());
+    }
+    Ok(ids)
+}
+
+/// Where each environment's key comes from, for one provider.
+fn keys(
+    path: &TomlPath,
+    raw: &RawProvider,
+    environments: &BTreeMap<String, Environment>,
+) -> Check<BTreeMap<String, KeySource>> {
+    let key_path = path.key("api_key_env");
+    if raw.auth.is_some() {
+        if raw.api_key_env.is_some() {
+            return Err(Issue::new(
+                path.key("auth"),
+                "auth = \"none\" sends no key, so this provider must not have api_key_env",
+            ));
+        }
+        return Ok(environments
+            .keys()
+            .map(|env| (env.clone(), KeySource::None))
+            .collect());
+    }
+    let mut keys = BTreeMap::new();
+    for (env, var) in raw.api_key_env.iter().flatten() {
+        let entry = key_path.key(env);
+        if !environments.contains_key(env) {
+            return Err(Issue::new(
+                entry,
+                format!(
+                    "no environment {} is defined under [environments]; defined: {}",
+                    shown(env),
+                    listing(environments.keys())
+                ),
+            ));
+        }
+        if let Some(message) = check_variable_name(var) {
+            return Err(Issue::new(entry, message));
+        }
+        keys.insert(env.clone(), KeySource::Env(var.clone()));
+    }
+    Ok(keys)
+}
+
+/// Every provider an environment lists has what that use needs: a key source for the
+/// environment and a default model for the capability.
+fn check_uses(
+    path: &TomlPath,
+    environments: &BTreeMap<String, Environment>,
+    providers: &BTreeMap<String, ProviderConfig>,
+) -> Check<()> {
+    for env in environments.values() {
+        for (capability, ids) in [
+            (Capability::Chat, &env.chat),
+            (Capability::Transcription, &env.transcription),
+        ] {
+            for id in ids {
+                let Some(p) = providers.get(id.as_str()) else {
+                    continue;
+                };
+                let here = path.key(id.as_str());
+                let used = format!("environment `{}` lists it under {capability}", env.name);
+                if !p.keys.contains_key(&env.name) {
+                    return Err(Issue::new(
+                        here.key("api_key_env"),
+                        format!(
+                            "has no entry for environment `{}`, and {used}; add {} = \
+                             \"VARIABLE_NAME\" (or auth = \"none\" for a local host that takes \
+                             no key)",
+                            env.name, env.name
+                        ),
+                    ));
+                }
+                let (field, present) = match capability {
+                    Capability::Transcription if p.kind == ProviderKind::Deepgram => {
+                        ("model", p.transcription_model.is_some())
+                    }
+                    Capability::Transcription => {
+                        ("transcription_model", p.transcription_model.is_some())
+                    }
+                    Capability::Chat => ("model", p.model.is_some()),
+                };
+                if !present {
+                    return Err(Issue::new(here.key(field), format!("is required: {used}")));
+                }
+            }
+        }
+    }
+    Ok(())
+}

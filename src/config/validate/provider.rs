@@ -1,0 +1,354 @@
+//! `[providers.NAME]`: one provider on its own (how environments use it is checked in
+//! `mod.rs`).
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use url::{Host, Url};
+
+use super::policy::millis;
+use super::Check;
+use crate::config::keys::shown;
+use crate::config::raw::{RawLimits, RawProvider};
+use crate::config::source::{Issue, TomlPath};
+use crate::config::types::{Limits, ProviderConfig, ProviderKind};
+use crate::provider::ProviderId;
+use crate::ratelimit::HeaderDialect;
+
+/// `anthropic-version` sent when `api_version` is not given.
+const ANTHROPIC_DEFAULT_VERSION: &str = "2023-06-01";
+
+fn limits(path: &TomlPath, raw: &RawLimits) -> Check<Limits> {
+    let positive = |key: &str, value: Option<i64>| -> Check<Option<NonZeroU64>> {
+        match value {
+            None => Ok(None),
+            Some(n) => u64::try_from(n)
+                .ok()
+                .and_then(NonZeroU64::new)
+                .map(Some)
+                .ok_or_else(|| {
+                    Issue::new(
+                        path.key(key),
+                        format!(
+                            "must be a positive integer, not {n}; leave it out to learn the \
+                             limit from the provider's headers"
+                        ),
+                    )
+                }),
+        }
+    };
+    Ok(Limits {
+        rpm: positive("rpm", raw.rpm)?,
+        tpm: positive("tpm", raw.tpm)?,
+        rpd: positive("rpd", raw.rpd)?,
+        tpd: positive("tpd", raw.tpd)?,
+        audio_seconds_per_hour: positive("audio_seconds_per_hour", raw.audio_seconds_per_hour)?,
+    })
+}
+
+pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<ProviderConfig> {
+    let kind = ProviderKind::from_name(&raw.kind).ok_or_else(|| {
+        let valid: Vec<&str> = ProviderKind::ALL.iter().map(|k| k.as_str()).collect();
+        Issue::new(
+            path.key("kind"),
+            format!(
+                "unknown kind {}; valid kinds: {}",
+                shown(&raw.kind),
+                valid.join(", ")
+            ),
+        )
+    })?;
+    let base_url = base_url(&path.key("base_url"), &raw.base_url, raw.allow_http)?;
+
+    match raw.auth.as_deref() {
+        None | Some("none") => {}
+        Some(_) => {
+            return Err(Issue::new(
+                path.key("auth"),
+                "the only value is \"none\" (a local host that takes no key); leave it out to \
+                 send the key named in api_key_env",
+            ))
+        }
+    }
+
+    for (key, value) in [
+        ("model", &raw.model),
+        ("transcription_model", &raw.transcription_model),
+    ] {
+        if let Some(v) = value {
+            if v.trim().is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(Issue::new(
+                    path.key(key),
+                    "must be a model (or deployment) name: not empty, no spaces",
+                ));
+            }
+        }
+    }
+    let (model, transcription_model) = models(path, kind, raw)?;
+
+    let api_version = api_version(path, kind, raw.api_version.as_deref())?;
+    let header_dialect = match &raw.header_dialect {
+        None => default_dialect(kind, &base_url),
+        Some(d) => HeaderDialect::from_name(d).ok_or_else(|| {
+            Issue::new(
+                path.key("header_dialect"),
+                format!(
+                    "unknown dialect {}; valid dialects: openai, groq, azure, anthropic, generic",
+                    shown(d)
+                ),
+            )
+        })?,
+    };
+
+    let mut model_limits = BTreeMap::new();
+    let limits_path = path.key("model_limits");
+    for (model_name, l) in &raw.model_limits {
+        if model_name.trim().is_empty() {
+            return Err(Issue::new(
+                limits_path.key(model_name),
+                "must be keyed by a model name, not an empty string",
+            ));
+        }
+        model_limits.insert(model_name.clone(), limits(&limits_path.key(model_name), l)?);
+    }
+    let timeout = match raw.timeout_ms {
+        None => None,
+        Some(_) => Some(millis(path, "timeout_ms", raw.timeout_ms, Duration::ZERO)?),
+    };
+
+    Ok(ProviderConfig {
+        id: ProviderId::new(name),
+        kind,
+        base_url,
+        model,
+        transcription_model,
+        keys: BTreeMap::new(),
+        limits: match &raw.limits {
+            None => Limits::none(),
+            Some(l) => limits(&path.key("limits"), l)?,
+        },
+        model_limits,
+        timeout,
+        allow_http: raw.allow_http,
+        api_version,
+        header_dialect,
+    })
+}
+
+/// `(chat model, transcription model)`. Deepgram has one model, its speech model, written as
+/// `model` (or `transcription_model`).
+fn models(
+    path: &TomlPath,
+    kind: ProviderKind,
+    raw: &RawProvider,
+) -> Check<(Option<String>, Option<String>)> {
+    let caps = kind.capabilities();
+    if !caps.transcription && raw.transcription_model.is_some() {
+        return Err(Issue::new(
+            path.key("transcription_model"),
+            format!("kind {kind} cannot transcribe audio, so it takes no transcription_model"),
+        ));
+    }
+    if caps.chat {
+        return Ok((raw.model.clone(), raw.transcription_model.clone()));
+    }
+    match (&raw.model, &raw.transcription_model) {
+        (Some(a), Some(b)) if a != b => Err(Issue::new(
+            path.key("transcription_model"),
+            format!("kind {kind} has one model, its speech model: set `model` only"),
+        )),
+        (m, t) => Ok((None, t.clone().or_else(|| m.clone()))),
+    }
+}
+
+fn api_version(path: &TomlPath, kind: ProviderKind, value: Option<&str>) -> Check<Option<String>> {
+    let key = path.key("api_version");
+    if let Some(v) = value {
+        if v.is_empty()
+            || !v
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+        {
+            return Err(Issue::new(
+                key,
+                "must be a version such as \"2024-10-21\" (letters, digits, `-`, `.`)",
+            ));
+        }
+    }
+    match (kind, value) {
+        (ProviderKind::Azure, None) => Err(Issue::new(
+            key,
+            "is required for kind azure: the api-version query value, e.g. \"2024-10-21\"",
+        )),
+        (ProviderKind::Anthropic, None) => Ok(Some(ANTHROPIC_DEFAULT_VERSION.to_owned())),
+        (ProviderKind::Azure | ProviderKind::Anthropic, Some(v)) => Ok(Some(v.to_owned())),
+        (_, Some(_)) => Err(Issue::new(
+            key,
+            format!(
+                "kind {kind} takes no api_version (only azure's api-version and anthropic's \
+                 anthropic-version)"
+            ),
+        )),
+        (_, None) => Ok(None),
+    }
+}
+
+fn base_url(path: &TomlPath, raw: &str, allow_http: bool) -> Check<Url> {
+    let issue = |msg: String| Issue::new(path.clone(), msg);
+    let url = Url::parse(raw).map_err(|e| {
+        issue(format!(
+            "is not a valid absolute URL ({e}); write it like \"https://api.openai.com/v1\""
+        ))
+    })?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(issue(
+            "must not carry a user name or password; keys go in api_key_env".to_owned(),
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(issue(
+            "must not carry a query (`?…`) or fragment (`#…`): keys go in api_key_env, Azure's \
+             api-version in api_version"
+                .to_owned(),
+        ));
+    }
+    let host = match url.host() {
+        Some(host) => host,
+        None => return Err(issue("has no host".to_owned())),
+    };
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if allow_http || is_loopback(&host) => Ok(url),
+        "http" => Err(issue(format!(
+            "http:// to {} would send prompts and the key unencrypted; use https://, or set \
+             allow_http = true for a trusted network (loopback needs neither)",
+            shown(&host.to_string())
+        ))),
+        other => Err(issue(format!(
+            "scheme {} is not supported; use https:// (or http:// to a loopback host)",
+            shown(other)
+        ))),
+    }
+}
+
+/// 127.0.0.0/8, `::1` and `localhost`.
+fn is_loopback(host: &Host<&str>) -> bool {
+    match host {
+        Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+        Host::Ipv4(ip) => ip.is_loopback(),
+        Host::Ipv6(ip) => ip.is_loopback(),
+    }
+}
+
+fn default_dialect(kind: ProviderKind, url: &Url) -> HeaderDialect {
+    let host = url.host_str().unwrap_or("").to_ascii_lowercase();
+    match kind {
+        ProviderKind::OpenAi if host == "api.groq.com" => HeaderDialect::Groq,
+        ProviderKind::OpenAi if host == "openrouter.ai" || host.ends_with(".openrouter.ai") => {
+            HeaderDialect::Generic
+        }
+        ProviderKind::OpenAi => HeaderDialect::OpenAi,
+        ProviderKind::Azure => HeaderDialect::Azure,
+        ProviderKind::Anthropic => HeaderDialect::Anthropic,
+        ProviderKind::Gemini | ProviderKind::Deepgram => HeaderDialect::Generic,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Check<Url> {
+        base_url(&TomlPath::root().key("base_url"), s, false)
+    }
+
+    #[test]
+    fn loopback_is_127_slash_8_ipv6_one_and_localhost() {
+        for ok in [
+            "http://127.0.0.1/",
+            "http://127.255.0.9:1/",
+            "http://[::1]/",
+            "http://localhost/",
+            "http://LocalHost:8/",
+        ] {
+            assert!(url(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "http://128.0.0.1/",
+            "http://[::2]/",
+            "http://localhost.example.com/",
+            "http://0.0.0.0/",
+            "http://169.254.1.1/",
+        ] {
+            let issue = url(refused).unwrap_err();
+            assert!(issue.message.contains("allow_http = true"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn header_dialect_defaults_follow_kind_and_host() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        let cases = [
+            (
+                ProviderKind::OpenAi,
+                "https://api.groq.com/openai/v1",
+                HeaderDialect::Groq,
+            ),
+            (
+                ProviderKind::OpenAi,
+                "https://API.GROQ.COM/openai/v1",
+                HeaderDialect::Groq,
+            ),
+            (
+                ProviderKind::OpenAi,
+                "https://openrouter.ai/api/v1",
+                HeaderDialect::Generic,
+            ),
+            (
+                ProviderKind::OpenAi,
+                "https://api.openai.com/v1",
+                HeaderDialect::OpenAi,
+            ),
+            (
+                ProviderKind::Azure,
+                "https://r.openai.azure.com",
+                HeaderDialect::Azure,
+            ),
+            (
+                ProviderKind::Anthropic,
+                "https://api.anthropic.com",
+                HeaderDialect::Anthropic,
+            ),
+            (
+                ProviderKind::Gemini,
+                "https://g.example",
+                HeaderDialect::Generic,
+            ),
+            (
+                ProviderKind::Deepgram,
+                "https://api.deepgram.com",
+                HeaderDialect::Generic,
+            ),
+        ];
+        for (kind, base, dialect) in cases {
+            assert_eq!(default_dialect(kind, &u(base)), dialect, "{kind} {base}");
+        }
+    }
+
+    #[test]
+    fn api_version_is_required_for_azure_defaulted_for_anthropic_refused_elsewhere() {
+        let p = TomlPath::root();
+        assert!(api_version(&p, ProviderKind::Azure, None).is_err());
+        assert_eq!(
+            api_version(&p, ProviderKind::Azure, Some("2024-12-01-preview")).unwrap(),
+            Some("2024-12-01-preview".to_owned())
+        );
+        assert_eq!(
+            api_version(&p, ProviderKind::Anthropic, None).unwrap(),
+            Some(ANTHROPIC_DEFAULT_VERSION.to_owned())
+        );
+        assert!(api_version(&p, ProviderKind::Gemini, Some("v1")).is_err());
+        assert!(api_version(&p, ProviderKind::Azure, Some("2024\r\nx: y")).is_err());
+    }
+}
