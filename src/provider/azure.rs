@@ -101,10 +101,7 @@ impl Azure {
     ///
     /// `Config` naming `providers.<id>.api_version` when it is missing or empty, or
     /// `providers.<id>.base_url` when it cannot carry a path.
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "called by the provider factory")
-    )]
+    #[cfg_attr(not(test), allow(dead_code, reason = "called by the provider factory"))]
     pub(crate) fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Self> {
         check_base_url(&cfg.id, &cfg.base_url)?;
         let id = &cfg.id;
@@ -202,7 +199,11 @@ impl Provider for Azure {
         req: &TranscriptionRequest,
         ctx: &RequestContext<'_>,
     ) -> Result<HttpRequest> {
-        let url = self.url(ctx.model, ["audio", "transcriptions"], "transcription_model")?;
+        let url = self.url(
+            ctx.model,
+            ["audio", "transcriptions"],
+            "transcription_model",
+        )?;
         self.api_key(transcription_http(&self.id, url, req, ctx)?, ctx)
     }
 
@@ -270,7 +271,10 @@ mod tests {
         }
         let p = Azure::from_config(&cfg(Some("2024-10-21"))).unwrap();
         assert_eq!(p.dialect, HeaderDialect::Azure);
-        assert_eq!(p.default_model(Capability::Transcription), Some("whisper-dep"));
+        assert_eq!(
+            p.default_model(Capability::Transcription),
+            Some("whisper-dep")
+        );
     }
 
     #[test]
@@ -281,13 +285,18 @@ mod tests {
             u.as_str(),
             "https://res.openai.azure.com/openai/deployments/chat-dep/chat/completions?api-version=2024-10-21"
         );
-        let u = p.url("a/b c?", ["audio", "transcriptions"], "model").unwrap();
+        let u = p
+            .url("a/b c?", ["audio", "transcriptions"], "model")
+            .unwrap();
         assert_eq!(
             u.as_str(),
             "https://res.openai.azure.com/openai/deployments/a%2Fb%20c%3F/audio/transcriptions?api-version=2024-10-21"
         );
         let err = p.url("", ["chat", "completions"], "model").unwrap_err();
-        assert!(err.message().contains("providers.azure-east.model"), "{err}");
+        assert!(
+            err.message().contains("providers.azure-east.model"),
+            "{err}"
+        );
     }
 
     #[test]

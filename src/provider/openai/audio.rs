@@ -27,12 +27,7 @@ pub(crate) fn build_request(
     }
     let audio = &req.audio;
     let mut parts = vec![
-        FormPart::file(
-            "file",
-            audio.bytes(),
-            audio.file_name(),
-            audio.mime_type(),
-        ),
+        FormPart::file("file", audio.bytes(), audio.file_name(), audio.mime_type()),
         FormPart::text("model", ctx.model),
     ];
     if let Some(language) = &req.language {
@@ -111,7 +106,10 @@ fn from_json(
         } else if raw.body.first() == Some(&b'{') {
             format!("malformed transcription JSON: {e}")
         } else {
-            format!("expected a transcription JSON object, got: {}", snippet(&raw.body))
+            format!(
+                "expected a transcription JSON object, got: {}",
+                snippet(&raw.body)
+            )
         })
     })?;
     if let Some(err) = wire.error.as_ref().and_then(ApiError::from_value) {
@@ -167,8 +165,11 @@ mod tests {
     fn writes_only_the_fields_that_are_set() {
         let audio = AudioInput::from_bytes(vec![1u8; 8], "a.mp3").unwrap();
         let req = TranscriptionRequest::new(audio);
-        let url: Url = "http://127.0.0.1:1/v1/audio/transcriptions".parse().unwrap();
-        let http = build_request(&id(), url, &req, &RequestContext::new("whisper-1", None)).unwrap();
+        let url: Url = "http://127.0.0.1:1/v1/audio/transcriptions"
+            .parse()
+            .unwrap();
+        let http =
+            build_request(&id(), url, &req, &RequestContext::new("whisper-1", None)).unwrap();
         let Body::Multipart(parts) = &http.body else {
             panic!("not multipart")
         };
@@ -185,8 +186,13 @@ mod tests {
     fn reads_the_format_from_the_response() {
         let t = parse_response(&id(), &raw(None, b"{\"text\":\"hi\"}"), "m", None).unwrap();
         assert_eq!(t.text, "hi");
-        let t = parse_response(&id(), &raw(Some("text/plain; charset=utf-8"), b"hi there\n"), "m", None)
-            .unwrap();
+        let t = parse_response(
+            &id(),
+            &raw(Some("text/plain; charset=utf-8"), b"hi there\n"),
+            "m",
+            None,
+        )
+        .unwrap();
         assert_eq!(t.text, "hi there");
         let t = parse_response(&id(), &raw(Some("text/plain"), b""), "m", None).unwrap();
         assert_eq!(t.text, "");
@@ -196,7 +202,10 @@ mod tests {
             raw(Some("text/html"), b"<html>"),
             raw(Some("text/plain"), b"\xff\xfe"),
             raw(Some("application/json"), b"{\"language\":\"en\"}"),
-            raw(Some("application/json"), b"{\"text\":\"x\",\"duration\":-1}"),
+            raw(
+                Some("application/json"),
+                b"{\"text\":\"x\",\"duration\":-1}",
+            ),
             raw(
                 Some("application/json"),
                 b"{\"text\":\"x\",\"segments\":[{\"start\":0,\"text\":\"x\"}]}",

@@ -5,8 +5,7 @@ use url::Url;
 
 use super::error::{from_api_error, snippet, ApiError};
 use super::wire::{
-    ChatBody, ChatCompletion, JsonSchema, StreamOptions, WireMessage, WireResponseFormat,
-    WireUsage,
+    ChatBody, ChatCompletion, JsonSchema, StreamOptions, WireMessage, WireResponseFormat, WireUsage,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
@@ -240,10 +239,16 @@ mod tests {
             serde_json::json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}})
         );
         assert_eq!(body["stream"], true);
-        assert_eq!(body["stream_options"], serde_json::json!({"include_usage": true}));
+        assert_eq!(
+            body["stream_options"],
+            serde_json::json!({"include_usage": true})
+        );
         let req = ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonObject);
         let body = body_of(&req, &RequestContext::new("m", None));
-        assert_eq!(body["response_format"], serde_json::json!({"type": "json_object"}));
+        assert_eq!(
+            body["response_format"],
+            serde_json::json!({"type": "json_object"})
+        );
         assert!(body.get("stream").is_none());
     }
 
@@ -271,7 +276,8 @@ mod tests {
 
     #[test]
     fn content_forms() {
-        let parts = serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
+        let parts =
+            serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
         assert_eq!(content_text(Some(&parts)).unwrap(), "ab");
         assert_eq!(content_text(Some(&Value::Null)).unwrap(), "");
         assert!(content_text(Some(&serde_json::json!(3))).is_err());

@@ -167,7 +167,11 @@ fn kind_for_names(e: &ApiError) -> ErrorKind {
 /// The kind of an error, from the HTTP status (if any) refined by what the body says.
 pub(crate) fn kind_of(status: Option<u16>, e: &ApiError) -> ErrorKind {
     let status = status.or(e.status);
-    let msg = e.message.as_deref().unwrap_or_default().to_ascii_lowercase();
+    let msg = e
+        .message
+        .as_deref()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let client_side = status.is_none_or(|s| (400..500).contains(&s));
     if client_side {
         if e.names("insufficient_quota")
@@ -239,7 +243,7 @@ pub(crate) fn classify(
             kind_of(Some(raw.status), api),
             api.message
                 .clone()
-                .unwrap_or_else(|| describe_body(&raw.body)),
+                .unwrap_or_else(|| format!("error without a message: {}", snippet(&raw.body))),
             api.best_code().map(str::to_owned),
         ),
         None => (kind_for_status(raw.status), describe_body(&raw.body), None),
@@ -344,7 +348,12 @@ mod tests {
             ),
             (
                 r#"{"object":"error","message":"Rate limit exceeded","type":"rate_limited","code":"1300"}"#,
-                (Some("Rate limit exceeded"), Some("rate_limited"), Some("1300"), None),
+                (
+                    Some("Rate limit exceeded"),
+                    Some("rate_limited"),
+                    Some("1300"),
+                    None,
+                ),
             ),
             (
                 r#"[{"error":{"message":"x","code":503,"status":503}}]"#,
@@ -384,17 +393,26 @@ mod tests {
     #[test]
     fn errors_inside_a_stream_are_classified_by_their_type() {
         let cases = [
-            (r#"{"error":{"message":"x","type":"server_error"}}"#, ErrorKind::Server),
+            (
+                r#"{"error":{"message":"x","type":"server_error"}}"#,
+                ErrorKind::Server,
+            ),
             (
                 r#"{"error":{"message":"x","type":"requests","code":"rate_limit_exceeded"}}"#,
                 ErrorKind::RateLimited,
             ),
-            (r#"{"error":{"message":"x","code":"slow_down"}}"#, ErrorKind::Overloaded),
+            (
+                r#"{"error":{"message":"x","code":"slow_down"}}"#,
+                ErrorKind::Overloaded,
+            ),
             (
                 r#"{"error":{"message":"x","type":"insufficient_quota"}}"#,
                 ErrorKind::QuotaExhausted,
             ),
-            (r#"{"error":{"message":"x","code":429}}"#, ErrorKind::RateLimited),
+            (
+                r#"{"error":{"message":"x","code":429}}"#,
+                ErrorKind::RateLimited,
+            ),
             (r#"{"error":{"message":"x"}}"#, ErrorKind::Server),
         ];
         for (body, kind) in cases {
@@ -422,6 +440,9 @@ mod tests {
         assert_eq!(describe_body(b" \n"), "empty response body");
         assert!(describe_body(b"\xff\xfe oops").starts_with("response body is not valid UTF-8"));
         let html = describe_body(b"<html>\n  <h1>502 Bad Gateway</h1>\n</html>");
-        assert!(html.contains("<html> <h1>502 Bad Gateway</h1> </html>"), "{html}");
+        assert!(
+            html.contains("<html> <h1>502 Bad Gateway</h1> </html>"),
+            "{html}"
+        );
     }
 }

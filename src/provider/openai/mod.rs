@@ -107,13 +107,11 @@ impl OpenAi {
     /// # Errors
     ///
     /// `Config` when `base_url` cannot carry a path (e.g. `mailto:`).
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "called by the provider factory")
-    )]
+    #[cfg_attr(not(test), allow(dead_code, reason = "called by the provider factory"))]
     pub(crate) fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Self> {
         check_base_url(&cfg.id, &cfg.base_url)?;
-        let mut p = OpenAi::new(cfg.id.clone(), cfg.base_url.clone()).with_dialect(cfg.header_dialect);
+        let mut p =
+            OpenAi::new(cfg.id.clone(), cfg.base_url.clone()).with_dialect(cfg.header_dialect);
         p.chat_model = cfg.model.clone();
         p.transcription_model = cfg.transcription_model.clone();
         Ok(p)
@@ -299,7 +297,9 @@ mod tests {
         assert!(auth.is_sensitive());
         assert_eq!(auth, "Bearer sk-test-1");
         assert!(!format!("{with:?}").contains("sk-test-1"));
-        let without = p.chat_request(&req, &RequestContext::new("m", None)).unwrap();
+        let without = p
+            .chat_request(&req, &RequestContext::new("m", None))
+            .unwrap();
         assert!(without.headers.get("authorization").is_none());
     }
 
@@ -321,7 +321,10 @@ mod tests {
         };
         let p = OpenAi::from_config(&cfg).unwrap();
         assert_eq!(p.default_model(Capability::Chat), Some("llama"));
-        assert_eq!(p.default_model(Capability::Transcription), Some("whisper-large-v3"));
+        assert_eq!(
+            p.default_model(Capability::Transcription),
+            Some("whisper-large-v3")
+        );
         assert_eq!(p.dialect, HeaderDialect::Groq);
         assert!(p.capabilities().supports(Capability::Transcription));
         let mut bad = cfg;

@@ -43,7 +43,10 @@ impl StreamDecoder for ChunkDecoder {
         }
         if event.event == "error" {
             let api = ApiError::from_body(data.as_bytes()).unwrap_or_else(|| ApiError {
-                message: Some(format!("error event: {}", super::error::snippet(data.as_bytes()))),
+                message: Some(format!(
+                    "error event: {}",
+                    super::error::snippet(data.as_bytes())
+                )),
                 ..ApiError::default()
             });
             return Err(from_api_error(&self.provider, &api));
@@ -116,7 +119,8 @@ mod tests {
         let stop = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
         let c = d.decode(&data(stop)).unwrap().unwrap();
         assert_eq!(c.finish_reason, Some(FinishReason::Stop));
-        let usage = r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}"#;
+        let usage =
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}"#;
         let c = d.decode(&data(usage)).unwrap().unwrap();
         assert_eq!(
             c.usage,
@@ -134,12 +138,16 @@ mod tests {
     fn in_band_errors_are_classified() {
         let mut d = decoder();
         let err = d
-            .decode(&data(r#"{"error":{"message":"boom","type":"server_error"}}"#))
+            .decode(&data(
+                r#"{"error":{"message":"boom","type":"server_error"}}"#,
+            ))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Server);
         assert_eq!(err.code(), Some("server_error"));
         let err = d
-            .decode(&data(r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"error"}]}"#))
+            .decode(&data(
+                r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"error"}]}"#,
+            ))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Server);
         let mut ev = data("not json");
