@@ -1,0 +1,327 @@
+//! Azure OpenAI: the OpenAI wire format behind per-deployment URLs.
+//!
+//! - Chat: `POST {endpoint}/openai/deployments/{deployment}/chat/completions?api-version={v}`
+//! - Speech to text: `POST {endpoint}/openai/deployments/{deployment}/audio/transcriptions?api-version={v}`
+//! - Auth: `api-key: KEY` (marked sensitive).
+//!
+//! `endpoint` is the resource endpoint (`https://RESOURCE.openai.azure.com`); the configured
+//! model is the *deployment* name. Bodies, streams and error classification are the OpenAI
+//! adapter's ([`super::openai`]); on top, Azure says `"code": "429"` as a string, states
+//! delays in the message ("Please retry after 9 seconds"), reports content filtering as
+//! `content_filter` with `innererror.code = ResponsibleAIPolicyViolation`, and a missing
+//! deployment as `DeploymentNotFound` — all handled by the shared classifier. Rate-limit
+//! headers are read in the [`HeaderDialect::Azure`] dialect.
+
+use reqwest::header::HeaderMap;
+use url::Url;
+
+use super::openai::{
+    chat_http, chat_result, check_base_url, classify, endpoint, transcription_http,
+    transcription_result, ChunkDecoder,
+};
+use super::{Capabilities, Capability, Provider, ProviderId, RequestContext, StreamDecoder};
+use crate::clock::Now;
+use crate::error::{Error, Result};
+use crate::http::{HttpRequest, RawResponse};
+use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+
+/// The wire format's name, as written in `providers.toml` (`kind = "azure"`).
+pub const PROVIDER_TYPE: &str = "azure";
+
+/// An Azure OpenAI resource.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::azure::Azure;
+/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::ProviderId;
+///
+/// let azure = Azure::new(
+///     ProviderId::new("azure"),
+///     "https://my-resource.openai.azure.com".parse().unwrap(),
+///     "2024-10-21",
+/// )
+/// .with_chat_model("gpt-4o-mini-prod") // the deployment name
+/// .with_transcription_model("whisper");
+/// assert_eq!(azure.default_model(Capability::Chat), Some("gpt-4o-mini-prod"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Azure {
+    id: ProviderId,
+    base_url: Url,
+    api_version: String,
+    chat_deployment: Option<String>,
+    transcription_deployment: Option<String>,
+    dialect: HeaderDialect,
+}
+
+impl Azure {
+    /// A resource at `base_url` (`https://RESOURCE.openai.azure.com`), called with
+    /// `api-version={api_version}`.
+    pub fn new(id: ProviderId, base_url: Url, api_version: impl Into<String>) -> Self {
+        Azure {
+            id,
+            base_url,
+            api_version: api_version.into(),
+            chat_deployment: None,
+            transcription_deployment: None,
+            dialect: HeaderDialect::Azure,
+        }
+    }
+
+    /// Sets the default chat deployment.
+    #[must_use]
+    pub fn with_chat_model(mut self, deployment: impl Into<String>) -> Self {
+        self.chat_deployment = Some(deployment.into());
+        self
+    }
+
+    /// Sets the default transcription (Whisper) deployment.
+    #[must_use]
+    pub fn with_transcription_model(mut self, deployment: impl Into<String>) -> Self {
+        self.transcription_deployment = Some(deployment.into());
+        self
+    }
+
+    /// Sets how rate-limit headers are read (default [`HeaderDialect::Azure`]).
+    #[must_use]
+    pub fn with_dialect(mut self, dialect: HeaderDialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Builds the adapter from a validated `[providers.<id>]` entry.
+    ///
+    /// The config's neutral default dialect (`openai`) is read as `azure`: an Azure resource
+    /// never sends OpenAI's reset headers. Any other explicit `header_dialect` is kept.
+    ///
+    /// # Errors
+    ///
+    /// `Config` naming `providers.<id>.api_version` when it is missing or empty, or
+    /// `providers.<id>.base_url` when it cannot carry a path.
+    #[cfg_attr(not(test), allow(dead_code, reason = "called by the provider factory"))]
+    pub(crate) fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Self> {
+        check_base_url(&cfg.id, &cfg.base_url)?;
+        let id = &cfg.id;
+        let api_version = cfg
+            .api_version
+            .as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "`providers.{id}.api_version` is required for kind = \"azure\" \
+                     (e.g. api_version = \"2024-10-21\")"
+                ))
+            })?;
+        let dialect = match cfg.header_dialect {
+            HeaderDialect::OpenAi => HeaderDialect::Azure,
+            other => other,
+        };
+        let mut p = Azure::new(id.clone(), cfg.base_url.clone(), api_version).with_dialect(dialect);
+        p.chat_deployment = cfg.model.clone();
+        p.transcription_deployment = cfg.transcription_model.clone();
+        Ok(p)
+    }
+
+    /// `{base}/openai/deployments/{deployment}/{op…}?api-version={v}`.
+    fn url(&self, deployment: &str, op: [&str; 2], setting: &str) -> Result<Url> {
+        let id = &self.id;
+        if deployment.trim().is_empty() {
+            return Err(Error::config(format!(
+                "no deployment for provider `{id}`: set `providers.{id}.{setting}` \
+                 (the deployment name) or the request's model"
+            )));
+        }
+        if self.api_version.trim().is_empty() {
+            return Err(Error::config(format!(
+                "`providers.{id}.api_version` is empty"
+            )));
+        }
+        let mut url = endpoint(
+            id,
+            &self.base_url,
+            &["openai", "deployments", deployment, op[0], op[1]],
+        )?;
+        url.query_pairs_mut()
+            .append_pair("api-version", &self.api_version);
+        Ok(url)
+    }
+
+    fn api_key(&self, http: HttpRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
+        match ctx.credential {
+            Some(key) => http.secret_header("api-key", key.expose()),
+            None => Ok(http),
+        }
+    }
+}
+
+impl Provider for Azure {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    fn kind(&self) -> &'static str {
+        PROVIDER_TYPE
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            chat: true,
+            transcription: true,
+        }
+    }
+
+    fn default_model(&self, capability: Capability) -> Option<&str> {
+        match capability {
+            Capability::Chat => self.chat_deployment.as_deref(),
+            Capability::Transcription => self.transcription_deployment.as_deref(),
+        }
+    }
+
+    fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
+        let url = self.url(ctx.model, ["chat", "completions"], "model")?;
+        self.api_key(chat_http(&self.id, url, req, ctx)?, ctx)
+    }
+
+    fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {
+        chat_result(&self.id, &raw, model, self.request_id(&raw.headers))
+    }
+
+    fn stream_decoder(&self, _model: &str) -> Box<dyn StreamDecoder> {
+        Box::new(ChunkDecoder::new(self.id.clone()))
+    }
+
+    fn transcription_request(
+        &self,
+        req: &TranscriptionRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let url = self.url(
+            ctx.model,
+            ["audio", "transcriptions"],
+            "transcription_model",
+        )?;
+        self.api_key(transcription_http(&self.id, url, req, ctx)?, ctx)
+    }
+
+    fn transcription_response(&self, raw: RawResponse, model: &str) -> Result<Transcript> {
+        transcription_result(&self.id, &raw, model, self.request_id(&raw.headers))
+    }
+
+    /// Classifies a non-2xx response as the OpenAI adapter does (see
+    /// [`OpenAi`](super::openai::OpenAi)), which also reads Azure's string codes,
+    /// `innererror` and `DeploymentNotFound`.
+    fn error(&self, raw: &RawResponse, now: Now) -> Error {
+        classify(&self.id, raw, self.dialect, now)
+    }
+
+    fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
+        parse_limit_headers(self.dialect, headers, now)
+    }
+
+    /// `apim-request-id` (API Management, always sent), then `x-ms-request-id`, then
+    /// `x-request-id`.
+    fn request_id(&self, headers: &HeaderMap) -> Option<String> {
+        ["apim-request-id", "x-ms-request-id", "x-request-id"]
+            .iter()
+            .find_map(|name| headers.get(*name)?.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Limits, ProviderConfig, ProviderKind};
+    use crate::provider::Credential;
+    use reqwest::header::HeaderValue;
+    use std::collections::BTreeMap;
+
+    fn cfg(api_version: Option<&str>) -> ProviderConfig {
+        ProviderConfig {
+            id: ProviderId::new("azure-east"),
+            kind: ProviderKind::Azure,
+            base_url: "https://res.openai.azure.com/".parse().unwrap(),
+            model: Some("chat-dep".into()),
+            transcription_model: Some("whisper-dep".into()),
+            keys: BTreeMap::new(),
+            limits: Limits::none(),
+            model_limits: BTreeMap::new(),
+            timeout: None,
+            allow_http: false,
+            api_version: api_version.map(str::to_owned),
+            header_dialect: HeaderDialect::OpenAi,
+        }
+    }
+
+    #[test]
+    fn from_config_requires_an_api_version() {
+        for missing in [None, Some(""), Some("  ")] {
+            let err = Azure::from_config(&cfg(missing)).unwrap_err();
+            assert!(err.is_config());
+            assert!(
+                err.message().contains("providers.azure-east.api_version"),
+                "{err}"
+            );
+        }
+        let p = Azure::from_config(&cfg(Some("2024-10-21"))).unwrap();
+        assert_eq!(p.dialect, HeaderDialect::Azure);
+        assert_eq!(
+            p.default_model(Capability::Transcription),
+            Some("whisper-dep")
+        );
+    }
+
+    #[test]
+    fn builds_deployment_urls_with_escaped_names() {
+        let p = Azure::from_config(&cfg(Some("2024-10-21"))).unwrap();
+        let u = p.url("chat-dep", ["chat", "completions"], "model").unwrap();
+        assert_eq!(
+            u.as_str(),
+            "https://res.openai.azure.com/openai/deployments/chat-dep/chat/completions?api-version=2024-10-21"
+        );
+        let u = p
+            .url("a/b c?", ["audio", "transcriptions"], "model")
+            .unwrap();
+        assert_eq!(
+            u.as_str(),
+            "https://res.openai.azure.com/openai/deployments/a%2Fb%20c%3F/audio/transcriptions?api-version=2024-10-21"
+        );
+        let err = p.url("", ["chat", "completions"], "model").unwrap_err();
+        assert!(
+            err.message().contains("providers.azure-east.model"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sends_the_key_as_a_sensitive_api_key_header() {
+        let p = Azure::from_config(&cfg(Some("v"))).unwrap();
+        let key = Credential::new("azure-key-1");
+        let http = p
+            .chat_request(
+                &ChatRequest::from_prompt("x"),
+                &RequestContext::new("chat-dep", Some(&key)),
+            )
+            .unwrap();
+        let v = http.headers.get("api-key").unwrap();
+        assert!(v.is_sensitive());
+        assert_eq!(v, "azure-key-1");
+        assert!(http.headers.get("authorization").is_none());
+    }
+
+    #[test]
+    fn request_id_prefers_apim_then_ms() {
+        let p = Azure::from_config(&cfg(Some("v"))).unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("x-ms-request-id", HeaderValue::from_static("ms-1"));
+        assert_eq!(p.request_id(&h).as_deref(), Some("ms-1"));
+        h.insert("apim-request-id", HeaderValue::from_static("apim-1"));
+        assert_eq!(p.request_id(&h).as_deref(), Some("apim-1"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Serde shapes of the OpenAI Chat Completions and Audio APIs (private to the adapter).
+//!
+//! Requests are written exactly; responses are read leniently: unknown fields are ignored
+//! (Azure adds `prompt_filter_results`, Groq adds `x_groq`), and every field that a host may
+//! omit or send as `null` is an `Option`, so the adapter can say which one was missing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /chat/completions` body.
+#[derive(Debug, Serialize)]
+pub(super) struct ChatBody<'a> {
+    pub(super) model: &'a str,
+    pub(super) messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) temperature: Option<f32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub(super) stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) response_format: Option<WireResponseFormat<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct WireMessage<'a> {
+    pub(super) role: &'static str,
+    pub(super) content: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum WireResponseFormat<'a> {
+    JsonObject,
+    JsonSchema { json_schema: JsonSchema<'a> },
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct JsonSchema<'a> {
+    pub(super) name: &'a str,
+    pub(super) schema: &'a Value,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct StreamOptions {
+    pub(super) include_usage: bool,
+}
+
+/// A `chat.completion` object (and the `{"error": …}` some proxies send with a 200).
+#[derive(Debug, Deserialize)]
+pub(super) struct ChatCompletion {
+    pub(super) id: Option<String>,
+    pub(super) model: Option<String>,
+    pub(super) choices: Option<Vec<Choice>>,
+    pub(super) usage: Option<WireUsage>,
+    pub(super) error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Choice {
+    pub(super) index: Option<u64>,
+    pub(super) message: Option<ResponseMessage>,
+    pub(super) finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ResponseMessage {
+    /// A string, `null` (tool calls, refusals), or — on a few compatible hosts — an array of
+    /// `{"type": "text", "text": …}` parts.
+    pub(super) content: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WireUsage {
+    pub(super) prompt_tokens: Option<u64>,
+    pub(super) completion_tokens: Option<u64>,
+}
+
+/// A `chat.completion.chunk` (or an in-band `{"error": …}`).
+#[derive(Debug, Deserialize)]
+pub(super) struct ChunkWire {
+    pub(super) model: Option<String>,
+    pub(super) choices: Option<Vec<ChunkChoice>>,
+    pub(super) usage: Option<WireUsage>,
+    pub(super) error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ChunkChoice {
+    pub(super) index: Option<u64>,
+    pub(super) delta: Option<Delta>,
+    pub(super) finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Delta {
+    pub(super) content: Option<String>,
+}
+
+/// `json` and `verbose_json` transcription bodies.
+#[derive(Debug, Deserialize)]
+pub(super) struct TranscriptionWire {
+    pub(super) text: Option<String>,
+    pub(super) language: Option<String>,
+    pub(super) duration: Option<f64>,
+    pub(super) segments: Option<Vec<SegmentWire>>,
+    pub(super) error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SegmentWire {
+    pub(super) start: Option<f64>,
+    pub(super) end: Option<f64>,
+    pub(super) text: Option<String>,
+}

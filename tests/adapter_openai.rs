@@ -1,0 +1,170 @@
+//! The `openai` adapter over real loopback HTTP, driven exactly as the router drives it
+//! (`chat_once`, `chat_stream_once`, `transcribe_once`).
+//!
+//! Wire formats follow OpenAI's API reference:
+//! - Chat Completions: https://platform.openai.com/docs/api-reference/chat/create (request
+//!   fields, the `chat.completion` object; the fixture is its example response),
+//! - streaming: https://platform.openai.com/docs/api-reference/chat-streaming (the
+//!   `chat.completion.chunk` object, `data: [DONE]`) and `stream_options.include_usage` ("an
+//!   additional chunk will be streamed before the `data: [DONE]` message … the `choices` field
+//!   will always be an empty array"),
+//! - audio: https://platform.openai.com/docs/api-reference/audio/createTranscription (multipart
+//!   `file`, `model`, `language`, `prompt`, `response_format`, `temperature`; the `json` and
+//!   `verbose_json` example bodies),
+//! - errors: https://platform.openai.com/docs/guides/error-codes (401, 403, 429 "Rate limit
+//!   reached" vs "You exceeded your current quota", 500, 503 "engine overloaded") and the
+//!   rate-limits guide https://platform.openai.com/docs/guides/rate-limits,
+//! - Groq: https://console.groq.com/docs/openai (base URL `https://api.groq.com/openai/v1`).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
+use futures_util::StreamExt;
+use llm_failover::clock::{Clock, ManualClock};
+use llm_failover::http::{Transport, TransportOptions};
+use llm_failover::provider::openai::OpenAi;
+use llm_failover::provider::{
+    chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
+};
+use llm_failover::ratelimit::delay_in_message;
+use llm_failover::{
+    AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
+    ProviderId, ResponseFormat, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+const CHAT: &str = "/v1/chat/completions";
+const AUDIO: &str = "/v1/audio/transcriptions";
+const SENTINEL: &str = "sk-SENTINEL-abc123";
+
+struct Harness {
+    server: ScriptedServer,
+    provider: OpenAi,
+    transport: Transport,
+    clock: ManualClock,
+}
+
+impl Harness {
+    async fn new() -> Self {
+        Self::at("/v1").await
+    }
+
+    async fn at(base_path: &str) -> Self {
+        let server = ScriptedServer::start().await;
+        let base = format!("{}{base_path}", server.url()).parse().unwrap();
+        Harness {
+            provider: OpenAi::new(ProviderId::new("openai"), base)
+                .with_chat_model("gpt-4o-mini")
+                .with_transcription_model("whisper-1"),
+            server,
+            transport: Transport::new(&TransportOptions::default()).unwrap(),
+            clock: ManualClock::new(),
+        }
+    }
+
+    async fn chat_with(
+        &self,
+        req: &ChatRequest,
+        key: Option<&Credential>,
+    ) -> Exchange<ChatResponse> {
+        let ctx = RequestContext::new("gpt-4o-mini", key);
+        chat_once(&self.provider, &self.transport, req, ctx, TIMEOUT, || {
+            self.clock.both()
+        })
+        .await
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Exchange<ChatResponse> {
+        let key = Credential::new(SENTINEL);
+        self.chat_with(req, Some(&key)).await
+    }
+
+    async fn stream(&self, req: &ChatRequest) -> Exchange<ChunkStream> {
+        let key = Credential::new(SENTINEL);
+        let ctx = RequestContext::new("gpt-4o-mini", Some(&key));
+        chat_stream_once(&self.provider, &self.transport, req, ctx, TIMEOUT, || {
+            self.clock.both()
+        })
+        .await
+    }
+
+    async fn transcribe(&self, req: &TranscriptionRequest) -> Exchange<Transcript> {
+        let key = Credential::new(SENTINEL);
+        let ctx = RequestContext::new("whisper-1", Some(&key));
+        transcribe_once(&self.provider, &self.transport, req, ctx, TIMEOUT, || {
+            self.clock.both()
+        })
+        .await
+    }
+
+    fn only_request(&self) -> Recorded {
+        let mut all = self.server.requests();
+        assert_eq!(all.len(), 1, "expected exactly one request");
+        all.remove(0)
+    }
+}
+
+async fn collect(stream: ChunkStream) -> Vec<Result<ChatChunk, Error>> {
+    stream.collect().await
+}
+
+/// Splits `text` into pieces of `size` bytes (cutting lines, JSON and UTF-8 characters).
+fn pieces(text: &str, size: usize) -> Vec<Bytes> {
+    text.as_bytes()
+        .chunks(size)
+        .map(Bytes::copy_from_slice)
+        .collect()
+}
+
+fn sse_reply(text: &str, size: usize) -> Reply {
+    let chunks = pieces(text, size)
+        .into_iter()
+        .map(|b| (Duration::ZERO, b))
+        .collect();
+    Reply::status(200)
+        .header("content-type", "text/event-stream")
+        .with_body(ReplyBody::Chunks(chunks))
+}
+
+fn prompt() -> ChatRequest {
+    ChatRequest::new()
+        .system("You are terse.")
+        .user("Say hello.")
+        .assistant("Hello.")
+        .system("Now in French.")
+        .user("Again.")
+        .max_tokens(32)
+        .temperature(0.2)
+        .stop("\n\n")
+}
+
+fn wav() -> Vec<u8> {
+    let data_len: u32 = 1600;
+    let mut v = Vec::new();
+    v.extend_from_slice(b"RIFF");
+    v.extend_from_slice(&(36 + data_len).to_le_bytes());
+    v.extend_from_slice(b"WAVEfmt ");
+    v.extend_from_slice(&16u32.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&8000u32.to_le_bytes());
+    v.extend_from_slice(&16000u32.to_le_bytes());
+    v.extend_from_slice(&2u16.to_le_bytes());
+    v.extend_from_slice(&16u16.to_le_bytes());
+    v.extend_from_slice(b"data");
+    v.extend_from_slice(&data_len.to_le_bytes());
+    v.extend((0..data_len).map(|i| (i % 251) as u8));
+    v
+}
+
+#[path = "adapter_openai/audio.rs"]
+mod audio;
+#[path = "adapter_openai/chat.rs"]
+mod chat;
+#[path = "adapter_openai/errors.rs"]
+mod errors;
+#[path = "adapter_openai/secrets.rs"]
+mod secrets;
+#[path = "adapter_openai/stream.rs"]
+mod stream;
