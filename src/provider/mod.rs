@@ -5,7 +5,11 @@
 //! classified [`Error`], and the response headers into a [`LimitReport`]. It never sends
 //! anything, sleeps or retries: [`crate::http`] does the I/O and the router decides.
 
+pub mod anthropic;
+mod body;
+pub mod deepgram;
 mod exchange;
+pub mod gemini;
 mod sse;
 
 pub use exchange::{chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange};

@@ -1,0 +1,1 @@
+//! Deepgram (placeholder while the adapter is written).
