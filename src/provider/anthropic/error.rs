@@ -109,18 +109,30 @@ mod tests {
             classify(None, &body("rate_limit_error", "slow down")).kind(),
             ErrorKind::RateLimited
         );
-        assert_eq!(classify(None, &body("new_error", "?")).kind(), ErrorKind::Server);
+        assert_eq!(
+            classify(None, &body("new_error", "?")).kind(),
+            ErrorKind::Server
+        );
         assert_eq!(classify(None, b"not json").kind(), ErrorKind::Decode);
     }
 
     #[test]
     fn messages_refine_invalid_request() {
-        let too_long = body("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum");
-        assert_eq!(classify(Some(400), &too_long).kind(), ErrorKind::ContextLengthExceeded);
+        let too_long = body(
+            "invalid_request_error",
+            "prompt is too long: 208310 tokens > 200000 maximum",
+        );
+        assert_eq!(
+            classify(Some(400), &too_long).kind(),
+            ErrorKind::ContextLengthExceeded
+        );
         let credit = body(
             "invalid_request_error",
             "Your credit balance is too low to access the Anthropic API.",
         );
-        assert_eq!(classify(Some(400), &credit).kind(), ErrorKind::QuotaExhausted);
+        assert_eq!(
+            classify(Some(400), &credit).kind(),
+            ErrorKind::QuotaExhausted
+        );
     }
 }

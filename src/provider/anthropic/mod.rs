@@ -257,14 +257,18 @@ mod tests {
         cfg.transcription_model = Some("whisper-1".into());
         let err = Anthropic::from_config(&cfg).unwrap_err();
         assert!(
-            err.message().contains("providers.claude.transcription_model"),
+            err.message()
+                .contains("providers.claude.transcription_model"),
             "{err}"
         );
 
         let mut cfg = config(ProviderKind::Anthropic);
         cfg.api_version = Some("bad\nversion".into());
         let err = Anthropic::from_config(&cfg).unwrap_err();
-        assert!(err.message().contains("providers.claude.api_version"), "{err}");
+        assert!(
+            err.message().contains("providers.claude.api_version"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -70,9 +70,8 @@ impl StreamDecoder for Decoder {
         if event.event == "ping" && event.data.trim().is_empty() {
             return Ok(None);
         }
-        let ev: Event = serde_json::from_str(&event.data).map_err(|e| {
-            json_error(&e, &format!("stream event `{}`", event_name(event)))
-        })?;
+        let ev: Event = serde_json::from_str(&event.data)
+            .map_err(|e| json_error(&e, &format!("stream event `{}`", event_name(event))))?;
         let kind = ev.kind.as_deref().unwrap_or(event.event.as_str());
         match kind {
             "error" => Err(error::classify(None, event.data.as_bytes())),
@@ -103,7 +102,9 @@ impl StreamDecoder for Decoder {
                     return Ok(None); // tool input, thinking, signatures: not text
                 }
                 let text = delta.text.ok_or_else(|| {
-                    Error::decode("stream event `content_block_delta` has a text_delta without `text`")
+                    Error::decode(
+                        "stream event `content_block_delta` has a text_delta without `text`",
+                    )
                 })?;
                 Ok(Some(ChatChunk::text(text)))
             }
@@ -199,7 +200,10 @@ mod tests {
                 "content_block_delta",
                 r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
             ),
-            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            (
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":0}"#,
+            ),
             ("brand_new_event", r#"{"type":"brand_new_event"}"#),
         ] {
             assert!(d.decode(&ev(name, data)).unwrap().is_none(), "{name}");
@@ -217,7 +221,10 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Overloaded);
         let err = d
-            .decode(&ev("content_block_delta", r#"{"type":"content_block_delta","delta":"#))
+            .decode(&ev(
+                "content_block_delta",
+                r#"{"type":"content_block_delta","delta":"#,
+            ))
             .unwrap_err();
         assert!(err.is_decode());
         assert!(err.message().contains("content_block_delta"), "{err}");

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::{error, DEFAULT_MAX_TOKENS};
-use crate::provider::body::{decode_json, json_f32};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::RawResponse;
+use crate::provider::body::{decode_json, json_f32};
 use crate::provider::{ProviderId, RequestContext};
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Role, Usage};
 
@@ -140,10 +140,12 @@ impl WireUsage {
             self.cache_creation_input_tokens,
             self.cache_read_input_tokens,
         ];
-        parts
-            .iter()
-            .any(Option::is_some)
-            .then(|| parts.iter().flatten().fold(0u64, |a, b| a.saturating_add(*b)))
+        parts.iter().any(Option::is_some).then(|| {
+            parts
+                .iter()
+                .flatten()
+                .fold(0u64, |a, b| a.saturating_add(*b))
+        })
     }
 }
 

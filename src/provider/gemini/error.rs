@@ -20,11 +20,13 @@ use crate::ratelimit::{delay_in_message, go_duration, retry_after};
 /// Classifies a non-2xx response. A `Retry-After` header (from a proxy) takes precedence over
 /// the body's `RetryInfo`.
 pub(super) fn classify(status: u16, body: &[u8], headers: &HeaderMap, now: Now) -> Error {
-    let object = serde_json::from_slice::<Value>(body).ok().and_then(|v| match v {
-        // The streaming endpoint without `alt=sse` wraps errors in an array.
-        Value::Array(items) => items.into_iter().next(),
-        v => Some(v),
-    });
+    let object = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| match v {
+            // The streaming endpoint without `alt=sse` wraps errors in an array.
+            Value::Array(items) => items.into_iter().next(),
+            v => Some(v),
+        });
     let Some(error) = object.as_ref().and_then(|v| v.get("error")) else {
         return Error::new(
             kind_for_status(status),
@@ -197,18 +199,24 @@ mod tests {
     #[test]
     fn a_per_day_metric_or_a_zero_limit_exhausts_the_quota() {
         // From a report of `generate_requests_per_model_per_day` with no quotaId suffix.
-        let per_day = read_details(&[json!({"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        let per_day = read_details(&[
+            json!({"@type": "type.googleapis.com/google.rpc.QuotaFailure",
             "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_requests_per_model_per_day",
-                            "quotaId": "GenerateRequestsPerDayPerProjectPerModel"}]})]);
+                            "quotaId": "GenerateRequestsPerDayPerProjectPerModel"}]}),
+        ]);
         assert!(per_day.per_day);
-        let zero = read_details(&[json!({"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-            "violations": [{"quotaId": "GenerateContentInputTokensPerModelPerMinute-FreeTier", "quotaValue": 0}]})]);
+        let zero = read_details(&[
+            json!({"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [{"quotaId": "GenerateContentInputTokensPerModelPerMinute-FreeTier", "quotaValue": 0}]}),
+        ]);
         assert!(zero.zero_limit);
     }
 
     #[test]
     fn a_zero_limit_is_read_from_the_message_only_when_it_is_zero() {
-        assert!(states_zero_limit("metric: x, limit: 0, model: gemini-2.5-pro"));
+        assert!(states_zero_limit(
+            "metric: x, limit: 0, model: gemini-2.5-pro"
+        ));
         assert!(states_zero_limit("limit: 0"));
         assert!(!states_zero_limit("limit: 0.5 per second"));
         assert!(!states_zero_limit("limit: 05"));
@@ -217,7 +225,10 @@ mod tests {
 
     #[test]
     fn unknown_statuses_fall_back_to_the_code() {
-        let err = from_value(None, &json!({"code": 503, "message": "later", "status": "NEW_THING"}));
+        let err = from_value(
+            None,
+            &json!({"code": 503, "message": "later", "status": "NEW_THING"}),
+        );
         assert_eq!(err.kind(), ErrorKind::Overloaded);
         assert_eq!(err.code(), Some("NEW_THING"));
         let err = from_value(None, &json!({"message": "??"}));

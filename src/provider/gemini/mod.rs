@@ -249,7 +249,10 @@ mod tests {
         );
         let odd = p.endpoint("a/b?c", "generateContent").unwrap();
         assert_eq!(odd.query(), None);
-        assert!(odd.path().ends_with("/models/a%2Fb%3Fc:generateContent"), "{odd}");
+        assert!(
+            odd.path().ends_with("/models/a%2Fb%3Fc:generateContent"),
+            "{odd}"
+        );
         assert_eq!(
             p.endpoint(" ", "generateContent").unwrap_err().kind(),
             ErrorKind::InvalidRequest

@@ -245,8 +245,9 @@ pub(super) fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "STOP" => FinishReason::Stop,
         "MAX_TOKENS" => FinishReason::Length,
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII"
-        | "IMAGE_SAFETY" => FinishReason::ContentFilter,
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
+            FinishReason::ContentFilter
+        }
         other => FinishReason::Other(other.to_owned()),
     }
 }
@@ -285,7 +286,10 @@ mod tests {
             schema: schema.clone(),
         });
         let v = serde_json::to_value(request_body(&req).unwrap()).unwrap();
-        assert_eq!(v["generationConfig"]["responseMimeType"], "application/json");
+        assert_eq!(
+            v["generationConfig"]["responseMimeType"],
+            "application/json"
+        );
         assert_eq!(v["generationConfig"]["responseSchema"], schema);
     }
 
