@@ -562,11 +562,15 @@ async fn the_key_never_appears_in_an_error_even_when_the_server_echoes_it() {
 }
 
 #[tokio::test]
-async fn a_conversation_without_user_messages_is_rejected_before_sending() {
+async fn requests_that_cannot_be_expressed_are_rejected_before_sending() {
     let server = ScriptedServer::start().await;
-    let err = chat(&server, &ChatRequest::new().system("only instructions"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+    for req in [
+        ChatRequest::new().system("only instructions"),
+        ChatRequest::from_prompt("x").temperature(f32::NAN),
+    ] {
+        let err = chat(&server, &req).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");
+        assert_eq!(err.provider().map(ProviderId::as_str), Some("claude"));
+    }
     assert!(server.requests().is_empty());
 }

@@ -349,6 +349,8 @@ async fn a_per_day_quota_is_exhausted_whatever_retry_info_says() {
     assert_eq!(err.code(), Some("RESOURCE_EXHAUSTED"));
 }
 
+/// `retryDelay` ("26s", a protobuf Duration) is read with `ratelimit::go_duration`: this test
+/// passes once the rate-limit header work replaces that function's first-cut stub.
 #[tokio::test]
 async fn a_per_minute_quota_is_rate_limited_for_the_retry_info_delay() {
     let server = ScriptedServer::start().await;
@@ -511,4 +513,30 @@ async fn the_key_never_appears_in_an_error_even_when_the_server_echoes_it() {
         .await
         .unwrap();
     assert_no_secret(items.last().unwrap().as_ref().unwrap_err());
+}
+
+#[tokio::test]
+async fn requests_that_cannot_be_expressed_are_rejected_before_sending() {
+    let server = ScriptedServer::start().await;
+    for req in [
+        ChatRequest::new().system("only instructions"),
+        ChatRequest::from_prompt("x").temperature(f32::INFINITY),
+        ChatRequest::from_prompt("x").model(" "),
+    ] {
+        let model = req.model.clone().unwrap_or_else(|| MODEL.to_owned());
+        let clock = ManualClock::new();
+        let err = chat_once(
+            &provider(&server),
+            &transport(),
+            &req,
+            RequestContext::new(&model, None),
+            Duration::from_secs(5),
+            || clock.both(),
+        )
+        .await
+        .result
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");
+    }
+    assert!(server.requests().is_empty());
 }

@@ -78,10 +78,20 @@ pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
     }
 }
 
-/// An `f32` as the `f64` of its shortest decimal form, so `0.7` is sent as `0.7`, not
-/// `0.699999988079071`.
-pub(crate) fn json_f32(v: f32) -> f64 {
-    v.to_string().parse().unwrap_or(f64::from(v))
+/// An `f32` request parameter as the `f64` of its shortest decimal form, so `0.7` is sent as
+/// `0.7`, not `0.699999988079071`.
+///
+/// # Errors
+///
+/// `InvalidRequest` naming `field` when the value is NaN or infinite (JSON cannot carry it).
+pub(crate) fn json_f32(v: f32, field: &str) -> Result<f64> {
+    if !v.is_finite() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!("`{field}` must be a finite number, got {v}"),
+        ));
+    }
+    Ok(v.to_string().parse().unwrap_or(f64::from(v)))
 }
 
 #[cfg(test)]
@@ -146,8 +156,12 @@ mod tests {
     }
 
     #[test]
-    fn floats_keep_their_decimal_form() {
-        assert_eq!(json_f32(0.7), 0.7);
-        assert_eq!(json_f32(1.0), 1.0);
+    fn floats_keep_their_decimal_form_and_non_finite_ones_are_rejected() {
+        assert_eq!(json_f32(0.7, "t").unwrap(), 0.7);
+        assert_eq!(json_f32(1.0, "t").unwrap(), 1.0);
+        let err = json_f32(f32::NAN, "temperature").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+        assert!(err.message().contains("`temperature`"), "{err}");
+        assert!(json_f32(f32::INFINITY, "t").is_err());
     }
 }

@@ -77,7 +77,10 @@ pub(super) fn request_body<'a>(
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
-        temperature: req.temperature.map(json_f32),
+        temperature: req
+            .temperature
+            .map(|t| json_f32(t, "temperature"))
+            .transpose()?,
         stop_sequences: &req.stop,
         stream: ctx.stream,
     })

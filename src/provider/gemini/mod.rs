@@ -14,7 +14,7 @@
 //!   parts are not part of the answer's text.
 //! - **Errors**: the body's `status` (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`, …) and details
 //!   decide. A `RESOURCE_EXHAUSTED` whose `QuotaFailure` names a per-day quota (or a limit of
-//!   0) is [`ErrorKind::QuotaExhausted`](crate::ErrorKind::QuotaExhausted), whatever its
+//!   0) is [`ErrorKind::QuotaExhausted`], whatever its
 //!   `RetryInfo` says; otherwise it is `RateLimited` with `retry_after` from `RetryInfo`.
 //!   A prompt blocked by `promptFeedback.blockReason` is `ContentFiltered`.
 

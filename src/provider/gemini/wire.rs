@@ -98,7 +98,10 @@ pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
         system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),
         generation_config: GenerationConfig {
             max_output_tokens: req.max_tokens,
-            temperature: req.temperature.map(json_f32),
+            temperature: req
+                .temperature
+                .map(|t| json_f32(t, "temperature"))
+                .transpose()?,
             stop_sequences: &req.stop,
             response_mime_type,
             response_schema,
