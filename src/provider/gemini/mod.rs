@@ -12,6 +12,7 @@
 //! - **Usage**: input = `promptTokenCount`; output = `candidatesTokenCount` +
 //!   `thoughtsTokenCount` (thinking tokens are billed and rate-limited as output). Thought
 //!   parts are not part of the answer's text.
+//! - **Request id**: a request-id header when one is sent (a proxy's), else `responseId`.
 //! - **Errors**: the body's `status` (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`, …) and details
 //!   decide. A `RESOURCE_EXHAUSTED` whose `QuotaFailure` names a per-day quota (or a limit of
 //!   0) is [`ErrorKind::QuotaExhausted`], whatever its
