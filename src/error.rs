@@ -353,10 +353,22 @@ impl Error {
         self
     }
 
-    /// Removes every occurrence of `secret` from the message (a provider may echo the key).
+    /// Removes every occurrence of `secret` from the message, the vendor code and the request
+    /// id (a provider may echo the key in any of them).
     pub(crate) fn scrub(mut self, secret: &str) -> Self {
-        if secret.len() >= 4 && self.inner.message.contains(secret) {
-            self.inner.message = self.inner.message.replace(secret, "[redacted]");
+        if secret.len() >= 4 {
+            let clean = |s: &mut String| {
+                if s.contains(secret) {
+                    *s = s.replace(secret, "[redacted]");
+                }
+            };
+            clean(&mut self.inner.message);
+            if let Some(code) = self.inner.code.as_mut() {
+                clean(code);
+            }
+            if let Some(id) = self.inner.request_id.as_mut() {
+                clean(id);
+            }
         }
         self
     }
@@ -637,6 +649,16 @@ mod tests {
             .scrub("sk-secret-123");
         assert!(!err.message().contains("sk-secret-123"));
         assert!(!format!("{err:?} {err}").contains("sk-secret-123"));
+    }
+
+    #[test]
+    fn scrub_removes_the_secret_from_code_and_request_id() {
+        let err = Error::new(ErrorKind::Auth, "bad key")
+            .with_code("invalid key sk-secret-123")
+            .with_request_id(Some("req-sk-secret-123".to_owned()))
+            .scrub("sk-secret-123");
+        assert!(!format!("{err:?} {err}").contains("sk-secret-123"));
+        assert_eq!(err.code(), Some("invalid key [redacted]"));
     }
 
     #[test]

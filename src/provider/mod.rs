@@ -5,8 +5,12 @@
 //! classified [`Error`], and the response headers into a [`LimitReport`]. It never sends
 //! anything, sleeps or retries: [`crate::http`] does the I/O and the router decides.
 
+pub mod anthropic;
 pub mod azure;
+mod body;
+pub mod deepgram;
 mod exchange;
+pub mod gemini;
 pub mod openai;
 mod sse;
 

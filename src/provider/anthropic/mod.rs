@@ -1,0 +1,290 @@
+//! Anthropic Messages API (`POST /v1/messages`), plain and streamed.
+//!
+//! Translation choices, each tested in `tests/adapter_anthropic.rs`:
+//!
+//! - **System messages** are taken out of the conversation and joined (blank line between them)
+//!   into the top-level `system` field: the Messages API has no `system` role.
+//! - **Consecutive messages of one role** are merged into one message (blank line between
+//!   them), so a neutral conversation that repeats a role is still a valid alternation.
+//! - **`max_tokens`** is required by Anthropic and always sent: the request's value, else
+//!   [`DEFAULT_MAX_TOKENS`].
+//! - **JSON mode**: Anthropic has no `response_format`. For [`ResponseFormat::JsonObject`]
+//!   (and [`ResponseFormat::JsonSchema`], with the schema spelled out) an instruction to answer
+//!   with one JSON value and nothing else is appended to the system prompt. The answer is not
+//!   validated here.
+//! - **Errors** are classified by the body's `error.type` first (`overloaded_error` →
+//!   [`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded), `rate_limit_error` →
+//!   `RateLimited`, …), then by status. The same classification applies to an `event: error`
+//!   inside a stream that began with `200 OK`.
+//!
+//! [`ResponseFormat::JsonObject`]: crate::types::ResponseFormat::JsonObject
+//! [`ResponseFormat::JsonSchema`]: crate::types::ResponseFormat::JsonSchema
+
+mod error;
+mod stream;
+mod wire;
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use url::Url;
+
+use super::{Capabilities, Capability, Provider, ProviderId, RequestContext, StreamDecoder};
+use crate::clock::Now;
+use crate::config::{ProviderConfig, ProviderKind};
+use crate::error::{Error, Result};
+use crate::http::{HttpRequest, RawResponse};
+use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::types::{ChatRequest, ChatResponse};
+
+/// The wire format's name, as written in `providers.toml` (`kind = "anthropic"`).
+pub const PROVIDER_TYPE: &str = "anthropic";
+
+/// Anthropic's API root.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The `anthropic-version` header sent when the configuration names none.
+pub const DEFAULT_VERSION: &str = "2023-06-01";
+
+/// `max_tokens` sent when the request sets none (Anthropic requires the field). 4096 is the
+/// largest output every current Claude model accepts.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// An Anthropic Messages API provider.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::anthropic::{Anthropic, DEFAULT_BASE_URL};
+/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::ProviderId;
+///
+/// let claude = Anthropic::new(ProviderId::new("claude"), DEFAULT_BASE_URL.parse().unwrap())
+///     .with_model("claude-sonnet-4-5")
+///     .with_version("2023-06-01");
+/// assert_eq!(claude.default_model(Capability::Chat), Some("claude-sonnet-4-5"));
+/// assert!(!claude.capabilities().transcription);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Anthropic {
+    id: ProviderId,
+    base_url: Url,
+    model: Option<String>,
+    version: String,
+}
+
+impl Anthropic {
+    /// A provider named `id` at `base_url` (normally [`DEFAULT_BASE_URL`]), sending
+    /// `anthropic-version: 2023-06-01` and with no default model.
+    pub fn new(id: ProviderId, base_url: Url) -> Self {
+        Anthropic {
+            id,
+            base_url,
+            model: None,
+            version: DEFAULT_VERSION.to_owned(),
+        }
+    }
+
+    /// Sets the model used when a request names none.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the `anthropic-version` header value.
+    #[must_use]
+    pub fn with_version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Builds the adapter from a validated provider entry.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the entry is not of kind `anthropic`, sets a `transcription_model`
+    /// (Anthropic offers no speech-to-text), or has an `api_version` that cannot be a header.
+    #[allow(dead_code, reason = "called by the provider factory")]
+    pub(crate) fn from_config(cfg: &ProviderConfig) -> Result<Self> {
+        let at = |field: &str| format!("providers.{}.{field}", cfg.id);
+        if cfg.kind != ProviderKind::Anthropic {
+            return Err(Error::config(format!(
+                "{}: expected kind `{PROVIDER_TYPE}`, found `{}`",
+                at("kind"),
+                cfg.kind
+            )));
+        }
+        if cfg.transcription_model.is_some() {
+            return Err(Error::config(format!(
+                "{}: Anthropic offers no speech-to-text; remove it or use a transcription \
+                 provider",
+                at("transcription_model")
+            )));
+        }
+        let mut provider = Self::new(cfg.id.clone(), cfg.base_url.clone());
+        provider.model = cfg.model.clone();
+        if let Some(version) = &cfg.api_version {
+            if version.trim().is_empty() || HeaderValue::from_str(version).is_err() {
+                return Err(Error::config(format!(
+                    "{}: `{version}` is not a valid `anthropic-version` header value \
+                     (e.g. \"{DEFAULT_VERSION}\")",
+                    at("api_version")
+                )));
+            }
+            provider.version = version.clone();
+        }
+        Ok(provider)
+    }
+
+    fn endpoint(&self) -> Result<Url> {
+        let mut url = self.base_url.clone();
+        url.path_segments_mut()
+            .map_err(|()| {
+                Error::config(format!(
+                    "provider `{}`: base_url `{}` cannot carry a path",
+                    self.id, self.base_url
+                ))
+            })?
+            .pop_if_empty()
+            .extend(["v1", "messages"]);
+        Ok(url)
+    }
+}
+
+impl Provider for Anthropic {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    fn kind(&self) -> &'static str {
+        PROVIDER_TYPE
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            chat: true,
+            transcription: false,
+        }
+    }
+
+    fn default_model(&self, capability: Capability) -> Option<&str> {
+        match capability {
+            Capability::Chat => self.model.as_deref(),
+            Capability::Transcription => None,
+        }
+    }
+
+    fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
+        let body = wire::request_body(req, ctx)?;
+        let mut http = HttpRequest::post_json(self.endpoint()?, &body)?
+            .header("anthropic-version", &self.version)?;
+        if let Some(key) = ctx.credential {
+            http = http.secret_header("x-api-key", key.expose())?;
+        }
+        Ok(http)
+    }
+
+    fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {
+        let mut resp = wire::parse_response(&self.id, &raw, model)?;
+        resp.request_id = self.request_id(&raw.headers);
+        Ok(resp)
+    }
+
+    fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
+        Box::new(stream::Decoder::new(model))
+    }
+
+    fn error(&self, raw: &RawResponse, now: Now) -> Error {
+        let _ = now; // Anthropic states delays in headers only (read by `limit_report`).
+        error::classify(Some(raw.status), &raw.body)
+    }
+
+    fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
+        parse_limit_headers(HeaderDialect::Anthropic, headers, now)
+    }
+
+    fn request_id(&self, headers: &HeaderMap) -> Option<String> {
+        headers
+            .get("request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .or_else(|| super::default_request_id(headers))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::Limits;
+    use crate::ErrorKind;
+
+    fn config(kind: ProviderKind) -> ProviderConfig {
+        ProviderConfig {
+            id: ProviderId::new("claude"),
+            kind,
+            base_url: DEFAULT_BASE_URL.parse().unwrap(),
+            model: Some("claude-sonnet-4-5".into()),
+            transcription_model: None,
+            keys: BTreeMap::new(),
+            limits: Limits::none(),
+            model_limits: BTreeMap::new(),
+            timeout: None,
+            allow_http: false,
+            api_version: None,
+            header_dialect: HeaderDialect::Anthropic,
+        }
+    }
+
+    #[test]
+    fn from_config_reads_model_and_defaults_the_version() {
+        let p = Anthropic::from_config(&config(ProviderKind::Anthropic)).unwrap();
+        assert_eq!(p.default_model(Capability::Chat), Some("claude-sonnet-4-5"));
+        assert_eq!(p.version, DEFAULT_VERSION);
+        let mut cfg = config(ProviderKind::Anthropic);
+        cfg.api_version = Some("2024-01-01".into());
+        assert_eq!(Anthropic::from_config(&cfg).unwrap().version, "2024-01-01");
+    }
+
+    #[test]
+    fn from_config_rejects_what_anthropic_cannot_do() {
+        let err = Anthropic::from_config(&config(ProviderKind::Gemini)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.message().contains("providers.claude.kind"), "{err}");
+
+        let mut cfg = config(ProviderKind::Anthropic);
+        cfg.transcription_model = Some("whisper-1".into());
+        let err = Anthropic::from_config(&cfg).unwrap_err();
+        assert!(
+            err.message()
+                .contains("providers.claude.transcription_model"),
+            "{err}"
+        );
+
+        let mut cfg = config(ProviderKind::Anthropic);
+        cfg.api_version = Some("bad\nversion".into());
+        let err = Anthropic::from_config(&cfg).unwrap_err();
+        assert!(
+            err.message().contains("providers.claude.api_version"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn endpoint_keeps_a_path_prefix() {
+        let p = Anthropic::new(
+            ProviderId::new("a"),
+            "https://proxy.example/anthropic/".parse().unwrap(),
+        );
+        assert_eq!(
+            p.endpoint().unwrap().as_str(),
+            "https://proxy.example/anthropic/v1/messages"
+        );
+        let p = Anthropic::new(ProviderId::new("a"), DEFAULT_BASE_URL.parse().unwrap());
+        assert_eq!(
+            p.endpoint().unwrap().as_str(),
+            "https://api.anthropic.com/v1/messages"
+        );
+    }
+}

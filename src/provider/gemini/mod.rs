@@ -1,0 +1,262 @@
+//! Google Gemini API (`models/{model}:generateContent`, streamed with
+//! `:streamGenerateContent?alt=sse`).
+//!
+//! Translation choices, each tested in `tests/adapter_gemini.rs`:
+//!
+//! - **System messages** become the parts of `systemInstruction` (one part each); `user` and
+//!   `assistant` messages become `contents` with roles `user` and `model`, consecutive
+//!   messages of one role sharing one content (one part each).
+//! - **The key** travels in the `x-goog-api-key` header, never in the URL.
+//! - **JSON mode**: `generationConfig.responseMimeType = "application/json"`, plus
+//!   `responseSchema` for [`ResponseFormat::JsonSchema`](crate::types::ResponseFormat::JsonSchema).
+//! - **Usage**: input = `promptTokenCount`; output = `candidatesTokenCount` +
+//!   `thoughtsTokenCount` (thinking tokens are billed and rate-limited as output). Thought
+//!   parts are not part of the answer's text.
+//! - **Request id**: a request-id header when one is sent (a proxy's), else `responseId`.
+//! - **Errors**: the body's `status` (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`, …) and details
+//!   decide. A `RESOURCE_EXHAUSTED` whose `QuotaFailure` names a per-day quota (or a limit of
+//!   0) is [`ErrorKind::QuotaExhausted`], whatever its
+//!   `RetryInfo` says; otherwise it is `RateLimited` with `retry_after` from `RetryInfo`.
+//!   A prompt blocked by `promptFeedback.blockReason` is `ContentFiltered`.
+
+mod error;
+mod stream;
+mod wire;
+
+use reqwest::header::HeaderMap;
+use url::Url;
+
+use super::{Capabilities, Capability, Provider, ProviderId, RequestContext, StreamDecoder};
+use crate::clock::Now;
+use crate::config::{ProviderConfig, ProviderKind};
+use crate::error::{Error, ErrorKind, Result};
+use crate::http::{HttpRequest, RawResponse};
+use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::types::{ChatRequest, ChatResponse};
+
+/// The wire format's name, as written in `providers.toml` (`kind = "gemini"`).
+pub const PROVIDER_TYPE: &str = "gemini";
+
+/// The Gemini API root, version included.
+pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+
+/// A Google Gemini API provider.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::gemini::{Gemini, DEFAULT_BASE_URL};
+/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::ProviderId;
+///
+/// let gemini = Gemini::new(ProviderId::new("gemini"), DEFAULT_BASE_URL.parse().unwrap())
+///     .with_model("gemini-2.5-flash");
+/// assert_eq!(gemini.default_model(Capability::Chat), Some("gemini-2.5-flash"));
+/// assert_eq!(gemini.kind(), "gemini");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Gemini {
+    id: ProviderId,
+    base_url: Url,
+    model: Option<String>,
+}
+
+impl Gemini {
+    /// A provider named `id` at `base_url` (normally [`DEFAULT_BASE_URL`]), with no default
+    /// model.
+    pub fn new(id: ProviderId, base_url: Url) -> Self {
+        Gemini {
+            id,
+            base_url,
+            model: None,
+        }
+    }
+
+    /// Sets the model used when a request names none (`gemini-2.5-flash`; a `models/` prefix
+    /// is accepted).
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Builds the adapter from a validated provider entry.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the entry is not of kind `gemini`, or sets `transcription_model` or
+    /// `api_version` (the version is part of `base_url` for Gemini).
+    #[allow(dead_code, reason = "called by the provider factory")]
+    pub(crate) fn from_config(cfg: &ProviderConfig) -> Result<Self> {
+        let at = |field: &str| format!("providers.{}.{field}", cfg.id);
+        if cfg.kind != ProviderKind::Gemini {
+            return Err(Error::config(format!(
+                "{}: expected kind `{PROVIDER_TYPE}`, found `{}`",
+                at("kind"),
+                cfg.kind
+            )));
+        }
+        if cfg.transcription_model.is_some() {
+            return Err(Error::config(format!(
+                "{}: this adapter serves Gemini chat only; remove it or use a transcription \
+                 provider",
+                at("transcription_model")
+            )));
+        }
+        if cfg.api_version.is_some() {
+            return Err(Error::config(format!(
+                "{}: Gemini's API version is part of `base_url` (e.g. `{DEFAULT_BASE_URL}`)",
+                at("api_version")
+            )));
+        }
+        let mut provider = Self::new(cfg.id.clone(), cfg.base_url.clone());
+        provider.model = cfg.model.clone();
+        Ok(provider)
+    }
+
+    /// `{base}/models/{model}:{method}`; the model is one path segment, percent-encoded.
+    fn endpoint(&self, model: &str, method: &str) -> Result<Url> {
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        if model.trim().is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!("provider `{}`: no Gemini model named", self.id),
+            ));
+        }
+        let mut url = self.base_url.clone();
+        url.path_segments_mut()
+            .map_err(|()| {
+                Error::config(format!(
+                    "provider `{}`: base_url `{}` cannot carry a path",
+                    self.id, self.base_url
+                ))
+            })?
+            .pop_if_empty()
+            .push("models")
+            .push(&format!("{model}:{method}"));
+        Ok(url)
+    }
+}
+
+impl Provider for Gemini {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    fn kind(&self) -> &'static str {
+        PROVIDER_TYPE
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            chat: true,
+            transcription: false,
+        }
+    }
+
+    fn default_model(&self, capability: Capability) -> Option<&str> {
+        match capability {
+            Capability::Chat => self.model.as_deref(),
+            Capability::Transcription => None,
+        }
+    }
+
+    fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
+        let url = if ctx.stream {
+            let mut url = self.endpoint(ctx.model, "streamGenerateContent")?;
+            url.query_pairs_mut().append_pair("alt", "sse");
+            url
+        } else {
+            self.endpoint(ctx.model, "generateContent")?
+        };
+        let mut http = HttpRequest::post_json(url, &wire::request_body(req)?)?;
+        if let Some(key) = ctx.credential {
+            http = http.secret_header("x-goog-api-key", key.expose())?;
+        }
+        Ok(http)
+    }
+
+    fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {
+        let mut resp = wire::parse_response(&self.id, &raw.body, model)?;
+        if let Some(id) = self.request_id(&raw.headers) {
+            resp.request_id = Some(id);
+        }
+        Ok(resp)
+    }
+
+    fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
+        Box::new(stream::Decoder::new(model))
+    }
+
+    fn error(&self, raw: &RawResponse, now: Now) -> Error {
+        error::classify(raw.status, &raw.body, &raw.headers, now)
+    }
+
+    /// Gemini sends no rate-limit headers; a proxy in front of it may (`Retry-After`, the
+    /// IETF draft fields), so the generic reader still runs.
+    fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
+        parse_limit_headers(HeaderDialect::Generic, headers, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::Limits;
+
+    fn config() -> ProviderConfig {
+        ProviderConfig {
+            id: ProviderId::new("gem"),
+            kind: ProviderKind::Gemini,
+            base_url: DEFAULT_BASE_URL.parse().unwrap(),
+            model: Some("gemini-2.5-flash".into()),
+            transcription_model: None,
+            keys: BTreeMap::new(),
+            limits: Limits::none(),
+            model_limits: BTreeMap::new(),
+            timeout: None,
+            allow_http: false,
+            api_version: None,
+            header_dialect: HeaderDialect::Generic,
+        }
+    }
+
+    #[test]
+    fn from_config_reads_the_model_and_rejects_foreign_fields() {
+        let p = Gemini::from_config(&config()).unwrap();
+        assert_eq!(p.default_model(Capability::Chat), Some("gemini-2.5-flash"));
+        let mut cfg = config();
+        cfg.api_version = Some("v1".into());
+        let err = Gemini::from_config(&cfg).unwrap_err();
+        assert!(err.message().contains("providers.gem.api_version"), "{err}");
+        let mut cfg = config();
+        cfg.kind = ProviderKind::Anthropic;
+        assert!(Gemini::from_config(&cfg).unwrap_err().is_config());
+        let mut cfg = config();
+        cfg.transcription_model = Some("x".into());
+        assert!(Gemini::from_config(&cfg).unwrap_err().is_config());
+    }
+
+    #[test]
+    fn endpoint_puts_the_model_in_one_encoded_segment() {
+        let p = Gemini::new(ProviderId::new("g"), DEFAULT_BASE_URL.parse().unwrap());
+        assert_eq!(
+            p.endpoint("models/gemini-2.5-flash", "generateContent")
+                .unwrap()
+                .as_str(),
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+        );
+        let odd = p.endpoint("a/b?c", "generateContent").unwrap();
+        assert_eq!(odd.query(), None);
+        assert!(
+            odd.path().ends_with("/models/a%2Fb%3Fc:generateContent"),
+            "{odd}"
+        );
+        assert_eq!(
+            p.endpoint(" ", "generateContent").unwrap_err().kind(),
+            ErrorKind::InvalidRequest
+        );
+    }
+}

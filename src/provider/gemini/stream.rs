@@ -1,0 +1,132 @@
+//! Streamed Gemini answers (`streamGenerateContent?alt=sse`): each event's data is a
+//! `GenerateContentResponse` holding the next piece of text; the answer is complete when a
+//! candidate carries a `finishReason`. There is no `[DONE]` marker.
+
+use super::wire::{finish_reason, ResponseBody, UsageMetadata};
+use crate::error::Result;
+use crate::provider::body::json_error;
+use crate::provider::{SseEvent, StreamDecoder};
+use crate::types::{ChatChunk, Usage};
+
+/// Decodes one streamed Gemini answer.
+#[derive(Debug)]
+pub(super) struct Decoder {
+    model: String,
+    model_sent: bool,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl Decoder {
+    pub(super) fn new(model: &str) -> Self {
+        Decoder {
+            model: model.to_owned(),
+            model_sent: false,
+            usage: None,
+            done: false,
+        }
+    }
+}
+
+impl StreamDecoder for Decoder {
+    fn decode(&mut self, event: &SseEvent) -> Result<Option<ChatChunk>> {
+        if self.done || event.data.trim().is_empty() {
+            return Ok(None);
+        }
+        let body: ResponseBody = serde_json::from_str(&event.data)
+            .map_err(|e| json_error(&e, "a streamed generateContent response"))?;
+        if let Some(err) = body.failure() {
+            return Err(err);
+        }
+        if let Some(u) = body.usage_metadata.as_ref().map(UsageMetadata::usage) {
+            self.usage = Some(u); // cumulative: the latest report is the total so far
+        }
+        let mut chunk = ChatChunk::default();
+        if !self.model_sent {
+            if let Some(v) = body.model_version {
+                self.model = v;
+            }
+            chunk.model = Some(self.model.clone());
+            self.model_sent = true;
+        }
+        if let Some(candidate) = body.candidates.as_ref().and_then(|c| c.first()) {
+            chunk.delta = candidate.text().unwrap_or_default();
+            if let Some(reason) = candidate.finish_reason.as_deref() {
+                chunk.finish_reason = Some(finish_reason(reason));
+                chunk.usage = self.usage;
+                self.done = true;
+            }
+        }
+        let carries_something =
+            !chunk.delta.is_empty() || chunk.finish_reason.is_some() || chunk.model.is_some();
+        Ok(carries_something.then_some(chunk))
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::FinishReason;
+    use crate::ErrorKind;
+
+    fn data(d: &str) -> SseEvent {
+        SseEvent {
+            data: d.to_owned(),
+            ..SseEvent::default()
+        }
+    }
+
+    #[test]
+    fn the_finishing_chunk_carries_reason_and_latest_usage() {
+        let mut d = Decoder::new("requested");
+        let first = d
+            .decode(&data(
+                r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}],"modelVersion":"gemini-2.5-flash"}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.delta, "Hel");
+        assert_eq!(first.model.as_deref(), Some("gemini-2.5-flash"));
+        assert!(!d.is_done());
+        let last = d
+            .decode(&data(
+                r#"{"candidates":[{"content":{"parts":[{"text":"lo"}],"role":"model"},"finishReason":"STOP"}],
+                    "usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2}}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(last.delta, "lo");
+        assert_eq!(last.model, None);
+        assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+        assert_eq!(
+            last.usage,
+            Some(Usage {
+                input_tokens: 4,
+                output_tokens: 2
+            })
+        );
+        assert!(d.is_done());
+    }
+
+    #[test]
+    fn errors_and_blocked_prompts_inside_the_stream_are_classified() {
+        let mut d = Decoder::new("m");
+        let err = d
+            .decode(&data(
+                r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#,
+            ))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Overloaded);
+        let mut d = Decoder::new("m");
+        let err = d
+            .decode(&data(r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ContentFiltered);
+        let err = Decoder::new("m").decode(&data("{\"cand")).unwrap_err();
+        assert!(err.is_decode());
+    }
+}

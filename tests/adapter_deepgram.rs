@@ -1,0 +1,343 @@
+//! The Deepgram adapter over real loopback HTTP, driven by the same one-attempt function the
+//! router uses (`transcribe_once`).
+//!
+//! Wire format references (fixtures are the docs' example bodies):
+//! - Pre-recorded audio: <https://developers.deepgram.com/reference/speech-to-text-api/listen>
+//!   (`POST /v1/listen?model=…`, raw audio body with its `Content-Type`,
+//!   `Authorization: Token KEY`; `results.channels[0].alternatives[0].transcript`, `words`,
+//!   `paragraphs`, `metadata.duration`, `metadata.request_id`, `detected_language`).
+//! - Options: <https://developers.deepgram.com/docs/smart-format>,
+//!   <https://developers.deepgram.com/docs/language-detection>.
+//! - Errors: <https://developers.deepgram.com/reference/errors> (400 "corrupt or unsupported
+//!   data", 401 `INVALID_AUTH`, 402 insufficient credits, 403, 413, 429, 503; the
+//!   `err_code` / `err_msg` / `request_id` body).
+
+use std::time::Duration;
+
+use emulator::scripted::{Recorded, Reply, ScriptedServer};
+use llm_failover::clock::{Clock, ManualClock};
+use llm_failover::provider::deepgram::Deepgram;
+use llm_failover::provider::{chat_once, transcribe_once, Provider, RequestContext};
+use llm_failover::{
+    AudioInput, ChatRequest, Credential, Disposition, ErrorKind, ProviderId, Result, Transcript,
+    TranscriptionRequest,
+};
+
+const MODEL: &str = "nova-3";
+const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
+const PATH: &str = "/v1/listen";
+
+fn transport() -> llm_failover::http::Transport {
+    llm_failover::http::Transport::new(&Default::default()).unwrap()
+}
+
+fn provider(server: &ScriptedServer) -> Deepgram {
+    Deepgram::new(ProviderId::new("deepgram"), server.url().parse().unwrap()).with_model(MODEL)
+}
+
+/// A one-second, 8 kHz, 16-bit mono WAV of silence.
+fn wav() -> Vec<u8> {
+    let rate: u32 = 8000;
+    let data_len: u32 = rate * 2;
+    let mut v = Vec::new();
+    v.extend_from_slice(b"RIFF");
+    v.extend_from_slice(&(36 + data_len).to_le_bytes());
+    v.extend_from_slice(b"WAVEfmt ");
+    v.extend_from_slice(&16u32.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&rate.to_le_bytes());
+    v.extend_from_slice(&(rate * 2).to_le_bytes());
+    v.extend_from_slice(&2u16.to_le_bytes());
+    v.extend_from_slice(&16u16.to_le_bytes());
+    v.extend_from_slice(b"data");
+    v.extend_from_slice(&data_len.to_le_bytes());
+    v.resize(v.len() + data_len as usize, 0);
+    v
+}
+
+fn wav_request() -> TranscriptionRequest {
+    TranscriptionRequest::new(AudioInput::from_bytes(wav(), "memo.wav").unwrap())
+}
+
+async fn transcribe_with(
+    server: &ScriptedServer,
+    req: &TranscriptionRequest,
+    key: Option<&Credential>,
+) -> Result<Transcript> {
+    let clock = ManualClock::new();
+    transcribe_once(
+        &provider(server),
+        &transport(),
+        req,
+        RequestContext::new(MODEL, key),
+        Duration::from_secs(5),
+        || clock.both(),
+    )
+    .await
+    .result
+}
+
+async fn transcribe(server: &ScriptedServer, req: &TranscriptionRequest) -> Result<Transcript> {
+    transcribe_with(server, req, Some(&Credential::new(SENTINEL))).await
+}
+
+fn only_request(server: &ScriptedServer) -> Recorded {
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1, "expected exactly one request");
+    reqs.into_iter().next().unwrap()
+}
+
+fn query_pairs(got: &Recorded) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(got.query.as_deref().unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+#[tokio::test]
+async fn posts_the_raw_audio_with_its_content_type_model_language_and_token() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json")),
+    );
+    let req = wav_request()
+        .language("en")
+        .prompt("names: Ada")
+        .temperature(0.3);
+    transcribe(&server, &req).await.unwrap();
+
+    let got = only_request(&server);
+    assert_eq!(got.method, "POST");
+    assert_eq!(got.path, PATH);
+    assert_eq!(
+        query_pairs(&got),
+        [
+            ("model".to_owned(), MODEL.to_owned()),
+            ("smart_format".to_owned(), "true".to_owned()),
+            ("language".to_owned(), "en".to_owned()),
+        ]
+    );
+    assert_eq!(
+        got.header("authorization"),
+        Some(format!("Token {SENTINEL}").as_str())
+    );
+    assert_eq!(got.header("content-type"), Some("audio/wav"));
+    assert_eq!(
+        &got.body[..],
+        &wav()[..],
+        "the body is the audio, byte for byte"
+    );
+}
+
+#[tokio::test]
+async fn asks_for_language_detection_when_no_language_is_given() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json")),
+    );
+    let audio = AudioInput::from_bytes(vec![0xFF, 0xFB, 0x90, 0x44, 1, 2, 3], "clip.mp3").unwrap();
+    transcribe_with(&server, &TranscriptionRequest::new(audio), None)
+        .await
+        .unwrap();
+    let got = only_request(&server);
+    let pairs = query_pairs(&got);
+    assert!(
+        pairs.contains(&("detect_language".to_owned(), "true".to_owned())),
+        "{pairs:?}"
+    );
+    assert!(!pairs.iter().any(|(k, _)| k == "language"), "{pairs:?}");
+    assert_eq!(got.header("content-type"), Some("audio/mpeg"));
+    assert_eq!(&got.body[..], &[0xFF, 0xFB, 0x90, 0x44, 1, 2, 3]);
+    assert_eq!(got.header("authorization"), None);
+}
+
+#[tokio::test]
+async fn the_same_request_can_be_sent_twice() {
+    let server = ScriptedServer::start().await;
+    server.push(PATH, Reply::status(503));
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json")),
+    );
+    let req = wav_request();
+    assert!(transcribe(&server, &req).await.is_err());
+    transcribe(&server, &req).await.unwrap();
+    let reqs = server.requests();
+    assert_eq!(reqs[0].body, reqs[1].body);
+}
+
+#[tokio::test]
+async fn reads_transcript_sentences_duration_language_and_request_id() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json"))
+            .header("dg-request-id", "dg-header-id"),
+    );
+    let t = transcribe(&server, &wav_request()).await.unwrap();
+    assert_eq!(t.text, "Yeah. As much as it's worth celebrating,");
+    assert_eq!(t.language.as_deref(), Some("en"));
+    assert_eq!(t.duration, Some(Duration::from_secs_f64(25.933313)));
+    assert_eq!(t.model, MODEL);
+    assert_eq!(t.provider.as_str(), "deepgram");
+    assert_eq!(t.request_id.as_deref(), Some("dg-header-id"));
+    let texts: Vec<_> = t.segments.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(texts, ["Yeah.", "As much as it's worth celebrating,"]);
+    assert_eq!(t.segments[1].start, Duration::from_millis(320));
+    assert_eq!(t.segments[1].end, Duration::from_millis(2340));
+}
+
+#[tokio::test]
+async fn falls_back_to_one_segment_per_word_and_the_body_request_id() {
+    let server = ScriptedServer::start().await;
+    let mut body: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/deepgram/listen_ok.json")).unwrap();
+    body["results"]["channels"][0]["alternatives"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("paragraphs");
+    server.push(PATH, Reply::json(200, body.to_string()));
+    let t = transcribe(&server, &wav_request()).await.unwrap();
+    assert_eq!(t.segments.len(), 7);
+    assert_eq!(t.segments[0].text, "Yeah.");
+    assert_eq!(t.segments[6].text, "celebrating,");
+    assert_eq!(
+        t.request_id.as_deref(),
+        Some("4b1d9f0e-53c2-4d3e-9f3b-6c3c1b8e2a10")
+    );
+}
+
+#[tokio::test]
+async fn classifies_each_error_class_by_status_and_code() {
+    let dg = |code: &str, msg: &str| {
+        serde_json::json!({"err_code": code, "err_msg": msg, "request_id": "uuid"}).to_string()
+    };
+    let cases: Vec<(u16, String, ErrorKind, Option<&str>)> = vec![
+        (400, include_str!("fixtures/deepgram/error_corrupt_audio.json").to_owned(), ErrorKind::InvalidRequest, Some("Bad Request")),
+        (401, include_str!("fixtures/deepgram/error_invalid_auth.json").to_owned(), ErrorKind::Auth, Some("INVALID_AUTH")),
+        (401, dg("INSUFFICIENT_PERMISSIONS", "User does not have sufficient permissions."), ErrorKind::PermissionDenied, Some("INSUFFICIENT_PERMISSIONS")),
+        (402, dg("ASR_PAYMENT_REQUIRED", "Project does not have enough credits for an ASR request and does not have an overage agreement."), ErrorKind::QuotaExhausted, Some("ASR_PAYMENT_REQUIRED")),
+        (403, dg("FORBIDDEN", "Insufficient permissions."), ErrorKind::PermissionDenied, Some("FORBIDDEN")),
+        (413, dg("PAYLOAD_TOO_LARGE", "Payload too large."), ErrorKind::PayloadTooLarge, Some("PAYLOAD_TOO_LARGE")),
+        (429, dg("TOO_MANY_REQUESTS", "Too many requests. Please try again later"), ErrorKind::RateLimited, Some("TOO_MANY_REQUESTS")),
+        (500, dg("INTERNAL_SERVER_ERROR", "Internal server error."), ErrorKind::Server, Some("INTERNAL_SERVER_ERROR")),
+        (503, dg("SERVICE_UNAVAILABLE", "Service unavailable."), ErrorKind::Overloaded, Some("SERVICE_UNAVAILABLE")),
+        (504, "<html><body>Gateway Timeout</body></html>".to_owned(), ErrorKind::Timeout, None),
+        (502, String::new(), ErrorKind::Server, None),
+    ];
+    let server = ScriptedServer::start().await;
+    for (status, body, _, _) in &cases {
+        server.push(PATH, Reply::status(*status).body(body.clone()));
+    }
+    for (status, body, kind, code) in cases {
+        let err = transcribe(&server, &wav_request()).await.unwrap_err();
+        assert_eq!(err.kind(), kind, "{status} {body}: {err}");
+        assert_eq!(err.status(), Some(status));
+        assert_eq!(err.code(), code, "{status}");
+        assert_eq!(err.provider().map(ProviderId::as_str), Some("deepgram"));
+    }
+}
+
+#[tokio::test]
+async fn a_429_carries_its_retry_after_and_a_402_is_a_long_term_quota() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(
+            429,
+            r#"{"err_code":"TOO_MANY_REQUESTS","err_msg":"Too many requests.","request_id":"r"}"#,
+        )
+        .header("retry-after", "4")
+        .header("dg-request-id", "dg-429"),
+    );
+    server.push(
+        PATH,
+        Reply::json(402, r#"{"err_code":"ASR_PAYMENT_REQUIRED","err_msg":"Project does not have enough credits.","request_id":"r"}"#),
+    );
+    let err = transcribe(&server, &wav_request()).await.unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(4)));
+    assert_eq!(err.request_id(), Some("dg-429"));
+    assert_eq!(err.disposition(), Disposition::RateLimited);
+    let err = transcribe(&server, &wav_request()).await.unwrap_err();
+    assert_eq!(err.disposition(), Disposition::QuotaExhausted);
+    assert!(!err.is_retryable());
+}
+
+#[tokio::test]
+async fn bad_success_bodies_are_decode_errors_naming_provider_and_status() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("malformed JSON", b"{\"results\": {".to_vec()),
+        ("no results", br#"{"metadata":{"duration":1.0}}"#.to_vec()),
+        ("no channels", br#"{"results":{"channels":[]}}"#.to_vec()),
+        ("no alternatives", br#"{"results":{"channels":[{"alternatives":[]}]}}"#.to_vec()),
+        ("no transcript", br#"{"results":{"channels":[{"alternatives":[{"words":[]}]}]}}"#.to_vec()),
+        ("negative duration", br#"{"metadata":{"duration":-3.0},"results":{"channels":[{"alternatives":[{"transcript":"a"}]}]}}"#.to_vec()),
+        ("word without times", br#"{"results":{"channels":[{"alternatives":[{"transcript":"a","words":[{"word":"a"}]}]}]}}"#.to_vec()),
+        ("HTML page", b"<html><body>Bad Gateway</body></html>".to_vec()),
+        ("empty body", Vec::new()),
+        ("invalid UTF-8", b"{\"results\":{\"channels\":[{\"alternatives\":[{\"transcript\":\"\xff\"}]}]}}".to_vec()),
+    ];
+    let server = ScriptedServer::start().await;
+    for (_, body) in &cases {
+        server.push(
+            PATH,
+            Reply::status(200)
+                .header("content-type", "application/json")
+                .body(body.clone()),
+        );
+    }
+    for (what, _) in cases {
+        let err = transcribe(&server, &wav_request()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Decode, "{what}: {err}");
+        assert!(
+            err.to_string()
+                .starts_with("deepgram: could not decode response (HTTP 200)"),
+            "{what}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn chat_is_unsupported_and_sends_nothing() {
+    let server = ScriptedServer::start().await;
+    let clock = ManualClock::new();
+    let p = provider(&server);
+    assert!(!p.capabilities().chat);
+    assert!(p.capabilities().transcription);
+    let err = chat_once(
+        &p,
+        &transport(),
+        &ChatRequest::from_prompt("hi"),
+        RequestContext::new(MODEL, None),
+        Duration::from_secs(5),
+        || clock.both(),
+    )
+    .await
+    .result
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_key_never_appears_in_an_error_even_when_the_server_echoes_it() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(
+            401,
+            serde_json::json!({"err_code": SENTINEL, "err_msg": format!("Invalid credentials: Token {SENTINEL}"), "request_id": SENTINEL}).to_string(),
+        ),
+    );
+    server.push(
+        PATH,
+        Reply::status(500).body(format!("upstream rejected Token {SENTINEL}")),
+    );
+    for _ in 0..2 {
+        let err = transcribe(&server, &wav_request()).await.unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(SENTINEL), "key leaked: {shown}");
+    }
+}

@@ -1,0 +1,542 @@
+//! The Gemini adapter over real loopback HTTP, driven by the same one-attempt functions the
+//! router uses (`chat_once`, `chat_stream_once`).
+//!
+//! Wire format references (fixtures are the docs' example bodies):
+//! - `generateContent` / `streamGenerateContent?alt=sse`:
+//!   <https://ai.google.dev/api/generate-content> (`contents[].parts[].text`, roles `user` and
+//!   `model`, `systemInstruction`, `generationConfig`, `usageMetadata`, `modelVersion`,
+//!   `responseId`, `promptFeedback.blockReason`); the key in the `x-goog-api-key` header
+//!   (<https://ai.google.dev/gemini-api/docs/api-key>).
+//! - Structured output: <https://ai.google.dev/gemini-api/docs/structured-output>
+//!   (`responseMimeType: "application/json"`, `responseSchema`).
+//! - Errors: <https://ai.google.dev/gemini-api/docs/troubleshooting> (400 INVALID_ARGUMENT /
+//!   FAILED_PRECONDITION, 403 PERMISSION_DENIED, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED,
+//!   500 INTERNAL, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED) and
+//!   <https://ai.google.dev/gemini-api/docs/rate-limits> (RPM vs RPD quotas). The 429 bodies
+//!   with `google.rpc.QuotaFailure` / `RetryInfo` are as reported in
+//!   google-gemini/gemini-cli#8437 and the API's own free-tier answers.
+
+use std::time::Duration;
+
+use emulator::scripted::{Recorded, Reply, ScriptedServer};
+use futures_util::StreamExt;
+use llm_failover::clock::{Clock, ManualClock};
+use llm_failover::provider::gemini::Gemini;
+use llm_failover::provider::{chat_once, chat_stream_once, RequestContext};
+use llm_failover::{
+    ChatChunk, ChatRequest, ChatResponse, Credential, Disposition, Error, ErrorKind, FinishReason,
+    ProviderId, ResponseFormat, Result, Usage,
+};
+use serde_json::json;
+
+const MODEL: &str = "gemini-2.5-flash";
+const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
+const PATH: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
+const STREAM_PATH: &str = "/v1beta/models/gemini-2.5-flash:streamGenerateContent";
+
+fn transport() -> llm_failover::http::Transport {
+    llm_failover::http::Transport::new(&Default::default()).unwrap()
+}
+
+fn provider(server: &ScriptedServer) -> Gemini {
+    let base = format!("{}/v1beta", server.url());
+    Gemini::new(ProviderId::new("gemini"), base.parse().unwrap()).with_model(MODEL)
+}
+
+async fn chat_with(
+    server: &ScriptedServer,
+    req: &ChatRequest,
+    key: Option<&Credential>,
+) -> Result<ChatResponse> {
+    let clock = ManualClock::new();
+    chat_once(
+        &provider(server),
+        &transport(),
+        req,
+        RequestContext::new(MODEL, key),
+        Duration::from_secs(5),
+        || clock.both(),
+    )
+    .await
+    .result
+}
+
+async fn chat(server: &ScriptedServer, req: &ChatRequest) -> Result<ChatResponse> {
+    chat_with(server, req, Some(&Credential::new(SENTINEL))).await
+}
+
+async fn stream(server: &ScriptedServer, req: &ChatRequest) -> Result<Vec<Result<ChatChunk>>> {
+    let clock = ManualClock::new();
+    let key = Credential::new(SENTINEL);
+    let chunks = chat_stream_once(
+        &provider(server),
+        &transport(),
+        req,
+        RequestContext::new(MODEL, Some(&key)),
+        Duration::from_secs(5),
+        || clock.both(),
+    )
+    .await
+    .result?;
+    Ok(chunks.collect().await)
+}
+
+fn only_request(server: &ScriptedServer) -> Recorded {
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1, "expected exactly one request");
+    reqs.into_iter().next().unwrap()
+}
+
+fn google_error(code: u16, status: &str, message: &str) -> String {
+    json!({"error": {"code": code, "message": message, "status": status}}).to_string()
+}
+
+#[tokio::test]
+async fn sends_contents_system_instruction_and_generation_config_with_the_key_in_a_header() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+    );
+    let req = ChatRequest::new()
+        .system("You are terse.")
+        .user("Hello")
+        .assistant("Hi.")
+        .user("Explain AI")
+        .user("in one line")
+        .max_tokens(128)
+        .temperature(0.2)
+        .stop("END");
+    chat(&server, &req).await.unwrap();
+
+    let got = only_request(&server);
+    assert_eq!(got.method, "POST");
+    assert_eq!(got.path, PATH);
+    assert_eq!(got.query, None, "the key must never travel in the URL");
+    assert_eq!(got.header("x-goog-api-key"), Some(SENTINEL));
+    assert_eq!(got.header("content-type"), Some("application/json"));
+    assert_eq!(
+        got.json(),
+        json!({
+            "contents": [
+                {"role": "user", "parts": [{"text": "Hello"}]},
+                {"role": "model", "parts": [{"text": "Hi."}]},
+                {"role": "user", "parts": [{"text": "Explain AI"}, {"text": "in one line"}]}
+            ],
+            "systemInstruction": {"parts": [{"text": "You are terse."}]},
+            "generationConfig": {
+                "maxOutputTokens": 128,
+                "temperature": 0.2,
+                "stopSequences": ["END"]
+            }
+        })
+    );
+}
+
+#[tokio::test]
+async fn sends_no_generation_config_or_key_when_there_is_none() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+    );
+    chat_with(&server, &ChatRequest::from_prompt("hi"), None)
+        .await
+        .unwrap();
+    let got = only_request(&server);
+    assert_eq!(
+        got.json(),
+        json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+    );
+    assert_eq!(got.header("x-goog-api-key"), None);
+}
+
+#[tokio::test]
+async fn json_mode_sets_response_mime_type_and_schema() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+    );
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+    );
+    chat(
+        &server,
+        &ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonObject),
+    )
+    .await
+    .unwrap();
+    let schema = json!({"type": "OBJECT", "properties": {"recipe_name": {"type": "STRING"}}});
+    chat(
+        &server,
+        &ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonSchema {
+            name: "recipe".into(),
+            schema: schema.clone(),
+        }),
+    )
+    .await
+    .unwrap();
+    let reqs = server.requests();
+    assert_eq!(
+        reqs[0].json()["generationConfig"],
+        json!({"responseMimeType": "application/json"})
+    );
+    assert_eq!(
+        reqs[1].json()["generationConfig"],
+        json!({"responseMimeType": "application/json", "responseSchema": schema})
+    );
+}
+
+#[tokio::test]
+async fn reads_text_usage_finish_reason_model_version_and_response_id() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+    );
+    let resp = chat(&server, &ChatRequest::from_prompt("Explain AI"))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.text,
+        "AI learns patterns from data to make predictions or decisions."
+    );
+    assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(
+        resp.usage,
+        Some(Usage {
+            input_tokens: 8,
+            output_tokens: 12
+        })
+    );
+    assert_eq!(resp.model, "gemini-2.0-flash");
+    assert_eq!(resp.request_id.as_deref(), Some("gRz0aOXhNqaYmtkPr5uk4Ak"));
+}
+
+#[tokio::test]
+async fn maps_finish_reasons_and_joins_parts() {
+    let cases = [
+        ("STOP", FinishReason::Stop),
+        ("MAX_TOKENS", FinishReason::Length),
+        ("SAFETY", FinishReason::ContentFilter),
+        ("RECITATION", FinishReason::ContentFilter),
+        ("BLOCKLIST", FinishReason::ContentFilter),
+        ("PROHIBITED_CONTENT", FinishReason::ContentFilter),
+        ("LANGUAGE", FinishReason::Other("LANGUAGE".into())),
+    ];
+    let server = ScriptedServer::start().await;
+    for (reason, _) in &cases {
+        let body = json!({"candidates": [{"content": {"role": "model",
+            "parts": [{"text": "Hel"}, {"text": "lo"}]}, "finishReason": reason}]});
+        server.push(PATH, Reply::json(200, body.to_string()));
+    }
+    for (reason, expected) in cases {
+        let resp = chat(&server, &ChatRequest::from_prompt("x")).await.unwrap();
+        assert_eq!(resp.text, "Hello", "{reason}");
+        assert_eq!(resp.finish_reason, Some(expected), "{reason}");
+        assert_eq!(resp.usage, None);
+    }
+}
+
+#[tokio::test]
+async fn a_blocked_prompt_is_a_content_filtered_error() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("fixtures/gemini/prompt_blocked.json")),
+    );
+    let err = chat(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ContentFiltered);
+    assert_eq!(err.code(), Some("SAFETY"));
+    assert!(err.is_terminal());
+}
+
+#[tokio::test]
+async fn streams_sse_responses_until_a_finish_reason() {
+    let server = ScriptedServer::start().await;
+    let events: Vec<String> = include_str!("fixtures/gemini/stream_ok.txt")
+        .split_inclusive("\n\n")
+        .map(str::to_owned)
+        .collect();
+    server.push(STREAM_PATH, Reply::sse(events));
+    let items = stream(&server, &ChatRequest::from_prompt("Why is the sky blue?"))
+        .await
+        .unwrap();
+    let chunks: Vec<_> = items.into_iter().map(|c| c.unwrap()).collect();
+    let text: String = chunks.iter().map(|c| c.delta.as_str()).collect();
+    assert_eq!(text, "The sky appears blue because of Rayleigh scattering.");
+    assert_eq!(chunks[0].model.as_deref(), Some("gemini-2.0-flash"));
+    let last = chunks.last().unwrap();
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(
+        last.usage,
+        Some(Usage {
+            input_tokens: 9,
+            output_tokens: 10
+        })
+    );
+
+    let got = only_request(&server);
+    assert_eq!(got.path, STREAM_PATH);
+    assert_eq!(got.query.as_deref(), Some("alt=sse"));
+    assert_eq!(got.header("x-goog-api-key"), Some(SENTINEL));
+    assert!(got.json().get("stream").is_none());
+}
+
+#[tokio::test]
+async fn an_error_inside_the_stream_ends_it_with_the_classified_error() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        STREAM_PATH,
+        Reply::sse([
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Par\"}],\"role\":\"model\"}}]}\n\n".to_owned(),
+            format!("data: {}\n\n", google_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")),
+        ]),
+    );
+    let items = stream(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap();
+    assert_eq!(items[0].as_ref().unwrap().delta, "Par");
+    let err = items.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Overloaded);
+    assert_eq!(err.code(), Some("UNAVAILABLE"));
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_a_finish_reason_is_a_decode_error() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        STREAM_PATH,
+        Reply::sse([
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Par\"}],\"role\":\"model\"}}]}\n\n",
+            "data: {\"candidates\":[{\"content\":{\"pa",
+        ]),
+    );
+    let items = stream(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap();
+    let err = items.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Decode, "{err}");
+    assert!(err.to_string().starts_with("gemini: "), "{err}");
+}
+
+#[tokio::test]
+async fn a_per_day_quota_is_exhausted_whatever_retry_info_says() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(429, include_str!("fixtures/gemini/quota_per_day_429.json")),
+    );
+    let err = chat(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExhausted);
+    assert_eq!(err.disposition(), Disposition::QuotaExhausted);
+    assert_eq!(
+        err.retry_after(),
+        None,
+        "a 26s RetryInfo must not reopen a daily quota"
+    );
+    assert!(
+        err.message()
+            .contains("GenerateRequestsPerDayPerProjectPerModel-FreeTier"),
+        "{err}"
+    );
+    assert_eq!(err.code(), Some("RESOURCE_EXHAUSTED"));
+}
+
+/// `retryDelay` ("26s", a protobuf Duration) is read with `ratelimit::go_duration`: this test
+/// passes once the rate-limit header work replaces that function's first-cut stub.
+#[tokio::test]
+async fn a_per_minute_quota_is_rate_limited_for_the_retry_info_delay() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(
+            429,
+            include_str!("fixtures/gemini/quota_per_minute_429.json"),
+        ),
+    );
+    let err = chat(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited);
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(26)));
+}
+
+#[tokio::test]
+async fn a_retry_after_header_takes_precedence_over_retry_info() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(
+            429,
+            include_str!("fixtures/gemini/quota_per_minute_429.json"),
+        )
+        .header("retry-after", "7"),
+    );
+    let err = chat(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited);
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
+}
+
+#[tokio::test]
+async fn classifies_each_error_class_by_status_and_details() {
+    let limit_zero = google_error(
+        429,
+        "RESOURCE_EXHAUSTED",
+        "You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 0, model: gemini-2.5-pro\nPlease retry in 20.04466179s.",
+    );
+    let cases: Vec<(u16, String, ErrorKind, Option<&str>)> = vec![
+        (400, google_error(400, "INVALID_ARGUMENT", "Invalid JSON payload received. Unknown name \"foo\""), ErrorKind::InvalidRequest, Some("INVALID_ARGUMENT")),
+        (400, google_error(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."), ErrorKind::ContextLengthExceeded, Some("INVALID_ARGUMENT")),
+        (400, google_error(400, "FAILED_PRECONDITION", "User location is not supported for the API use without a billing account linked."), ErrorKind::InvalidRequest, Some("FAILED_PRECONDITION")),
+        (400, include_str!("fixtures/gemini/api_key_invalid_400.json").to_owned(), ErrorKind::Auth, Some("API_KEY_INVALID")),
+        (401, google_error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."), ErrorKind::Auth, Some("UNAUTHENTICATED")),
+        (403, google_error(403, "PERMISSION_DENIED", "You do not have permission to access tuned model."), ErrorKind::PermissionDenied, Some("PERMISSION_DENIED")),
+        (404, google_error(404, "NOT_FOUND", "models/gemini-9 is not found for API version v1beta"), ErrorKind::NotFound, Some("NOT_FOUND")),
+        (429, limit_zero, ErrorKind::QuotaExhausted, Some("RESOURCE_EXHAUSTED")),
+        (500, google_error(500, "INTERNAL", "An internal error has occurred."), ErrorKind::Server, Some("INTERNAL")),
+        (503, google_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later."), ErrorKind::Overloaded, Some("UNAVAILABLE")),
+        (504, google_error(504, "DEADLINE_EXCEEDED", "Deadline expired before operation could complete."), ErrorKind::Timeout, Some("DEADLINE_EXCEEDED")),
+        (502, "<html><title>502 Bad Gateway</title></html>".to_owned(), ErrorKind::Server, None),
+        (429, String::new(), ErrorKind::RateLimited, None),
+        (500, "\u{feff}not json at all".to_owned(), ErrorKind::Server, None),
+    ];
+    let server = ScriptedServer::start().await;
+    for (status, body, _, _) in &cases {
+        server.push(PATH, Reply::status(*status).body(body.clone()));
+    }
+    for (status, body, kind, code) in cases {
+        let err = chat(&server, &ChatRequest::from_prompt("x"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), kind, "{status} {body}: {err}");
+        assert_eq!(err.status(), Some(status));
+        assert_eq!(err.code(), code, "{status} {body}");
+        assert_eq!(err.provider().map(ProviderId::as_str), Some("gemini"));
+    }
+}
+
+#[tokio::test]
+async fn bad_success_bodies_are_decode_errors_naming_provider_and_status() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("malformed JSON", b"{\"candidates\": [".to_vec()),
+        (
+            "no candidates",
+            br#"{"modelVersion":"gemini-2.0-flash"}"#.to_vec(),
+        ),
+        ("empty candidates", br#"{"candidates":[]}"#.to_vec()),
+        (
+            "candidate without text",
+            br#"{"candidates":[{"finishReason":"STOP"}]}"#.to_vec(),
+        ),
+        (
+            "parts of the wrong type",
+            br#"{"candidates":[{"content":{"parts":"Hi"}}]}"#.to_vec(),
+        ),
+        (
+            "HTML page",
+            b"<html><body>Service Unavailable</body></html>".to_vec(),
+        ),
+        ("empty body", Vec::new()),
+        (
+            "invalid UTF-8",
+            b"{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\xff\"}]}}]}".to_vec(),
+        ),
+    ];
+    let server = ScriptedServer::start().await;
+    for (_, body) in &cases {
+        server.push(
+            PATH,
+            Reply::status(200)
+                .header("content-type", "application/json")
+                .body(body.clone()),
+        );
+    }
+    for (what, _) in cases {
+        let err = chat(&server, &ChatRequest::from_prompt("x"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Decode, "{what}: {err}");
+        assert!(
+            err.to_string()
+                .starts_with("gemini: could not decode response (HTTP 200)"),
+            "{what}: {err}"
+        );
+    }
+}
+
+fn assert_no_secret(err: &Error) {
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(SENTINEL), "key leaked: {shown}");
+}
+
+#[tokio::test]
+async fn the_key_never_appears_in_an_error_even_when_the_server_echoes_it() {
+    let server = ScriptedServer::start().await;
+    let echo = format!("API key not valid: {SENTINEL}");
+    server.push(
+        PATH,
+        Reply::json(
+            400,
+            json!({"error": {"code": 400, "message": echo, "status": "INVALID_ARGUMENT",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": SENTINEL}]}})
+            .to_string(),
+        ),
+    );
+    server.push(
+        PATH,
+        Reply::status(502).body(format!("proxy saw key={SENTINEL}")),
+    );
+    server.push(
+        STREAM_PATH,
+        Reply::sse([format!(
+            "data: {}\n\n",
+            google_error(500, "INTERNAL", &echo)
+        )]),
+    );
+    for _ in 0..2 {
+        assert_no_secret(
+            &chat(&server, &ChatRequest::from_prompt("x"))
+                .await
+                .unwrap_err(),
+        );
+    }
+    let items = stream(&server, &ChatRequest::from_prompt("x"))
+        .await
+        .unwrap();
+    assert_no_secret(items.last().unwrap().as_ref().unwrap_err());
+}
+
+#[tokio::test]
+async fn requests_that_cannot_be_expressed_are_rejected_before_sending() {
+    let server = ScriptedServer::start().await;
+    for req in [
+        ChatRequest::new().system("only instructions"),
+        ChatRequest::from_prompt("x").temperature(f32::INFINITY),
+        ChatRequest::from_prompt("x").model(" "),
+    ] {
+        let model = req.model.clone().unwrap_or_else(|| MODEL.to_owned());
+        let clock = ManualClock::new();
+        let err = chat_once(
+            &provider(&server),
+            &transport(),
+            &req,
+            RequestContext::new(&model, None),
+            Duration::from_secs(5),
+            || clock.both(),
+        )
+        .await
+        .result
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");
+    }
+    assert!(server.requests().is_empty());
+}
