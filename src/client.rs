@@ -10,7 +10,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::clock::{Clock, TokioClock};
-use crate::config::{Config, KeySource, Limits, Policy};
+use crate::config::{Config, Limits, Policy};
 use crate::error::{Error, Result};
 use crate::http::{Transport, TransportOptions};
 use crate::provider::{Credential, Provider, ProviderId};
@@ -21,9 +21,6 @@ use crate::router::engine::{Done, Entry, Job, Router, Settings};
 use crate::router::{BreakerSettings, ChatStream, RequestOptions};
 use crate::stats::{Counters, Stats};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
-
-/// The environment variable that selects the environment when the builder names none.
-pub const ENV_VAR: &str = "LLM_FAILOVER_ENV";
 
 /// Sends chat and speech-to-text requests through the configured providers, pacing each to
 /// its stated limits and failing over between them.
@@ -187,7 +184,9 @@ impl Client {
 }
 
 fn unexpected(done: &Done) -> Error {
-    Error::decode(format!("internal: the router returned {done:?} for another job"))
+    Error::decode(format!(
+        "internal: the router returned {done:?} for another job"
+    ))
 }
 
 /// Settings of one provider added in code with [`ClientBuilder::provider`].
@@ -374,7 +373,10 @@ impl ClientBuilder {
         let mut chat: Vec<String> = Vec::new();
         let mut transcription: Vec<String> = Vec::new();
         let mut policy = None;
-        let mut environment = self.environment.clone().unwrap_or_else(|| "code".to_owned());
+        let mut environment = self
+            .environment
+            .clone()
+            .unwrap_or_else(|| "code".to_owned());
 
         if let Some(config) = self.config {
             let mut config = config?;
@@ -408,7 +410,6 @@ impl ClientBuilder {
                 };
                 providers.push((adapter, settings));
             }
-            let _: Option<&KeySource> = None;
             policy = Some(config.policy.clone());
         } else {
             for (adapter, settings) in &mut providers {
@@ -445,11 +446,11 @@ impl ClientBuilder {
                     let i = providers
                         .iter()
                         .position(|(a, _)| a.id().as_str() == n)
-                        .ok_or_else(|| Error::config(format!("unknown provider `{n}` in the {cap} order")))?;
+                        .ok_or_else(|| {
+                            Error::config(format!("unknown provider `{n}` in the {cap} order"))
+                        })?;
                     if !providers[i].0.capabilities().supports(cap) {
-                        return Err(Error::config(format!(
-                            "provider `{n}` cannot serve {cap}"
-                        )));
+                        return Err(Error::config(format!("provider `{n}` cannot serve {cap}")));
                     }
                     Ok(i)
                 })
@@ -519,6 +520,9 @@ mod tests {
     fn client_is_cheap_to_clone_and_thread_safe() {
         fn assert_send_sync<T: Send + Sync + Clone>() {}
         assert_send_sync::<Client>();
-        assert_eq!(std::mem::size_of::<Client>(), 2 * std::mem::size_of::<usize>() + std::mem::size_of::<usize>());
+        assert_eq!(
+            std::mem::size_of::<Client>(),
+            2 * std::mem::size_of::<usize>() + std::mem::size_of::<usize>()
+        );
     }
 }

@@ -336,13 +336,6 @@ impl Error {
         self
     }
 
-    /// Replaces the kind (used when a body refines what the status said, e.g. a 429 that is
-    /// really `insufficient_quota`).
-    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
-        self.inner.kind = kind;
-        self
-    }
-
     /// Appends a note to the message (`…; key from environment variable X`).
     pub(crate) fn note(mut self, note: &str) -> Self {
         if self.inner.message.is_empty() {

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod client;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -20,9 +21,13 @@ pub mod router;
 pub mod stats;
 pub mod types;
 
+pub use client::{Client, ClientBuilder, ProviderSettings};
+pub use config::Config;
 pub use error::{Disposition, Error, ErrorKind, Result};
 pub use provider::{Capability, Credential, ProviderId};
 pub use ratelimit::LimitReport;
+pub use router::{ChatStream, RequestOptions};
+pub use stats::{ProviderStats, Stats};
 pub use types::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role,
     Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,

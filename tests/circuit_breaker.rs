@@ -14,7 +14,10 @@ fn req() -> ChatRequest {
 }
 
 fn unavailable() -> Reply {
-    Reply::json(503, error_body("server_error", None, "The server is overloaded"))
+    Reply::json(
+        503,
+        error_body("server_error", None, "The server is overloaded"),
+    )
 }
 
 #[tokio::test]
@@ -36,7 +39,10 @@ async fn three_consecutive_503s_open_the_breaker_then_one_probe_recovers() {
     // Open: a request with a short deadline is refused without sending.
     let err = h
         .client
-        .chat_with(req(), &llm_failover::RequestOptions::new().deadline(Duration::from_secs(1)))
+        .chat_with(
+            req(),
+            &llm_failover::RequestOptions::new().deadline(Duration::from_secs(1)),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
@@ -49,10 +55,17 @@ async fn three_consecutive_503s_open_the_breaker_then_one_probe_recovers() {
     assert_eq!(r.text, "recovered");
     assert_eq!(a.count(CHAT), 4);
     let waited: Duration = h.clock.sleeps()[before..].iter().sum();
-    assert!(waited <= Duration::from_secs(5), "waited {waited:?} for the reopen");
+    assert!(
+        waited <= Duration::from_secs(5),
+        "waited {waited:?} for the reopen"
+    );
     a.push(CHAT, ok("closed"));
     h.client.chat(req()).await.unwrap();
-    assert_eq!(h.clock.sleeps().len(), before + 1, "closed again: no more waiting");
+    assert_eq!(
+        h.clock.sleeps().len(),
+        before + 1,
+        "closed again: no more waiting"
+    );
 }
 
 #[tokio::test]

@@ -16,7 +16,10 @@ fn req() -> ChatRequest {
 #[tokio::test]
 async fn falls_back_when_primary_returns_500() {
     let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
-    a.push(CHAT, Reply::json(500, error_body("server_error", None, "boom")));
+    a.push(
+        CHAT,
+        Reply::json(500, error_body("server_error", None, "boom")),
+    );
     b.push(CHAT, ok("from b"));
     let h = client(&[("a", &a), ("b", &b)], policy());
     let resp = h.client.chat(req()).await.unwrap();
@@ -28,7 +31,11 @@ async fn falls_back_when_primary_returns_500() {
     assert_eq!(stats.provider("a").unwrap().failovers, 1);
     assert_eq!(stats.provider("a").unwrap().server_errors, 1);
     assert_eq!(stats.provider("b").unwrap().ok, 1);
-    assert!(h.clock.sleeps().is_empty(), "failover does not wait: {:?}", h.clock.sleeps());
+    assert!(
+        h.clock.sleeps().is_empty(),
+        "failover does not wait: {:?}",
+        h.clock.sleeps()
+    );
 }
 
 #[tokio::test]
@@ -37,8 +44,14 @@ async fn all_failing_returns_every_error_in_order() {
     let mut p = policy();
     p.max_attempts = 4;
     for _ in 0..2 {
-        a.push(CHAT, Reply::json(502, error_body("server_error", None, "bad gateway")));
-        b.push(CHAT, Reply::json(503, error_body("server_error", None, "overloaded")));
+        a.push(
+            CHAT,
+            Reply::json(502, error_body("server_error", None, "bad gateway")),
+        );
+        b.push(
+            CHAT,
+            Reply::json(503, error_body("server_error", None, "overloaded")),
+        );
     }
     let h = client(&[("a", &a), ("b", &b)], p);
     let err = h.client.chat(req()).await.unwrap_err();
@@ -50,7 +63,12 @@ async fn all_failing_returns_every_error_in_order() {
         .collect();
     assert_eq!(
         seen,
-        [("a".into(), 502), ("b".into(), 503), ("a".into(), 502), ("b".into(), 503)]
+        [
+            ("a".into(), 502),
+            ("b".into(), 503),
+            ("a".into(), 502),
+            ("b".into(), 503)
+        ]
     );
     // Going back to a provider that already failed waits a jittered backoff (0.5 × ceiling).
     assert_eq!(h.clock.sleeps(), [Duration::from_millis(500)]);
@@ -61,17 +79,55 @@ async fn all_failing_returns_every_error_in_order() {
 #[tokio::test]
 async fn terminal_errors_are_sent_once_without_failover() {
     let cases = [
-        (400, "invalid_request_error", None, ErrorKind::InvalidRequest),
-        (401, "invalid_request_error", Some("invalid_api_key"), ErrorKind::Auth),
-        (403, "invalid_request_error", None, ErrorKind::PermissionDenied),
-        (404, "invalid_request_error", Some("model_not_found"), ErrorKind::NotFound),
-        (413, "invalid_request_error", None, ErrorKind::PayloadTooLarge),
-        (422, "invalid_request_error", None, ErrorKind::InvalidRequest),
-        (400, "invalid_request_error", Some("context_length_exceeded"), ErrorKind::ContextLengthExceeded),
+        (
+            400,
+            "invalid_request_error",
+            None,
+            ErrorKind::InvalidRequest,
+        ),
+        (
+            401,
+            "invalid_request_error",
+            Some("invalid_api_key"),
+            ErrorKind::Auth,
+        ),
+        (
+            403,
+            "invalid_request_error",
+            None,
+            ErrorKind::PermissionDenied,
+        ),
+        (
+            404,
+            "invalid_request_error",
+            Some("model_not_found"),
+            ErrorKind::NotFound,
+        ),
+        (
+            413,
+            "invalid_request_error",
+            None,
+            ErrorKind::PayloadTooLarge,
+        ),
+        (
+            422,
+            "invalid_request_error",
+            None,
+            ErrorKind::InvalidRequest,
+        ),
+        (
+            400,
+            "invalid_request_error",
+            Some("context_length_exceeded"),
+            ErrorKind::ContextLengthExceeded,
+        ),
     ];
     for (status, kind, code, expected) in cases {
         let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
-        a.push(CHAT, Reply::json(status, error_body(kind, code, "the provider's own words")));
+        a.push(
+            CHAT,
+            Reply::json(status, error_body(kind, code, "the provider's own words")),
+        );
         let h = client(&[("a", &a), ("b", &b)], policy());
         let err = h.client.chat(req()).await.unwrap_err();
         assert_eq!(err.kind(), expected, "status {status}: {err}");
@@ -90,7 +146,14 @@ async fn auth_errors_name_the_key_source_never_the_key() {
     // The provider echoes the key, as OpenAI does with a masked one.
     a.push(
         CHAT,
-        Reply::json(401, error_body("invalid_request_error", Some("invalid_api_key"), &format!("Incorrect API key provided: {SENTINEL}"))),
+        Reply::json(
+            401,
+            error_body(
+                "invalid_request_error",
+                Some("invalid_api_key"),
+                &format!("Incorrect API key provided: {SENTINEL}"),
+            ),
+        ),
     );
     let h = client(&[("a", &a)], policy());
     let err = h.client.chat(req()).await.unwrap_err();
@@ -103,7 +166,10 @@ async fn auth_errors_name_the_key_source_never_the_key() {
 #[tokio::test]
 async fn a_pinned_provider_gets_no_failover() {
     let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
-    b.push(CHAT, Reply::json(500, error_body("server_error", None, "x")));
+    b.push(
+        CHAT,
+        Reply::json(500, error_body("server_error", None, "x")),
+    );
     b.push(CHAT, ok("second try"));
     let h = client(&[("a", &a), ("b", &b)], policy());
     let resp = h
@@ -135,7 +201,10 @@ async fn a_per_request_credential_replaces_the_configured_key() {
 async fn max_attempts_bounds_the_sends() {
     let a = ScriptedServer::start().await;
     for _ in 0..3 {
-        a.push(CHAT, Reply::json(500, error_body("server_error", None, "x")));
+        a.push(
+            CHAT,
+            Reply::json(500, error_body("server_error", None, "x")),
+        );
     }
     let mut p = policy();
     p.max_attempts = 3;
@@ -146,5 +215,8 @@ async fn max_attempts_bounds_the_sends() {
     assert_eq!(err.attempts().len(), 3);
     assert_eq!(a.count(CHAT), 3);
     // Backoff ceilings 1 s then 2 s, drawn at 0.5.
-    assert_eq!(h.clock.sleeps(), [Duration::from_millis(500), Duration::from_secs(1)]);
+    assert_eq!(
+        h.clock.sleeps(),
+        [Duration::from_millis(500), Duration::from_secs(1)]
+    );
 }

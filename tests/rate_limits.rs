@@ -49,8 +49,15 @@ async fn a_throttled_primary_is_skipped_until_its_reset_then_probed_once() {
         let r = h.client.chat(req()).await.unwrap();
         assert_eq!(r.provider.as_str(), "b");
     }
-    assert_eq!(a.count(CHAT), 1, "nothing sent to the primary while it cools down");
-    assert!(h.clock.sleeps().is_empty(), "no request slept on the throttled primary");
+    assert_eq!(
+        a.count(CHAT),
+        1,
+        "nothing sent to the primary while it cools down"
+    );
+    assert!(
+        h.clock.sleeps().is_empty(),
+        "no request slept on the throttled primary"
+    );
     h.clock.advance(29 * S);
     b.push(CHAT, ok("still b"));
     assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
@@ -58,7 +65,11 @@ async fn a_throttled_primary_is_skipped_until_its_reset_then_probed_once() {
     h.clock.advance(S);
     a.push(CHAT, ok("a is back"));
     let r = h.client.chat(req()).await.unwrap();
-    assert_eq!(r.provider.as_str(), "a", "exactly one probe after 30 s, and it closes the breaker");
+    assert_eq!(
+        r.provider.as_str(),
+        "a",
+        "exactly one probe after 30 s, and it closes the breaker"
+    );
     assert_eq!(a.count(CHAT), 2);
     a.push(CHAT, ok("a again"));
     assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "a");
@@ -68,8 +79,18 @@ async fn a_throttled_primary_is_skipped_until_its_reset_then_probed_once() {
 async fn overlapping_429s_keep_the_later_reset() {
     let a = ScriptedServer::start().await;
     // Both requests are in flight before either answer arrives.
-    a.push(CHAT, rate_limited().header("retry-after", "20").delay(Duration::from_millis(50)));
-    a.push(CHAT, rate_limited().header("retry-after", "5").delay(Duration::from_millis(100)));
+    a.push(
+        CHAT,
+        rate_limited()
+            .header("retry-after", "20")
+            .delay(Duration::from_millis(50)),
+    );
+    a.push(
+        CHAT,
+        rate_limited()
+            .header("retry-after", "5")
+            .delay(Duration::from_millis(100)),
+    );
     let h = client(&[("a", &a)], policy());
     let opts = RequestOptions::new().deadline(Duration::from_secs(10));
     let (r1, r2) = tokio::join!(
@@ -91,7 +112,10 @@ async fn overlapping_429s_keep_the_later_reset() {
 async fn retry_after_as_http_date_is_honoured() {
     let a = ScriptedServer::start().await;
     // The manual clock's wall time starts at 2026-01-01T00:00:00Z.
-    a.push(CHAT, rate_limited().header("retry-after", "Thu, 01 Jan 2026 00:00:30 GMT"));
+    a.push(
+        CHAT,
+        rate_limited().header("retry-after", "Thu, 01 Jan 2026 00:00:30 GMT"),
+    );
     a.push(CHAT, ok("ok"));
     let h = client(&[("a", &a)], policy());
     h.client.chat(req()).await.unwrap();
@@ -107,7 +131,11 @@ async fn past_or_garbage_retry_after_falls_back_to_jittered_backoff() {
         let h = client(&[("a", &a)], policy());
         h.client.chat(req()).await.unwrap();
         // Full jitter over [0, 1 s) for the first failure, drawn at 0.5.
-        assert_eq!(h.clock.sleeps(), [Duration::from_millis(500)], "Retry-After: {value}");
+        assert_eq!(
+            h.clock.sleeps(),
+            [Duration::from_millis(500)],
+            "Retry-After: {value}"
+        );
     }
 }
 
@@ -135,7 +163,14 @@ async fn insufficient_quota_is_never_retried_and_fails_over() {
     let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
     a.push(
         CHAT,
-        Reply::json(429, error_body("insufficient_quota", None, "You exceeded your current quota, please check your plan and billing details.")),
+        Reply::json(
+            429,
+            error_body(
+                "insufficient_quota",
+                None,
+                "You exceeded your current quota, please check your plan and billing details.",
+            ),
+        ),
     );
     b.push(CHAT, ok("b"));
     b.push(CHAT, ok("b"));
@@ -145,14 +180,23 @@ async fn insufficient_quota_is_never_retried_and_fails_over() {
     assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
     h.clock.advance(899 * S);
     assert_eq!(h.client.chat(req()).await.unwrap().provider.as_str(), "b");
-    assert_eq!(a.count(CHAT), 1, "the quota cooldown keeps the provider out");
+    assert_eq!(
+        a.count(CHAT),
+        1,
+        "the quota cooldown keeps the provider out"
+    );
     let stats = h.client.stats();
     assert_eq!(stats.provider("a").unwrap().quota_exhausted, 1);
     assert_eq!(stats.provider("a").unwrap().breaker_opens, 1);
     // Alone, it is unavailable until the cooldown ends.
     let err = h
         .client
-        .chat_with(req(), &RequestOptions::new().provider("a").deadline(Duration::from_millis(10)))
+        .chat_with(
+            req(),
+            &RequestOptions::new()
+                .provider("a")
+                .deadline(Duration::from_millis(10)),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
@@ -185,7 +229,10 @@ async fn configured_limits_pace_requests_through_the_clock() {
     }
     // Two at once, then one every 30 s.
     assert_eq!(h.clock.sleeps(), [30 * S, 30 * S]);
-    assert_eq!(h.client.stats().provider("a").unwrap().admission_wait, 60 * S);
+    assert_eq!(
+        h.client.stats().provider("a").unwrap().admission_wait,
+        60 * S
+    );
 }
 
 #[tokio::test]
@@ -203,7 +250,10 @@ async fn all_providers_open_returns_the_earliest_retry_at_or_waits_within_the_de
     b.push(CHAT, ok("b after 25 s"));
     let r = h
         .client
-        .chat_with(req(), &RequestOptions::new().deadline(Duration::from_secs(60)))
+        .chat_with(
+            req(),
+            &RequestOptions::new().deadline(Duration::from_secs(60)),
+        )
         .await
         .unwrap();
     assert_eq!(r.provider.as_str(), "b");

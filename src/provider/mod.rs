@@ -305,3 +305,20 @@ pub(crate) fn default_request_id(headers: &HeaderMap) -> Option<String> {
     .filter(|v| !v.is_empty())
     .map(str::to_owned)
 }
+
+/// Builds the adapter a provider's configuration names: the one `match` on provider kind.
+///
+/// # Errors
+///
+/// `Config` when the configuration lacks something the wire format needs (e.g. Azure's
+/// `api_version`).
+pub fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Arc<dyn Provider>> {
+    use crate::config::ProviderKind;
+    Ok(match cfg.kind {
+        ProviderKind::OpenAi => Arc::new(openai::OpenAi::from_config(cfg)?),
+        ProviderKind::Azure => Arc::new(azure::Azure::from_config(cfg)?),
+        ProviderKind::Anthropic => Arc::new(anthropic::Anthropic::from_config(cfg)?),
+        ProviderKind::Gemini => Arc::new(gemini::Gemini::from_config(cfg)?),
+        ProviderKind::Deepgram => Arc::new(deepgram::Deepgram::from_config(cfg)?),
+    })
+}

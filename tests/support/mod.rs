@@ -44,7 +44,11 @@ pub fn error_body(kind: &str, code: Option<&str>, message: &str) -> String {
 pub fn rate_limited() -> Reply {
     Reply::json(
         429,
-        error_body("requests", Some("rate_limit_exceeded"), "Rate limit reached for requests"),
+        error_body(
+            "requests",
+            Some("rate_limit_exceeded"),
+            "Rate limit reached for requests",
+        ),
     )
 }
 
@@ -78,7 +82,11 @@ pub fn client(providers: &[(&str, &ScriptedServer)], policy: Policy) -> Harness 
     client_with(providers, policy, Limits::none())
 }
 
-pub fn client_with(providers: &[(&str, &ScriptedServer)], policy: Policy, limits: Limits) -> Harness {
+pub fn client_with(
+    providers: &[(&str, &ScriptedServer)],
+    policy: Policy,
+    limits: Limits,
+) -> Harness {
     let clock = ManualClock::new();
     let mut b = Client::builder()
         .clock(Arc::new(clock.clone()))
