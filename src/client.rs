@@ -120,7 +120,7 @@ impl Client {
         opts: &RequestOptions,
     ) -> Result<ChatStream> {
         match self.router.execute(Job::Stream(&req), opts).await? {
-            Done::Stream(s) => Ok(s),
+            Done::Stream(s) => Ok(*s),
             other => Err(unexpected(&other)),
         }
     }
@@ -461,11 +461,11 @@ impl ClientBuilder {
 
         let backoff = Backoff::try_new(policy.backoff_base, policy.backoff_cap)
             .map_err(|e| Error::config(format!("policy: {e}")))?;
-        let mut topts = TransportOptions::default();
-        topts.connect_timeout = policy.connect_timeout;
-        topts.max_response_bytes = policy.max_response_bytes;
-        topts.read_timeout = policy.request_timeout;
-        let transport = Transport::new(&topts)?;
+        let transport = Transport::new(&TransportOptions {
+            connect_timeout: policy.connect_timeout,
+            read_timeout: policy.request_timeout,
+            max_response_bytes: policy.max_response_bytes,
+        })?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock));
         let rng = self
             .rng

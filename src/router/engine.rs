@@ -60,6 +60,9 @@ pub(crate) struct Settings {
     pub(crate) spill_after: Duration,
 }
 
+/// A breaker's scope: the provider's index and the account (`None`: the configured key).
+pub(crate) type BreakerKey = (usize, Option<Arc<str>>);
+
 /// The engine behind [`Client`](crate::Client).
 #[derive(Debug)]
 pub(crate) struct Router {
@@ -72,7 +75,7 @@ pub(crate) struct Router {
     pub(crate) rng: Arc<dyn Rng>,
     pub(crate) settings: Settings,
     pub(crate) budget: Mutex<RetryBudget>,
-    pub(crate) breakers: Mutex<HashMap<(usize, Option<Arc<str>>), Breaker>>,
+    pub(crate) breakers: Mutex<HashMap<BreakerKey, Breaker>>,
     pub(crate) request_ids: AtomicU64,
 }
 
@@ -111,7 +114,7 @@ impl Job<'_> {
 #[derive(Debug)]
 pub(crate) enum Done {
     Chat(ChatResponse),
-    Stream(ChatStream),
+    Stream(Box<ChatStream>),
     Transcript(Transcript),
 }
 
@@ -445,14 +448,14 @@ impl Router {
                         };
                         (
                             result.map(|(buffered, rest)| {
-                                Done::Stream(ChatStream::new(
+                                Done::Stream(Box::new(ChatStream::new(
                                     buffered,
                                     rest,
                                     self.clone(),
                                     idx,
                                     key.clone(),
                                     cost,
-                                ))
+                                )))
                             }),
                             x.report,
                         )
