@@ -26,11 +26,23 @@ fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
         let admitted = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for cost in costs {
-            let (limiter, key, admitted, clock) =
-                (limiter.clone(), key.clone(), admitted.clone(), clock.clone());
+            let (limiter, key, admitted, clock) = (
+                limiter.clone(),
+                key.clone(),
+                admitted.clone(),
+                clock.clone(),
+            );
             tasks.push(tokio::spawn(async move {
-                let c = Cost { requests: 1, input_tokens: cost, output_tokens: 0 };
-                match limiter.try_admit(&key, &limits, c, Duration::from_secs(86_400)).await.unwrap() {
+                let c = Cost {
+                    requests: 1,
+                    input_tokens: cost,
+                    output_tokens: 0,
+                };
+                match limiter
+                    .try_admit(&key, &limits, c, Duration::from_secs(86_400))
+                    .await
+                    .unwrap()
+                {
                     Admission::Granted(p) => {
                         p.ready().await;
                         admitted.lock().unwrap().push((clock.now() - start, cost));
