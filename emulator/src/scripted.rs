@@ -339,6 +339,8 @@ async fn build(reply: Reply) -> Response {
             },
         )),
         ReplyBody::Truncated(b) => {
+            // Send the head and the bytes first, then cut: a client sees a response that
+            // started and never finished.
             let items: Vec<Result<Bytes, std::io::Error>> = vec![
                 Ok(b),
                 Err(std::io::Error::new(
@@ -346,7 +348,12 @@ async fn build(reply: Reply) -> Response {
                     "scripted cut",
                 )),
             ];
-            Body::from_stream(futures_util::stream::iter(items))
+            Body::from_stream(futures_util::stream::iter(items).then(|item| async move {
+                if item.is_err() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                item
+            }))
         }
         ReplyBody::Hang(d) => {
             tokio::time::sleep(d).await;
