@@ -392,11 +392,16 @@ impl ClientBuilder {
             environment = env.name.clone();
             chat = env.chat.iter().map(|p| p.to_string()).collect();
             transcription = env.transcription.iter().map(|p| p.to_string()).collect();
-            let used: Vec<&ProviderId> = env.chat.iter().chain(&env.transcription).collect();
-            for (name, pc) in &config.providers {
-                if !used.iter().any(|u| u.as_str() == name) {
-                    continue;
+            // In failover order, so the first problem reported is the first provider's.
+            let mut used: Vec<&ProviderId> = Vec::new();
+            for id in env.chat.iter().chain(&env.transcription) {
+                if !used.contains(&id) {
+                    used.push(id);
                 }
+            }
+            for id in used {
+                let name = id.as_str();
+                let pc = config.provider(name)?;
                 let credential = match self.credentials.get(name) {
                     Some(c) => Some(c.clone()),
                     None => config.credential(name, &env.name, &*lookup)?,
