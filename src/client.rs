@@ -14,7 +14,7 @@ use crate::config::{Config, Limits, Policy};
 use crate::error::{Error, Result};
 use crate::http::{Transport, TransportOptions};
 use crate::provider::{Credential, Provider, ProviderId};
-use crate::ratelimit::{Limiter, LimiterStore, MemoryStore};
+use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::{Rng, SeededRng};
 use crate::router::engine::{Done, Entry, Job, Router, Settings};
@@ -171,6 +171,22 @@ impl Client {
             .iter()
             .map(|&i| self.router.entries[i].adapter.id().clone())
             .collect()
+    }
+
+    /// What the limiter knows now about `provider`'s limits for `model` (configured or
+    /// learned from headers): bucket levels and capacities, and any gate.
+    ///
+    /// # Errors
+    ///
+    /// When the limiter store fails (never for the in-memory store).
+    pub async fn limits(&self, provider: &str, model: &str) -> Result<LimitSnapshot> {
+        let key = LimitKey::new(ProviderId::new(provider), model);
+        let now = self.router.clock.now();
+        self.router
+            .limiter
+            .store()
+            .peek(&key, Cost::default(), now)
+            .await
     }
 
     /// The limits configured for `provider` (not what was learned from headers).

@@ -259,3 +259,29 @@ async fn all_providers_open_returns_the_earliest_retry_at_or_waits_within_the_de
     assert_eq!(r.provider.as_str(), "b");
     assert_eq!(h.clock.sleeps(), [25 * S]);
 }
+
+#[tokio::test]
+async fn limits_are_learned_from_the_first_response_headers() {
+    let a = ScriptedServer::start().await;
+    // https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers
+    a.push(
+        CHAT,
+        ok("first")
+            .header("x-ratelimit-limit-requests", "2")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-ratelimit-reset-requests", "1m0s")
+            .header("x-ratelimit-limit-tokens", "150000")
+            .header("x-ratelimit-remaining-tokens", "149984")
+            .header("x-ratelimit-reset-tokens", "6ms"),
+    );
+    a.push(CHAT, ok("second"));
+    let h = client(&[("a", &a)], policy());
+    h.client.chat(req()).await.unwrap();
+    let snap = h.client.limits("a", "gpt-4o-mini").await.unwrap();
+    assert_eq!(snap.requests.map(|(_, cap)| cap), Some(2));
+    assert_eq!(snap.tokens.map(|(_, cap)| cap), Some(150_000));
+    // None left, two per minute: the next slot is 30 s away, and the client waits for it
+    // instead of spending a request on a certain 429.
+    h.client.chat(req()).await.unwrap();
+    assert_eq!(h.clock.sleeps(), [30 * S]);
+}
