@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::Limits;
-use crate::faults::{FaultConfig, Fault, WeightedFault};
+use crate::faults::{Fault, FaultConfig, WeightedFault};
 use crate::state::App;
 
 #[derive(Deserialize)]
@@ -58,7 +58,8 @@ async fn json_body<T: for<'a> Deserialize<'a>>(body: Body) -> Result<T, Response
     let bytes = axum::body::to_bytes(body, 1 << 20)
         .await
         .map_err(|e| problem(StatusCode::BAD_REQUEST, format!("body: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| problem(StatusCode::BAD_REQUEST, format!("body: {e}")))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| problem(StatusCode::BAD_REQUEST, format!("body: {e}")))
 }
 
 /// Answers `/_admin/{rest}`.
@@ -83,7 +84,10 @@ pub(crate) async fn handle(app: &App, rest: &str, parts: &Parts, body: Body) -> 
                 Err(r) => return r,
             };
             let Some(p) = app.provider(&b.provider) else {
-                return problem(StatusCode::NOT_FOUND, format!("no provider {:?}", b.provider));
+                return problem(
+                    StatusCode::NOT_FOUND,
+                    format!("no provider {:?}", b.provider),
+                );
             };
             if let Some(mix) = &b.mix {
                 let check = FaultConfig {
@@ -114,7 +118,10 @@ pub(crate) async fn handle(app: &App, rest: &str, parts: &Parts, body: Body) -> 
                 Err(r) => return r,
             };
             let Some(p) = app.provider(&b.provider) else {
-                return problem(StatusCode::NOT_FOUND, format!("no provider {:?}", b.provider));
+                return problem(
+                    StatusCode::NOT_FOUND,
+                    format!("no provider {:?}", b.provider),
+                );
             };
             let bad = [b.limits.rpm, b.limits.tpm, b.limits.rpd, b.limits.tpd].contains(&Some(0))
                 || b.limits.concurrency == Some(0)
@@ -131,7 +138,10 @@ pub(crate) async fn handle(app: &App, rest: &str, parts: &Parts, body: Body) -> 
                 b.minute_ms.map(Duration::from_millis),
                 Instant::now(),
             );
-            reply(StatusCode::OK, &json!({"provider": b.provider, "limits": b.limits}))
+            reply(
+                StatusCode::OK,
+                &json!({"provider": b.provider, "limits": b.limits}),
+            )
         }
         _ => problem(
             StatusCode::NOT_FOUND,

@@ -182,7 +182,35 @@ impl Limits {
         }
     }
 
-    /// Adds per-day limits.
+    /// Sets requests per minute.
+    #[must_use]
+    pub fn with_rpm(mut self, rpm: u64) -> Self {
+        self.rpm = Some(rpm);
+        self
+    }
+
+    /// Sets tokens per minute.
+    #[must_use]
+    pub fn with_tpm(mut self, tpm: u64) -> Self {
+        self.tpm = Some(tpm);
+        self
+    }
+
+    /// Sets requests per day.
+    #[must_use]
+    pub fn with_rpd(mut self, rpd: u64) -> Self {
+        self.rpd = Some(rpd);
+        self
+    }
+
+    /// Sets tokens per day.
+    #[must_use]
+    pub fn with_tpd(mut self, tpd: u64) -> Self {
+        self.tpd = Some(tpd);
+        self
+    }
+
+    /// Sets both per-day limits.
     #[must_use]
     pub fn with_daily(mut self, rpd: Option<u64>, tpd: Option<u64>) -> Self {
         self.rpd = rpd;
@@ -265,6 +293,10 @@ pub struct ProviderConfig {
     /// Serve this provider on its own port too (paths then start at the root).
     #[serde(default)]
     pub port: Option<u16>,
+    /// Largest request body, replacing the provider's own cap (OpenAI audio 25 MB, Anthropic
+    /// 32 MB, Gemini 20 MB, …); larger bodies get the provider's 413.
+    #[serde(default)]
+    pub max_body_bytes: Option<usize>,
     /// Scripted faults and a random fault mix.
     #[serde(default)]
     pub faults: FaultConfig,
@@ -301,6 +333,7 @@ impl ProviderConfig {
             stream_chunk_ms: 0,
             hang_ms: default_hang_ms(),
             port: None,
+            max_body_bytes: None,
             faults: FaultConfig::default(),
         }
     }
@@ -411,6 +444,13 @@ impl ProviderConfig {
     #[must_use]
     pub fn with_port(mut self, port: u16) -> Self {
         self.port = Some(port);
+        self
+    }
+
+    /// Caps request bodies at `bytes`.
+    #[must_use]
+    pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = Some(bytes);
         self
     }
 
@@ -586,10 +626,13 @@ impl EmulatorConfig {
                     .map(|(m, l)| (format!("{at}.model_limits.{m}"), l)),
             );
             for (path, l) in limit_sets {
-                let zero = [l.rpm, l.tpm, l.rpd, l.tpd].contains(&Some(0))
-                    || l.concurrency == Some(0);
+                let zero =
+                    [l.rpm, l.tpm, l.rpd, l.tpd].contains(&Some(0)) || l.concurrency == Some(0);
                 if zero {
-                    return err(path, "a limit of 0 can never admit a request; omit it for none");
+                    return err(
+                        path,
+                        "a limit of 0 can never admit a request; omit it for none",
+                    );
                 }
             }
             p.faults
@@ -638,12 +681,54 @@ mod tests {
                 "providers.x.limits",
             ),
             ("minute_ms = 0", "minute_ms"),
-            ("[providers.x]\nkind = \"openai\"\nkey = \"\"", "providers.x.key"),
+            (
+                "[providers.x]\nkind = \"openai\"\nkey = \"\"",
+                "providers.x.key",
+            ),
         ];
         for (text, needle) in cases {
             let e = EmulatorConfig::from_toml_str(text).unwrap_err();
             assert!(e.0.contains(needle), "{text:?} → {e}");
         }
+    }
+
+    #[test]
+    fn the_shipped_emulator_toml_parses_with_the_demo_providers() {
+        let cfg = EmulatorConfig::from_toml_str(include_str!("../emulator.toml")).unwrap();
+        assert_eq!(cfg.port, Some(4010));
+        let kinds: Vec<(&str, Kind)> = cfg
+            .providers
+            .iter()
+            .map(|(k, p)| (k.as_str(), p.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("anthropic", Kind::Anthropic),
+                ("deepgram", Kind::Deepgram),
+                ("openai", Kind::OpenAi)
+            ]
+        );
+        assert_eq!(cfg.providers["openai"].models, ["gpt-4o-mini", "whisper-1"]);
+        assert!(cfg.providers.values().all(|p| p.key == DEFAULT_KEY));
+    }
+
+    #[test]
+    fn the_commented_examples_of_emulator_toml_parse_too() {
+        // In the examples section, prose starts with "## " and examples with "# ".
+        let text = include_str!("../emulator.toml");
+        let (head, examples) = text.split_at(text.find("More kinds").unwrap());
+        let uncommented: String = examples
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(code) if !l.starts_with("# ---") => code,
+                _ => l,
+            })
+            .fold(head.to_owned(), |acc, l| acc + l + "\n");
+        let cfg = EmulatorConfig::from_toml_str(&uncommented).unwrap();
+        assert_eq!(cfg.providers.len(), 6);
+        assert_eq!(cfg.providers["openai"].faults.script.len(), 3);
+        assert_eq!(cfg.providers["groq"].header_style(), HeaderStyle::Groq);
     }
 
     #[test]

@@ -379,8 +379,10 @@ mod tests {
         ] {
             assert!(FaultConfig::mix(1, mix).validate().is_err());
         }
-        assert!(FaultConfig::mix(1, [(0.5, Fault::Reset), (0.5, Fault::Pass)])
-            .validate()
-            .is_ok());
+        assert!(
+            FaultConfig::mix(1, [(0.5, Fault::Reset), (0.5, Fault::Pass)])
+                .validate()
+                .is_ok()
+        );
     }
 }

@@ -107,8 +107,12 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// Milliseconds since the Unix epoch of `wall + d`.
 pub fn epoch_ms(wall: SystemTime, d: Duration) -> u64 {
     let at = wall.checked_add(d).unwrap_or(wall);
-    u64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis())
-        .unwrap_or(u64::MAX)
+    u64::try_from(
+        at.duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis(),
+    )
+    .unwrap_or(u64::MAX)
 }
 
 fn put(h: &mut HeaderMap, name: &'static str, value: impl Into<HeaderValue>) {
@@ -368,12 +372,18 @@ mod tests {
         let mut h = HeaderMap::new();
         rate_limit_headers(HeaderStyle::Anthropic, &snap, wall, &mut h);
         assert_eq!(get(&h, "anthropic-ratelimit-requests-limit"), Some("50"));
-        assert_eq!(get(&h, "anthropic-ratelimit-requests-remaining"), Some("49"));
+        assert_eq!(
+            get(&h, "anthropic-ratelimit-requests-remaining"),
+            Some("49")
+        );
         assert_eq!(
             get(&h, "anthropic-ratelimit-requests-reset"),
             Some("2025-01-01T00:00:00Z")
         );
-        assert_eq!(get(&h, "anthropic-ratelimit-tokens-remaining"), Some("39000"));
+        assert_eq!(
+            get(&h, "anthropic-ratelimit-tokens-remaining"),
+            Some("39000")
+        );
     }
 
     #[test]
@@ -420,7 +430,11 @@ mod tests {
             ..Snapshot::default()
         };
         rate_limit_headers(HeaderStyle::None, &snap, SystemTime::UNIX_EPOCH, &mut h);
-        retry_headers(HeaderStyle::None, &RetryHeader::Delay(Duration::from_secs(1)), &mut h);
+        retry_headers(
+            HeaderStyle::None,
+            &RetryHeader::Delay(Duration::from_secs(1)),
+            &mut h,
+        );
         rate_limit_headers(
             HeaderStyle::OpenAi,
             &Snapshot::default(),

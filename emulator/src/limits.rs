@@ -359,7 +359,10 @@ mod tests {
         assert_eq!(b.remaining(t0 + Duration::from_secs(30)), 30);
         assert_eq!(b.remaining(t0 + Duration::from_secs(600)), 60, "capped");
         assert_eq!(b.until_full(t0), MIN);
-        assert_eq!(b.until_full(t0 + Duration::from_secs(45)), Duration::from_secs(15));
+        assert_eq!(
+            b.until_full(t0 + Duration::from_secs(45)),
+            Duration::from_secs(15)
+        );
     }
 
     #[test]

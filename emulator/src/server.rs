@@ -150,7 +150,11 @@ impl axum::serve::Listener for EmuListener {
     }
 }
 
-fn serve(listener: TcpListener, state: Listener, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
+fn serve(
+    listener: TcpListener,
+    state: Listener,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
     let router = axum::Router::new().fallback(handle).with_state(state);
     let svc = router.into_make_service_with_connect_info::<ConnHandle>();
     tokio::spawn(async move {
@@ -372,7 +376,13 @@ impl Emulator {
             .app
             .providers
             .values()
-            .map(|p| (p.cfg.prefix.clone(), p.cfg.kind, self.base_url(&p.cfg.prefix)))
+            .map(|p| {
+                (
+                    p.cfg.prefix.clone(),
+                    p.cfg.kind,
+                    self.base_url(&p.cfg.prefix),
+                )
+            })
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
@@ -426,7 +436,12 @@ impl Emulator {
     ///
     /// If no provider has that prefix, or a probability is out of 0..=1 or they add up to
     /// more than 1 (test bugs).
-    pub fn set_fault_mix(&self, prefix: &str, seed: u64, mix: impl IntoIterator<Item = (f64, Fault)>) {
+    pub fn set_fault_mix(
+        &self,
+        prefix: &str,
+        seed: u64,
+        mix: impl IntoIterator<Item = (f64, Fault)>,
+    ) {
         let mix: Vec<WeightedFault> = mix
             .into_iter()
             .map(|(p, fault)| WeightedFault { p, fault })

@@ -367,7 +367,12 @@ impl App {
         let providers = cfg
             .providers
             .values()
-            .map(|p| (p.prefix.clone(), Arc::new(ProviderState::new(p.clone(), cfg))))
+            .map(|p| {
+                (
+                    p.prefix.clone(),
+                    Arc::new(ProviderState::new(p.clone(), cfg)),
+                )
+            })
             .collect();
         App {
             providers,

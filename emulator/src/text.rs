@@ -8,12 +8,63 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const VOCAB: &[&str] = &[
-    "the", "model", "answers", "with", "a", "short", "and", "deterministic", "reply", "about",
-    "rate", "limits", "tokens", "requests", "every", "minute", "provider", "window", "bucket",
-    "refills", "slowly", "while", "clients", "wait", "for", "their", "turn", "so", "nothing",
-    "breaks", "under", "load", "headers", "tell", "how", "much", "is", "left", "quota", "resets",
-    "soon", "then", "traffic", "flows", "again", "calmly", "through", "loopback", "servers",
-    "stream", "chunks", "of", "text", "in", "order", "until", "done",
+    "the",
+    "model",
+    "answers",
+    "with",
+    "a",
+    "short",
+    "and",
+    "deterministic",
+    "reply",
+    "about",
+    "rate",
+    "limits",
+    "tokens",
+    "requests",
+    "every",
+    "minute",
+    "provider",
+    "window",
+    "bucket",
+    "refills",
+    "slowly",
+    "while",
+    "clients",
+    "wait",
+    "for",
+    "their",
+    "turn",
+    "so",
+    "nothing",
+    "breaks",
+    "under",
+    "load",
+    "headers",
+    "tell",
+    "how",
+    "much",
+    "is",
+    "left",
+    "quota",
+    "resets",
+    "soon",
+    "then",
+    "traffic",
+    "flows",
+    "again",
+    "calmly",
+    "through",
+    "loopback",
+    "servers",
+    "stream",
+    "chunks",
+    "of",
+    "text",
+    "in",
+    "order",
+    "until",
+    "done",
 ];
 
 /// FNV-1a over bytes.
@@ -156,9 +207,8 @@ fn wav_duration(b: &[u8]) -> Option<f64> {
     if b.get(0..4)? != b"RIFF" || b.get(8..12)? != b"WAVE" {
         return None;
     }
-    let u32_at = |i: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?))
-    };
+    let u32_at =
+        |i: usize| -> Option<u32> { Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?)) };
     let mut i = 12;
     let mut byte_rate = None;
     while i + 8 <= b.len() {
@@ -184,7 +234,10 @@ pub fn transcribe(audio: &[u8]) -> Transcript {
     let tail = &audio[audio.len().saturating_sub(65_536)..];
     let seed = mix(fnv1a(head) ^ fnv1a(tail).rotate_left(17) ^ audio.len() as u64);
     let n = ((duration * 2.5).round() as u64).max(1);
-    let c = complete(seed, n.min(100_000));
+    let mut c = complete(seed, n.min(100_000));
+    if !c.text.ends_with('.') {
+        c.text.push('.');
+    }
     let words: Vec<&str> = c.text.split(' ').collect();
     let step = duration / words.len().max(1) as f64;
     let timed = words

@@ -104,7 +104,9 @@ impl Wire for Anthropic {
             return Err(invalid("max_tokens: Field required"));
         };
         if max_tokens < 1 {
-            return Err(invalid("max_tokens: Input should be greater than or equal to 1"));
+            return Err(invalid(
+                "max_tokens: Input should be greater than or equal to 1",
+            ));
         }
         let Some(messages) = b.messages else {
             return Err(invalid("messages: Field required"));
@@ -193,7 +195,9 @@ impl Wire for Anthropic {
             ),
             ApiError::Overloaded => (529, "overloaded_error", "Overloaded".to_owned()),
             ApiError::Status(529) => (529, "overloaded_error", "Overloaded".to_owned()),
-            ApiError::Status(s) if *s >= 500 => (*s, "api_error", "Internal server error".to_owned()),
+            ApiError::Status(s) if *s >= 500 => {
+                (*s, "api_error", "Internal server error".to_owned())
+            }
             ApiError::Status(s) => (
                 *s,
                 "invalid_request_error",
@@ -236,7 +240,13 @@ impl Wire for Anthropic {
         }))
     }
 
-    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, _cx: &Cx<'_>) -> StreamParts {
+    fn chat_stream(
+        &self,
+        req: &ChatReq,
+        c: &Completion,
+        usage: Usage,
+        _cx: &Cx<'_>,
+    ) -> StreamParts {
         let start = json!({
             "type": "message_start",
             "message": {

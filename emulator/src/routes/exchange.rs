@@ -17,8 +17,8 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::{
-    content_type, header, wire, ApiError, ChatReq, Cx, Field, Limited, Op, Route,
-    StreamParts, SttReq, Usage, Wire,
+    content_type, header, wire, ApiError, ChatReq, Cx, Field, Limited, Op, Route, StreamParts,
+    SttReq, Usage, Wire,
 };
 use crate::config::ChargeMode;
 use crate::faults::{Fault, RetryAfter};
@@ -250,7 +250,11 @@ async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
             return x.limited(l, &Snapshot::default());
         }
     };
-    let body = match read_body(x.parts, body, x.wire.body_limit(route.op)).await {
+    let limit =
+        x.p.cfg
+            .max_body_bytes
+            .unwrap_or_else(|| x.wire.body_limit(route.op));
+    let body = match read_body(x.parts, body, limit).await {
         Ok(b) => b,
         Err(e) => return x.fail(&e),
     };
@@ -436,7 +440,9 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
                     used: d.used,
                     requested: d.requested,
                     delay: d.retry_after,
-                    header: d.retry_after.map_or(RetryHeader::Absent, RetryHeader::Delay),
+                    header: d
+                        .retry_after
+                        .map_or(RetryHeader::Absent, RetryHeader::Delay),
                     too_large: d.retry_after.is_none(),
                     model: req.model.clone(),
                 };
@@ -454,7 +460,11 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
     };
     let mut h = HeaderMap::new();
     let body = if req.stream {
-        let ct = if req.sse { "text/event-stream" } else { super::JSON };
+        let ct = if req.sse {
+            "text/event-stream"
+        } else {
+            super::JSON
+        };
         x.base_headers(&mut h, ct);
         let parts = x.wire.chat_stream(&req, &c, usage, &x.cx);
         let items = stream_items(parts, fault.as_ref(), || x.wire.stream_error(&x.cx));
@@ -479,7 +489,9 @@ async fn stt(x: &mut Ex<'_>, req: SttReq, fault: Option<Fault>) -> Response {
                     used: d.used,
                     requested: d.requested,
                     delay: d.retry_after,
-                    header: d.retry_after.map_or(RetryHeader::Absent, RetryHeader::Delay),
+                    header: d
+                        .retry_after
+                        .map_or(RetryHeader::Absent, RetryHeader::Delay),
                     too_large: d.retry_after.is_none(),
                     model: req.model.clone(),
                 };
@@ -523,12 +535,16 @@ fn whole_body(bytes: Bytes, fault: Option<&Fault>, h: &mut HeaderMap) -> Body {
             // The full length is promised, half is sent, then the connection is cut.
             h.insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
             let half = bytes.slice(..bytes.len() / 2);
-            Body::from_stream(futures_util::stream::iter([Ok(half), Err(cut())]))
+            let items = vec![Ok(half), Err(cut())];
+            stream_body(items, CUT_PAUSE, Inflight(None))
         }
         Some(Fault::MalformedJson) => Body::from(bytes.slice(..bytes.len() * 2 / 3)),
         _ => Body::from(bytes),
     }
 }
+
+/// A pause before a cut, so the part before it is flushed to the client first.
+const CUT_PAUSE: Duration = Duration::from_millis(10);
 
 fn cut() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::ConnectionReset, "emulated cut")
@@ -553,6 +569,7 @@ fn stream_items(
             out.extend(body.into_iter().take(half).map(Ok));
             out.push(Err(cut()));
         }
+        // (stream_body pauses at least CUT_PAUSE before an error item.)
         Some(Fault::MalformedJson) => {
             for (i, b) in body.into_iter().enumerate() {
                 if i + 1 == half {
@@ -574,18 +591,19 @@ fn stream_items(
 }
 
 /// A streamed body: items one after another, `gap` apart; `guard` lives until the end.
-fn stream_body(
-    items: Vec<Result<Bytes, std::io::Error>>,
-    gap: Duration,
-    guard: Inflight,
-) -> Body {
+fn stream_body(items: Vec<Result<Bytes, std::io::Error>>, gap: Duration, guard: Inflight) -> Body {
     let state = (VecDeque::from(items), true, guard);
     Body::from_stream(futures_util::stream::unfold(
         state,
         move |(mut items, first, guard)| async move {
             let item = items.pop_front()?;
-            if !first && !gap.is_zero() {
-                tokio::time::sleep(gap).await;
+            let pause = if item.is_err() {
+                gap.max(CUT_PAUSE)
+            } else {
+                gap
+            };
+            if !first && !pause.is_zero() {
+                tokio::time::sleep(pause).await;
             }
             Some((item, (items, false, guard)))
         },
@@ -619,10 +637,18 @@ impl Drop for Inflight {
     }
 }
 
+/// Bodies up to this size past the cap are read and discarded before the 413, so the client
+/// (still sending) sees the answer instead of a reset (a lingering close).
+const DRAIN_LIMIT: u64 = 8 << 20;
+
 async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let declared = header(parts, "content-length").and_then(|v| v.parse::<u64>().ok());
     if let Some(len) = declared {
         if len > limit as u64 {
+            if len <= limit as u64 + DRAIN_LIMIT {
+                let mut data = body.into_data_stream();
+                while let Some(Ok(_)) = futures_util::StreamExt::next(&mut data).await {}
+            }
             return Err(ApiError::PayloadTooLarge {
                 limit,
                 got: Some(len),

@@ -51,7 +51,12 @@ struct GenerationConfig {
 
 impl GContent {
     fn add_to(&self, p: &mut PromptDigest) {
-        for t in self.parts.iter().flatten().filter_map(|p| p.text.as_deref()) {
+        for t in self
+            .parts
+            .iter()
+            .flatten()
+            .filter_map(|p| p.text.as_deref())
+        {
             p.add(t);
         }
     }
@@ -154,7 +159,8 @@ impl Wire for Gemini {
     }
 
     fn authorize(&self, parts: &Parts, key: &str) -> Result<(), ApiError> {
-        let given = header(parts, "x-goog-api-key").or_else(|| query_param(parts.uri.query(), "key"));
+        let given =
+            header(parts, "x-goog-api-key").or_else(|| query_param(parts.uri.query(), "key"));
         match given {
             None | Some("") => Err(rpc(
                 403,
@@ -228,7 +234,10 @@ impl Wire for Gemini {
             ApiError::NotFound => rpc(
                 404,
                 "NOT_FOUND",
-                &format!("The requested URL {} was not found on this server.", cx.path),
+                &format!(
+                    "The requested URL {} was not found on this server.",
+                    cx.path
+                ),
                 Vec::new(),
             ),
             ApiError::MissingKey | ApiError::WrongKey(_) => invalid("API key not valid."),
@@ -297,7 +306,13 @@ impl Wire for Gemini {
         json_bytes(&response(req, &c.text, Some(finish(c)), Some(usage)))
     }
 
-    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, _cx: &Cx<'_>) -> StreamParts {
+    fn chat_stream(
+        &self,
+        req: &ChatReq,
+        c: &Completion,
+        usage: Usage,
+        _cx: &Cx<'_>,
+    ) -> StreamParts {
         let mut pieces = deltas(&c.text, 3);
         if pieces.is_empty() {
             pieces.push("");
@@ -322,7 +337,11 @@ impl Wire for Gemini {
                 format!(",\r\n{json}")
             })
         };
-        let body: Vec<Bytes> = chunks.iter().enumerate().map(|(i, v)| frame(v, i)).collect();
+        let body: Vec<Bytes> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, v)| frame(v, i))
+            .collect();
         let mut tail = frame(&last, n - 1).to_vec();
         if !req.sse {
             tail.extend_from_slice(b"]");

@@ -241,15 +241,19 @@ pub(crate) trait Wire: Sync + Send {
     /// Largest body accepted.
     fn body_limit(&self, op: OpKind) -> usize;
     /// Parses a request.
-    fn parse(&self, route: &Route, parts: &Parts, body: &Bytes, form: &[Field])
-        -> Result<Op, ApiError>;
+    fn parse(
+        &self,
+        route: &Route,
+        parts: &Parts,
+        body: &Bytes,
+        form: &[Field],
+    ) -> Result<Op, ApiError>;
     /// Renders an error.
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered;
     /// A whole chat answer.
     fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> Bytes;
     /// A streamed chat answer.
-    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>)
-        -> StreamParts;
+    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> StreamParts;
     /// The error event a stream carries when it fails midway.
     fn stream_error(&self, cx: &Cx<'_>) -> Bytes;
     /// A transcription answer: content type and body.
@@ -361,10 +365,7 @@ mod tests {
 
     #[test]
     fn reads_query_parameters() {
-        assert_eq!(
-            query_param(Some("alt=sse&key=k1"), "key"),
-            Some("k1")
-        );
+        assert_eq!(query_param(Some("alt=sse&key=k1"), "key"), Some("k1"));
         assert_eq!(query_param(Some("alt"), "alt"), Some(""));
         assert_eq!(query_param(None, "alt"), None);
         assert_eq!(query_param(Some("x=1"), "alt"), None);

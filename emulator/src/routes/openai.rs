@@ -14,8 +14,7 @@ use serde_json::{json, Value};
 
 use super::{
     auth_scheme, content_type, field, hv, json_bytes, mask_key, sse_data, ApiError, ChatReq, Cx,
-    Field, Limited, Op, OpKind, Rendered, Route, StreamParts, SttFormat, SttReq, Usage, Wire,
-    JSON,
+    Field, Limited, Op, OpKind, Rendered, Route, StreamParts, SttFormat, SttReq, Usage, Wire, JSON,
 };
 use crate::config::HeaderStyle;
 use crate::headers::{epoch_ms, go_duration};
@@ -152,9 +151,7 @@ pub(super) fn json_syntax_error() -> ApiError {
 
 fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => {
-            ApiError::bad(format!("Invalid request body: {e}"))
-        }
+        serde_json::error::Category::Data => ApiError::bad(format!("Invalid request body: {e}")),
         _ => json_syntax_error(),
     })
 }
@@ -193,7 +190,10 @@ pub(super) fn parse_chat(body: &[u8], model: Option<&str>) -> Result<ChatReq, Ap
         }
         match &m.content {
             Some(Content::Text(t)) => prompt.add(t),
-            Some(Content::Parts(ps)) => ps.iter().filter_map(|p| p.text.as_deref()).for_each(|t| prompt.add(t)),
+            Some(Content::Parts(ps)) => ps
+                .iter()
+                .filter_map(|p| p.text.as_deref())
+                .for_each(|t| prompt.add(t)),
             None => {}
         }
     }
@@ -407,9 +407,8 @@ pub(super) fn chat_body(
         usage: usage_body(usage),
         service_tier: "default",
         system_fingerprint: "fp_emulator",
-        prompt_filter_results: azure.then(
-            || json!([{"prompt_index": 0, "content_filter_results": azure_filters()}]),
-        ),
+        prompt_filter_results: azure
+            .then(|| json!([{"prompt_index": 0, "content_filter_results": azure_filters()}])),
     };
     json_bytes(&body)
 }
@@ -581,7 +580,11 @@ pub(super) fn rate_limit_body(l: &Limited, cx: &Cx<'_>) -> Value {
     if cx.provider.cfg.header_style() == HeaderStyle::OpenRouter {
         return openrouter_rate_limit_body(l, cx);
     }
-    let kind = if l.which.is_tokens() { "tokens" } else { "requests" };
+    let kind = if l.which.is_tokens() {
+        "tokens"
+    } else {
+        "requests"
+    };
     let msg = if l.too_large {
         format!(
             "Request too large for {} in organization org-emulator on {}: Limit {}, Requested \
@@ -613,7 +616,11 @@ pub(super) fn rate_limit_body(l: &Limited, cx: &Cx<'_>) -> Value {
 
 /// OpenRouter's 429: `{"error": {"message", "code": 429, "metadata": {"headers": …}}}`.
 fn openrouter_rate_limit_body(l: &Limited, cx: &Cx<'_>) -> Value {
-    let window = if l.which.is_daily() { "per-day" } else { "per-min" };
+    let window = if l.which.is_daily() {
+        "per-day"
+    } else {
+        "per-min"
+    };
     let reset = epoch_ms(cx.wall, l.delay.unwrap_or_default());
     json!({"error": {
         "message": format!("Rate limit exceeded: free-models-{window}. "),
