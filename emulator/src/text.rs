@@ -264,7 +264,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn next_id() -> u64 {
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    mix(n ^ 0x5eed_0f_e4a1)
+    mix(n ^ 0x005e_ed0f_e4a1)
 }
 
 /// A fresh id of `len` alphanumeric characters after `prefix` (`chatcmpl-…`, `msg_01…`,

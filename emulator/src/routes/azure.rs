@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::openai::{self, AUDIO_LIMIT, JSON_LIMIT};
+use super::transcription;
 use super::{
     header, hv, json_bytes, query_param, sse_data, ApiError, ChatReq, Cx, Field, Op, OpKind,
     Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
@@ -108,7 +109,7 @@ impl Wire for Azure {
         let model = route.model.as_deref();
         match route.op {
             OpKind::Chat => openai::parse_chat(body, model).map(Op::Chat),
-            OpKind::Transcribe => openai::parse_transcription(parts, form, model).map(Op::Stt),
+            OpKind::Transcribe => transcription::parse(parts, form, model).map(Op::Stt),
         }
     }
 
@@ -188,7 +189,7 @@ impl Wire for Azure {
     }
 
     fn transcript(&self, req: &SttReq, t: &Transcript, _cx: &Cx<'_>) -> (&'static str, Bytes) {
-        openai::transcript(req, t)
+        transcription::render(req, t)
     }
 
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {

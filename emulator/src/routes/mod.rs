@@ -4,10 +4,12 @@
 
 mod anthropic;
 mod azure;
+mod body;
 mod deepgram;
 mod exchange;
 mod gemini;
 mod openai;
+mod transcription;
 
 use std::time::{Duration, SystemTime};
 

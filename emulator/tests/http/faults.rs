@@ -239,7 +239,8 @@ async fn injected_errors_come_in_each_providers_own_body() {
 #[tokio::test]
 async fn retry_after_comes_in_every_form_asked_for() {
     let emu = start().await;
-    let cases: [(RetryAfter, fn(Option<&str>) -> bool); 6] = [
+    type Check = fn(Option<&str>) -> bool;
+    let cases: [(RetryAfter, Check); 6] = [
         (RetryAfter::Absent, |v| v.is_none()),
         (RetryAfter::Seconds(3), |v| v == Some("3")),
         (RetryAfter::HttpDate(30), |v| {

@@ -117,7 +117,8 @@ async fn openai_stream_sends_chunks_then_usage_then_done() {
 #[tokio::test]
 async fn openai_transcription_answers_in_every_response_format() {
     let emu = Emulator::builder().openai("openai").start().await.unwrap();
-    let cases: [(&str, &str, fn(&str) -> bool); 5] = [
+    type Check = fn(&str) -> bool;
+    let cases: [(&str, &str, Check); 5] = [
         ("json", "application/json", |b| {
             serde_json::from_str::<Value>(b).unwrap()["text"].is_string()
         }),
