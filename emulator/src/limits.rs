@@ -14,6 +14,11 @@ use crate::config::Limits;
 /// The minutes in a day: a day window is 1440 (possibly scaled) minutes.
 pub const MINUTES_PER_DAY: u32 = 1440;
 
+/// The day of a (possibly scaled) minute: 1440 of them, saturating.
+pub fn day_of(minute: Duration) -> Duration {
+    minute.checked_mul(MINUTES_PER_DAY).unwrap_or(Duration::MAX)
+}
+
 /// Seconds as a `Duration`, rounded to the microsecond (so 1/0.05 is exactly 20 s).
 fn secs(s: f64) -> Duration {
     Duration::from_micros((s * 1e6).round().max(0.0) as u64)
@@ -208,7 +213,7 @@ pub struct LimitSet {
 impl LimitSet {
     /// Full buckets for `limits`, with a minute of `minute`.
     pub fn new(limits: &Limits, minute: Duration, now: Instant) -> Self {
-        let day = minute * MINUTES_PER_DAY;
+        let day = day_of(minute);
         let mk = |l: Option<u64>, w: Duration| l.map(|l| Bucket::full(l, w, now));
         LimitSet {
             rpm: mk(limits.rpm, minute),
@@ -220,7 +225,7 @@ impl LimitSet {
 
     /// Applies new limits, keeping current levels where a limit stays.
     pub fn reconfigure(&mut self, limits: &Limits, minute: Duration, now: Instant) {
-        let day = minute * MINUTES_PER_DAY;
+        let day = day_of(minute);
         let apply = |b: &mut Option<Bucket>, l: Option<u64>, w: Duration| match (b.as_mut(), l) {
             (Some(bucket), Some(l)) => bucket.reconfigure(l, w, now),
             (_, l) => *b = l.map(|l| Bucket::full(l, w, now)),

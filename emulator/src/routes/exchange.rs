@@ -18,7 +18,7 @@ use super::{content_type, wire, ApiError, ChatReq, Cx, Limited, Op, Route, SttRe
 use crate::config::ChargeMode;
 use crate::faults::{Fault, RetryAfter};
 use crate::headers::{malformed_headers, rate_limit_headers, retry_headers, RetryHeader};
-use crate::limits::{Admission, LimitName, Snapshot, WindowState, MINUTES_PER_DAY};
+use crate::limits::{Admission, LimitName, Snapshot, WindowState};
 use crate::server::ConnHandle;
 use crate::state::{wall_now, App, LogEntry, ProviderState};
 use crate::text::{complete, new_id, transcribe};
@@ -299,9 +299,9 @@ async fn early(x: &mut Ex<'_>, f: &Fault, route: &Route, body: Body) -> Response
             let model = early_model(x, route, body).await;
             let (snap, limits) = x.p.peek(&model, x.now);
             let minute = x.p.minute();
-            let bucket = limits
-                .rpm
-                .map_or(Duration::from_secs(1), |rpm| minute / rpm.max(1) as u32);
+            let bucket = limits.rpm.map_or(Duration::from_secs(1), |rpm| {
+                Duration::from_secs_f64(minute.as_secs_f64() / rpm.max(1) as f64)
+            });
             let (delay, header) = retry_form(*retry_after, bucket, x.cx.wall);
             let limit = limits.rpm.unwrap_or(60);
             let l = Limited {
@@ -319,7 +319,7 @@ async fn early(x: &mut Ex<'_>, f: &Fault, route: &Route, body: Body) -> Response
         Fault::DailyQuota => {
             let model = early_model(x, route, body).await;
             let (mut snap, limits) = x.p.peek(&model, x.now);
-            let day = x.p.minute() * MINUTES_PER_DAY;
+            let day = crate::limits::day_of(x.p.minute());
             let limit = limits.rpd.unwrap_or(1000);
             snap.rpd = Some(WindowState {
                 limit,
@@ -381,7 +381,7 @@ fn retry_form(
         }
         RetryAfter::HttpDate(n) => {
             let d = Duration::from_secs(n);
-            (Some(d), date(wall + d))
+            (Some(d), date(wall.checked_add(d).unwrap_or(wall)))
         }
         RetryAfter::Invalid => (None, RetryHeader::Raw("soon".to_owned())),
         RetryAfter::Past => (

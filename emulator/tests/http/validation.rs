@@ -409,3 +409,124 @@ async fn a_body_over_the_cap_gets_the_providers_413() {
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["type"], "request_too_large");
 }
+
+#[tokio::test]
+async fn garbage_bodies_get_a_4xx_on_every_route_never_a_crash() {
+    let emu = all_kinds().start().await.unwrap();
+    let routes = [
+        (
+            "openai",
+            "/chat/completions",
+            "authorization",
+            "Bearer sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        ),
+        (
+            "openai",
+            "/audio/transcriptions",
+            "authorization",
+            "Bearer sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        ),
+        (
+            "azure",
+            "/openai/deployments/d/chat/completions?api-version=2024-10-21",
+            "api-key",
+            "emulator-key",
+        ),
+        (
+            "azure",
+            "/openai/deployments/d/audio/transcriptions?api-version=2024-10-21",
+            "api-key",
+            "emulator-key",
+        ),
+        ("anthropic", "/v1/messages", "x-api-key", "emulator-key"),
+        (
+            "gemini",
+            "/v1beta/models/g:streamGenerateContent?alt=sse",
+            "x-goog-api-key",
+            "emulator-key",
+        ),
+        (
+            "deepgram",
+            "/v1/listen",
+            "authorization",
+            "Token emulator-key",
+        ),
+    ];
+    let bodies: [(&str, &[u8]); 7] = [
+        ("application/json", b"\xff\xfe\x00garbage"),
+        ("application/json", b"[1, 2, 3]"),
+        (
+            "application/json",
+            b"{\"messages\": [{\"role\": 5}], \"model\": {}}",
+        ),
+        ("multipart/form-data; boundary=xyz", b"--xyz\r\nnot a part"),
+        ("multipart/form-data", b"no boundary"),
+        ("text/plain", b""),
+        ("audio/wav", b"RIFF\x00\x00\x00\x00WAVE"),
+    ];
+    for (prefix, path, name, value) in routes {
+        for (ct, body) in bodies {
+            let resp = client()
+                .post(format!("{}{path}", emu.base_url(prefix)))
+                .header(name, value)
+                .header("anthropic-version", "2023-06-01")
+                .header("content-type", ct)
+                .body(body.to_vec())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            // Deepgram takes a raw audio body (it is not decoded here); the rest must refuse.
+            let audio = prefix == "deepgram" && ct == "audio/wav";
+            if audio {
+                assert_eq!(status, 200, "{prefix}{path} {ct}");
+            } else {
+                assert!(
+                    (400..500).contains(&status),
+                    "{prefix}{path} {ct} {body:?}: {status}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn absurd_admin_values_never_crash_the_server() {
+    let emu = all_kinds().start().await.unwrap();
+    let c = client();
+    let admin = |path: &str, body: serde_json::Value| {
+        c.post(format!("{}/_admin/{path}", emu.url()))
+            .json(&body)
+            .send()
+    };
+    let r = admin("limits", json!({"provider": "azure", "limits": {"rpm": u64::MAX, "tpm": u64::MAX, "rpd": u64::MAX}, "minute_ms": u64::MAX})).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = admin(
+        "faults",
+        json!({"provider": "azure", "script": [
+            {"kind": "rate_limit", "retry_after": {"http_date": u64::MAX}},
+            {"kind": "rate_limit"},
+            {"kind": "daily_quota"},
+            {"kind": "status", "status": 999},
+            {"kind": "html", "status": 42},
+        ]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    for want in [429, 429, 429, 999, 502] {
+        let resp = azure_chat(&emu, "azure", "d", &chat_body("x"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), want);
+    }
+    assert_eq!(
+        azure_chat(&emu, "azure", "d", &chat_body("x"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
