@@ -1,6 +1,64 @@
 //! A loopback emulator of LLM provider APIs, for tests, benchmarks and the no-key demo.
+//!
+//! It speaks the providers' own wire formats — OpenAI chat completions (JSON and SSE) and
+//! audio transcriptions, Azure OpenAI deployments, Anthropic messages (JSON and typed SSE),
+//! Gemini `generateContent`/`streamGenerateContent`, Deepgram `/v1/listen` — checks keys
+//! and requests the way each provider does, enforces RPM/TPM (and RPD/TPD, concurrency) as
+//! continuously refilled buckets, states them in each provider's own rate-limit headers and
+//! 429 bodies, and injects faults on request (scripted for tests, a seeded mix for soaks).
+//!
+//! Several providers run at once, each under its own path prefix
+//! (`http://127.0.0.1:PORT/{prefix}/…`) or on its own port. It binds 127.0.0.1 only.
+//!
+//! # Examples
+//!
+//! ```
+//! use emulator::{Emulator, Fault, Limits, ProviderConfig, RetryAfter};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+//! let emu = Emulator::builder()
+//!     .provider(ProviderConfig::openai("openai").with_limits(Limits::per_minute(60, 10_000)))
+//!     .anthropic("anthropic")
+//!     .minute_ms(6_000) // a 6-second "minute"
+//!     .start()
+//!     .await?;
+//! let openai = emu.base_url("openai"); // http://127.0.0.1:PORT/openai/v1
+//! # let _ = openai;
+//!
+//! // The next three requests to `openai`: a 503, a 429 with Retry-After: 1, a normal answer.
+//! emu.script("openai", [
+//!     Fault::Status { status: 503 },
+//!     Fault::RateLimit { retry_after: RetryAfter::Seconds(1) },
+//!     Fault::Pass,
+//! ]);
+//! // ... send requests, then:
+//! assert_eq!(emu.counters("openai").requests, 0);
+//! # Ok(()) }
+//! ```
+//!
+//! The binary serves a TOML file (`emulator/emulator.toml` documents every field):
+//!
+//! ```sh
+//! cargo run -p emulator -- --config emulator/emulator.toml
+//! ```
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs, missing_debug_implementations)]
 
+mod admin;
+mod config;
+mod faults;
+pub mod headers;
+pub mod limits;
+mod routes;
 pub mod scripted;
+mod server;
+mod state;
+pub mod text;
+
+pub use config::{
+    ChargeMode, ConfigError, EmulatorConfig, HeaderStyle, Kind, Latency, LimitScope, Limits,
+    ProviderConfig, DEFAULT_KEY,
+};
+pub use faults::{Fault, FaultConfig, RetryAfter, WeightedFault};
+pub use server::{Emulator, EmulatorBuilder};
+pub use state::{Counters, LogEntry};

@@ -1,0 +1,325 @@
+//! Anthropic: `POST /v1/messages` with `x-api-key` and a required `anthropic-version`;
+//! JSON answers or typed SSE events (`message_start`, `content_block_start`, `ping`,
+//! `content_block_delta`, `content_block_stop`, `message_delta`, `message_stop`; `error`
+//! midway); errors as `{"type": "error", "error": {"type", "message"}, "request_id"}`
+//! (docs.anthropic.com/en/api/messages, …/messages-streaming, …/errors, …/rate-limits).
+
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{
+    header, hv, json_bytes, sse_event, ApiError, ChatReq, Cx, Field, Op, OpKind, Rendered, Route,
+    StreamParts, SttReq, Usage, Wire, JSON,
+};
+use crate::limits::LimitName;
+use crate::text::{deltas, new_id, Completion, PromptDigest, Transcript};
+
+pub(super) struct Anthropic;
+
+/// Anthropic's documented request size limit for the Messages API (32 MB).
+const BODY_LIMIT: usize = 32 << 20;
+
+#[derive(Deserialize)]
+struct MessagesBody {
+    model: Option<String>,
+    max_tokens: Option<i64>,
+    messages: Option<Vec<Message>>,
+    system: Option<Content>,
+    stream: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: Option<String>,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Deserialize)]
+struct Block {
+    text: Option<String>,
+}
+
+impl Content {
+    fn add_to(&self, p: &mut PromptDigest) {
+        match self {
+            Content::Text(t) => p.add(t),
+            Content::Blocks(bs) => bs
+                .iter()
+                .filter_map(|b| b.text.as_deref())
+                .for_each(|t| p.add(t)),
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::bad(message)
+}
+
+impl Wire for Anthropic {
+    fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
+        (method == Method::POST && path == "/v1/messages").then(|| Route::new(OpKind::Chat))
+    }
+
+    fn authorize(&self, parts: &Parts, key: &str) -> Result<(), ApiError> {
+        match header(parts, "x-api-key") {
+            None => return Err(ApiError::MissingKey),
+            Some(k) if k != key => return Err(ApiError::WrongKey(String::new())),
+            Some(_) => {}
+        }
+        if header(parts, "anthropic-version").is_none_or(str::is_empty) {
+            return Err(invalid("anthropic-version: header is required"));
+        }
+        Ok(())
+    }
+
+    fn body_limit(&self, _op: OpKind) -> usize {
+        BODY_LIMIT
+    }
+
+    fn parse(
+        &self,
+        _route: &Route,
+        _parts: &Parts,
+        body: &Bytes,
+        _form: &[Field],
+    ) -> Result<Op, ApiError> {
+        let b: MessagesBody = serde_json::from_slice(body).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => invalid(format!("Invalid request body: {e}")),
+            _ => invalid("There was an error parsing the body of your request"),
+        })?;
+        let Some(model) = b.model else {
+            return Err(invalid("model: Field required"));
+        };
+        let Some(max_tokens) = b.max_tokens else {
+            return Err(invalid("max_tokens: Field required"));
+        };
+        if max_tokens < 1 {
+            return Err(invalid(
+                "max_tokens: Input should be greater than or equal to 1",
+            ));
+        }
+        let Some(messages) = b.messages else {
+            return Err(invalid("messages: Field required"));
+        };
+        if messages.is_empty() {
+            return Err(invalid("messages: at least one message is required"));
+        }
+        let mut prompt = PromptDigest::default();
+        if let Some(s) = &b.system {
+            s.add_to(&mut prompt);
+        }
+        for (i, m) in messages.iter().enumerate() {
+            match m.role.as_deref() {
+                Some("user" | "assistant") => {}
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "messages.{i}.role: Input should be 'user' or 'assistant' (got '{other}')"
+                    )))
+                }
+                None => return Err(invalid(format!("messages.{i}.role: Field required"))),
+            }
+            match &m.content {
+                Some(c) => c.add_to(&mut prompt),
+                None => return Err(invalid(format!("messages.{i}.content: Field required"))),
+            }
+        }
+        Ok(Op::Chat(ChatReq {
+            model,
+            prompt,
+            max_tokens: Some(max_tokens as u64),
+            stream: b.stream.unwrap_or(false),
+            sse: true,
+            include_usage: true,
+        }))
+    }
+
+    fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered {
+        let (status, kind, message) = match e {
+            ApiError::NotFound => (404, "not_found_error", "Not found".to_owned()),
+            ApiError::MissingKey => (
+                401,
+                "authentication_error",
+                "x-api-key header is required".to_owned(),
+            ),
+            ApiError::WrongKey(_) => (401, "authentication_error", "invalid x-api-key".to_owned()),
+            ApiError::BadRequest { message, .. } => (400, "invalid_request_error", message.clone()),
+            ApiError::ModelNotFound(m) => (404, "not_found_error", format!("model: {m}")),
+            ApiError::PayloadTooLarge { .. } => (
+                413,
+                "request_too_large",
+                "Request exceeds the maximum allowed number of bytes.".to_owned(),
+            ),
+            ApiError::RateLimited(l) => {
+                let what = match l.which {
+                    LimitName::Rpm => "requests per minute",
+                    LimitName::Tpm => "tokens per minute",
+                    LimitName::Rpd => "requests per day",
+                    LimitName::Tpd => "tokens per day",
+                    LimitName::Concurrency => "concurrent requests",
+                };
+                let msg = if l.too_large {
+                    format!(
+                        "This request would exceed your organization's rate limit of {} {what} \
+                         (model: {}) on its own: it asks for {}. Please reduce the prompt \
+                         length or the maximum tokens requested.",
+                        l.limit, l.model, l.requested
+                    )
+                } else {
+                    format!(
+                        "This request would exceed the rate limit for your organization of {} \
+                         {what} (model: {}). For details, refer to: \
+                         https://docs.claude.com/en/api/rate-limits. You can see the response \
+                         headers for current usage. Please reduce the prompt length or the \
+                         maximum tokens requested, or try again later.",
+                        l.limit, l.model
+                    )
+                };
+                (429, "rate_limit_error", msg)
+            }
+            ApiError::InsufficientQuota => (
+                400,
+                "invalid_request_error",
+                "Your credit balance is too low to access the Anthropic API. Please go to Plans \
+                 & Billing to upgrade or purchase credits."
+                    .to_owned(),
+            ),
+            ApiError::Overloaded => (529, "overloaded_error", "Overloaded".to_owned()),
+            ApiError::Status(529) => (529, "overloaded_error", "Overloaded".to_owned()),
+            ApiError::Status(s) if *s >= 500 => {
+                (*s, "api_error", "Internal server error".to_owned())
+            }
+            ApiError::Status(s) => (
+                *s,
+                "invalid_request_error",
+                StatusCode::from_u16(*s)
+                    .ok()
+                    .and_then(|c| c.canonical_reason())
+                    .unwrap_or("Error")
+                    .to_owned(),
+            ),
+            ApiError::Raw { status, body } => {
+                return (
+                    StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    JSON,
+                    json_bytes(body),
+                )
+            }
+        };
+        let body = json!({
+            "type": "error",
+            "error": {"type": kind, "message": message},
+            "request_id": cx.request_id,
+        });
+        (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            JSON,
+            json_bytes(&body),
+        )
+    }
+
+    fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, _cx: &Cx<'_>) -> Bytes {
+        json_bytes(&json!({
+            "id": new_id("msg_01", 22),
+            "type": "message",
+            "role": "assistant",
+            "model": req.model,
+            "content": [{"type": "text", "text": c.text}],
+            "stop_reason": stop_reason(c),
+            "stop_sequence": null,
+            "usage": usage_body(usage.input, usage.output),
+        }))
+    }
+
+    fn chat_stream(
+        &self,
+        req: &ChatReq,
+        c: &Completion,
+        usage: Usage,
+        _cx: &Cx<'_>,
+    ) -> StreamParts {
+        let start = json!({
+            "type": "message_start",
+            "message": {
+                "id": new_id("msg_01", 22), "type": "message", "role": "assistant",
+                "model": req.model, "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": usage_body(usage.input, 1),
+            },
+        });
+        let head = vec![
+            sse_event("message_start", &start),
+            sse_event(
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": 0,
+                        "content_block": {"type": "text", "text": ""}}),
+            ),
+            sse_event("ping", &json!({"type": "ping"})),
+        ];
+        let body = deltas(&c.text, 3)
+            .into_iter()
+            .map(|d| {
+                sse_event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": 0,
+                            "delta": {"type": "text_delta", "text": d}}),
+                )
+            })
+            .collect();
+        let tail = vec![
+            sse_event(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": 0}),
+            ),
+            sse_event(
+                "message_delta",
+                &json!({"type": "message_delta",
+                        "delta": {"stop_reason": stop_reason(c), "stop_sequence": null},
+                        "usage": {"output_tokens": usage.output}}),
+            ),
+            sse_event("message_stop", &json!({"type": "message_stop"})),
+        ];
+        StreamParts { head, body, tail }
+    }
+
+    fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {
+        sse_event(
+            "error",
+            &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        )
+    }
+
+    fn transcript(&self, _req: &SttReq, _t: &Transcript, _cx: &Cx<'_>) -> (&'static str, Bytes) {
+        // No Anthropic route parses into a transcription.
+        (JSON, Bytes::new())
+    }
+
+    fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {
+        h.insert(HeaderName::from_static("request-id"), hv(&cx.request_id));
+    }
+}
+
+fn stop_reason(c: &Completion) -> &'static str {
+    if c.truncated {
+        "max_tokens"
+    } else {
+        "end_turn"
+    }
+}
+
+fn usage_body(input: u64, output: u64) -> Value {
+    json!({
+        "input_tokens": input,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": output,
+    })
+}

@@ -1,0 +1,439 @@
+//! Shared server state: per-provider buckets, faults and counters, and the request log.
+//!
+//! Locks are `std::sync::Mutex`es held for arithmetic only, never across an `.await`. A
+//! provider without limits or faults takes no lock but the log's.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::{EmulatorConfig, LimitScope, Limits, ProviderConfig};
+use crate::faults::{Fault, FaultState, WeightedFault};
+use crate::limits::{Admission, LimitSet, Snapshot};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One request as the emulator saw and answered it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LogEntry {
+    /// Milliseconds since the emulator started.
+    pub at_ms: u64,
+    /// Milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// The provider's prefix.
+    pub provider: String,
+    /// HTTP method.
+    pub method: String,
+    /// Request path (without the query).
+    pub path: String,
+    /// The model (deployment) the request named, when it got that far.
+    pub model: Option<String>,
+    /// Status sent; `None` when no response was sent (connection reset, hang).
+    pub status: Option<u16>,
+    /// The fault applied, if any (`Fault::name`).
+    pub fault: Option<String>,
+    /// Whether the answer was streamed.
+    pub stream: bool,
+    /// Tokens charged to the token buckets.
+    pub tokens: u64,
+    /// The request id sent back.
+    pub request_id: Option<String>,
+}
+
+/// Counters of one provider.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Requests received.
+    pub requests: u64,
+    /// 2xx answers.
+    pub ok: u64,
+    /// 429 answers (limits and injected).
+    pub rate_limited: u64,
+    /// Other 4xx answers.
+    pub client_errors: u64,
+    /// 5xx answers (incl. 529).
+    pub server_errors: u64,
+    /// Requests that got an injected fault.
+    pub faults: u64,
+    /// Connections dropped without an answer (reset, hang).
+    pub dropped: u64,
+    /// Tokens charged (prompt estimate + output, or + `max_tokens` in estimate mode).
+    pub tokens: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct AtomicCounters {
+    requests: AtomicU64,
+    ok: AtomicU64,
+    rate_limited: AtomicU64,
+    client_errors: AtomicU64,
+    server_errors: AtomicU64,
+    faults: AtomicU64,
+    dropped: AtomicU64,
+    tokens: AtomicU64,
+}
+
+impl AtomicCounters {
+    pub(crate) fn request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn answer(&self, status: Option<u16>, fault: bool, tokens: u64) {
+        let c = match status {
+            None => &self.dropped,
+            Some(200..=299) => &self.ok,
+            Some(429) => &self.rate_limited,
+            Some(500..) => &self.server_errors,
+            Some(_) => &self.client_errors,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        if fault {
+            self.faults.fetch_add(1, Ordering::Relaxed);
+        }
+        if tokens > 0 {
+            self.tokens.fetch_add(tokens, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn read(&self) -> Counters {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Counters {
+            requests: r(&self.requests),
+            ok: r(&self.ok),
+            rate_limited: r(&self.rate_limited),
+            client_errors: r(&self.client_errors),
+            server_errors: r(&self.server_errors),
+            faults: r(&self.faults),
+            dropped: r(&self.dropped),
+            tokens: r(&self.tokens),
+        }
+    }
+
+    fn reset(&self) {
+        for a in [
+            &self.requests,
+            &self.ok,
+            &self.rate_limited,
+            &self.client_errors,
+            &self.server_errors,
+            &self.faults,
+            &self.dropped,
+            &self.tokens,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The limit configuration and buckets of one provider.
+#[derive(Debug)]
+pub(crate) struct LimitTable {
+    default: Limits,
+    per_model: BTreeMap<String, Limits>,
+    minute: Duration,
+    scope: LimitScope,
+    sets: HashMap<String, LimitSet>,
+}
+
+/// The result of charging a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Charge {
+    pub(crate) admission: Admission,
+    pub(crate) snapshot: Snapshot,
+}
+
+impl LimitTable {
+    fn new(cfg: &ProviderConfig, minute: Duration) -> Self {
+        LimitTable {
+            default: cfg.limits,
+            per_model: cfg.model_limits.clone(),
+            minute,
+            scope: cfg.limit_scope(),
+            sets: HashMap::new(),
+        }
+    }
+
+    fn is_unlimited(&self) -> bool {
+        self.default.is_unlimited() && self.per_model.values().all(Limits::is_unlimited)
+    }
+
+    fn limits_for(&self, model: &str) -> Limits {
+        match self.scope {
+            LimitScope::Model => self.per_model.get(model).copied().unwrap_or(self.default),
+            LimitScope::Provider => self.default,
+        }
+    }
+
+    fn key<'a>(&self, model: &'a str) -> &'a str {
+        match self.scope {
+            LimitScope::Model => model,
+            LimitScope::Provider => "",
+        }
+    }
+
+    fn set(&mut self, model: &str, now: Instant) -> (&mut LimitSet, Limits) {
+        let limits = self.limits_for(model);
+        let minute = self.minute;
+        let key = self.key(model).to_owned();
+        let set = self
+            .sets
+            .entry(key)
+            .or_insert_with(|| LimitSet::new(&limits, minute, now));
+        (set, limits)
+    }
+}
+
+/// Everything the server keeps about one provider.
+#[derive(Debug)]
+pub(crate) struct ProviderState {
+    pub(crate) cfg: ProviderConfig,
+    limits: Mutex<LimitTable>,
+    limited: AtomicBool,
+    faults: Mutex<FaultState>,
+    faulty: AtomicBool,
+    pub(crate) counters: AtomicCounters,
+    pub(crate) inflight: AtomicU32,
+    concurrency: AtomicU32,
+    default_seed: u64,
+}
+
+impl ProviderState {
+    pub(crate) fn new(cfg: ProviderConfig, emu: &EmulatorConfig) -> Self {
+        let table = LimitTable::new(&cfg, emu.minute_of(&cfg));
+        let faults = FaultState::new(&cfg.faults, emu.seed);
+        ProviderState {
+            limited: AtomicBool::new(!table.is_unlimited()),
+            limits: Mutex::new(table),
+            faulty: AtomicBool::new(faults.is_active()),
+            faults: Mutex::new(faults),
+            counters: AtomicCounters::default(),
+            inflight: AtomicU32::new(0),
+            concurrency: AtomicU32::new(cfg.limits.concurrency.unwrap_or(0)),
+            default_seed: emu.seed,
+            cfg,
+        }
+    }
+
+    /// The concurrency limit (0 = none).
+    pub(crate) fn concurrency_limit(&self) -> u32 {
+        self.concurrency.load(Ordering::Relaxed)
+    }
+
+    /// The minute of this provider.
+    pub(crate) fn minute(&self) -> Duration {
+        lock(&self.limits).minute
+    }
+
+    /// The fault for the next request, if any.
+    pub(crate) fn next_fault(&self) -> Option<Fault> {
+        if !self.faulty.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut f = lock(&self.faults);
+        let next = f.next();
+        self.faulty.store(f.is_active(), Ordering::Release);
+        next
+    }
+
+    /// Latency jitter from the provider's seeded generator.
+    pub(crate) fn jitter(&self, max_ms: u64) -> Duration {
+        if max_ms == 0 {
+            return Duration::ZERO;
+        }
+        lock(&self.faults).jitter(max_ms)
+    }
+
+    pub(crate) fn push_script(&self, steps: impl IntoIterator<Item = Fault>) {
+        let mut f = lock(&self.faults);
+        f.push_script(steps);
+        self.faulty.store(f.is_active(), Ordering::Release);
+    }
+
+    pub(crate) fn set_mix(&self, mix: Vec<WeightedFault>, seed: Option<u64>) {
+        let mut f = lock(&self.faults);
+        f.set_mix(mix, seed.unwrap_or(self.default_seed));
+        self.faulty.store(f.is_active(), Ordering::Release);
+    }
+
+    pub(crate) fn clear_script(&self) {
+        let mut f = lock(&self.faults);
+        f.clear_script();
+        self.faulty.store(f.is_active(), Ordering::Release);
+    }
+
+    pub(crate) fn pending_script(&self) -> usize {
+        lock(&self.faults).pending()
+    }
+
+    /// Charges one request of `tokens` to the buckets of `model`; on admission, gives back
+    /// `refund` at once (the unused part of `max_tokens`, when charging actual output).
+    /// `None` when the provider has no limits.
+    pub(crate) fn charge(
+        &self,
+        model: &str,
+        tokens: u64,
+        refund: u64,
+        now: Instant,
+    ) -> Option<Charge> {
+        if !self.limited.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut t = lock(&self.limits);
+        let (set, _) = t.set(model, now);
+        let admission = set.admit(tokens, now);
+        if admission == Admission::Admitted && refund > 0 {
+            set.refund(refund, now);
+        }
+        Some(Charge {
+            admission,
+            snapshot: set.snapshot(now),
+        })
+    }
+
+    /// The buckets of `model` without charging (for injected 429s).
+    pub(crate) fn peek(&self, model: &str, now: Instant) -> (Snapshot, Limits) {
+        if !self.limited.load(Ordering::Acquire) {
+            return (Snapshot::default(), Limits::default());
+        }
+        let mut t = lock(&self.limits);
+        let (set, limits) = t.set(model, now);
+        (set.snapshot(now), limits)
+    }
+
+    /// Replaces the limits of the provider (`model: None`) or of one model; existing buckets
+    /// keep their level, clamped to the new capacity.
+    pub(crate) fn set_limits(
+        &self,
+        model: Option<&str>,
+        limits: Limits,
+        minute: Option<Duration>,
+        now: Instant,
+    ) {
+        let mut t = lock(&self.limits);
+        match model {
+            None => {
+                t.default = limits;
+                self.concurrency
+                    .store(limits.concurrency.unwrap_or(0), Ordering::Relaxed);
+            }
+            Some(m) => {
+                t.per_model.insert(m.to_owned(), limits);
+            }
+        }
+        if let Some(minute) = minute {
+            t.minute = minute;
+        }
+        let minute = t.minute;
+        let keys: Vec<String> = t.sets.keys().cloned().collect();
+        for k in keys {
+            let l = t.limits_for(&k);
+            if let Some(set) = t.sets.get_mut(&k) {
+                set.reconfigure(&l, minute, now);
+            }
+        }
+        self.limited.store(!t.is_unlimited(), Ordering::Release);
+    }
+
+    /// Full buckets, zero counters, no pending script (limits and mix stay).
+    pub(crate) fn reset(&self) {
+        lock(&self.limits).sets.clear();
+        self.clear_script();
+        self.counters.reset();
+    }
+}
+
+/// The whole server's state.
+#[derive(Debug)]
+pub(crate) struct App {
+    pub(crate) providers: HashMap<String, Arc<ProviderState>>,
+    log: Mutex<VecDeque<LogEntry>>,
+    log_capacity: usize,
+    started: Instant,
+    started_wall: SystemTime,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl App {
+    pub(crate) fn new(cfg: &EmulatorConfig, shutdown: watch::Receiver<bool>) -> Self {
+        let providers = cfg
+            .providers
+            .values()
+            .map(|p| {
+                (
+                    p.prefix.clone(),
+                    Arc::new(ProviderState::new(p.clone(), cfg)),
+                )
+            })
+            .collect();
+        App {
+            providers,
+            log: Mutex::new(VecDeque::with_capacity(cfg.log_capacity.min(1 << 16))),
+            log_capacity: cfg.log_capacity,
+            started: Instant::now(),
+            started_wall: wall_now(),
+            shutdown,
+        }
+    }
+
+    pub(crate) fn provider(&self, prefix: &str) -> Option<&Arc<ProviderState>> {
+        self.providers.get(prefix)
+    }
+
+    /// The log entry skeleton for a request arriving now.
+    pub(crate) fn stamp(&self, now: Instant) -> (u64, u64) {
+        let since = now.saturating_duration_since(self.started);
+        let unix = self
+            .started_wall
+            .checked_add(since)
+            .unwrap_or(self.started_wall)
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        (
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX),
+            u64::try_from(unix.as_millis()).unwrap_or(u64::MAX),
+        )
+    }
+
+    pub(crate) fn record(&self, entry: LogEntry) {
+        if self.log_capacity == 0 {
+            return;
+        }
+        let mut log = lock(&self.log);
+        if log.len() >= self.log_capacity {
+            log.pop_front();
+        }
+        log.push_back(entry);
+    }
+
+    pub(crate) fn log(&self) -> Vec<LogEntry> {
+        lock(&self.log).iter().cloned().collect()
+    }
+
+    pub(crate) fn counters(&self) -> BTreeMap<String, Counters> {
+        self.providers
+            .iter()
+            .map(|(k, p)| (k.clone(), p.counters.read()))
+            .collect()
+    }
+
+    pub(crate) fn reset(&self) {
+        lock(&self.log).clear();
+        for p in self.providers.values() {
+            p.reset();
+        }
+    }
+}
+
+/// The wall clock (the emulator runs on real time by design).
+pub(crate) fn wall_now() -> SystemTime {
+    SystemTime::now()
+}

@@ -1,0 +1,11 @@
+//! The emulator over real loopback HTTP, with reqwest as the client.
+//!
+//! One test binary (modules per area) keeps the build small.
+
+mod admin;
+mod faults;
+mod limits;
+mod roundtrip;
+mod support;
+mod validation;
+mod wire;
