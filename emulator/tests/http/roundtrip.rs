@@ -1,6 +1,5 @@
 //! Headers the emulator emits parse back, through the SDK's own parsers, to the state the
-//! emulator holds. Tests that need the full header parsers (written on the `headers` branch)
-//! are ignored until that branch is merged.
+//! emulator holds.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -104,7 +103,6 @@ async fn a_live_429_retry_after_parses_back_through_the_sdk() {
 }
 
 #[test]
-#[ignore = "needs full header parsers (branch headers)"]
 fn every_header_style_parses_back_to_the_bucket_state() {
     let now = now();
     let snap = Snapshot {
@@ -209,7 +207,6 @@ fn every_header_style_parses_back_to_the_bucket_state() {
 }
 
 #[test]
-#[ignore = "needs full header parsers (branch headers)"]
 fn go_durations_and_message_delays_parse_back() {
     for ms in [1, 12, 999, 1000, 1500, 59_472, 360_000, 179_560, 83_909_144] {
         let d = Duration::from_millis(ms);
@@ -230,7 +227,6 @@ fn go_durations_and_message_delays_parse_back() {
 }
 
 #[test]
-#[ignore = "needs full header parsers (branch headers)"]
 fn an_http_date_retry_after_parses_back() {
     let now = now();
     let mut h = HeaderMap::new();
@@ -243,7 +239,6 @@ fn an_http_date_retry_after_parses_back() {
 }
 
 #[tokio::test]
-#[ignore = "needs full header parsers (branch headers)"]
 async fn a_live_response_parses_back_to_the_emulators_buckets() {
     let emu = Emulator::builder()
         .provider(ProviderConfig::openai("openai").with_limits(Limits::per_minute(10, 10_000)))
