@@ -16,7 +16,6 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::time::Instant;
 
 use crate::config::Limits;
 use crate::faults::{Fault, FaultConfig, WeightedFault};
@@ -136,7 +135,7 @@ pub(crate) async fn handle(app: &App, rest: &str, parts: &Parts, body: Body) -> 
                 b.model.as_deref(),
                 b.limits,
                 b.minute_ms.map(Duration::from_millis),
-                Instant::now(),
+                app.now().0,
             );
             reply(
                 StatusCode::OK,

@@ -61,4 +61,4 @@ pub use config::{
 };
 pub use faults::{Fault, FaultConfig, RetryAfter, WeightedFault};
 pub use server::{Emulator, EmulatorBuilder};
-pub use state::{Counters, LogEntry};
+pub use state::{Counters, LogEntry, TimeSource};

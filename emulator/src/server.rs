@@ -16,12 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::config::{EmulatorConfig, Kind, Limits, ProviderConfig};
 use crate::faults::{Fault, WeightedFault};
 use crate::routes::{handle, Listener};
-use crate::state::{App, Counters, LogEntry, ProviderState};
+use crate::state::{App, Counters, LogEntry, ProviderState, TimeSource};
 
 /// A TCP connection whose handler can ask for it to be reset.
 #[derive(Debug)]
@@ -196,6 +195,7 @@ pub struct Emulator {
 #[must_use]
 pub struct EmulatorBuilder {
     cfg: EmulatorConfig,
+    time: Option<TimeSource>,
 }
 
 impl EmulatorBuilder {
@@ -254,6 +254,13 @@ impl EmulatorBuilder {
         self
     }
 
+    /// Reads time from `time` instead of the real clocks: a test shares the SDK's manual
+    /// clock with the emulator, so the buckets on both sides see the same instants.
+    pub fn time_source(mut self, time: TimeSource) -> Self {
+        self.time = Some(time);
+        self
+    }
+
     /// Binds and starts serving.
     ///
     /// # Errors
@@ -261,7 +268,7 @@ impl EmulatorBuilder {
     /// An invalid configuration (`InvalidInput`, saying which field), or a port that cannot
     /// be bound.
     pub async fn start(self) -> io::Result<Emulator> {
-        Emulator::start(self.cfg).await
+        Emulator::start_with(self.cfg, self.time).await
     }
 }
 
@@ -277,10 +284,14 @@ impl Emulator {
     ///
     /// An invalid configuration (`InvalidInput`), or a port that cannot be bound.
     pub async fn start(cfg: EmulatorConfig) -> io::Result<Emulator> {
+        Self::start_with(cfg, None).await
+    }
+
+    async fn start_with(cfg: EmulatorConfig, time: Option<TimeSource>) -> io::Result<Emulator> {
         cfg.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (stop, rx) = watch::channel(false);
-        let app = Arc::new(App::new(&cfg, rx.clone()));
+        let app = Arc::new(App::new(&cfg, rx.clone(), time));
         let listener = TcpListener::bind(("127.0.0.1", cfg.port.unwrap_or(0))).await?;
         let addr = listener.local_addr()?;
         let mut tasks = vec![serve(
@@ -464,7 +475,7 @@ impl Emulator {
     /// If no provider has that prefix (a test bug).
     pub fn set_limits(&self, prefix: &str, model: Option<&str>, limits: Limits) {
         self.provider(prefix)
-            .set_limits(model, limits, None, Instant::now());
+            .set_limits(model, limits, None, self.app.now().0);
     }
 
     /// Stops listening and waits for the listeners to finish.

@@ -359,11 +359,42 @@ pub(crate) struct App {
     log_capacity: usize,
     started: Instant,
     started_wall: SystemTime,
+    time: Option<TimeSource>,
     pub(crate) shutdown: watch::Receiver<bool>,
 }
 
+/// Where the emulator reads time: the monotonic instant that drives its buckets and the wall
+/// time its reset headers are written in. Real time unless a test shares its own clock.
+#[derive(Clone)]
+pub struct TimeSource(Arc<dyn Fn() -> (Instant, SystemTime) + Send + Sync>);
+
+impl TimeSource {
+    /// A time source reading `now`.
+    pub fn new(now: impl Fn() -> (Instant, SystemTime) + Send + Sync + 'static) -> Self {
+        TimeSource(Arc::new(now))
+    }
+
+    fn now(&self) -> (Instant, SystemTime) {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for TimeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TimeSource")
+    }
+}
+
 impl App {
-    pub(crate) fn new(cfg: &EmulatorConfig, shutdown: watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(
+        cfg: &EmulatorConfig,
+        shutdown: watch::Receiver<bool>,
+        time: Option<TimeSource>,
+    ) -> Self {
+        let (started, started_wall) = match &time {
+            Some(t) => t.now(),
+            None => (Instant::now(), wall_now()),
+        };
         let providers = cfg
             .providers
             .values()
@@ -378,9 +409,18 @@ impl App {
             providers,
             log: Mutex::new(VecDeque::with_capacity(cfg.log_capacity.min(1 << 16))),
             log_capacity: cfg.log_capacity,
-            started: Instant::now(),
-            started_wall: wall_now(),
+            started,
+            started_wall,
+            time,
             shutdown,
+        }
+    }
+
+    /// Now, on the emulator's time source.
+    pub(crate) fn now(&self) -> (Instant, SystemTime) {
+        match &self.time {
+            Some(t) => t.now(),
+            None => (Instant::now(), wall_now()),
         }
     }
 

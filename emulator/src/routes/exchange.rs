@@ -20,7 +20,7 @@ use crate::faults::{Fault, RetryAfter};
 use crate::headers::{malformed_headers, rate_limit_headers, retry_headers, RetryHeader};
 use crate::limits::{Admission, LimitName, Snapshot, WindowState};
 use crate::server::ConnHandle;
-use crate::state::{wall_now, App, LogEntry, ProviderState};
+use crate::state::{App, LogEntry, ProviderState};
 use crate::text::{complete, new_id, transcribe};
 
 /// The state of one listener: the app, and the provider when the listener serves one
@@ -55,7 +55,7 @@ struct Ex<'a> {
 
 /// The fallback handler of every listener.
 pub(crate) async fn handle(State(ls): State<Listener>, req: Request) -> Response {
-    let now = Instant::now();
+    let (now, wall) = ls.app.now();
     let conn = req
         .extensions()
         .get::<ConnectInfo<ConnHandle>>()
@@ -94,7 +94,7 @@ pub(crate) async fn handle(State(ls): State<Listener>, req: Request) -> Response
             path: rest,
             started: now,
             request_id: String::new(),
-            wall: wall_now(),
+            wall,
             api_version: None,
         },
         rec: Rec::default(),
