@@ -267,7 +267,6 @@ pub struct ClientBuilder {
     credentials: HashMap<String, Credential>,
     base_urls: HashMap<String, Url>,
     env_lookup: Option<EnvLookup>,
-    spill_after: Option<Duration>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -363,13 +362,6 @@ impl ClientBuilder {
         lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         self.env_lookup = Some(Arc::new(lookup));
-        self
-    }
-
-    /// How long a provider's admission wait may be before the next provider that can start
-    /// sooner is used instead (default 1 s).
-    pub fn spill_after(mut self, wait: Duration) -> Self {
-        self.spill_after = Some(wait);
         self
     }
 
@@ -491,7 +483,11 @@ impl ClientBuilder {
         let rng = self
             .rng
             .unwrap_or_else(|| Arc::new(SeededRng::from_entropy()));
-        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let store = self.store.unwrap_or_else(|| {
+            Arc::new(MemoryStore::with_latency_allowance(
+                policy.latency_allowance,
+            ))
+        });
         let settings = Settings {
             breaker: BreakerSettings {
                 failure_threshold: policy.failure_threshold,
@@ -499,7 +495,7 @@ impl ClientBuilder {
                 cooldown_max: policy.breaker_cooldown_max,
             },
             backoff,
-            spill_after: self.spill_after.unwrap_or(Duration::from_secs(1)),
+            spill_after: policy.spill_after,
             policy: policy.clone(),
         };
         let entries = providers

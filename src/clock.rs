@@ -97,7 +97,83 @@ impl Clock for TokioClock {
 }
 
 #[cfg(any(test, feature = "test-util"))]
+pub use fast::FastClock;
+#[cfg(any(test, feature = "test-util"))]
 pub use manual::ManualClock;
+
+#[cfg(any(test, feature = "test-util"))]
+mod fast {
+    use super::*;
+
+    /// A clock running `factor` times faster than real time, for tests where concurrent
+    /// requests and a server must share a timeline that moves on its own (pacing a burst
+    /// against a server enforcing the same limits): a 60 s wait passes in 60/`factor` real
+    /// seconds, and causality between tasks is kept, which a [`ManualClock`] that jumps on
+    /// every sleep cannot do. Waits end late, never early, so assertions stay deterministic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::clock::{Clock, FastClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let clock = FastClock::new(1000.0);
+    /// let t0 = clock.now();
+    /// clock.sleep_until(t0 + Duration::from_secs(2)).await; // about 2 ms of real time
+    /// assert!(clock.now() - t0 >= Duration::from_secs(2));
+    /// # }
+    /// ```
+    #[derive(Clone, Copy, Debug)]
+    pub struct FastClock {
+        factor: f64,
+        real_start: Instant,
+        wall_start: SystemTime,
+    }
+
+    impl FastClock {
+        /// A clock `factor` (≥ 1) times faster than real time, starting at wall time
+        /// 2026-01-01T00:00:00Z.
+        pub fn new(factor: f64) -> Self {
+            FastClock {
+                factor: if factor.is_finite() {
+                    factor.max(1.0)
+                } else {
+                    1.0
+                },
+                real_start: Instant::now(),
+                wall_start: SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+            }
+        }
+
+        fn elapsed(&self) -> Duration {
+            (Instant::now() - self.real_start).mul_f64(self.factor)
+        }
+    }
+
+    #[async_trait]
+    impl Clock for FastClock {
+        fn now(&self) -> Instant {
+            self.real_start + self.elapsed()
+        }
+
+        fn wall(&self) -> SystemTime {
+            self.wall_start + self.elapsed()
+        }
+
+        async fn sleep_until(&self, deadline: Instant) {
+            loop {
+                let now = self.now();
+                if now >= deadline {
+                    return;
+                }
+                // Round up by a millisecond so the wake-up is never early.
+                let real = (deadline - now).div_f64(self.factor) + Duration::from_millis(1);
+                tokio::time::sleep_until(Instant::now() + real).await;
+            }
+        }
+    }
+}
 
 #[cfg(any(test, feature = "test-util"))]
 mod manual {

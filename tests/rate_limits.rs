@@ -227,11 +227,12 @@ async fn configured_limits_pace_requests_through_the_clock() {
     for _ in 0..4 {
         h.client.chat(req()).await.unwrap();
     }
-    // Two at once, then one every 30 s.
-    assert_eq!(h.clock.sleeps(), [30 * S, 30 * S]);
+    // Two per minute, less the default one-second latency allowance held back from the
+    // burst: the second request waits 1 s, then one every 30 s.
+    assert_eq!(h.clock.sleeps(), [S, 30 * S, 30 * S]);
     assert_eq!(
         h.client.stats().provider("a").unwrap().admission_wait,
-        60 * S
+        61 * S
     );
 }
 
@@ -283,5 +284,20 @@ async fn limits_are_learned_from_the_first_response_headers() {
     // None left, two per minute: the next slot is 30 s away, and the client waits for it
     // instead of spending a request on a certain 429.
     h.client.chat(req()).await.unwrap();
+    assert_eq!(h.clock.sleeps(), [30 * S]);
+}
+
+#[tokio::test]
+async fn without_a_latency_allowance_the_whole_burst_goes_at_once() {
+    let a = ScriptedServer::start().await;
+    for _ in 0..3 {
+        a.push(CHAT, ok("ok"));
+    }
+    let mut p = policy();
+    p.latency_allowance = Duration::ZERO;
+    let h = client_with(&[("a", &a)], p, Limits::none().with_rpm(2));
+    for _ in 0..3 {
+        h.client.chat(req()).await.unwrap();
+    }
     assert_eq!(h.clock.sleeps(), [30 * S]);
 }

@@ -43,6 +43,8 @@ pub(crate) struct RawPolicy {
     pub(crate) backoff_cap_ms: Option<i64>,
     pub(crate) max_response_bytes: Option<i64>,
     pub(crate) retry_budget: Option<f64>,
+    pub(crate) spill_after_ms: Option<i64>,
+    pub(crate) latency_allowance_ms: Option<i64>,
 }
 
 /// `[environments.NAME]`: providers per capability, in failover order.

@@ -215,6 +215,8 @@ impl Environment {
 /// | `backoff_cap` | 60 s | `backoff_cap_ms` |
 /// | `max_response_bytes` | 8 MiB | `max_response_bytes` |
 /// | `retry_budget` | 0.2 | `retry_budget` |
+/// | `spill_after` | 1 s | `spill_after_ms` |
+/// | `latency_allowance` | 1 s | `latency_allowance_ms` |
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Policy {
@@ -245,6 +247,16 @@ pub struct Policy {
     pub max_response_bytes: usize,
     /// Retries allowed as a fraction of first attempts (0.2 = 20 % extra load).
     pub retry_budget: f64,
+    /// A provider whose admission wait is longer than this is passed over for the next one in
+    /// the failover order that can start sooner (0: use the first provider that is not
+    /// throttled, however long its pacing wait).
+    pub spill_after: Duration,
+    /// How late a request may reach the provider after we booked it (connection setup,
+    /// scheduling). Each bucket keeps this much of its refill in reserve, so a burst from a
+    /// full bucket never exceeds what the server, whose bucket starts refilling when the
+    /// request *arrives*, will admit. Costs a burst `allowance / window` of its size (1/60
+    /// for per-minute limits at 1 s) and nothing in steady state.
+    pub latency_allowance: Duration,
 }
 
 impl Default for Policy {
@@ -263,6 +275,8 @@ impl Default for Policy {
             backoff_cap: Duration::from_secs(60),
             max_response_bytes: 8 << 20,
             retry_budget: 0.2,
+            spill_after: Duration::from_secs(1),
+            latency_allowance: Duration::from_secs(1),
         }
     }
 }

@@ -21,10 +21,16 @@ pub struct InsufficientCapacity {
 }
 
 /// A continuously refilled bucket: capacity = limit per window, refill = limit / window.
+///
+/// An optional *latency allowance* keeps `refill × allowance` of the capacity in reserve
+/// (never below one unit): see [`Policy::latency_allowance`](crate::config::Policy).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bucket {
     capacity: f64,
+    /// The highest level: the capacity less the allowance's share.
+    cap: f64,
     per_sec: f64,
+    allowance_secs: f64,
     level: f64,
     updated: Instant,
 }
@@ -39,10 +45,26 @@ impl Bucket {
         let secs = window.as_secs_f64().max(0.001);
         Bucket {
             capacity,
+            cap: capacity,
             per_sec: capacity / secs,
+            allowance_secs: 0.0,
             level: capacity,
             updated: now,
         }
+    }
+
+    /// Keeps `allowance` worth of refill in reserve (the level never rises above
+    /// `capacity − refill × allowance`, nor is that lowered below one unit).
+    #[must_use]
+    pub fn with_allowance(mut self, allowance: Duration) -> Self {
+        self.allowance_secs = allowance.as_secs_f64();
+        self.cap = self.cap_for(self.capacity, self.per_sec);
+        self.level = self.level.min(self.cap);
+        self
+    }
+
+    fn cap_for(&self, capacity: f64, per_sec: f64) -> f64 {
+        (capacity - per_sec * self.allowance_secs).max(capacity.min(1.0))
     }
 
     /// The capacity (limit per window).
@@ -58,7 +80,7 @@ impl Bucket {
     fn refill(&mut self, now: Instant) {
         if now > self.updated {
             let dt = (now - self.updated).as_secs_f64();
-            self.level = (self.level + dt * self.per_sec).min(self.capacity);
+            self.level = (self.level + dt * self.per_sec).min(self.cap);
             self.updated = now;
         }
     }
@@ -94,7 +116,7 @@ impl Bucket {
     /// Gives `n` units back (a cancelled reservation, unused tokens), never above capacity.
     pub fn refund(&mut self, n: u64, now: Instant) {
         self.refill(now);
-        self.level = (self.level + n as f64).min(self.capacity);
+        self.level = (self.level + n as f64).min(self.cap);
     }
 
     /// Takes `n` more units (usage above what was reserved).
@@ -122,7 +144,8 @@ impl Bucket {
         let fresh = Bucket::new(limit, window, now);
         self.capacity = fresh.capacity;
         self.per_sec = fresh.per_sec;
-        self.level = self.level.min(self.capacity);
+        self.cap = self.cap_for(self.capacity, self.per_sec);
+        self.level = self.level.min(self.cap);
     }
 
     fn check(&self, cost: u64) -> Result<(), InsufficientCapacity> {
@@ -229,6 +252,22 @@ mod tests {
         b.reserve(5, t0).unwrap();
         b.drain(t0);
         assert_eq!(b.level(t0), -5.0);
+    }
+
+    #[test]
+    fn an_allowance_holds_back_a_slice_of_the_burst_not_the_rate() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(6000, MIN, t0).with_allowance(Duration::from_secs(1));
+        // 100 units per second: one second of refill (100) is held back from the burst.
+        assert_eq!(b.level(t0), 5900.0);
+        assert_eq!(b.reserve(5900, t0), Ok(Duration::ZERO));
+        // The rate is untouched: 100 more units take one second.
+        assert_eq!(b.reserve(100, t0), Ok(Duration::from_secs(1)));
+        // A cost up to the stated limit is still admissible (after a wait), never too large.
+        assert!(b.peek(6000, t0).is_ok());
+        // A tiny limit keeps at least one unit.
+        let mut one = Bucket::new(1, MIN, t0).with_allowance(Duration::from_secs(30));
+        assert_eq!(one.level(t0), 1.0);
     }
 
     #[test]

@@ -113,6 +113,15 @@ pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
     }
 }
 
+/// The input tokens a provider's rate limiter counts at least: `ceil(characters / 4)` over
+/// the messages, as OpenAI documents its own estimate. When usage is reconciled after an
+/// answer, the input side is charged `max(reported input, this)` — the reported count is the
+/// model's tokenizer, the limiter's count may be the character estimate.
+pub fn input_floor(req: &ChatRequest) -> u64 {
+    let chars: usize = req.messages.iter().map(|m| m.content.chars().count()).sum();
+    (chars as u64).div_ceil(4)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,7 @@ mod random_input_tests;
 pub use bucket::{Bucket, InsufficientCapacity};
 pub use duration::go_duration;
 pub use estimate::{
-    estimate_chat, Encoding, DEFAULT_OUTPUT_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE,
+    estimate_chat, input_floor, Encoding, DEFAULT_OUTPUT_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE,
 };
 pub use headers::parse_limit_headers;
 pub use limiter::{Admission, Limiter, Permit};

@@ -211,8 +211,10 @@ struct KeyState {
 }
 
 impl KeyState {
-    fn from_limits(limits: &Limits, now: Instant) -> Self {
-        let b = |v: Option<std::num::NonZeroU64>, w| v.map(|n| Bucket::new(n.get(), w, now));
+    fn from_limits(limits: &Limits, allowance: Duration, now: Instant) -> Self {
+        let b = |v: Option<std::num::NonZeroU64>, w| {
+            v.map(|n| Bucket::new(n.get(), w, now).with_allowance(allowance))
+        };
         KeyState {
             requests: b(limits.rpm, MINUTE),
             tokens: b(limits.tpm, MINUTE),
@@ -289,7 +291,7 @@ impl KeyState {
         }
     }
 
-    fn apply(&mut self, report: &LimitReport, now: Instant) {
+    fn apply(&mut self, report: &LimitReport, allowance: Duration, now: Instant) {
         let learn = |slot: &mut Option<Bucket>, w: &Window, window: Duration| {
             if let Some(limit) = w.limit.filter(|l| *l > 0) {
                 match slot {
@@ -298,7 +300,7 @@ impl KeyState {
                             b.set_limit(limit, window, now)
                         }
                     }
-                    None => *slot = Some(Bucket::new(limit, window, now)),
+                    None => *slot = Some(Bucket::new(limit, window, now).with_allowance(allowance)),
                 }
             }
             if let (Some(b), Some(rem)) = (slot.as_mut(), w.remaining) {
@@ -380,12 +382,22 @@ impl KeyState {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     keys: Mutex<HashMap<LimitKey, Arc<Mutex<KeyState>>>>,
+    allowance: Duration,
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store whose buckets hold nothing in reserve.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose buckets keep `allowance` of refill in reserve (see
+    /// [`Policy::latency_allowance`](crate::config::Policy)).
+    pub fn with_latency_allowance(allowance: Duration) -> Self {
+        MemoryStore {
+            allowance,
+            ..Self::default()
+        }
     }
 
     fn state(&self, key: &LimitKey, limits: Option<&Limits>, now: Instant) -> Arc<Mutex<KeyState>> {
@@ -393,10 +405,9 @@ impl MemoryStore {
         if let Some(s) = keys.get(key) {
             return s.clone();
         }
-        let state =
-            Arc::new(Mutex::new(limits.map_or_else(KeyState::default, |l| {
-                KeyState::from_limits(l, now)
-            })));
+        let state = Arc::new(Mutex::new(limits.map_or_else(KeyState::default, |l| {
+            KeyState::from_limits(l, self.allowance, now)
+        })));
         keys.insert(key.clone(), state.clone());
         state
     }
@@ -458,9 +469,10 @@ impl LimiterStore for MemoryStore {
     }
 
     async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
+        let allowance = self.allowance;
         self.with(key, None, now, |s| {
             if let Some(report) = &t.report {
-                s.apply(report, now);
+                s.apply(report, allowance, now);
             }
             if t.drain {
                 s.each_bucket(|b| b.drain(now));

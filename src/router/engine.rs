@@ -21,7 +21,8 @@ use crate::provider::{
     Provider, RequestContext,
 };
 use crate::ratelimit::{
-    estimate_chat, Admission, Cost, LimitKey, LimitReport, Limiter, Permit, Reservation, Tightening,
+    estimate_chat, input_floor, Admission, Cost, LimitKey, LimitReport, Limiter, Permit,
+    Reservation, Tightening,
 };
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::Rng;
@@ -108,6 +109,14 @@ impl Job<'_> {
             Job::Transcribe(_) => Cost::one_request(),
         }
     }
+
+    /// See [`input_floor`].
+    fn input_floor(&self) -> u64 {
+        match self {
+            Job::Chat(r) | Job::Stream(r) => input_floor(r),
+            Job::Transcribe(_) => 0,
+        }
+    }
 }
 
 /// What one request produced.
@@ -116,6 +125,15 @@ pub(crate) enum Done {
     Chat(ChatResponse),
     Stream(Box<ChatStream>),
     Transcript(Transcript),
+}
+
+/// What an attempt booked: reconciled with reported usage after the answer.
+#[derive(Clone, Copy)]
+struct Booked<'a> {
+    key: &'a LimitKey,
+    cost: Cost,
+    /// See [`input_floor`].
+    floor: u64,
 }
 
 /// Per-request memory of one candidate provider.
@@ -455,6 +473,7 @@ impl Router {
                                     idx,
                                     key.clone(),
                                     cost,
+                                    job.input_floor(),
                                 )))
                             }),
                             x.report,
@@ -482,8 +501,13 @@ impl Router {
                     attempt_span.record("status", "ok");
                     self.with_breaker(idx, &account, Breaker::on_success);
                     Counters::add(&entry.counters.ok, 1);
+                    let booked = Booked {
+                        key: &key,
+                        cost,
+                        floor: job.input_floor(),
+                    };
                     return Ok(self
-                        .finish(done, attempts, entry, &key, cost, &attempt_span)
+                        .finish(done, attempts, entry, booked, &attempt_span)
                         .await);
                 }
                 Err(e) => e,
@@ -572,10 +596,10 @@ impl Router {
         done: Done,
         attempts: u32,
         entry: &Entry,
-        key: &LimitKey,
-        cost: Cost,
+        booked: Booked<'_>,
         span: &tracing::Span,
     ) -> Done {
+        let Booked { key, cost, floor } = booked;
         match done {
             Done::Chat(mut r) => {
                 r.attempts = attempts;
@@ -583,7 +607,8 @@ impl Router {
                     span.record("actual_tokens", u.total());
                     Counters::add(&entry.counters.input_tokens, u.input_tokens);
                     Counters::add(&entry.counters.output_tokens, u.output_tokens);
-                    if let Err(e) = self.limiter.reconcile(key, cost.tokens(), u.total()).await {
+                    let used = u.input_tokens.max(floor) + u.output_tokens;
+                    if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
                         tracing::warn!(error = %e, "could not reconcile token usage");
                     }
                 }
@@ -606,6 +631,7 @@ impl Router {
         entry: usize,
         key: &LimitKey,
         cost: Cost,
+        floor: u64,
         usage: Option<crate::types::Usage>,
         error: Option<ErrorKind>,
     ) {
@@ -613,7 +639,8 @@ impl Router {
         if let Some(u) = usage {
             Counters::add(&e.counters.input_tokens, u.input_tokens);
             Counters::add(&e.counters.output_tokens, u.output_tokens);
-            if let Err(err) = self.limiter.reconcile(key, cost.tokens(), u.total()).await {
+            let used = u.input_tokens.max(floor) + u.output_tokens;
+            if let Err(err) = self.limiter.reconcile(key, cost.tokens(), used).await {
                 tracing::warn!(error = %err, "could not reconcile token usage");
             }
         }

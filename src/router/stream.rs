@@ -39,6 +39,7 @@ pub struct ChatStream {
     entry: usize,
     key: LimitKey,
     cost: Cost,
+    floor: u64,
     attempts: u32,
     usage: Option<Usage>,
     finished: bool,
@@ -62,6 +63,7 @@ impl ChatStream {
         entry: usize,
         key: LimitKey,
         cost: Cost,
+        floor: u64,
     ) -> Self {
         ChatStream {
             buffered: buffered.into(),
@@ -70,6 +72,7 @@ impl ChatStream {
             entry,
             key,
             cost,
+            floor,
             attempts: 1,
             usage: None,
             finished: false,
@@ -101,9 +104,19 @@ impl ChatStream {
         }
         self.finished = true;
         let router = self.router.clone();
-        let (entry, key, cost, usage) = (self.entry, self.key.clone(), self.cost, self.usage);
+        let (entry, key, cost, floor, usage) = (
+            self.entry,
+            self.key.clone(),
+            self.cost,
+            self.floor,
+            self.usage,
+        );
         if let Ok(h) = tokio::runtime::Handle::try_current() {
-            h.spawn(async move { router.stream_ended(entry, &key, cost, usage, error).await });
+            h.spawn(async move {
+                router
+                    .stream_ended(entry, &key, cost, floor, usage, error)
+                    .await
+            });
         }
     }
 

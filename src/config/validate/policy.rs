@@ -102,6 +102,13 @@ pub(super) fn policy(path: &TomlPath, raw: &RawPolicy) -> Check<Policy> {
         backoff_cap: millis(path, "backoff_cap_ms", raw.backoff_cap_ms, d.backoff_cap)?,
         max_response_bytes,
         retry_budget,
+        spill_after: millis_or_zero(path, "spill_after_ms", raw.spill_after_ms, d.spill_after)?,
+        latency_allowance: millis_or_zero(
+            path,
+            "latency_allowance_ms",
+            raw.latency_allowance_ms,
+            d.latency_allowance,
+        )?,
     };
     for (low, high, low_name, high_name) in [
         (
@@ -152,9 +159,43 @@ pub(super) fn millis(
     }
 }
 
+/// Like [`millis`], but 0 is meaningful ("never wait" / "no allowance"); at most a minute.
+fn millis_or_zero(
+    path: &TomlPath,
+    key: &str,
+    value: Option<i64>,
+    default: Duration,
+) -> Check<Duration> {
+    match value {
+        None => Ok(default),
+        Some(n) if (0..=60_000).contains(&n) => {
+            Ok(Duration::from_millis(u64::try_from(n).unwrap_or(0)))
+        }
+        Some(n) => Err(Issue::new(
+            path.key(key),
+            format!("must be between 0 and 60000 milliseconds, not {n}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_is_allowed_where_it_means_none() {
+        let p = TomlPath::root();
+        let d = Duration::from_secs(1);
+        assert_eq!(
+            millis_or_zero(&p, "x_ms", Some(0), d).unwrap(),
+            Duration::ZERO
+        );
+        assert_eq!(millis_or_zero(&p, "x_ms", None, d).unwrap(), d);
+        for bad in [-1, 60_001, i64::MIN] {
+            let issue = millis_or_zero(&p, "x_ms", Some(bad), d).unwrap_err();
+            assert_eq!(issue.path.to_string(), "x_ms");
+        }
+    }
 
     #[test]
     fn millis_take_positive_values_up_to_thirty_days() {
