@@ -37,6 +37,7 @@ fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
                     requests: 1,
                     input_tokens: cost,
                     output_tokens: 0,
+                    audio_seconds: 0,
                 };
                 match limiter
                     .try_admit(&key, &limits, c, Duration::from_secs(86_400))

@@ -301,3 +301,64 @@ async fn without_a_latency_allowance_the_whole_burst_goes_at_once() {
     }
     assert_eq!(h.clock.sleeps(), [30 * S]);
 }
+
+#[tokio::test]
+async fn an_audio_budget_paces_transcriptions_by_their_length() {
+    use llm_failover::{AudioInput, TranscriptionRequest};
+    let a = ScriptedServer::start().await;
+    for _ in 0..2 {
+        a.push(
+            "/v1/audio/transcriptions",
+            Reply::json(200, r#"{"text":"hi"}"#),
+        );
+    }
+    let mut p = policy();
+    p.latency_allowance = Duration::ZERO;
+    p.deadline = Duration::from_secs(2 * 3600);
+    let clock = llm_failover::clock::ManualClock::new();
+    let client = llm_failover::Client::builder()
+        .clock(std::sync::Arc::new(clock.clone()))
+        .policy(p)
+        .provider(
+            std::sync::Arc::new(
+                llm_failover::provider::openai::OpenAi::new(
+                    llm_failover::ProviderId::new("whisper"),
+                    format!("{}/v1", a.url()).parse().unwrap(),
+                )
+                .with_transcription_model("whisper-1"),
+            ),
+            llm_failover::ProviderSettings::new()
+                .limits(Limits::none().with_audio_seconds_per_hour(3600)),
+        )
+        .build()
+        .unwrap();
+    // 40 minutes of silence (8 kHz, 8-bit mono) against one hour of audio per hour: the second
+    // file waits until 40 minutes have refilled on top of the 20 left.
+    let seconds = 40 * 60;
+    let mut wav = Vec::new();
+    let data = vec![0u8; seconds * 8000];
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    for v in [
+        16u32.to_le_bytes(),
+        [1, 0, 1, 0],
+        8000u32.to_le_bytes(),
+        8000u32.to_le_bytes(),
+        [1, 0, 8, 0],
+    ] {
+        wav.extend_from_slice(&v);
+    }
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(&data);
+    let audio = AudioInput::from_bytes(wav, "long.wav").unwrap();
+    assert_eq!(audio.duration(), Some(Duration::from_secs(seconds as u64)));
+    for _ in 0..2 {
+        client
+            .transcribe(TranscriptionRequest::new(audio.clone()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(clock.sleeps(), [20 * 60 * S]);
+}

@@ -123,6 +123,13 @@ impl Limits {
         self.tpd = NonZeroU64::new(tpd);
         self
     }
+
+    /// Sets seconds of audio per hour (0 clears it).
+    #[must_use]
+    pub fn with_audio_seconds_per_hour(mut self, seconds: u64) -> Self {
+        self.audio_seconds_per_hour = NonZeroU64::new(seconds);
+        self
+    }
 }
 
 /// How a provider authenticates in one environment.

@@ -110,6 +110,7 @@ pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
         requests: 1,
         input_tokens: input,
         output_tokens: u64::from(req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS)),
+        audio_seconds: 0,
     }
 }
 

@@ -191,6 +191,7 @@ mod tests {
             requests: 1,
             input_tokens: tokens,
             output_tokens: 0,
+            audio_seconds: 0,
         }
     }
 

@@ -22,6 +22,7 @@ use crate::provider::ProviderId;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
+const HOUR: Duration = Duration::from_secs(3_600);
 
 /// The scope of one set of buckets: providers limit each model separately.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -72,13 +73,24 @@ pub struct Cost {
     pub input_tokens: u64,
     /// Reserved output tokens (`max_tokens`).
     pub output_tokens: u64,
+    /// Seconds of audio (speech-to-text providers with an audio budget).
+    pub audio_seconds: u64,
 }
 
 impl Cost {
-    /// One request with no tokens (speech-to-text).
+    /// One request with no tokens.
     pub fn one_request() -> Self {
         Cost {
             requests: 1,
+            ..Cost::default()
+        }
+    }
+
+    /// One speech-to-text request for `audio_seconds` of audio.
+    pub fn audio(audio_seconds: u64) -> Self {
+        Cost {
+            requests: 1,
+            audio_seconds,
             ..Cost::default()
         }
     }
@@ -105,6 +117,8 @@ pub enum Dimension {
     RequestsPerDay,
     /// Tokens per day.
     TokensPerDay,
+    /// Seconds of audio per hour.
+    AudioSecondsPerHour,
 }
 
 impl fmt::Display for Dimension {
@@ -116,6 +130,7 @@ impl fmt::Display for Dimension {
             Dimension::OutputTokensPerMinute => "output tokens per minute",
             Dimension::RequestsPerDay => "requests per day",
             Dimension::TokensPerDay => "tokens per day",
+            Dimension::AudioSecondsPerHour => "audio seconds per hour",
         })
     }
 }
@@ -207,6 +222,7 @@ struct KeyState {
     output_tokens: Option<Bucket>,
     requests_day: Option<Bucket>,
     tokens_day: Option<Bucket>,
+    audio_hour: Option<Bucket>,
     gate: Option<Instant>,
 }
 
@@ -220,11 +236,12 @@ impl KeyState {
             tokens: b(limits.tpm, MINUTE),
             requests_day: b(limits.rpd, DAY),
             tokens_day: b(limits.tpd, DAY),
+            audio_hour: b(limits.audio_seconds_per_hour, HOUR),
             ..KeyState::default()
         }
     }
 
-    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 6] {
+    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 7] {
         [
             (
                 self.requests.as_mut(),
@@ -255,6 +272,11 @@ impl KeyState {
                 self.tokens_day.as_mut(),
                 cost.tokens(),
                 Dimension::TokensPerDay,
+            ),
+            (
+                self.audio_hour.as_mut(),
+                cost.audio_seconds,
+                Dimension::AudioSecondsPerHour,
             ),
         ]
     }
@@ -367,6 +389,7 @@ impl KeyState {
             &mut self.output_tokens,
             &mut self.requests_day,
             &mut self.tokens_day,
+            &mut self.audio_hour,
         ]
         .into_iter()
         .flatten()

@@ -106,7 +106,12 @@ impl Job<'_> {
     fn cost(&self, model: &str) -> Cost {
         match self {
             Job::Chat(r) | Job::Stream(r) => estimate_chat(r, model),
-            Job::Transcribe(_) => Cost::one_request(),
+            // Audio whose length cannot be read (not WAV) costs its request only.
+            Job::Transcribe(r) => Cost::audio(
+                r.audio
+                    .duration()
+                    .map_or(0, |d| d.as_secs_f64().ceil() as u64),
+            ),
         }
     }
 
