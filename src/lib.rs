@@ -4,6 +4,33 @@
 //! rate limits every provider states in its response headers, paces its own traffic to fit
 //! them, skips a provider until its stated reset time, fails over to the next provider at
 //! once, and never retries a request that can only fail again.
+//!
+//! ```no_run
+//! use llm_failover::{ChatRequest, Client};
+//!
+//! # async fn run() -> llm_failover::Result<()> {
+//! // providers.toml names environments and, per provider, the variable holding its key.
+//! let client = Client::builder()
+//!     .config_path("providers.toml")
+//!     .environment("prod")
+//!     .build()?;
+//! let answer = client
+//!     .chat(ChatRequest::new().system("Answer briefly.").user("Why is the sky blue?").max_tokens(100))
+//!     .await?;
+//! println!("{} ({} attempts): {}", answer.provider, answer.attempts, answer.text);
+//! for (provider, stats) in &client.stats().providers {
+//!     println!("{provider}: {} sent, {} throttled", stats.sent, stats.rate_limited);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! How a request travels: [`router`] (failover order, breakers, the attempt loop),
+//! [`ratelimit`] (header dialects, buckets, admission), [`retry`] (backoff and budgets),
+//! [`provider`] (one adapter per wire format), [`config`] (`providers.toml`).
+//!
+//! Errors are one opaque [`Error`] with a [`kind`](Error::kind): a request that can only
+//! fail again (`400`, `401`, `403`, `404`, `413`, `422`, context too long, content
+//! filtered) comes back at once, sent exactly once; throttling and transient faults fail over.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
