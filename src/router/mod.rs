@@ -35,6 +35,7 @@
 mod breaker;
 pub(crate) mod engine;
 mod options;
+mod pick;
 mod stream;
 
 pub use breaker::{Allow, Breaker, BreakerSettings, BreakerState};

@@ -1,0 +1,255 @@
+//! Choosing the provider for the next attempt and booking its admission.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker::{Allow, Breaker};
+use super::engine::{Entry, Router, PROBE_POLL};
+use super::options::RequestOptions;
+use super::stream::ChatStream;
+use crate::error::{Error, ErrorKind, Result};
+use crate::provider::Capability;
+use crate::ratelimit::{
+    estimate_chat, input_floor, Admission, Cost, LimitKey, Permit, Reservation,
+};
+use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+
+/// What one request asks for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Job<'a> {
+    Chat(&'a ChatRequest),
+    Stream(&'a ChatRequest),
+    Transcribe(&'a TranscriptionRequest),
+}
+
+impl Job<'_> {
+    pub(super) fn capability(&self) -> Capability {
+        match self {
+            Job::Chat(_) | Job::Stream(_) => Capability::Chat,
+            Job::Transcribe(_) => Capability::Transcription,
+        }
+    }
+
+    fn model_override(&self) -> Option<&str> {
+        match self {
+            Job::Chat(r) | Job::Stream(r) => r.model.as_deref(),
+            Job::Transcribe(r) => r.model.as_deref(),
+        }
+    }
+
+    pub(super) fn cost(&self, model: &str) -> Cost {
+        match self {
+            Job::Chat(r) | Job::Stream(r) => estimate_chat(r, model),
+            // Audio whose length cannot be read (not WAV) costs its request only.
+            Job::Transcribe(r) => Cost::audio(
+                r.audio
+                    .duration()
+                    .map_or(0, |d| d.as_secs_f64().ceil() as u64),
+            ),
+        }
+    }
+
+    /// See [`input_floor`].
+    pub(super) fn input_floor(&self) -> u64 {
+        match self {
+            Job::Chat(r) | Job::Stream(r) => input_floor(r),
+            Job::Transcribe(_) => 0,
+        }
+    }
+}
+
+/// What one request produced.
+#[derive(Debug)]
+pub(crate) enum Done {
+    Chat(ChatResponse),
+    Stream(Box<ChatStream>),
+    Transcript(Transcript),
+}
+
+/// Per-request memory of one candidate provider.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Tried {
+    pub(super) failures: u32,
+    pub(super) ready_at: Option<Instant>,
+}
+
+/// A provider chosen and admitted for the next attempt.
+pub(super) struct Go {
+    pub(super) slot: usize,
+    pub(super) entry: usize,
+    pub(super) model: String,
+    pub(super) key: LimitKey,
+    pub(super) cost: Cost,
+    pub(super) permit: Permit,
+}
+
+pub(super) enum Pick {
+    Go(Box<Go>),
+    /// Nothing can start now; something might at this instant.
+    Wait(Instant),
+    /// Nothing can ever serve this request.
+    Never(Error),
+}
+
+impl Router {
+    pub(super) fn order(&self, cap: Capability, opts: &RequestOptions) -> Result<Vec<usize>> {
+        let order = match cap {
+            Capability::Chat => &self.chat,
+            Capability::Transcription => &self.transcription,
+        };
+        let Some(pin) = &opts.provider else {
+            if order.is_empty() {
+                return Err(Error::config(format!(
+                    "no provider is configured for {cap} in this environment"
+                )));
+            }
+            return Ok(order.clone());
+        };
+        let Some(idx) = self.entries.iter().position(|e| e.adapter.id() == pin) else {
+            return Err(Error::config(format!("unknown provider `{pin}`")));
+        };
+        if !self.entries[idx].adapter.capabilities().supports(cap) {
+            return Err(Error::unsupported(pin, &cap.to_string()));
+        }
+        Ok(vec![idx])
+    }
+
+    fn model_for(&self, entry: &Entry, job: &Job<'_>) -> Result<String> {
+        job.model_override()
+            .or_else(|| entry.adapter.default_model(job.capability()))
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "provider `{}` has no default {} model: set `model` in providers.toml or on \
+                     the request",
+                    entry.adapter.id(),
+                    job.capability()
+                ))
+            })
+    }
+
+    fn too_large(&self, entry: &Entry, model: &str, r: Reservation) -> Error {
+        let msg = match r {
+            Reservation::TooLarge {
+                dimension,
+                cost,
+                capacity,
+            } => format!(
+                "this request needs {cost} against a limit of {capacity} {dimension}; it can \
+                 never be admitted"
+            ),
+            _ => "this request can never be admitted".to_owned(),
+        };
+        Error::new(ErrorKind::RequestTooLarge, msg)
+            .with_provider(entry.adapter.id().clone())
+            .with_model(model)
+    }
+
+    /// Chooses the next provider and books its admission. See the module docs for the order.
+    pub(super) async fn pick(
+        &self,
+        order: &[usize],
+        tried: &[Tried],
+        job: &Job<'_>,
+        opts: &RequestOptions,
+        deadline: Instant,
+    ) -> Result<Pick> {
+        let now = self.clock.now();
+        let remaining = deadline.saturating_duration_since(now);
+        let mut ranked: Vec<usize> = (0..order.len()).collect();
+        ranked.sort_by_key(|&i| tried[i].failures);
+
+        let mut soonest: Option<Instant> = None;
+        let mut sooner = |t: Instant| soonest = Some(soonest.map_or(t, |s: Instant| s.min(t)));
+        let mut paced: Option<(usize, Duration)> = None;
+        let mut never: Option<Error> = None;
+
+        for pass in 0..2 {
+            let slots: Vec<usize> = if pass == 0 {
+                ranked.clone()
+            } else {
+                match paced {
+                    Some((slot, wait)) if wait <= remaining => vec![slot],
+                    _ => break,
+                }
+            };
+            for slot in slots {
+                let idx = order[slot];
+                let entry = &self.entries[idx];
+                let id = entry.adapter.id();
+                if let Some(ready) = tried[slot].ready_at.filter(|r| *r > now) {
+                    sooner(ready);
+                    continue;
+                }
+                let account = opts.account_for(id);
+                let allow = self.with_breaker(idx, &account, |b| b.acquire(now));
+                match allow {
+                    Allow::No(until) => {
+                        sooner(until);
+                        continue;
+                    }
+                    Allow::ProbeBusy => {
+                        sooner(now + PROBE_POLL);
+                        continue;
+                    }
+                    Allow::Yes | Allow::Probe => {}
+                }
+                let release = || {
+                    if allow == Allow::Probe {
+                        self.with_breaker(idx, &account, Breaker::release_probe);
+                    }
+                };
+                let model = match self.model_for(entry, job) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        release();
+                        never.get_or_insert(e);
+                        continue;
+                    }
+                };
+                let cost = job.cost(&model);
+                let key = LimitKey::new(id.clone(), model.clone()).with_account(account.clone());
+                let max_wait = if pass == 0 {
+                    remaining.min(self.settings.spill_after)
+                } else {
+                    remaining
+                };
+                let limits = entry.limits_for(&model);
+                match self.limiter.try_admit(&key, &limits, cost, max_wait).await {
+                    Ok(Admission::Granted(permit)) => {
+                        return Ok(Pick::Go(Box::new(Go {
+                            slot,
+                            entry: idx,
+                            model,
+                            key,
+                            cost,
+                            permit,
+                        })))
+                    }
+                    Ok(Admission::NotUntil(wait)) => {
+                        release();
+                        sooner(now + wait);
+                        if pass == 0 && paced.is_none_or(|(_, w)| wait < w) {
+                            paced = Some((slot, wait));
+                        }
+                    }
+                    Ok(Admission::TooLarge(r)) => {
+                        release();
+                        never.get_or_insert(self.too_large(entry, &model, r));
+                    }
+                    Err(e) => {
+                        release();
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(match soonest {
+            Some(t) => Pick::Wait(t),
+            None => Pick::Never(
+                never.unwrap_or_else(|| Error::config("no provider can serve this request")),
+            ),
+        })
+    }
+}
