@@ -220,3 +220,30 @@ async fn max_attempts_bounds_the_sends() {
         [Duration::from_millis(500), Duration::from_secs(1)]
     );
 }
+
+#[tokio::test]
+async fn a_backoff_past_the_deadline_ends_the_request_without_another_send() {
+    let a = ScriptedServer::start().await;
+    a.push(
+        CHAT,
+        Reply::json(500, error_body("server_error", None, "x")),
+    );
+    let mut p = policy();
+    p.failure_threshold = 0;
+    let h = client(&[("a", &a)], p);
+    // The first attempt fails; the jittered backoff (0.5 s) outlasts the 100 ms deadline.
+    let err = h
+        .client
+        .chat_with(
+            req(),
+            &RequestOptions::new().deadline(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(a.count(CHAT), 1, "{err}");
+    assert!(matches!(
+        err.kind(),
+        ErrorKind::AllProvidersUnavailable | ErrorKind::AllProvidersFailed
+    ));
+    assert_eq!(err.attempts()[0].status(), Some(500));
+}

@@ -144,6 +144,22 @@ impl Router {
         lock(&self.budget).deposit(started);
 
         loop {
+            if self.clock.now() >= deadline {
+                let waited = deadline.saturating_duration_since(started);
+                let err = Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the request's deadline of {:.3}s has passed",
+                        waited.as_secs_f64()
+                    ),
+                );
+                return Err(if errors.is_empty() {
+                    err
+                } else {
+                    errors.push(err);
+                    Error::all_failed(errors)
+                });
+            }
             let go = match self.pick(&order, &tried, &job, opts, deadline).await? {
                 Pick::Go(go) => go,
                 Pick::Never(e) => {
