@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod batch;
 mod client;
 pub mod clock;
 pub mod config;
