@@ -252,6 +252,12 @@ impl fmt::Display for Summary {
                 ),
             )?;
         }
+        if self.wall < Duration::from_secs(60) && self.requests > 0 {
+            writeln!(
+                f,
+                "(a run shorter than a minute can exceed a per-minute limit: buckets start full)"
+            )?;
+        }
         Ok(())
     }
 }
