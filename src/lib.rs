@@ -33,3 +33,8 @@ pub use types::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role,
     Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
+
+/// The README's code compiles (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -105,10 +105,14 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// One line per provider that was not simply "sent once, answered": why a request moved on.
-pub fn explain(stats: &llm_failover::Stats) -> Vec<String> {
+/// One line per provider in `order` that was sent anything: what it answered, and why a
+/// request moved on from it.
+pub fn explain(stats: &llm_failover::Stats, order: &[llm_failover::ProviderId]) -> Vec<String> {
     let mut out = Vec::new();
-    for (id, p) in &stats.providers {
+    for id in order {
+        let Some(p) = stats.provider(id.as_str()) else {
+            continue;
+        };
         if p.sent == 0 {
             continue;
         }
