@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod batch;
 mod client;
 pub mod clock;
 pub mod config;
@@ -59,3 +60,8 @@ pub use types::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role,
     Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
+
+/// The README's code compiles (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

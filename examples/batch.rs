@@ -1,0 +1,228 @@
+//! The main job: a JSON-lines prompt file through every provider of an environment, into a
+//! JSON-lines results file — paced to each provider's stated limits, failing over, resumable.
+//!
+//! ```sh
+//! cargo run --release --example batch -- [--config providers.toml] [--env NAME] \
+//!     [--input FILE] [--output FILE] [--concurrency N] [--retry-failed] [--summary-json FILE]
+//! ```
+//!
+//! With the default environment `demo`, the emulator runs inside this process on a free
+//! loopback port: two chat providers with different wire formats (OpenAI-style and
+//! Anthropic-style), low limits, some latency, one scripted 429 and one overload, so pacing,
+//! throttling and failover all show within half a minute. No key, no network.
+//!
+//! Rerunning with the same `--output` skips ids already answered; `--retry-failed` also
+//! resends the failed ones. Ctrl-C stops admitting items and lets those in flight finish;
+//! a second Ctrl-C drops them (they stay "not done" and run next time). Exit status: 0 when
+//! the run got to the end of the input (failed items are in the results), 1 on an error,
+//! 130 when stopped by Ctrl-C.
+
+mod common;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use emulator::{Fault, Limits, ProviderConfig, RetryAfter};
+use indicatif::{ProgressBar, ProgressStyle};
+use llm_failover::batch::{count_lines, FileJob, Runner, Stop, Summary, DEFAULT_CONCURRENCY};
+use llm_failover::Client;
+
+#[derive(Parser, Debug)]
+#[command(about = "Run a JSON-lines prompt batch through llm-failover, resumably")]
+struct Args {
+    /// The providers file.
+    #[arg(long, default_value = "providers.toml")]
+    config: PathBuf,
+    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment, `demo`].
+    #[arg(long)]
+    env: Option<String>,
+    /// Prompts, one JSON object per line: {"id", "prompt"} or {"id", "messages"}.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/prompts.jsonl"))]
+    input: PathBuf,
+    /// Results, one JSON object per input id (appended, then compacted).
+    #[arg(long, default_value = "results.jsonl")]
+    output: PathBuf,
+    /// Items in flight at most (pacing is the providers' limits, not this).
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+    /// Also resend items whose previous result is a failure.
+    #[arg(long)]
+    retry_failed: bool,
+    /// Also write the summary as JSON to this file.
+    #[arg(long)]
+    summary_json: Option<PathBuf>,
+}
+
+/// The demo's emulated providers: limits a little off the ones in `providers.toml` (the
+/// client learns the stated ones from the headers), 150–450 ms per answer.
+fn tune_demo(prefix: &str, p: ProviderConfig) -> ProviderConfig {
+    let p = p.with_latency(150, 300);
+    match prefix {
+        "openai" => p.with_limits(Limits::per_minute(180, 40_000)),
+        "anthropic" => p.with_limits(Limits::per_minute(45, 30_000)),
+        _ => p,
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    common::init_tracing();
+    let args = Args::parse();
+    match run(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let config_path = args.config.to_string_lossy().into_owned();
+    let setup = common::setup(&config_path, args.env.as_deref(), tune_demo).await?;
+    if let Some(emu) = &setup.emulator {
+        // Ten seconds or so in, the primary throttles once (Retry-After: 3 s) and the
+        // secondary is overloaded once (Anthropic's 529): each request fails over at once.
+        // The secondary's own limit is a little below the configured one, so its own 429
+        // shows too; the primary states a higher limit than configured, which the client
+        // learns from its headers.
+        let mut script = vec![Fault::Pass; 90];
+        script.push(Fault::RateLimit {
+            retry_after: RetryAfter::Seconds(3),
+        });
+        emu.script("openai", script);
+        let mut script = vec![Fault::Pass; 30];
+        script.push(Fault::Overloaded);
+        emu.script("anthropic", script);
+        eprintln!(
+            "demo: emulator on {} ({}); no key, no network",
+            emu.url(),
+            emu.providers()
+                .iter()
+                .map(|(prefix, kind, _)| format!("{prefix}: {}", kind.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let client: Client = setup.builder.build()?;
+    eprintln!(
+        "environment {}: chat via {} (in failover order)",
+        client.environment(),
+        client
+            .chat_providers()
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    );
+
+    let total = count_lines(&args.input)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
+    let runner = Runner::new(client.clone()).concurrency(args.concurrency);
+    let job = FileJob::new(&args.input, &args.output).retry_failed(args.retry_failed);
+
+    let stop = Stop::new();
+    let bar = progress_bar(total);
+    tokio::spawn(handle_ctrl_c(stop.clone(), bar.clone()));
+    let ticker = tokio::spawn(show_progress(
+        runner.progress().clone(),
+        client.clone(),
+        bar.clone(),
+        total,
+    ));
+
+    let report = job.run(&runner, &stop).await;
+    ticker.abort();
+    bar.finish_and_clear();
+    let report = report?;
+
+    let summary = Summary::collect(&client, &report, Some(&setup.config)).await;
+    eprint!("{summary}");
+    eprintln!(
+        "results: {} ({} lines)",
+        args.output.display(),
+        report.compaction.kept
+    );
+    if let Some(path) = &args.summary_json {
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, json + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    drop(setup.emulator);
+    Ok(if report.run.stopped {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{bar:30.cyan/blue} {pos}/{len} {msg} · {elapsed_precise} ETA {eta}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("█▉▊▋▌▍▎▏ ");
+    bar.set_style(style);
+    bar
+}
+
+/// Updates the bar every 200 ms on a terminal; otherwise prints a plain line every 2 s.
+async fn show_progress(
+    progress: llm_failover::batch::Progress,
+    client: Client,
+    bar: ProgressBar,
+    total: u64,
+) {
+    let tty = !bar.is_hidden();
+    let period = if tty {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(2)
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let p = progress.snapshot();
+        let t = client.stats().total();
+        let msg = format!(
+            "ok {} · failed {} · in flight {} · skipped {} · waited on limits {:.1} s/request · 429s {} · failovers {}",
+            p.ok,
+            p.failed,
+            p.in_flight,
+            p.skipped,
+            t.admission_wait.as_secs_f64() / t.sent.max(1) as f64,
+            t.rate_limited,
+            t.failovers
+        );
+        if tty {
+            bar.set_position(p.finished());
+            bar.set_message(msg);
+        } else {
+            eprintln!("[{}/{total}] {msg}", p.finished());
+        }
+    }
+}
+
+/// First Ctrl-C: no new items, let those in flight finish. Second: drop them too.
+async fn handle_ctrl_c(stop: Stop, bar: ProgressBar) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    stop.stop();
+    bar.suspend(|| {
+        eprintln!("stopping: no new items; waiting for those in flight (Ctrl-C again to drop them)")
+    });
+    if tokio::signal::ctrl_c().await.is_ok() {
+        stop.abort();
+        bar.suspend(|| eprintln!("aborting: items in flight are left for the next run"));
+    }
+}

@@ -1,0 +1,118 @@
+//! One prompt through the failover order; prints which provider answered and why.
+//!
+//! ```sh
+//! cargo run --example chat -- [--config providers.toml] [--env NAME] [--prompt TEXT] [--max-tokens N]
+//! ```
+//!
+//! In `demo` (the default) the emulator runs in this process, and its primary provider
+//! answers the first request with a 503, so you see the request fail over. Add
+//! `RUST_LOG=llm_failover=debug` to see every attempt (provider, status, admission wait).
+
+mod common;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use emulator::Fault;
+use llm_failover::{ChatRequest, Error};
+
+#[derive(Parser, Debug)]
+#[command(about = "Send one chat prompt through llm-failover")]
+struct Args {
+    /// The providers file.
+    #[arg(long, default_value = "providers.toml")]
+    config: String,
+    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment].
+    #[arg(long)]
+    env: Option<String>,
+    /// The prompt.
+    #[arg(
+        long,
+        default_value = "In two sentences: why do API clients need to read rate-limit headers?"
+    )]
+    prompt: String,
+    /// Longest answer, in tokens.
+    #[arg(long, default_value_t = 200)]
+    max_tokens: u32,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    common::init_tracing();
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let setup = common::setup(&args.config, args.env.as_deref(), |_, p| {
+        p.with_latency(100, 100)
+    })
+    .await?;
+    if let Some(emu) = &setup.emulator {
+        emu.script("openai", [Fault::Status { status: 503 }]);
+        eprintln!("demo: the emulated primary will answer this request with a 503");
+    }
+    let client = setup.builder.build()?;
+    let order: Vec<String> = client
+        .chat_providers()
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    eprintln!(
+        "environment {}: {}",
+        client.environment(),
+        order.join(" → ")
+    );
+
+    let request = ChatRequest::from_prompt(&args.prompt).max_tokens(args.max_tokens);
+    match client.chat(request).await {
+        Ok(answer) => {
+            println!("{}", answer.text);
+            eprintln!();
+            eprintln!(
+                "answered by {} ({}) after {} attempt(s){}",
+                answer.provider,
+                answer.model,
+                answer.attempts,
+                match answer.usage {
+                    Some(u) => format!(
+                        ", {} input + {} output tokens",
+                        u.input_tokens, u.output_tokens
+                    ),
+                    None => String::new(),
+                }
+            );
+        }
+        Err(err) => {
+            eprintln!("failed: {}", describe(&err));
+            for (i, attempt) in err.attempts().iter().enumerate() {
+                eprintln!("  attempt {}: {}", i + 1, describe(attempt));
+            }
+        }
+    }
+    eprintln!("why:");
+    for line in common::explain(&client.stats(), &client.chat_providers()) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+fn describe(err: &Error) -> String {
+    let mut s = err.kind().to_string();
+    if let Some(p) = err.provider() {
+        s.push_str(&format!(" from {p}"));
+    }
+    if let Some(status) = err.status() {
+        s.push_str(&format!(" (HTTP {status})"));
+    }
+    if let Some(wait) = err.retry_after() {
+        s.push_str(&format!(", retry after {:.1} s", wait.as_secs_f64()));
+    }
+    format!("{s}: {}", err.message())
+}

@@ -1,0 +1,155 @@
+//! Shared by the examples: read `providers.toml`, choose the environment, and — in `demo` —
+//! start the emulator in this process on a free loopback port and point the client at it.
+//!
+//! In `demo` nothing leaves the machine: every provider of the environment is served by the
+//! in-process emulator (its prefix is the first path segment of the provider's `base_url` in
+//! `providers.toml`, e.g. `/openai/v1` → `openai`), and the emulator's key is handed to the
+//! client in code, so `LLM_FAILOVER_DEMO_KEY` need not be set.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::error::Error;
+
+use emulator::{Emulator, ProviderConfig};
+use llm_failover::config::ProviderKind;
+use llm_failover::{ClientBuilder, Config, Credential};
+
+/// The environment that runs against the in-process emulator.
+pub const DEMO: &str = "demo";
+
+/// What an example needs to build its client.
+pub struct Setup {
+    /// The parsed `providers.toml`.
+    pub config: Config,
+    /// The environment chosen (`--env`, else `LLM_FAILOVER_ENV`, else `default_environment`).
+    pub environment: String,
+    /// A builder for that environment, pointed at the emulator in `demo`.
+    pub builder: ClientBuilder,
+    /// The emulator, in `demo` (keep it alive while the client runs).
+    pub emulator: Option<Emulator>,
+}
+
+/// Reads `config_path`, selects `env`, and in `demo` starts the emulator; `tune` adjusts each
+/// emulated provider (limits, latency) given its prefix.
+pub async fn setup(
+    config_path: &str,
+    env: Option<&str>,
+    tune: impl Fn(&str, ProviderConfig) -> ProviderConfig,
+) -> Result<Setup, Box<dyn Error>> {
+    let config = Config::from_path(config_path)?;
+    let environment = config.select_environment(env)?.name.clone();
+    let mut builder = ClientBuilder::default()
+        .config(config.clone())
+        .environment(&environment);
+    let mut emulator = None;
+    if environment == DEMO {
+        let env = config.environment(DEMO)?;
+        // Provider name -> emulator prefix, for every provider the environment uses.
+        let mut prefixes: BTreeMap<String, (String, ProviderKind)> = BTreeMap::new();
+        for id in env.chat.iter().chain(&env.transcription) {
+            let pc = config.provider(id.as_str())?;
+            let prefix = pc
+                .base_url
+                .path_segments()
+                .and_then(|mut s| s.next())
+                .filter(|s| !s.is_empty())
+                .unwrap_or(id.as_str())
+                .to_owned();
+            prefixes.insert(id.to_string(), (prefix, pc.kind));
+        }
+        let mut emu = Emulator::builder();
+        let mut served = Vec::new();
+        for (prefix, kind) in prefixes.values() {
+            if served.contains(prefix) {
+                continue;
+            }
+            served.push(prefix.clone());
+            let p = match kind {
+                ProviderKind::OpenAi => ProviderConfig::openai(prefix),
+                ProviderKind::Azure => ProviderConfig::azure(prefix),
+                ProviderKind::Anthropic => ProviderConfig::anthropic(prefix),
+                ProviderKind::Gemini => ProviderConfig::gemini(prefix),
+                ProviderKind::Deepgram => ProviderConfig::deepgram(prefix),
+                other => return Err(format!("the demo emulator cannot serve kind {other}").into()),
+            };
+            emu = emu.provider(tune(prefix, p));
+        }
+        let emu = emu.start().await?;
+        for (name, (prefix, kind)) in &prefixes {
+            let mut url = emu.base_url(prefix);
+            if *kind == ProviderKind::Gemini {
+                url.push_str("/v1beta");
+            }
+            builder = builder
+                .base_url(name, url.parse()?)
+                .credential(name, Credential::new(emu.key(prefix)));
+        }
+        emulator = Some(emu);
+    }
+    Ok(Setup {
+        config,
+        environment,
+        builder,
+        emulator,
+    })
+}
+
+/// Logs to stderr, `warn` and above unless `RUST_LOG` says otherwise. Prompts, answers and
+/// keys are never logged by the SDK.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// One line per provider in `order` that was sent anything: what it answered, and why a
+/// request moved on from it.
+pub fn explain(stats: &llm_failover::Stats, order: &[llm_failover::ProviderId]) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in order {
+        let Some(p) = stats.provider(id.as_str()) else {
+            continue;
+        };
+        if p.sent == 0 {
+            continue;
+        }
+        let mut why = Vec::new();
+        if p.rate_limited > 0 {
+            why.push(format!("{} rate limited (429)", p.rate_limited));
+        }
+        if p.quota_exhausted > 0 {
+            why.push(format!("{} quota exhausted", p.quota_exhausted));
+        }
+        if p.server_errors > 0 {
+            why.push(format!("{} server error (5xx)", p.server_errors));
+        }
+        let other = p.transient.saturating_sub(p.server_errors);
+        if other > 0 {
+            why.push(format!("{other} timeout/connection/unreadable answer"));
+        }
+        if p.terminal > 0 {
+            why.push(format!("{} refused (4xx, not retried)", p.terminal));
+        }
+        let mut line = format!("  {id}: sent {}, ok {}", p.sent, p.ok);
+        if !why.is_empty() {
+            line.push_str(&format!(", {}", why.join(", ")));
+        }
+        if p.failovers > 0 {
+            line.push_str(&format!(" → failed over {} time(s)", p.failovers));
+        }
+        if p.breaker_opens > 0 {
+            line.push_str(&format!(", breaker opened {}×", p.breaker_opens));
+        }
+        if !p.admission_wait.is_zero() {
+            line.push_str(&format!(
+                ", waited {:.2} s for its limits",
+                p.admission_wait.as_secs_f64()
+            ));
+        }
+        out.push(line);
+    }
+    out
+}

@@ -1,0 +1,553 @@
+//! Input lines: one JSON object per line, read as a stream with line numbers.
+//!
+//! ```text
+//! {"id": "q1", "prompt": "Name three prime numbers.", "max_tokens": 64}
+//! {"id": "q2", "messages": [{"role": "user", "content": "Hi"}], "system": "Be brief."}
+//! ```
+//!
+//! Fields: `id` (a non-empty string, unique in the file), then either `prompt` (a non-empty
+//! string, sent as one user message) or `messages` (`[{"role": "system" | "user" |
+//! "assistant", "content": "…"}]`), and optionally `system` (prepended as a system message),
+//! `max_tokens` (a positive integer), `model` (overrides the provider's model) and
+//! `temperature` (0 to 2). Other fields are ignored, so lines may carry your own metadata.
+//! Blank lines are skipped; a UTF-8 byte-order mark and Windows line ends are accepted.
+//!
+//! A line that breaks these rules is not dropped: it becomes an [`InputError`] naming its
+//! line number, which the runner records as a failed item of kind `invalid_input`. A line
+//! without a usable id (not JSON, no `id`, an id that is not a string) and a line repeating
+//! an earlier id are reported under the id `line:N`, N being its 1-based line number.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+
+use serde_json::{Map, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+use crate::types::{ChatRequest, Message, Role};
+
+/// Longest input line read, in bytes; a longer line is an [`InputError`] (and is skipped
+/// without being held in memory).
+pub const MAX_LINE_BYTES: usize = 8 << 20;
+
+/// One valid input line: its id, its line number and the request to send.
+///
+/// `Debug` shows no prompt text (see [`Message`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct BatchItem {
+    /// The caller's id, unique in the input.
+    pub id: String,
+    /// 1-based line number in the input.
+    pub line: u64,
+    /// The request.
+    pub request: ChatRequest,
+}
+
+impl BatchItem {
+    /// An item built in code (line 0: not from a file).
+    pub fn new(id: impl Into<String>, request: ChatRequest) -> Self {
+        BatchItem {
+            id: id.into(),
+            line: 0,
+            request,
+        }
+    }
+}
+
+/// An input line that cannot be sent, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputError {
+    /// The line's id, or `line:N` when it has no usable id or repeats an earlier one.
+    pub id: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+impl InputError {
+    fn new(id: impl Into<String>, line: u64, message: impl Into<String>) -> Self {
+        InputError {
+            id: id.into(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// One parsed input line.
+pub type Parsed = std::result::Result<BatchItem, InputError>;
+
+/// The id reported for line `line` when it has no usable id of its own.
+pub fn line_id(line: u64) -> String {
+    format!("line:{line}")
+}
+
+/// Parses one input line (without its line end). Does not check that the id is unique:
+/// [`InputReader`] does.
+///
+/// # Errors
+///
+/// An [`InputError`] naming the field at fault.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::parse_line;
+///
+/// let item = parse_line(br#"{"id": "q1", "prompt": "Hi", "max_tokens": 8}"#, 1).unwrap();
+/// assert_eq!((item.id.as_str(), item.request.max_tokens), ("q1", Some(8)));
+///
+/// let err = parse_line(br#"{"id": "q2", "prompt": ""}"#, 2).unwrap_err();
+/// assert_eq!(err.id, "q2");
+/// assert!(err.message.contains("prompt"));
+/// ```
+pub fn parse_line(text: &[u8], line: u64) -> Parsed {
+    let fallback = || line_id(line);
+    let value: Value = serde_json::from_slice(text).map_err(|e| {
+        let what = if e.is_eof() || e.is_syntax() {
+            format!("not valid JSON ({e})")
+        } else {
+            format!("unreadable line ({e})")
+        };
+        InputError::new(fallback(), line, what)
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(InputError::new(
+            fallback(),
+            line,
+            format!("expected a JSON object, found {}", json_type(&value)),
+        ));
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(_)) => {
+            return Err(InputError::new(fallback(), line, "`id` is empty"));
+        }
+        Some(other) => {
+            return Err(InputError::new(
+                fallback(),
+                line,
+                format!("`id` must be a string, found {}", json_type(other)),
+            ));
+        }
+        None => return Err(InputError::new(fallback(), line, "no `id` field")),
+    };
+    match request(&obj) {
+        Ok(request) => Ok(BatchItem { id, line, request }),
+        Err(message) => Err(InputError::new(id, line, message)),
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn text_field(obj: &Map<String, Value>, name: &str) -> Result<Option<String>, String> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Err(format!("`{name}` is empty")),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!(
+            "`{name}` must be a string, found {}",
+            json_type(other)
+        )),
+    }
+}
+
+fn request(obj: &Map<String, Value>) -> Result<ChatRequest, String> {
+    let mut req = ChatRequest::new();
+    if let Some(system) = text_field(obj, "system")? {
+        req = req.system(system);
+    }
+    let prompt = text_field(obj, "prompt")?;
+    let messages = match obj.get("messages") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(list)) => Some(list),
+        Some(other) => {
+            return Err(format!(
+                "`messages` must be an array, found {}",
+                json_type(other)
+            ))
+        }
+    };
+    match (prompt, messages) {
+        (Some(_), Some(_)) => return Err("give `prompt` or `messages`, not both".into()),
+        (None, None) => return Err("no `prompt` and no `messages`".into()),
+        (Some(p), None) => req = req.user(p),
+        (None, Some(list)) => {
+            if list.is_empty() {
+                return Err("`messages` is empty".into());
+            }
+            for (i, m) in list.iter().enumerate() {
+                req = req.message(message(m).map_err(|e| format!("messages[{i}]: {e}"))?);
+            }
+            if req.messages.iter().all(|m| m.role == Role::System) {
+                return Err("`messages` has no user or assistant message".into());
+            }
+        }
+    }
+    match obj.get("max_tokens") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_u64().filter(|n| *n > 0).map(u32::try_from) {
+            Some(Ok(n)) => req = req.max_tokens(n),
+            _ => return Err(format!("`max_tokens` must be a positive integer, not {v}")),
+        },
+    }
+    if let Some(model) = text_field(obj, "model")? {
+        req = req.model(model);
+    }
+    match obj.get("temperature") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_f64().filter(|t| (0.0..=2.0).contains(t)) {
+            #[allow(clippy::cast_possible_truncation)]
+            Some(t) => req = req.temperature(t as f32),
+            None => {
+                return Err(format!(
+                    "`temperature` must be a number from 0 to 2, not {v}"
+                ))
+            }
+        },
+    }
+    Ok(req)
+}
+
+fn message(v: &Value) -> Result<Message, String> {
+    let Value::Object(m) = v else {
+        return Err(format!("expected an object, found {}", json_type(v)));
+    };
+    let role = match m.get("role") {
+        Some(Value::String(r)) => match r.as_str() {
+            "system" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            other => {
+                return Err(format!(
+                    "unknown role {other:?} (expected system, user or assistant)"
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(format!(
+                "`role` must be a string, found {}",
+                json_type(other)
+            ))
+        }
+        None => return Err("no `role`".into()),
+    };
+    let content = match m.get("content") {
+        Some(Value::String(c)) if c.trim().is_empty() => return Err("`content` is empty".into()),
+        Some(Value::String(c)) => c.clone(),
+        Some(other) => {
+            return Err(format!(
+                "`content` must be a string, found {}",
+                json_type(other)
+            ))
+        }
+        None => return Err("no `content`".into()),
+    };
+    Ok(Message::new(role, content))
+}
+
+/// Reads input lines one at a time, numbering them and catching repeated ids.
+///
+/// Memory stays flat however long the input: one line at a time, plus the ids seen so far
+/// (to report a repeated id).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::InputReader;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+/// let input = b"{\"id\":\"a\",\"prompt\":\"Hi\"}\n\n{\"id\":\"a\",\"prompt\":\"Again\"}\n";
+/// let mut reader = InputReader::new(&input[..]);
+/// assert_eq!(reader.next().await?.unwrap().unwrap().id, "a");
+/// let dup = reader.next().await?.unwrap().unwrap_err(); // the blank line 2 is skipped
+/// assert_eq!(dup.id, "line:3");
+/// assert!(reader.next().await?.is_none());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct InputReader<R> {
+    reader: R,
+    line: u64,
+    first_seen: HashMap<String, u64>,
+    buf: Vec<u8>,
+}
+
+impl<R: AsyncBufRead + Unpin> InputReader<R> {
+    /// Reads from `reader` (e.g. a `tokio::io::BufReader` over a file).
+    pub fn new(reader: R) -> Self {
+        InputReader {
+            reader,
+            line: 0,
+            first_seen: HashMap::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Lines read so far, blank ones included.
+    pub fn lines_read(&self) -> u64 {
+        self.line
+    }
+
+    /// The next non-blank line, parsed; `None` at the end of the input.
+    ///
+    /// # Errors
+    ///
+    /// Only when reading fails; a bad line is an `Ok(Some(Err(InputError)))`.
+    pub async fn next(&mut self) -> io::Result<Option<Parsed>> {
+        loop {
+            let Some(too_long) = self.read_raw_line().await? else {
+                return Ok(None);
+            };
+            self.line += 1;
+            let line = self.line;
+            if too_long {
+                return Ok(Some(Err(InputError::new(
+                    line_id(line),
+                    line,
+                    format!("line longer than {MAX_LINE_BYTES} bytes"),
+                ))));
+            }
+            let mut text: &[u8] = &self.buf;
+            if line == 1 {
+                text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+            }
+            text = text.strip_suffix(b"\r").unwrap_or(text);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let parsed = parse_line(text, line);
+            return Ok(Some(self.check_unique(parsed)));
+        }
+    }
+
+    fn check_unique(&mut self, parsed: Parsed) -> Parsed {
+        let (id, line) = match &parsed {
+            Ok(item) => (&item.id, item.line),
+            Err(e) if e.id != line_id(e.line) => (&e.id, e.line),
+            Err(_) => return parsed,
+        };
+        if let Some(first) = self.first_seen.get(id.as_str()) {
+            return Err(InputError::new(
+                line_id(line),
+                line,
+                format!("duplicate id {id:?} (first on line {first})"),
+            ));
+        }
+        self.first_seen.insert(id.clone(), line);
+        parsed
+    }
+
+    /// Reads one line into `buf` (without its `\n`). `Some(true)`: the line was longer than
+    /// [`MAX_LINE_BYTES`] and was skipped.
+    async fn read_raw_line(&mut self) -> io::Result<Option<bool>> {
+        self.buf.clear();
+        let mut too_long = false;
+        let mut any = false;
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(any.then_some(too_long));
+            }
+            any = true;
+            let (chunk, used, done) = match available.iter().position(|b| *b == b'\n') {
+                Some(i) => (&available[..i], i + 1, true),
+                None => (available, available.len(), false),
+            };
+            if !too_long {
+                if self.buf.len() + chunk.len() > MAX_LINE_BYTES {
+                    too_long = true;
+                    self.buf = Vec::new();
+                } else {
+                    self.buf.extend_from_slice(chunk);
+                }
+            }
+            self.reader.consume(used);
+            if done {
+                return Ok(Some(too_long));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_lines_are_reported_with_a_reason_and_the_best_id_known() {
+        // (line, expected id, a word the message must contain)
+        let cases: &[(&str, &str, &str)] = &[
+            ("not json", "line:7", "JSON"),
+            (r#"{"id": "a", "prompt": "x""#, "line:7", "JSON"),
+            ("[1, 2]", "line:7", "object"),
+            (r#"{"prompt": "hi"}"#, "line:7", "id"),
+            (r#"{"id": "", "prompt": "hi"}"#, "line:7", "empty"),
+            (r#"{"id": 5, "prompt": "hi"}"#, "line:7", "string"),
+            (r#"{"id": "a", "prompt": ""}"#, "a", "prompt"),
+            (r#"{"id": "a", "prompt": "   "}"#, "a", "prompt"),
+            (r#"{"id": "a"}"#, "a", "prompt"),
+            (
+                r#"{"id": "a", "prompt": "x", "messages": []}"#,
+                "a",
+                "not both",
+            ),
+            (r#"{"id": "a", "messages": []}"#, "a", "empty"),
+            (r#"{"id": "a", "messages": "hi"}"#, "a", "array"),
+            (
+                r#"{"id": "a", "messages": [{"role": "tool", "content": "x"}]}"#,
+                "a",
+                "unknown role",
+            ),
+            (
+                r#"{"id": "a", "messages": [{"role": "user"}]}"#,
+                "a",
+                "content",
+            ),
+            (
+                r#"{"id": "a", "messages": [{"role": "user", "content": ""}]}"#,
+                "a",
+                "messages[0]",
+            ),
+            (
+                r#"{"id": "a", "messages": [{"role": "system", "content": "x"}]}"#,
+                "a",
+                "no user",
+            ),
+            (
+                r#"{"id": "a", "prompt": "x", "max_tokens": 0}"#,
+                "a",
+                "max_tokens",
+            ),
+            (
+                r#"{"id": "a", "prompt": "x", "max_tokens": -3}"#,
+                "a",
+                "max_tokens",
+            ),
+            (
+                r#"{"id": "a", "prompt": "x", "max_tokens": "10"}"#,
+                "a",
+                "max_tokens",
+            ),
+            (r#"{"id": "a", "prompt": "x", "model": 4}"#, "a", "model"),
+            (r#"{"id": "a", "prompt": "x", "system": ""}"#, "a", "system"),
+            (
+                r#"{"id": "a", "prompt": "x", "temperature": 9}"#,
+                "a",
+                "temperature",
+            ),
+        ];
+        for (text, id, word) in cases {
+            let err = parse_line(text.as_bytes(), 7).expect_err(text);
+            assert_eq!(&err.id, id, "{text}");
+            assert_eq!(err.line, 7);
+            assert!(
+                err.message.contains(word),
+                "{text}: {:?} lacks {word:?}",
+                err.message
+            );
+        }
+    }
+
+    #[test]
+    fn good_lines_become_requests() {
+        let item = parse_line(
+            br#"{"id": "x", "system": "Be brief.", "prompt": "Hi", "max_tokens": 12, "model": "m", "temperature": 0.5, "tag": "kept out"}"#,
+            3,
+        )
+        .unwrap();
+        assert_eq!(item.id, "x");
+        assert_eq!(item.line, 3);
+        let expected = ChatRequest::new()
+            .system("Be brief.")
+            .user("Hi")
+            .max_tokens(12)
+            .model("m")
+            .temperature(0.5);
+        assert_eq!(item.request, expected);
+
+        let item = parse_line(
+            br#"{"id": "y", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}, {"role": "user", "content": "U2"}]}"#,
+            1,
+        )
+        .unwrap();
+        let roles: Vec<Role> = item.request.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::System, Role::User, Role::Assistant, Role::User]
+        );
+    }
+
+    async fn read_all(input: &[u8]) -> Vec<Parsed> {
+        let mut reader = InputReader::new(input);
+        let mut out = Vec::new();
+        while let Some(p) = reader.next().await.unwrap() {
+            out.push(p);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn reader_numbers_lines_skips_blanks_and_catches_duplicates() {
+        let input = "\u{feff}{\"id\":\"a\",\"prompt\":\"1\"}\r\n\n   \n{\"id\":\"b\",\"prompt\":\"\"}\n{\"id\":\"b\",\"prompt\":\"2\"}\n{\"id\":\"a\",\"prompt\":\"3\"}\n{\"id\":\"c\",\"prompt\":\"4\"}";
+        let got = read_all(input.as_bytes()).await;
+        let summary: Vec<(String, u64, bool)> = got
+            .iter()
+            .map(|p| match p {
+                Ok(i) => (i.id.clone(), i.line, true),
+                Err(e) => (e.id.clone(), e.line, false),
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a".to_string(), 1, true),
+                ("b".to_string(), 4, false),
+                ("line:5".to_string(), 5, false),
+                ("line:6".to_string(), 6, false),
+                ("c".to_string(), 7, true),
+            ]
+        );
+        let Err(dup) = &got[3] else { panic!() };
+        assert!(dup.message.contains("first on line 1"), "{}", dup.message);
+    }
+
+    #[tokio::test]
+    async fn an_overlong_line_is_an_error_and_the_next_line_still_reads() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"id\":\"ok\",\"prompt\":\"fine\"}\n");
+        let reader = tokio::io::BufReader::with_capacity(4096, &input[..]);
+        let mut reader = InputReader::new(reader);
+        let first = reader.next().await.unwrap().unwrap().unwrap_err();
+        assert_eq!(first.id, "line:1");
+        assert!(first.message.contains("longer than"));
+        assert_eq!(reader.next().await.unwrap().unwrap().unwrap().id, "ok");
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_a_bad_line_not_an_io_error() {
+        let got = read_all(b"{\"id\":\"a\",\"prompt\":\"\xff\xfe\"}\n").await;
+        assert_eq!(got.len(), 1);
+        assert!(got[0].is_err());
+    }
+}

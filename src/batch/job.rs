@@ -1,0 +1,204 @@
+//! [`FileJob`]: a JSON-lines prompt file in, a JSON-lines results file out, resumable.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::stream;
+
+use super::input::{InputReader, Parsed};
+use super::results::{compact, Compaction, ResultsWriter, ResumeIndex};
+use super::runner::{RunReport, Runner};
+use super::stop::Stop;
+
+/// A prompt file run into a results file, the way `examples/batch.rs` does it.
+///
+/// 1. The results file is read first: ids whose latest line is a success are skipped; ids
+///    whose latest line is a failure are skipped too unless
+///    [`retry_failed`](Self::retry_failed) is set. A torn last line (from a killed run) is
+///    cut off, so its item runs again.
+/// 2. The input is streamed through the [`Runner`]; each outcome is appended to the results
+///    file and flushed before it counts.
+/// 3. At the end (also after a stop) the file is synced and [compacted](compact) to one line
+///    per id — a retried item's new line replaces its old one. Lines of ids that are not in
+///    this input are kept: results are never deleted.
+///
+/// When a run ends without being stopped, the results file holds exactly one line per input
+/// id; a rerun after any interruption, `kill -9` included, sends only what is not done.
+///
+/// # Examples
+///
+/// ```no_run
+/// use llm_failover::batch::{FileJob, Runner, Stop};
+///
+/// # async fn run(client: llm_failover::Client) -> std::io::Result<()> {
+/// let runner = Runner::new(client).concurrency(16);
+/// let report = FileJob::new("prompts.jsonl", "results.jsonl")
+///     .retry_failed(true)
+///     .run(&runner, &Stop::new())
+///     .await?;
+/// println!("{} ok, {} failed, {} already done", report.run.ok, report.run.failed(), report.skipped_ok);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FileJob {
+    input: PathBuf,
+    output: PathBuf,
+    retry_failed: bool,
+}
+
+/// What a [`FileJob`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobReport {
+    /// The items run this time.
+    pub run: RunReport,
+    /// Items skipped because the results file already had them as successes.
+    pub skipped_ok: u64,
+    /// Items skipped because the results file had them as failures (no `retry_failed`).
+    pub skipped_failed: u64,
+    /// What the results file held before this run.
+    pub previous: ResumeIndex,
+    /// The final compaction.
+    pub compaction: Compaction,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    skipped_ok: u64,
+    skipped_failed: u64,
+    error: Option<io::Error>,
+}
+
+impl FileJob {
+    /// Reads prompts from `input`, writes results to `output`.
+    pub fn new(input: impl Into<PathBuf>, output: impl Into<PathBuf>) -> Self {
+        FileJob {
+            input: input.into(),
+            output: output.into(),
+            retry_failed: false,
+        }
+    }
+
+    /// Also runs items whose latest result is a failure (default: they are skipped).
+    #[must_use]
+    pub fn retry_failed(mut self, yes: bool) -> Self {
+        self.retry_failed = yes;
+        self
+    }
+
+    /// The input path.
+    pub fn input(&self) -> &Path {
+        &self.input
+    }
+
+    /// The results path.
+    pub fn output(&self) -> &Path {
+        &self.output
+    }
+
+    /// Runs the job to its end or until `stop` fires.
+    ///
+    /// # Errors
+    ///
+    /// When the input cannot be opened or read, or the results file cannot be read, written,
+    /// synced or compacted. Outcomes recorded before the error stay in the results file (it
+    /// is synced and compacted first when it can be), so a rerun resumes.
+    pub async fn run(&self, runner: &Runner, stop: &Stop) -> io::Result<JobReport> {
+        let input = tokio::fs::File::open(&self.input)
+            .await
+            .map_err(|e| with_path(e, "cannot open the input", &self.input))?;
+        let (mut writer, previous) = ResultsWriter::open(&self.output)
+            .await
+            .map_err(|e| with_path(e, "cannot open the results file", &self.output))?;
+
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let reader = InputReader::new(tokio::io::BufReader::with_capacity(64 * 1024, input));
+        let items = stream::unfold(reader, |mut reader| {
+            let shared = shared.clone();
+            let previous = &previous;
+            let retry_failed = self.retry_failed;
+            let progress = runner.progress().clone();
+            async move {
+                loop {
+                    let parsed: Parsed = match reader.next().await {
+                        Ok(Some(p)) => p,
+                        Ok(None) => return None,
+                        Err(e) => {
+                            lock(&shared).error = Some(e);
+                            return None;
+                        }
+                    };
+                    let id = match &parsed {
+                        Ok(item) => item.id.as_str(),
+                        Err(bad) => bad.id.as_str(),
+                    };
+                    if previous.is_ok(id) {
+                        lock(&shared).skipped_ok += 1;
+                        progress.add_skipped();
+                        continue;
+                    }
+                    if previous.is_failed(id) && !retry_failed {
+                        lock(&shared).skipped_failed += 1;
+                        progress.add_skipped();
+                        continue;
+                    }
+                    return Some((parsed, reader));
+                }
+            }
+        });
+
+        let run = runner.run(items, &mut writer, stop).await;
+        let finished = writer.finish().await;
+        let compaction = compact(&self.output).await;
+        let run = run.map_err(|e| with_path(e, "cannot write results to", &self.output))?;
+        finished.map_err(|e| with_path(e, "cannot sync", &self.output))?;
+        let compaction = compaction.map_err(|e| with_path(e, "cannot compact", &self.output))?;
+
+        let mut shared = lock(&shared);
+        if let Some(e) = shared.error.take() {
+            return Err(with_path(e, "cannot read the input", &self.input));
+        }
+        Ok(JobReport {
+            run,
+            skipped_ok: shared.skipped_ok,
+            skipped_failed: shared.skipped_failed,
+            previous,
+            compaction,
+        })
+    }
+}
+
+fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// Counts the non-blank lines of `path` without parsing them (for a progress bar's total).
+///
+/// # Errors
+///
+/// When the file cannot be read.
+pub async fn count_lines(path: impl AsRef<Path>) -> io::Result<u64> {
+    let path = path.as_ref().to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::open(path)?);
+        let mut buf = Vec::new();
+        let mut n = 0u64;
+        loop {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf)? == 0 {
+                return Ok(n);
+            }
+            if !buf.iter().all(u8::is_ascii_whitespace) {
+                n += 1;
+            }
+        }
+    })
+    .await
+    .map_err(|e| io::Error::other(format!("line count task failed: {e}")))?
+}

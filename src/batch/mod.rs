@@ -1,0 +1,56 @@
+//! Prompt batches that finish: bounded concurrency, one outcome per item, resumable results.
+//!
+//! A batch is a stream of items (an id and a [`ChatRequest`](crate::ChatRequest)) run through
+//! a [`Client`](crate::Client) by a [`Runner`]. The client does the pacing — every request
+//! waits for its provider's buckets and fails over as the router decides — so the runner's
+//! concurrency only bounds the work in flight. Every item ends in exactly one [`Outcome`]: a
+//! success, or a [`Failure`] labelled with its kind, HTTP status, provider and attempts. A
+//! failing item never stops the batch; outcomes go to an [`OutcomeSink`] as they complete.
+//!
+//! [`FileJob`] is the whole job of `examples/batch.rs`: JSON lines in ([`InputReader`]; bad
+//! lines become `invalid_input` failures naming their line), JSON lines out
+//! ([`ResultsWriter`]: each line written and flushed before it counts), a rerun that skips
+//! what is done ([`ResumeIndex`]), and a final atomic [`compact`]ion to one line per id.
+//! [`Summary`] reports the run against each provider's limits.
+//!
+//! A [`Stop`] ends a run early: first no new items, then (on [`Stop::abort`]) the items in
+//! flight are dropped and counted as not done. Nothing recorded is lost, and a rerun sends
+//! exactly what is missing.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use llm_failover::batch::{FileJob, Runner, Stop, Summary};
+//! use llm_failover::Client;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::builder().config_path("providers.toml").environment("prod").build()?;
+//! let runner = Runner::new(client.clone()).concurrency(16);
+//! let stop = Stop::new();
+//! let ctrl_c = stop.clone();
+//! tokio::spawn(async move {
+//!     let _ = tokio::signal::ctrl_c().await;
+//!     ctrl_c.stop();
+//! });
+//! let report = FileJob::new("prompts.jsonl", "results.jsonl").run(&runner, &stop).await?;
+//! eprintln!("{}", Summary::collect(&client, &report, None).await);
+//! # Ok(()) }
+//! ```
+
+mod input;
+mod job;
+mod outcome;
+mod results;
+mod runner;
+mod sink;
+mod stop;
+mod summary;
+
+pub use input::{line_id, parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE_BYTES};
+pub use job::{count_lines, FileJob, JobReport};
+pub use outcome::{Answer, Failure, FailureKind, Outcome};
+pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
+pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
+pub use sink::OutcomeSink;
+pub use stop::Stop;
+pub use summary::{Items, ProviderSummary, Summary};

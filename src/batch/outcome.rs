@@ -1,0 +1,403 @@
+//! [`Outcome`]: how one item ended, and its JSON line.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::input::InputError;
+use crate::error::{Error, ErrorKind};
+use crate::provider::ProviderId;
+use crate::types::{ChatResponse, Usage};
+
+/// How one item ended: exactly one per item that was started.
+///
+/// Its JSON line (see [`to_json_line`](Self::to_json_line)) is, on success,
+///
+/// ```json
+/// {"id":"q1","ok":true,"provider":"openai","model":"gpt-4o-mini","text":"…",
+///  "usage":{"input_tokens":12,"output_tokens":30},"attempts":1,"latency_ms":840}
+/// ```
+///
+/// and on failure
+///
+/// ```json
+/// {"id":"q2","ok":false,"error":{"kind":"context_length_exceeded","status":400,
+///  "provider":"openai","message":"…"},"attempts":1}
+/// ```
+///
+/// `usage` is `null` when the provider reported none; `status` and `provider` are `null`
+/// when no provider answered. A bad input line adds `"line": N` to its error.
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// The item's id.
+    pub id: String,
+    /// The answer, or why there is none.
+    pub result: Result<Answer, Failure>,
+}
+
+impl fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Outcome");
+        d.field("id", &self.id);
+        match &self.result {
+            Ok(a) => d.field("answer", a),
+            Err(e) => d.field("failure", e),
+        };
+        d.finish()
+    }
+}
+
+/// A successful answer.
+///
+/// `Debug` shows the length of the text, never the text.
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Answer {
+    /// The provider that answered.
+    pub provider: ProviderId,
+    /// The model, as the provider named it.
+    pub model: String,
+    /// The generated text.
+    pub text: String,
+    /// Tokens, when the provider reported them.
+    pub usage: Option<Usage>,
+    /// Attempts the router made (1 = first try).
+    pub attempts: u32,
+    /// From the start of the item (admission waits included) to its answer.
+    pub latency: Duration,
+}
+
+impl fmt::Debug for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Answer")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("text_len", &self.text.len())
+            .field("usage", &self.usage)
+            .field("attempts", &self.attempts)
+            .field("latency", &self.latency)
+            .finish()
+    }
+}
+
+impl Answer {
+    /// The answer in `response`, which took `latency`.
+    pub fn from_response(response: ChatResponse, latency: Duration) -> Self {
+        Answer {
+            provider: response.provider,
+            model: response.model,
+            text: response.text,
+            usage: response.usage,
+            attempts: response.attempts,
+            latency,
+        }
+    }
+}
+
+/// What kind of failure ended an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The request failed with this error kind.
+    Request(ErrorKind),
+    /// The input line could not be turned into a request.
+    InvalidInput,
+    /// The task running the item panicked (a bug: please report it).
+    Panicked,
+}
+
+impl FailureKind {
+    /// The stable name written in results: an [`ErrorKind::as_str`] name, `invalid_input` or
+    /// `panicked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Request(k) => k.as_str(),
+            FailureKind::InvalidInput => "invalid_input",
+            FailureKind::Panicked => "panicked",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A labelled failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Failure {
+    /// What kind.
+    pub kind: FailureKind,
+    /// The HTTP status of the (last) provider answer, when there was one.
+    pub status: Option<u16>,
+    /// The provider of the (last) failed attempt, when one was tried.
+    pub provider: Option<ProviderId>,
+    /// The message (a provider's is truncated and never contains the key).
+    pub message: String,
+    /// Requests sent for this item.
+    pub attempts: u32,
+    /// For [`FailureKind::InvalidInput`]: the input line.
+    pub line: Option<u64>,
+}
+
+impl Failure {
+    /// The failure a request error stands for.
+    ///
+    /// For `AllProvidersFailed` and `AllProvidersUnavailable`, `status` and `provider` are
+    /// the last attempt's, and the message lists every attempt. `attempts` counts the
+    /// requests that reached a provider (a provider answered, or the connection was tried).
+    pub fn from_error(err: &Error) -> Self {
+        let last = err
+            .attempts()
+            .iter()
+            .rev()
+            .find(|a| a.provider().is_some() || a.status().is_some());
+        let status = err.status().or_else(|| last.and_then(Error::status));
+        let provider = err
+            .provider()
+            .or_else(|| last.and_then(Error::provider))
+            .cloned();
+        let attempts = if err.attempts().is_empty() {
+            u32::from(was_sent(err))
+        } else {
+            let n = err.attempts().iter().filter(|a| was_sent(a)).count();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        };
+        Failure {
+            kind: FailureKind::Request(err.kind()),
+            status,
+            provider,
+            message: err.message().to_owned(),
+            attempts,
+            line: None,
+        }
+    }
+
+    /// The failure of a bad input line.
+    pub fn invalid_input(err: &InputError) -> Self {
+        Failure {
+            kind: FailureKind::InvalidInput,
+            status: None,
+            provider: None,
+            message: err.to_string(),
+            attempts: 0,
+            line: Some(err.line),
+        }
+    }
+
+    pub(crate) fn panicked(message: String) -> Self {
+        Failure {
+            kind: FailureKind::Panicked,
+            status: None,
+            provider: None,
+            message,
+            attempts: 0,
+            line: None,
+        }
+    }
+}
+
+/// Whether an attempt's error came from a request that was sent.
+fn was_sent(err: &Error) -> bool {
+    err.status().is_some()
+        || matches!(
+            err.kind(),
+            ErrorKind::Timeout | ErrorKind::Connect | ErrorKind::Decode
+        )
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireError<'a> {
+    kind: &'a str,
+    status: Option<u16>,
+    provider: Option<&'a str>,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u64>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireLine<'a> {
+    Ok {
+        id: &'a str,
+        ok: bool,
+        provider: &'a str,
+        model: &'a str,
+        text: &'a str,
+        usage: Option<WireUsage>,
+        attempts: u32,
+        latency_ms: u64,
+    },
+    Failed {
+        id: &'a str,
+        ok: bool,
+        error: WireError<'a>,
+        attempts: u32,
+    },
+}
+
+impl Outcome {
+    /// A success.
+    pub fn ok(id: impl Into<String>, answer: Answer) -> Self {
+        Outcome {
+            id: id.into(),
+            result: Ok(answer),
+        }
+    }
+
+    /// A failure.
+    pub fn failed(id: impl Into<String>, failure: Failure) -> Self {
+        Outcome {
+            id: id.into(),
+            result: Err(failure),
+        }
+    }
+
+    /// Whether the item succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// The JSON line for this outcome, ending in `\n` (see the type's docs for the shape).
+    pub fn to_json_line(&self) -> String {
+        let wire = match &self.result {
+            Ok(a) => WireLine::Ok {
+                id: &self.id,
+                ok: true,
+                provider: a.provider.as_str(),
+                model: &a.model,
+                text: &a.text,
+                usage: a.usage.map(|u| WireUsage {
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                }),
+                attempts: a.attempts,
+                latency_ms: u64::try_from(a.latency.as_millis()).unwrap_or(u64::MAX),
+            },
+            Err(f) => WireLine::Failed {
+                id: &self.id,
+                ok: false,
+                error: WireError {
+                    kind: f.kind.as_str(),
+                    status: f.status,
+                    provider: f.provider.as_ref().map(ProviderId::as_str),
+                    message: &f.message,
+                    line: f.line,
+                },
+                attempts: f.attempts,
+            },
+        };
+        // Serialising strings, numbers and options cannot fail.
+        let mut line = serde_json::to_string(&wire).unwrap_or_default();
+        line.push('\n');
+        line
+    }
+}
+
+/// The part of a results line that resuming needs.
+#[derive(Deserialize)]
+pub(crate) struct LineHead {
+    pub(crate) id: String,
+    pub(crate) ok: bool,
+}
+
+impl LineHead {
+    /// Parses a results line; `None` for anything that is not one (a torn or foreign line).
+    pub(crate) fn parse(line: &[u8]) -> Option<LineHead> {
+        serde_json::from_slice(line).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer() -> Answer {
+        Answer {
+            provider: ProviderId::new("openai"),
+            model: "gpt-4o-mini".into(),
+            text: "Hello \"there\"\nfriend".into(),
+            usage: Some(Usage {
+                input_tokens: 12,
+                output_tokens: 3,
+            }),
+            attempts: 2,
+            latency: Duration::from_millis(1234),
+        }
+    }
+
+    #[test]
+    fn success_line_has_the_documented_shape() {
+        let line = Outcome::ok("q1", answer()).to_json_line();
+        assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v,
+            json!({"id": "q1", "ok": true, "provider": "openai", "model": "gpt-4o-mini",
+                   "text": "Hello \"there\"\nfriend",
+                   "usage": {"input_tokens": 12, "output_tokens": 3},
+                   "attempts": 2, "latency_ms": 1234})
+        );
+    }
+
+    #[test]
+    fn failure_lines_have_the_documented_shape() {
+        let f = Failure {
+            kind: FailureKind::Request(ErrorKind::ContextLengthExceeded),
+            status: Some(400),
+            provider: Some(ProviderId::new("openai")),
+            message: "too long".into(),
+            attempts: 1,
+            line: None,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&Outcome::failed("q2", f).to_json_line()).unwrap();
+        assert_eq!(
+            v,
+            json!({"id": "q2", "ok": false, "error": {"kind": "context_length_exceeded",
+                   "status": 400, "provider": "openai", "message": "too long"}, "attempts": 1})
+        );
+
+        let bad = InputError {
+            id: "line:4".into(),
+            line: 4,
+            message: "no `id` field".into(),
+        };
+        let v: serde_json::Value = serde_json::from_str(
+            &Outcome::failed("line:4", Failure::invalid_input(&bad)).to_json_line(),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"id": "line:4", "ok": false, "error": {"kind": "invalid_input",
+                   "status": null, "provider": null, "message": "line 4: no `id` field",
+                   "line": 4}, "attempts": 0})
+        );
+    }
+
+    #[test]
+    fn a_written_line_reads_back_as_its_id_and_status() {
+        let line = Outcome::ok("q1", answer()).to_json_line();
+        let head = LineHead::parse(line.trim_end().as_bytes()).unwrap();
+        assert_eq!((head.id.as_str(), head.ok), ("q1", true));
+        assert!(LineHead::parse(&line.as_bytes()[..20]).is_none(), "torn");
+    }
+
+    #[test]
+    fn debug_never_shows_the_answer_text() {
+        let o = Outcome::ok("q1", answer());
+        assert!(!format!("{o:?}").contains("there"));
+    }
+}

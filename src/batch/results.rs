@@ -1,0 +1,456 @@
+//! The results file: JSON lines appended one whole line at a time, read back to resume, and
+//! compacted to one line per id at the end.
+//!
+//! Durability rules:
+//!
+//! * Each outcome is one `write_all` of a complete line (ending in `\n`) followed by a
+//!   flush, before the runner counts the item as done. A `kill -9` can therefore only leave
+//!   a *torn last line* (no `\n`), never lose a line that was counted.
+//! * Only lines ending in `\n` count. On opening, a torn tail is cut off (its item was not
+//!   counted and runs again); a complete line that does not parse is ignored, and dropped at
+//!   compaction.
+//! * [`compact`] keeps the last line of each id (a retried item's new line replaces its old
+//!   failure), writes them to a temporary file in the same directory, `fsync`s it and renames
+//!   it over the original: the file is always either the old one or the new one.
+//!
+//! Memory stays flat: resuming keeps only ids, compaction two passes over the file with a
+//! map from id to the number of its last line.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use tokio::io::AsyncWriteExt;
+
+use super::outcome::{LineHead, Outcome};
+use super::sink::OutcomeSink;
+
+/// What an existing results file says is done: ids only.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResumeIndex {
+    ok: HashSet<String>,
+    failed: HashSet<String>,
+    /// Complete lines read.
+    pub lines: u64,
+    /// Complete lines that were not results lines (ignored).
+    pub unreadable: u64,
+    /// Bytes of a torn last line (cut off when the file is opened for writing).
+    pub torn_bytes: u64,
+}
+
+impl ResumeIndex {
+    /// Whether `id`'s latest line is a success.
+    pub fn is_ok(&self, id: &str) -> bool {
+        self.ok.contains(id)
+    }
+
+    /// Whether `id`'s latest line is a failure.
+    pub fn is_failed(&self, id: &str) -> bool {
+        self.failed.contains(id)
+    }
+
+    /// Ids whose latest line is a success.
+    pub fn ok_count(&self) -> usize {
+        self.ok.len()
+    }
+
+    /// Ids whose latest line is a failure.
+    pub fn failed_count(&self) -> usize {
+        self.failed.len()
+    }
+
+    /// Reads the results at `path` (a missing file is empty). Returns the index and the
+    /// length of the file up to its last complete line.
+    fn scan(path: &Path) -> io::Result<(ResumeIndex, u64)> {
+        let mut index = ResumeIndex::default();
+        let file = match fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((index, 0)),
+            Err(e) => return Err(e),
+        };
+        let mut valid_len = 0u64;
+        for_each_line(file, |line, complete| {
+            if !complete {
+                index.torn_bytes = line.len() as u64;
+                return;
+            }
+            valid_len += line.len() as u64 + 1;
+            index.lines += 1;
+            match LineHead::parse(line) {
+                Some(head) if head.ok => {
+                    index.failed.remove(&head.id);
+                    index.ok.insert(head.id);
+                }
+                Some(head) => {
+                    index.ok.remove(&head.id);
+                    index.failed.insert(head.id);
+                }
+                None => index.unreadable += 1,
+            }
+        })?;
+        Ok((index, valid_len))
+    }
+
+    /// Reads the results at `path` without changing it (a missing file is empty).
+    ///
+    /// # Errors
+    ///
+    /// When the file exists but cannot be read.
+    pub async fn load(path: impl AsRef<Path>) -> io::Result<ResumeIndex> {
+        let path = path.as_ref().to_owned();
+        blocking(move || Self::scan(&path).map(|(index, _)| index)).await
+    }
+}
+
+/// Calls `f(line, complete)` for each line of `file` without its `\n`; `complete` is false
+/// only for a last line that has no `\n`.
+fn for_each_line(file: fs::File, mut f: impl FnMut(&[u8], bool)) -> io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(());
+        }
+        match buf.strip_suffix(b"\n") {
+            Some(line) => f(line, true),
+            None => f(&buf, false),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io::Error::other(format!("results file task failed: {e}")))?
+}
+
+/// Appends outcomes to a results file, one flushed line each.
+///
+/// # Examples
+///
+/// ```no_run
+/// use llm_failover::batch::ResultsWriter;
+///
+/// # async fn run() -> std::io::Result<()> {
+/// let (mut writer, done) = ResultsWriter::open("results.jsonl").await?;
+/// println!("{} ids already done", done.ok_count());
+/// // ... runner.run(items, &mut writer, &stop).await? ...
+/// writer.finish().await?;
+/// llm_failover::batch::compact("results.jsonl").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct ResultsWriter {
+    file: tokio::fs::File,
+    path: PathBuf,
+    written: u64,
+}
+
+impl ResultsWriter {
+    /// Opens (or creates) the results file at `path` for appending, after reading what it
+    /// already holds and cutting off a torn last line.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be read, truncated or opened.
+    pub async fn open(path: impl AsRef<Path>) -> io::Result<(ResultsWriter, ResumeIndex)> {
+        let path = path.as_ref().to_owned();
+        let scan_path = path.clone();
+        let (index, valid_len) = blocking(move || ResumeIndex::scan(&scan_path)).await?;
+        if index.torn_bytes > 0 {
+            let f = tokio::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .await?;
+            f.set_len(valid_len).await?;
+            f.sync_data().await?;
+        }
+        let file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await?;
+        Ok((
+            ResultsWriter {
+                file,
+                path,
+                written: 0,
+            },
+            index,
+        ))
+    }
+
+    /// Appends one outcome's line and flushes it.
+    ///
+    /// # Errors
+    ///
+    /// When writing fails.
+    pub async fn write(&mut self, outcome: &Outcome) -> io::Result<()> {
+        let line = outcome.to_json_line();
+        self.file.write_all(line.as_bytes()).await?;
+        self.file.flush().await?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Lines written by this writer.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes and syncs the file to disk, and closes it.
+    ///
+    /// # Errors
+    ///
+    /// When syncing fails.
+    pub async fn finish(mut self) -> io::Result<()> {
+        self.file.flush().await?;
+        self.file.sync_data().await
+    }
+}
+
+#[async_trait]
+impl OutcomeSink for ResultsWriter {
+    async fn record(&mut self, outcome: &Outcome) -> io::Result<()> {
+        self.write(outcome).await
+    }
+}
+
+/// What [`compact`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Compaction {
+    /// Lines kept: one per id.
+    pub kept: u64,
+    /// Older lines of an id that has a later one (e.g. a retried failure).
+    pub replaced: u64,
+    /// Complete lines that were not results lines, and a torn last line.
+    pub dropped: u64,
+}
+
+/// Rewrites the results file at `path` to hold exactly one line per id — the last one —
+/// atomically (temporary file, `fsync`, rename). A missing file is left missing.
+///
+/// # Errors
+///
+/// When the file cannot be read, or the new one written or renamed (the old file is then
+/// untouched).
+pub async fn compact(path: impl AsRef<Path>) -> io::Result<Compaction> {
+    let path = path.as_ref().to_owned();
+    blocking(move || compact_blocking(&path)).await
+}
+
+fn compact_blocking(path: &Path) -> io::Result<Compaction> {
+    let mut report = Compaction::default();
+    // Pass 1: the number of each id's last line.
+    let mut last: HashMap<String, u64> = HashMap::new();
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    let mut n = 0u64;
+    for_each_line(file, |line, complete| {
+        n += 1;
+        if complete {
+            if let Some(head) = LineHead::parse(line) {
+                last.insert(head.id, n);
+            }
+        }
+    })?;
+
+    // Pass 2: copy the last line of each id.
+    let tmp = temp_path(path);
+    let result = (|| {
+        let mut out = BufWriter::new(fs::File::create(&tmp)?);
+        let mut n = 0u64;
+        let mut failed: io::Result<()> = Ok(());
+        for_each_line(fs::File::open(path)?, |line, complete| {
+            n += 1;
+            if failed.is_err() {
+                return;
+            }
+            let head = if complete {
+                LineHead::parse(line)
+            } else {
+                None
+            };
+            match head {
+                Some(head) if last.get(&head.id) == Some(&n) => {
+                    report.kept += 1;
+                    failed = out.write_all(line).and_then(|()| out.write_all(b"\n"));
+                }
+                Some(_) => report.replaced += 1,
+                None => report.dropped += 1,
+            }
+        })?;
+        failed?;
+        let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)?;
+        sync_dir(path);
+        Ok(report)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".compacting");
+    path.with_file_name(name)
+}
+
+/// Makes a rename durable (best effort: not every platform can open a directory).
+fn sync_dir(path: &Path) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::batch::outcome::{Answer, Failure, FailureKind};
+    use crate::error::ErrorKind;
+    use crate::provider::ProviderId;
+
+    fn ok(id: &str) -> Outcome {
+        Outcome::ok(
+            id,
+            Answer {
+                provider: ProviderId::new("p"),
+                model: "m".into(),
+                text: format!("answer {id}"),
+                usage: None,
+                attempts: 1,
+                latency: Duration::from_millis(5),
+            },
+        )
+    }
+
+    fn failed(id: &str) -> Outcome {
+        Outcome::failed(
+            id,
+            Failure {
+                kind: FailureKind::Request(ErrorKind::Server),
+                status: Some(500),
+                provider: Some(ProviderId::new("p")),
+                message: "boom".into(),
+                attempts: 1,
+                line: None,
+            },
+        )
+    }
+
+    fn ids(path: &Path) -> Vec<(String, bool)> {
+        fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let h = LineHead::parse(l.as_bytes()).unwrap();
+                (h.id, h.ok)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_torn_last_line_is_ignored_cut_off_and_the_next_line_starts_clean() {
+        let dir = tempdir();
+        let path = dir.join("r.jsonl");
+        let mut text = ok("a").to_json_line() + &failed("b").to_json_line();
+        text.push_str(&ok("c").to_json_line()[..25]);
+        fs::write(&path, &text).unwrap();
+
+        let (mut w, index) = ResultsWriter::open(&path).await.unwrap();
+        assert!(index.is_ok("a") && index.is_failed("b") && !index.is_ok("c"));
+        assert_eq!((index.lines, index.torn_bytes), (2, 25));
+        w.write(&ok("c")).await.unwrap();
+        w.finish().await.unwrap();
+        assert_eq!(
+            ids(&path),
+            [("a".into(), true), ("b".into(), false), ("c".into(), true)]
+        );
+    }
+
+    #[tokio::test]
+    async fn compaction_keeps_the_last_line_of_each_id_and_drops_garbage() {
+        let dir = tempdir();
+        let path = dir.join("r.jsonl");
+        let text = [
+            failed("a").to_json_line(),
+            ok("b").to_json_line(),
+            "not a result\n".to_string(),
+            ok("a").to_json_line(),
+            failed("c").to_json_line(),
+            r#"{"id": "d", "ok": tr"#.to_string(),
+        ]
+        .concat();
+        fs::write(&path, text).unwrap();
+        let report = compact(&path).await.unwrap();
+        assert_eq!(
+            report,
+            Compaction {
+                kept: 3,
+                replaced: 1,
+                dropped: 2
+            }
+        );
+        assert_eq!(
+            ids(&path),
+            [("b".into(), true), ("a".into(), true), ("c".into(), false)]
+        );
+        assert!(!temp_path(&path).exists());
+        let index = ResumeIndex::load(&path).await.unwrap();
+        assert_eq!((index.ok_count(), index.failed_count()), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_is_an_empty_index_and_compacts_to_nothing() {
+        let dir = tempdir();
+        let path = dir.join("none.jsonl");
+        assert_eq!(
+            ResumeIndex::load(&path).await.unwrap(),
+            ResumeIndex::default()
+        );
+        assert_eq!(compact(&path).await.unwrap(), Compaction::default());
+        assert!(!path.exists());
+    }
+
+    /// A fresh directory under the target dir (no tempfile crate).
+    fn tempdir() -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "llm-failover-results-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,374 @@
+//! [`Runner`]: items in, one outcome per item out, with bounded concurrency.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use tokio::task::{Id, JoinSet};
+
+use super::input::{BatchItem, Parsed};
+use super::outcome::{Answer, Failure, Outcome};
+use super::sink::OutcomeSink;
+use super::stop::Stop;
+use crate::client::Client;
+use crate::clock::{Clock, TokioClock};
+use crate::provider::ProviderId;
+use crate::router::RequestOptions;
+use crate::types::Usage;
+
+/// Items in flight when none is set.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
+/// Runs items through a [`Client`], at most `concurrency` at a time, and hands every outcome
+/// to a sink as soon as it is known.
+///
+/// Concurrency only bounds the work in flight (memory, sockets); the pace is the client's:
+/// each request waits for admission by its provider's buckets and fails over as the router
+/// decides. Every item read ends in exactly one outcome — a success or a labelled
+/// [`Failure`] — and a failing item never stops the batch. A bad input line becomes an
+/// `invalid_input` failure without a request.
+///
+/// A [`Stop`] ends the run early: after [`Stop::stop`] no new item is read and the ones in
+/// flight finish; after [`Stop::abort`] the ones in flight are dropped and counted as
+/// [`not_done`](RunReport::not_done) (they get no outcome, so a resumed run sends them
+/// again).
+///
+/// # Examples
+///
+/// ```no_run
+/// use futures_util::stream;
+/// use llm_failover::batch::{BatchItem, Outcome, Runner, Stop};
+/// use llm_failover::{ChatRequest, Client};
+///
+/// # async fn run(client: Client) -> std::io::Result<()> {
+/// let items = (0..100).map(|i| {
+///     Ok(BatchItem::new(format!("q{i}"), ChatRequest::from_prompt(format!("What is {i} squared?"))))
+/// });
+/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let report = Runner::new(client)
+///     .concurrency(8)
+///     .run(stream::iter(items), &mut outcomes, &Stop::new())
+///     .await?;
+/// assert_eq!(report.ok + report.failed(), 100);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Runner {
+    client: Client,
+    concurrency: usize,
+    options: RequestOptions,
+    clock: Arc<dyn Clock>,
+    progress: Progress,
+}
+
+impl Runner {
+    /// A runner over `client` with [`DEFAULT_CONCURRENCY`] and the client's policy deadline.
+    pub fn new(client: Client) -> Self {
+        Runner {
+            client,
+            concurrency: DEFAULT_CONCURRENCY,
+            options: RequestOptions::new(),
+            clock: Arc::new(TokioClock),
+            progress: Progress::default(),
+        }
+    }
+
+    /// Items in flight at most (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Longest time one item may take, admission waits and failovers included.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.options = self.options.deadline(deadline);
+        self
+    }
+
+    /// Options sent with every item (deadline, provider pin, credentials).
+    #[must_use]
+    pub fn request_options(mut self, options: RequestOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The clock that times items and the run (tests inject a manual one).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The client items are sent through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Live counters (for a progress display); clones share them.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// Runs every item of `items`, recording each outcome in `sink`, until the items end or
+    /// `stop` fires.
+    ///
+    /// # Errors
+    ///
+    /// Only when `sink` fails to record an outcome; items in flight are then dropped.
+    pub async fn run<S, K>(&self, items: S, sink: &mut K, stop: &Stop) -> io::Result<RunReport>
+    where
+        S: Stream<Item = Parsed>,
+        K: OutcomeSink + ?Sized,
+    {
+        let started = self.clock.now();
+        let mut items = std::pin::pin!(items);
+        let mut report = RunReport::default();
+        let mut set: JoinSet<Outcome> = JoinSet::new();
+        let mut ids: HashMap<Id, String> = HashMap::new();
+        let mut input_done = false;
+
+        loop {
+            // Admit items until the window is full.
+            while !input_done && set.len() < self.concurrency && !stop.is_stopped() {
+                let next = tokio::select! {
+                    biased;
+                    () = stop.stopped() => break,
+                    next = items.next() => next,
+                };
+                match next {
+                    None => input_done = true,
+                    Some(Err(bad)) => {
+                        self.progress.inner.started.fetch_add(1, Relaxed);
+                        let outcome = Outcome::failed(bad.id.clone(), Failure::invalid_input(&bad));
+                        if let Err(e) = self.keep(sink, &outcome, &mut report).await {
+                            return Err(self.give_up(e, &mut set, &mut report).await);
+                        }
+                    }
+                    Some(Ok(item)) => {
+                        self.progress.inner.started.fetch_add(1, Relaxed);
+                        self.progress.inner.in_flight.fetch_add(1, Relaxed);
+                        let id = item.id.clone();
+                        let task = run_item(
+                            self.client.clone(),
+                            item,
+                            self.options.clone(),
+                            self.clock.clone(),
+                        );
+                        let handle = set.spawn(task);
+                        ids.insert(handle.id(), id);
+                    }
+                }
+            }
+            if set.is_empty() {
+                break;
+            }
+            let joined = tokio::select! {
+                biased;
+                () = stop.aborted() => {
+                    set.abort_all();
+                    None
+                }
+                joined = set.join_next_with_id() => joined,
+            };
+            let Some(joined) = joined else {
+                // Aborted: keep what finished anyway, count the rest as not done.
+                while let Some(joined) = set.join_next_with_id().await {
+                    self.progress.inner.in_flight.fetch_sub(1, Relaxed);
+                    match joined {
+                        Ok((_, outcome)) => self.keep(sink, &outcome, &mut report).await?,
+                        Err(e) if e.is_cancelled() => report.not_done += 1,
+                        Err(e) => {
+                            let outcome = panicked(&mut ids, &e);
+                            self.keep(sink, &outcome, &mut report).await?;
+                        }
+                    }
+                }
+                break;
+            };
+            self.progress.inner.in_flight.fetch_sub(1, Relaxed);
+            let outcome = match joined {
+                Ok((id, outcome)) => {
+                    ids.remove(&id);
+                    outcome
+                }
+                Err(e) => panicked(&mut ids, &e),
+            };
+            if let Err(e) = self.keep(sink, &outcome, &mut report).await {
+                return Err(self.give_up(e, &mut set, &mut report).await);
+            }
+        }
+
+        report.input_exhausted = input_done;
+        report.stopped = stop.is_stopped() && !input_done;
+        report.elapsed = self.clock.now().saturating_duration_since(started);
+        Ok(report)
+    }
+
+    /// Hands `outcome` to the sink, then counts it.
+    async fn keep<K: OutcomeSink + ?Sized>(
+        &self,
+        sink: &mut K,
+        outcome: &Outcome,
+        report: &mut RunReport,
+    ) -> io::Result<()> {
+        sink.record(outcome).await?;
+        match &outcome.result {
+            Ok(answer) => {
+                self.progress.inner.ok.fetch_add(1, Relaxed);
+                report.ok += 1;
+                if let Some(u) = answer.usage {
+                    report.usage.input_tokens += u.input_tokens;
+                    report.usage.output_tokens += u.output_tokens;
+                }
+                report
+                    .models
+                    .insert(answer.provider.clone(), answer.model.clone());
+            }
+            Err(failure) => {
+                self.progress.inner.failed.fetch_add(1, Relaxed);
+                *report
+                    .failed_by_kind
+                    .entry(failure.kind.as_str().to_owned())
+                    .or_default() += 1;
+            }
+        }
+        tracing::debug!(
+            id = %outcome.id,
+            outcome = match &outcome.result {
+                Ok(_) => "ok",
+                Err(f) => f.kind.as_str(),
+            },
+            "batch item done"
+        );
+        Ok(())
+    }
+
+    /// The sink failed: drop what is in flight and return its error.
+    async fn give_up(
+        &self,
+        err: io::Error,
+        set: &mut JoinSet<Outcome>,
+        report: &mut RunReport,
+    ) -> io::Error {
+        report.not_done += set.len() as u64;
+        set.abort_all();
+        while set.join_next().await.is_some() {
+            self.progress.inner.in_flight.fetch_sub(1, Relaxed);
+        }
+        err
+    }
+}
+
+fn panicked(ids: &mut HashMap<Id, String>, e: &tokio::task::JoinError) -> Outcome {
+    let id = ids.remove(&e.id()).unwrap_or_default();
+    Outcome::failed(
+        id,
+        Failure::panicked("the task running this item panicked".to_owned()),
+    )
+}
+
+async fn run_item(
+    client: Client,
+    item: BatchItem,
+    options: RequestOptions,
+    clock: Arc<dyn Clock>,
+) -> Outcome {
+    let started = clock.now();
+    match client.chat_with(item.request, &options).await {
+        Ok(response) => {
+            let latency = clock.now().saturating_duration_since(started);
+            Outcome::ok(item.id, Answer::from_response(response, latency))
+        }
+        Err(err) => Outcome::failed(item.id, Failure::from_error(&err)),
+    }
+}
+
+/// What one [`Runner::run`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// Items that succeeded.
+    pub ok: u64,
+    /// Failed items by [`FailureKind`](super::FailureKind) name.
+    pub failed_by_kind: BTreeMap<String, u64>,
+    /// Items dropped in flight by an abort (no outcome recorded).
+    pub not_done: u64,
+    /// The run was stopped before the items ran out.
+    pub stopped: bool,
+    /// Every item was read.
+    pub input_exhausted: bool,
+    /// From the start of the run to its end.
+    pub elapsed: Duration,
+    /// Tokens reported by the successful answers.
+    pub usage: Usage,
+    /// The model that last answered for each provider.
+    pub models: BTreeMap<ProviderId, String>,
+}
+
+impl RunReport {
+    /// Items that failed, of every kind.
+    pub fn failed(&self) -> u64 {
+        self.failed_by_kind.values().sum()
+    }
+}
+
+/// Live counts of a run, cheap to read from another task (a progress bar).
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    inner: Arc<ProgressCounters>,
+}
+
+#[derive(Debug, Default)]
+struct ProgressCounters {
+    started: AtomicU64,
+    in_flight: AtomicU64,
+    ok: AtomicU64,
+    failed: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// A reading of [`Progress`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProgressSnapshot {
+    /// Items read and started (bad lines included).
+    pub started: u64,
+    /// Items sent and not yet ended.
+    pub in_flight: u64,
+    /// Items that succeeded.
+    pub ok: u64,
+    /// Items that failed.
+    pub failed: u64,
+    /// Items skipped because an earlier run finished them.
+    pub skipped: u64,
+}
+
+impl ProgressSnapshot {
+    /// Items that need no more work in this run: ok, failed and skipped.
+    pub fn finished(&self) -> u64 {
+        self.ok + self.failed + self.skipped
+    }
+}
+
+impl Progress {
+    /// The counts now.
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        let c = &self.inner;
+        ProgressSnapshot {
+            started: c.started.load(Relaxed),
+            in_flight: c.in_flight.load(Relaxed),
+            ok: c.ok.load(Relaxed),
+            failed: c.failed.load(Relaxed),
+            skipped: c.skipped.load(Relaxed),
+        }
+    }
+
+    pub(crate) fn add_skipped(&self) {
+        self.inner.skipped.fetch_add(1, Relaxed);
+    }
+}
