@@ -208,6 +208,7 @@ struct Inner {
     request_id: Option<String>,
     should_retry: Option<bool>,
     limits: Option<Box<LimitReport>>,
+    sends: Option<u32>,
     attempts: Vec<Error>,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
@@ -229,6 +230,7 @@ impl Error {
                 request_id: None,
                 should_retry: None,
                 limits: None,
+                sends: None,
                 attempts: Vec::new(),
                 source: None,
             }),
@@ -323,6 +325,11 @@ impl Error {
 
     pub(crate) fn with_should_retry(mut self, should_retry: Option<bool>) -> Self {
         self.inner.should_retry = should_retry;
+        self
+    }
+
+    pub(crate) fn with_sends(mut self, sends: u32) -> Self {
+        self.inner.sends = Some(sends);
         self
     }
 
@@ -496,6 +503,13 @@ impl Error {
         self.inner.should_retry
     }
 
+    /// How many requests the client sent for the call that returned this error (0 when it
+    /// failed before sending anything), for errors returned by
+    /// [`Client`](crate::Client); `None` for errors of a single exchange.
+    pub fn sends(&self) -> Option<u32> {
+        self.inner.sends
+    }
+
     /// The rate-limit state the failed response reported, when it had any.
     pub fn limits(&self) -> Option<&LimitReport> {
         self.inner.limits.as_deref()
@@ -534,6 +548,9 @@ impl fmt::Debug for Error {
         }
         if let Some(s) = i.should_retry {
             d.field("should_retry", &s);
+        }
+        if let Some(n) = i.sends {
+            d.field("sends", &n);
         }
         if !i.attempts.is_empty() {
             d.field("attempts", &i.attempts);

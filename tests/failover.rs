@@ -247,3 +247,28 @@ async fn a_backoff_past_the_deadline_ends_the_request_without_another_send() {
     ));
     assert_eq!(err.attempts()[0].status(), Some(500));
 }
+
+#[tokio::test]
+async fn a_terminal_error_after_a_failover_counts_every_send() {
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(
+        CHAT,
+        Reply::json(500, error_body("server_error", None, "x")),
+    );
+    b.push(
+        CHAT,
+        Reply::json(400, error_body("invalid_request_error", None, "bad")),
+    );
+    let h = client(&[("a", &a), ("b", &b)], policy());
+    let err = h.client.chat(req()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+    assert_eq!(err.provider().map(|p| p.as_str()), Some("b"));
+    assert_eq!(err.sends(), Some(2));
+    // Nothing sent at all: zero.
+    let err = h
+        .client
+        .chat(ChatRequest::new().max_tokens(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.sends(), Some(0), "{err}");
+}

@@ -149,7 +149,8 @@ impl Failure {
     ///
     /// For `AllProvidersFailed` and `AllProvidersUnavailable`, `status` and `provider` are
     /// the last attempt's, and the message lists every attempt. `attempts` counts the
-    /// requests that reached a provider (a provider answered, or the connection was tried).
+    /// requests sent ([`Error::sends`]; for errors not from a client, the attempts that
+    /// reached a provider).
     pub fn from_error(err: &Error) -> Self {
         let last = err
             .attempts()
@@ -161,12 +162,14 @@ impl Failure {
             .provider()
             .or_else(|| last.and_then(Error::provider))
             .cloned();
-        let attempts = if err.attempts().is_empty() {
-            u32::from(was_sent(err))
-        } else {
-            let n = err.attempts().iter().filter(|a| was_sent(a)).count();
-            u32::try_from(n).unwrap_or(u32::MAX)
-        };
+        let attempts = err.sends().unwrap_or_else(|| {
+            if err.attempts().is_empty() {
+                u32::from(was_sent(err))
+            } else {
+                let n = err.attempts().iter().filter(|a| was_sent(a)).count();
+                u32::try_from(n).unwrap_or(u32::MAX)
+            }
+        });
         Failure {
             kind: FailureKind::Request(err.kind()),
             status,

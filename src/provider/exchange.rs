@@ -26,6 +26,8 @@ pub struct Exchange<T> {
     pub result: Result<T>,
     /// The rate-limit report read from the response headers.
     pub report: Option<LimitReport>,
+    /// False when the request could not even be built: nothing went out.
+    pub sent: bool,
 }
 
 fn finish<T>(
@@ -41,6 +43,7 @@ fn finish<T>(
             return Exchange {
                 result: Err(decorate(e, provider, ctx, None)),
                 report: None,
+                sent: true,
             }
         }
     };
@@ -63,6 +66,7 @@ fn finish<T>(
             decorate(e, provider, ctx, Some(&report))
         }),
         report: Some(report),
+        sent: true,
     }
 }
 
@@ -111,6 +115,7 @@ pub async fn chat_once(
             return Exchange {
                 result: Err(decorate(e, provider, &ctx, None)),
                 report: None,
+                sent: false,
             }
         }
     };
@@ -135,6 +140,7 @@ pub async fn transcribe_once(
             return Exchange {
                 result: Err(decorate(e, provider, &ctx, None)),
                 report: None,
+                sent: false,
             }
         }
     };
@@ -161,6 +167,7 @@ pub async fn chat_stream_once(
             return Exchange {
                 result: Err(decorate(e, provider, &ctx, None)),
                 report: None,
+                sent: false,
             }
         }
     };
@@ -168,6 +175,7 @@ pub async fn chat_stream_once(
         Err(e) => Exchange {
             result: Err(decorate(e, provider, &ctx, None)),
             report: None,
+            sent: true,
         },
         Ok(Streamed::Err(raw)) => finish(provider, &ctx, now(), Ok(raw), |_| {
             Err(Error::decode(
@@ -195,6 +203,7 @@ pub async fn chat_stream_once(
                     err_ctx,
                 }),
                 report: Some(report),
+                sent: true,
             }
         }
     }

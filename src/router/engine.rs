@@ -124,7 +124,13 @@ impl Router {
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        let result = self.attempt_loop(job, opts).instrument(span.clone()).await;
+        let mut sent = 0;
+        let result = self
+            .attempt_loop(job, opts, &mut sent)
+            .instrument(span.clone())
+            .await
+            .map_err(|e| e.with_sends(sent));
+        span.record("attempts", sent);
         match &result {
             Ok(_) => span.record("outcome", "ok"),
             Err(e) => span.record("outcome", e.kind().as_str()),
@@ -132,14 +138,20 @@ impl Router {
         result
     }
 
-    async fn attempt_loop(self: &Arc<Self>, job: Job<'_>, opts: &RequestOptions) -> Result<Done> {
+    /// The loop itself; `attempts` counts the requests sent, for the caller to report even
+    /// when an error ends the loop.
+    async fn attempt_loop(
+        self: &Arc<Self>,
+        job: Job<'_>,
+        opts: &RequestOptions,
+        attempts: &mut u32,
+    ) -> Result<Done> {
         let policy = &self.settings.policy;
         let started = self.clock.now();
         let deadline = started + opts.deadline.unwrap_or(policy.deadline);
         let order = self.order(job.capability(), opts)?;
         let mut tried = vec![Tried::default(); order.len()];
         let mut errors: Vec<Error> = Vec::new();
-        let mut attempts: u32 = 0;
         let mut previous: Option<usize> = None;
         lock(&self.budget).deposit(started);
 
@@ -198,14 +210,7 @@ impl Router {
             let admission_wait = permit.wait();
             permit.ready().await;
             entry.counters.add_wait(admission_wait);
-            permit.commit();
-
-            attempts += 1;
-            if let Some(prev) = previous.filter(|p| *p != idx) {
-                Counters::add(&self.entries[prev].counters.failovers, 1);
-            }
-            previous = Some(idx);
-            Counters::add(&entry.counters.sent, 1);
+            let attempt_no = *attempts + 1;
 
             let now = self.clock.now();
             let timeout = entry
@@ -219,7 +224,7 @@ impl Router {
                 "attempt",
                 provider = %provider,
                 model = %model,
-                attempt = attempts,
+                attempt = attempt_no,
                 admission_wait_ms = admission_wait.as_millis() as u64,
                 estimated_tokens = cost.tokens(),
                 status = field::Empty,
@@ -229,16 +234,16 @@ impl Router {
             let clock = self.clock.clone();
             let now_fn = move || clock.both();
             let adapter = entry.adapter.as_ref();
-            let (result, report) = async {
+            let (result, report, sent) = async {
                 match job {
                     Job::Chat(r) => {
                         let x = chat_once(adapter, &self.transport, r, ctx, timeout, now_fn).await;
-                        (x.result.map(Done::Chat), x.report)
+                        (x.result.map(Done::Chat), x.report, x.sent)
                     }
                     Job::Transcribe(r) => {
                         let x = transcribe_once(adapter, &self.transport, r, ctx, timeout, now_fn)
                             .await;
-                        (x.result.map(Done::Transcript), x.report)
+                        (x.result.map(Done::Transcript), x.report, x.sent)
                     }
                     Job::Stream(r) => {
                         let x = chat_stream_once(adapter, &self.transport, r, ctx, timeout, now_fn)
@@ -260,12 +265,26 @@ impl Router {
                                 )))
                             }),
                             x.report,
+                            x.sent,
                         )
                     }
                 }
             }
             .instrument(attempt_span.clone())
             .await;
+
+            if sent {
+                permit.commit();
+                *attempts = attempt_no;
+                if let Some(prev) = previous.filter(|p| *p != idx) {
+                    Counters::add(&self.entries[prev].counters.failovers, 1);
+                }
+                previous = Some(idx);
+                Counters::add(&entry.counters.sent, 1);
+            } else {
+                // Could not even be built: nothing went out, the slot goes back.
+                drop(permit);
+            }
 
             if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
                 self.limiter
@@ -290,7 +309,7 @@ impl Router {
                         floor: job.input_floor(),
                     };
                     return Ok(self
-                        .finish(done, attempts, entry, booked, &attempt_span)
+                        .finish(done, *attempts, entry, booked, &attempt_span)
                         .await);
                 }
                 Err(e) => e,
@@ -361,14 +380,14 @@ impl Router {
                     tried[slot].ready_at =
                         Some(now + self.settings.backoff.delay(failures, self.rng.as_ref()));
                     errors.push(err);
-                    if attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now) {
+                    if *attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now) {
                         return Err(Error::all_failed(errors));
                     }
                     continue;
                 }
             }
             errors.push(err);
-            if attempts >= policy.max_attempts {
+            if *attempts >= policy.max_attempts {
                 return Err(Error::all_failed(errors));
             }
         }
