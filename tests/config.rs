@@ -118,8 +118,8 @@ fn the_shipped_providers_toml_parses() {
         demo_openai.transcription_model.as_deref(),
         Some("whisper-1")
     );
-    assert_eq!(demo_openai.limits.rpm.map(|n| n.get()), Some(60));
-    assert_eq!(demo_openai.limits.tpm.map(|n| n.get()), Some(20000));
+    assert_eq!(demo_openai.limits.rpm.map(|n| n.get()), Some(180));
+    assert_eq!(demo_openai.limits.tpm.map(|n| n.get()), Some(40000));
     assert_eq!(
         config.provider("demo-anthropic").unwrap().kind,
         ProviderKind::Anthropic

@@ -342,6 +342,43 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_stated_limit_lowers_a_configured_one_but_never_raises_it() {
+        let l = limiter();
+        let limits = Limits::none().with_rpm(60);
+        grant(&l, &limits, cost(0)).await.commit();
+        for (stated, expected) in [(600, 60), (30, 30)] {
+            let report = LimitReport {
+                requests: Some(Window {
+                    limit: Some(stated),
+                    remaining: None,
+                    reset_at: None,
+                    per: Per::Minute,
+                }),
+                ..LimitReport::default()
+            };
+            l.raise(
+                &key(),
+                Tightening {
+                    report: Some(report),
+                    ..Tightening::default()
+                },
+            )
+            .await
+            .unwrap();
+            let snap = l
+                .store()
+                .peek(&key(), cost(0), Instant::now())
+                .await
+                .unwrap();
+            assert_eq!(
+                snap.requests.map(|(_, cap)| cap),
+                Some(expected),
+                "stated {stated}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_gate_is_never_moved_earlier() {
         let l = limiter();
         let now = Instant::now();

@@ -10,7 +10,8 @@
 //! Capacity = limit per window, continuous refill = limit / window (how OpenAI and Anthropic
 //! describe theirs). Limits come from `providers.toml` when given and are learned from the
 //! first response that states them; an unknown limit admits freely until a header says
-//! otherwise. A reservation books both buckets at once and returns its wait; waiters are served
+//! otherwise. A configured limit is a ceiling: a provider stating a lower one is believed, a
+//! higher one is not (whoever configured less meant to leave the rest to someone else). A reservation books both buckets at once and returns its wait; waiters are served
 //! in booking order. A cost above a bucket's capacity is refused at once
 //! ([`Reservation::TooLarge`]): "never" is not "not now". A report lowers a level to the
 //! provider's `remaining` and never raises it; a 429 drains every bucket and sets a gate that

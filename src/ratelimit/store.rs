@@ -224,6 +224,9 @@ struct KeyState {
     tokens_day: Option<Bucket>,
     audio_hour: Option<Bucket>,
     gate: Option<Instant>,
+    /// The configured limits: a stated limit may lower a bucket below them, never raise it
+    /// above (a user who configures less than the provider allows keeps the rest free).
+    configured: Limits,
 }
 
 impl KeyState {
@@ -237,6 +240,7 @@ impl KeyState {
             requests_day: b(limits.rpd, DAY),
             tokens_day: b(limits.tpd, DAY),
             audio_hour: b(limits.audio_seconds_per_hour, HOUR),
+            configured: *limits,
             ..KeyState::default()
         }
     }
@@ -314,8 +318,13 @@ impl KeyState {
     }
 
     fn apply(&mut self, report: &LimitReport, allowance: Duration, now: Instant) {
-        let learn = |slot: &mut Option<Bucket>, w: &Window, window: Duration| {
-            if let Some(limit) = w.limit.filter(|l| *l > 0) {
+        let c = self.configured;
+        let learn = |slot: &mut Option<Bucket>,
+                     w: &Window,
+                     window: Duration,
+                     ceiling: Option<std::num::NonZeroU64>| {
+            let stated = w.limit.filter(|l| *l > 0);
+            if let Some(limit) = stated.map(|l| ceiling.map_or(l, |c| l.min(c.get()))) {
                 match slot {
                     Some(b) => {
                         if b.capacity() != limit {
@@ -331,15 +340,15 @@ impl KeyState {
         };
         if let Some(w) = &report.requests {
             match w.per {
-                Per::Minute => learn(&mut self.requests, w, MINUTE),
-                Per::Day => learn(&mut self.requests_day, w, DAY),
+                Per::Minute => learn(&mut self.requests, w, MINUTE, c.rpm),
+                Per::Day => learn(&mut self.requests_day, w, DAY, c.rpd),
                 Per::Unknown => {}
             }
         }
         if let Some(w) = &report.tokens {
             match w.per {
-                Per::Minute => learn(&mut self.tokens, w, MINUTE),
-                Per::Day => learn(&mut self.tokens_day, w, DAY),
+                Per::Minute => learn(&mut self.tokens, w, MINUTE, c.tpm),
+                Per::Day => learn(&mut self.tokens_day, w, DAY, c.tpd),
                 Per::Unknown => {}
             }
         }
@@ -348,14 +357,14 @@ impl KeyState {
             .as_ref()
             .filter(|w| w.per == Per::Minute)
         {
-            learn(&mut self.input_tokens, w, MINUTE);
+            learn(&mut self.input_tokens, w, MINUTE, None);
         }
         if let Some(w) = report
             .output_tokens
             .as_ref()
             .filter(|w| w.per == Per::Minute)
         {
-            learn(&mut self.output_tokens, w, MINUTE);
+            learn(&mut self.output_tokens, w, MINUTE, None);
         }
         // A window we cannot model as a bucket (unknown length) that says "none left" gates
         // until its reset; modelled windows refill on their own (their reset is the time
