@@ -519,6 +519,7 @@ impl ClientBuilder {
             rng,
             budget: Mutex::new(RetryBudget::new(policy.retry_budget, 10)),
             breakers: Mutex::new(HashMap::new()),
+            breaker_seq: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),
             settings,
         };

@@ -144,10 +144,19 @@ impl Breaker {
         }
     }
 
-    /// A request succeeded: close.
-    pub fn on_success(&mut self) {
-        self.state = BreakerState::Closed { failures: 0 };
-        self.trips = 0;
+    /// A request succeeded. The half-open probe's success closes the breaker; a success while
+    /// closed resets the failure count. A success while open — an answer to a request sent
+    /// before the breaker opened — changes nothing: the provider's stated reset (or the
+    /// cooldown) still stands. `probe` says whether this request was the probe.
+    pub fn on_success(&mut self, probe: bool) {
+        match self.state {
+            BreakerState::Closed { .. } => self.state = BreakerState::Closed { failures: 0 },
+            BreakerState::HalfOpen { .. } if probe => {
+                self.state = BreakerState::Closed { failures: 0 };
+                self.trips = 0;
+            }
+            BreakerState::HalfOpen { .. } | BreakerState::Open { .. } => {}
+        }
     }
 
     /// The provider throttled us or exhausted a quota: open until `until` (or later, if it
@@ -235,7 +244,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = Breaker::new(settings(2));
         b.on_transient(t0);
-        b.on_success();
+        b.on_success(false);
         assert!(!b.on_transient(t0));
         assert_eq!(b.check(t0), Allow::Yes);
     }
@@ -248,8 +257,20 @@ mod tests {
         let t1 = t0 + 5 * S;
         assert_eq!(b.acquire(t1), Allow::Probe);
         assert_eq!(b.acquire(t1), Allow::ProbeBusy);
-        b.on_success();
+        // An answer to a request sent before the breaker opened does not close it.
+        b.on_success(false);
+        assert_eq!(b.acquire(t1), Allow::ProbeBusy);
+        b.on_success(true);
         assert_eq!(b.acquire(t1), Allow::Yes);
+    }
+
+    #[test]
+    fn a_success_from_before_the_trip_does_not_reopen_traffic() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(3));
+        b.open_until(t0 + 30 * S, t0);
+        b.on_success(false);
+        assert_eq!(b.check(t0 + S), Allow::No(t0 + 30 * S));
     }
 
     #[test]

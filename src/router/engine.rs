@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 use tracing::{field, Instrument};
 
-use super::breaker::{Breaker, BreakerSettings};
+use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState};
 use super::options::RequestOptions;
 pub(crate) use super::pick::{Done, Job};
 use super::pick::{Go, Pick, Tried};
@@ -76,7 +76,16 @@ pub(crate) struct Router {
     pub(crate) settings: Settings,
     pub(crate) budget: Mutex<RetryBudget>,
     pub(crate) breakers: Mutex<HashMap<BreakerKey, Breaker>>,
+    /// Orders breaker verdicts and transitions in the trace.
+    pub(crate) breaker_seq: AtomicU64,
     pub(crate) request_ids: AtomicU64,
+}
+
+/// When and how a send was allowed (see [`Router::claim`]).
+struct Stamp {
+    seq: u64,
+    wall_ms: u64,
+    probe: bool,
 }
 
 /// What an attempt booked: reconciled with reported usage after the answer.
@@ -203,6 +212,7 @@ impl Router {
                 key,
                 cost,
                 permit,
+                probe,
             } = *go;
             let entry = &self.entries[idx];
             let provider = entry.adapter.id().clone();
@@ -212,6 +222,21 @@ impl Router {
             entry.counters.add_wait(admission_wait);
             let attempt_no = *attempts + 1;
 
+            // The provider may have said "not now" to another request while this one waited
+            // for its slot: never send into an open breaker, and if it has become half-open,
+            // send only as its one probe. Otherwise the slot goes back and we pick again.
+            let Some(stamp) = self.claim(idx, &account, probe) else {
+                drop(permit);
+                continue;
+            };
+            tracing::debug!(
+                target: "llm_failover::send",
+                provider = %provider,
+                seq = stamp.seq,
+                wall_ms = stamp.wall_ms,
+                probe = stamp.probe,
+                "sending"
+            );
             let now = self.clock.now();
             let timeout = entry
                 .timeout
@@ -301,7 +326,7 @@ impl Router {
             let err = match result {
                 Ok(done) => {
                     attempt_span.record("status", "ok");
-                    self.with_breaker(idx, &account, Breaker::on_success);
+                    self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
                     Counters::add(&entry.counters.ok, 1);
                     let booked = Booked {
                         key: &key,
@@ -329,7 +354,7 @@ impl Router {
                     Counters::add(&entry.counters.terminal, 1);
                     if err.status().is_some() {
                         // The provider answered: it is up, whatever it thought of the request.
-                        self.with_breaker(idx, &account, Breaker::on_success);
+                        self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
                     } else {
                         self.with_breaker(idx, &account, Breaker::release_probe);
                     }
@@ -351,7 +376,7 @@ impl Router {
                             },
                         )
                         .await?;
-                    if self.with_breaker(idx, &account, |b| b.open_until(until, now)) {
+                    if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
                         Counters::add(&entry.counters.breaker_opens, 1);
                     }
                     if delay > policy.max_retry_after {
@@ -365,7 +390,7 @@ impl Router {
                 Disposition::QuotaExhausted => {
                     Counters::add(&entry.counters.quota_exhausted, 1);
                     let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
-                    if self.with_breaker(idx, &account, |b| b.open_until(until, now)) {
+                    if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
                         Counters::add(&entry.counters.breaker_opens, 1);
                     }
                 }
@@ -374,7 +399,7 @@ impl Router {
                     if err.status().is_some_and(|s| s >= 500) {
                         Counters::add(&entry.counters.server_errors, 1);
                     }
-                    if self.with_breaker(idx, &account, |b| b.on_transient(now)) {
+                    if self.transition(idx, &account, |b, now| b.on_transient(now)) {
                         Counters::add(&entry.counters.breaker_opens, 1);
                     }
                     tried[slot].ready_at =
@@ -391,6 +416,61 @@ impl Router {
                 return Err(Error::all_failed(errors));
             }
         }
+    }
+
+    /// Claims the right to send to `idx` now: `None` when its breaker is open (or its probe is
+    /// out); a held probe stays the probe. The verdict is taken under the breakers' lock with a
+    /// sequence number, so the trace of sends and openings shows their real order.
+    fn claim(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) -> Option<Stamp> {
+        self.with_breaker(idx, account, |b| {
+            let now = self.clock.both();
+            let probe = match (probe, b.acquire(now.instant)) {
+                (true, _) => true,
+                (false, Allow::Yes) => false,
+                (false, Allow::Probe) => true,
+                (false, Allow::No(_) | Allow::ProbeBusy) => return None,
+            };
+            Some(Stamp {
+                seq: self.breaker_seq.fetch_add(1, Ordering::Relaxed),
+                wall_ms: wall_ms(now.wall),
+                probe,
+            })
+        })
+    }
+
+    /// Applies `f` to a breaker under its lock, then reports where the breaker stands if it is
+    /// open (for operators, and for the soak test that checks nothing is ever sent into an
+    /// open breaker). Returns `f`'s answer: whether this opened a closed breaker.
+    fn transition(
+        &self,
+        idx: usize,
+        account: &Option<Arc<str>>,
+        f: impl FnOnce(&mut Breaker, Instant) -> bool,
+    ) -> bool {
+        let (opened, open) = self.with_breaker(idx, account, |b| {
+            let now = self.clock.both();
+            let opened = f(b, now.instant);
+            let open = match b.state(now.instant) {
+                BreakerState::Open { until } => Some((
+                    self.breaker_seq.fetch_add(1, Ordering::Relaxed),
+                    wall_ms(now.wall),
+                    wall_ms(now.wall + (until - now.instant)),
+                )),
+                _ => None,
+            };
+            (opened, open)
+        });
+        if let Some((seq, at, until)) = open {
+            tracing::info!(
+                target: "llm_failover::breaker",
+                provider = %self.entries[idx].adapter.id(),
+                seq,
+                wall_ms = at,
+                until_wall_ms = until,
+                "breaker open"
+            );
+        }
+        opened
     }
 
     async fn finish(
@@ -449,13 +529,18 @@ impl Router {
         if let Some(kind) = error {
             if kind.disposition() == Disposition::Transient {
                 Counters::add(&e.counters.transient, 1);
-                let now = self.clock.now();
-                if self.with_breaker(entry, &key.account, |b| b.on_transient(now)) {
+                if self.transition(entry, &key.account, |b, now| b.on_transient(now)) {
                     Counters::add(&e.counters.breaker_opens, 1);
                 }
             }
         }
     }
+}
+
+/// Milliseconds since the Unix epoch, for log fields.
+fn wall_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The delay the provider stated: `retry-after-ms`/`Retry-After` or a body/message delay (on

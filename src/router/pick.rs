@@ -82,6 +82,8 @@ pub(super) struct Go {
     pub(super) key: LimitKey,
     pub(super) cost: Cost,
     pub(super) permit: Permit,
+    /// This attempt is the breaker's half-open probe.
+    pub(super) probe: bool,
 }
 
 pub(super) enum Pick {
@@ -225,6 +227,7 @@ impl Router {
                             key,
                             cost,
                             permit,
+                            probe: allow == Allow::Probe,
                         })))
                     }
                     Ok(Admission::NotUntil(wait)) => {
