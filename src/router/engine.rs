@@ -424,11 +424,26 @@ impl Router {
     fn claim(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) -> Option<Stamp> {
         self.with_breaker(idx, account, |b| {
             let now = self.clock.both();
-            let probe = match (probe, b.acquire(now.instant)) {
-                (true, _) => true,
-                (false, Allow::Yes) => false,
-                (false, Allow::Probe) => true,
-                (false, Allow::No(_) | Allow::ProbeBusy) => return None,
+            let probe = if probe {
+                match b.state(now.instant) {
+                    // Still ours to send.
+                    BreakerState::HalfOpen {
+                        probe_in_flight: true,
+                    } => true,
+                    // Re-tripped while we waited (a late failure): not now.
+                    BreakerState::Open { .. } => return None,
+                    _ => match b.acquire(now.instant) {
+                        Allow::Yes => false,
+                        Allow::Probe => true,
+                        Allow::No(_) | Allow::ProbeBusy => return None,
+                    },
+                }
+            } else {
+                match b.acquire(now.instant) {
+                    Allow::Yes => false,
+                    Allow::Probe => true,
+                    Allow::No(_) | Allow::ProbeBusy => return None,
+                }
             };
             Some(Stamp {
                 seq: self.breaker_seq.fetch_add(1, Ordering::Relaxed),
