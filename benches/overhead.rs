@@ -1,0 +1,331 @@
+//! B2 — the SDK's overhead per request.
+//!
+//! Limits off, an emulator route with no latency. `Client::chat` against a raw reqwest
+//! client sending the same JSON body and parsing the same response with serde_json into a
+//! small struct (both with the same connect and request timeouts). Concurrency 1 and 64.
+//! Segments of fixed length are interleaved — raw, SDK, SDK, raw, … — and medians reported.
+//!
+//! The emulator runs on its own tokio runtime (threads `emu-w`), the clients on another
+//! (`client-w`), so the clients' CPU time per request is read apart from the server's.
+//!
+//! ```sh
+//! cargo bench --bench overhead
+//! # A fixed number of requests from one client at concurrency 1, for callgrind:
+//! B2_ONLY=sdk B2_REQUESTS=2000 valgrind --tool=callgrind target/release/deps/overhead-*
+//! ```
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::prompts::MODEL;
+use common::{f, median, Table};
+use emulator::Emulator;
+use llm_failover::provider::openai::OpenAi;
+use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Rounds of interleaved segments.
+const ROUNDS: usize = 5;
+/// Length of one segment (one client at one concurrency).
+const SEGMENT_MS: u64 = 1_500;
+/// Warm-up per client and concurrency before the first round.
+const WARMUP_MS: u64 = 500;
+/// Concurrency levels.
+const LEVELS: [usize; 2] = [1, 64];
+
+const SYSTEM: &str = "You are a terse assistant.";
+const PROMPT: &str = "Say hello to the benchmark in five words.";
+const MAX_TOKENS: u32 = 16;
+const TIMEOUT: Duration = Duration::from_secs(60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Raw,
+    Sdk,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Raw => "raw reqwest",
+            Side::Sdk => "llm-failover",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Clients {
+    sdk: Client,
+    http: reqwest::Client,
+    url: Arc<str>,
+    key: Arc<str>,
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: [WireMessage<'a>; 2],
+    max_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[allow(dead_code)]
+    id: Option<String>,
+    #[allow(dead_code)]
+    model: Option<String>,
+    choices: Vec<WireChoice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: WireAnswer,
+    #[allow(dead_code)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireAnswer {
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+impl Clients {
+    /// One request; true when it came back as a parsed answer.
+    async fn one(&self, side: Side) -> bool {
+        match side {
+            Side::Sdk => {
+                let req = ChatRequest::new()
+                    .system(SYSTEM)
+                    .user(PROMPT)
+                    .max_tokens(MAX_TOKENS);
+                self.sdk.chat(req).await.is_ok_and(|r| !r.text.is_empty())
+            }
+            Side::Raw => {
+                let body = serde_json::to_vec(&WireRequest {
+                    model: MODEL,
+                    messages: [
+                        WireMessage {
+                            role: "system",
+                            content: SYSTEM,
+                        },
+                        WireMessage {
+                            role: "user",
+                            content: PROMPT,
+                        },
+                    ],
+                    max_tokens: MAX_TOKENS,
+                })
+                .expect("JSON");
+                let Ok(resp) = self
+                    .http
+                    .post(&*self.url)
+                    .bearer_auth(&*self.key)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                else {
+                    return false;
+                };
+                if resp.status() != 200 {
+                    return false;
+                }
+                let Ok(bytes) = resp.bytes().await else {
+                    return false;
+                };
+                serde_json::from_slice::<WireResponse>(&bytes).is_ok_and(|r| {
+                    r.choices
+                        .first()
+                        .is_some_and(|c| c.message.content.as_deref().is_some_and(|t| !t.is_empty()))
+                        && r.usage.is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
+                })
+            }
+        }
+    }
+}
+
+/// One segment: `concurrency` loops for `length`; returns (answers, failures, wall, client CPU).
+async fn segment(
+    c: &Clients,
+    side: Side,
+    concurrency: usize,
+    length: Duration,
+) -> (u64, u64, Duration, Duration) {
+    let ok = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    let cpu0 = common::cpu_time(Some("client-"));
+    let t0 = common::wall();
+    let deadline = t0 + length;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (c, ok, bad) = (c.clone(), ok.clone(), bad.clone());
+        set.spawn(async move {
+            while common::wall() < deadline {
+                let counter = if c.one(side).await { &ok } else { &bad };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let wall = t0.elapsed();
+    let cpu = common::cpu_time(Some("client-")).saturating_sub(cpu0);
+    (
+        ok.load(Ordering::Relaxed),
+        bad.load(Ordering::Relaxed),
+        wall,
+        cpu,
+    )
+}
+
+fn main() {
+    let machine = common::machine();
+    machine.print("overhead (B2)");
+    let rounds = common::env_or("B2_ROUNDS", ROUNDS);
+    let segment_len = Duration::from_millis(common::env_or("B2_SEGMENT_MS", SEGMENT_MS));
+    let warmup = Duration::from_millis(common::env_or("B2_WARMUP_MS", WARMUP_MS));
+    let emu_rt = common::runtime("emu", 2);
+    let client_rt = common::runtime("client", 2);
+    let emu = emu_rt
+        .block_on(Emulator::builder().openai("openai").start())
+        .expect("the emulator starts");
+    let base = emu.base_url("openai");
+    let clients = client_rt.block_on(async {
+        let adapter = OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
+            .with_chat_model(MODEL);
+        let sdk = Client::builder()
+            .provider(
+                Arc::new(adapter),
+                ProviderSettings::new().credential(Credential::new(emu.key("openai"))),
+            )
+            .build()
+            .expect("the client builds");
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(TIMEOUT)
+            .build()
+            .expect("reqwest builds");
+        Clients {
+            sdk,
+            http,
+            url: format!("{base}/chat/completions").into(),
+            key: emu.key("openai").into(),
+        }
+    });
+
+    // Profiling mode: a fixed number of requests, one client, concurrency 1, no table.
+    if let Ok(only) = std::env::var("B2_ONLY") {
+        let side = if only == "raw" { Side::Raw } else { Side::Sdk };
+        let n: u64 = common::env_or("B2_REQUESTS", 2_000);
+        let ok = client_rt.block_on(async {
+            let mut ok = 0;
+            for _ in 0..n {
+                ok += u64::from(clients.one(side).await);
+            }
+            ok
+        });
+        println!("{}: {ok}/{n} answered", side.name());
+        return;
+    }
+
+    for &level in &LEVELS {
+        for side in [Side::Raw, Side::Sdk] {
+            client_rt.block_on(segment(&clients, side, level, warmup));
+        }
+    }
+    // (level, side) → per-segment requests/s and client CPU µs per request.
+    let mut rps: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut cpu_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut failures = 0;
+    for round in 0..rounds {
+        for (li, &level) in LEVELS.iter().enumerate() {
+            // ABBA across rounds: raw first on even rounds, SDK first on odd ones.
+            let order = if round % 2 == 0 {
+                [Side::Raw, Side::Sdk]
+            } else {
+                [Side::Sdk, Side::Raw]
+            };
+            for side in order {
+                let (ok, bad, wall, cpu) =
+                    client_rt.block_on(segment(&clients, side, level, segment_len));
+                failures += bad;
+                let si = side as usize;
+                rps[li][si].push(ok as f64 / wall.as_secs_f64());
+                cpu_us[li][si].push(cpu.as_secs_f64() * 1e6 / ok.max(1) as f64);
+            }
+        }
+    }
+    drop(clients);
+    emu_rt.block_on(emu.shutdown());
+
+    println!(
+        "{rounds} rounds of {} ms segments per client and level, interleaved; medians; {failures} failed requests",
+        segment_len.as_millis()
+    );
+    let mut t = Table::new([
+        "concurrency",
+        "raw req/s",
+        "SDK req/s",
+        "ratio SDK/raw",
+        "added µs/req (wall)",
+        "raw client CPU µs/req",
+        "SDK client CPU µs/req",
+        "added CPU µs/req",
+        "ratio range",
+    ]);
+    let mut rows = Vec::new();
+    for (li, &level) in LEVELS.iter().enumerate() {
+        let (raw, sdk) = (median(&rps[li][0]), median(&rps[li][1]));
+        let ratios: Vec<f64> = rps[li][0]
+            .iter()
+            .zip(&rps[li][1])
+            .map(|(r, s)| s / r)
+            .collect();
+        let ratio = median(&ratios);
+        // At concurrency 1 this is the latency added to each request; at 64, the machine time
+        // added per request (the run is CPU-bound on two cores).
+        let added_wall = (1.0 / sdk - 1.0 / raw) * 1e6;
+        let (raw_cpu, sdk_cpu) = (median(&cpu_us[li][0]), median(&cpu_us[li][1]));
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        t.row([
+            level.to_string(),
+            f(raw, 0),
+            f(sdk, 0),
+            f(ratio, 3),
+            f(added_wall, 1),
+            f(raw_cpu, 1),
+            f(sdk_cpu, 1),
+            f(sdk_cpu - raw_cpu, 1),
+            format!("{}–{}", f(lo, 3), f(hi, 3)),
+        ]);
+        rows.push(json!({
+            "concurrency": level, "raw_rps": raw, "sdk_rps": sdk, "ratio": ratio,
+            "ratios": ratios, "added_us_wall": added_wall, "raw_cpu_us": raw_cpu,
+            "sdk_cpu_us": sdk_cpu, "raw_rps_runs": rps[li][0], "sdk_rps_runs": rps[li][1],
+        }));
+    }
+    t.print();
+    common::record(
+        "overhead",
+        &machine,
+        json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "levels": rows}),
+    );
+}
