@@ -1,7 +1,7 @@
 //! The attempt loop: pick a provider, admit, send, classify, act.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -42,11 +42,44 @@ pub(crate) struct Entry {
     pub(crate) timeout: Option<Duration>,
     pub(crate) credential: Option<Credential>,
     pub(crate) counters: Counters,
+    /// Set once a response of this provider states a token window: from then on its requests
+    /// are priced in tokens even where no token limit is configured.
+    pub(crate) token_limits_seen: AtomicBool,
 }
 
 impl Entry {
     fn limits_for(&self, model: &str) -> Limits {
         self.model_limits.get(model).copied().unwrap_or(self.limits)
+    }
+
+    /// Whether admission under `limits` spends tokens: a token limit is configured, or the
+    /// provider stated one. When neither, no bucket would read a token count, so none is
+    /// estimated (tokenizing is the costliest step of admission).
+    fn counts_tokens(&self, limits: &Limits) -> bool {
+        limits.tpm.is_some()
+            || limits.tpd.is_some()
+            || self.token_limits_seen.load(Ordering::Relaxed)
+    }
+}
+
+/// The admission cost of one request, estimated at most once per model however many
+/// providers, passes and attempts price it.
+#[derive(Debug, Default)]
+struct Costs(Vec<(String, Cost)>);
+
+impl Costs {
+    /// The cost of `job` for `model`; without its tokens when `tokens` is false (nothing
+    /// would read them).
+    fn of(&mut self, job: &Job<'_>, model: &str, tokens: bool) -> Cost {
+        if !tokens {
+            return job.request_cost(model);
+        }
+        if let Some((_, c)) = self.0.iter().find(|(m, _)| m == model) {
+            return *c;
+        }
+        let c = job.cost(model);
+        self.0.push((model.to_owned(), c));
+        c
     }
 }
 
@@ -115,6 +148,15 @@ impl Job<'_> {
         }
     }
 
+    /// The cost when no token limit applies: one request (a transcription's audio seconds
+    /// are cheap to read and have their own bucket).
+    fn request_cost(&self, model: &str) -> Cost {
+        match self {
+            Job::Chat(_) | Job::Stream(_) => Cost::one_request(),
+            Job::Transcribe(_) => self.cost(model),
+        }
+    }
+
     /// See [`input_floor`].
     fn input_floor(&self) -> u64 {
         match self {
@@ -137,8 +179,7 @@ pub(crate) enum Done {
 struct Booked<'a> {
     key: &'a LimitKey,
     cost: Cost,
-    /// See [`input_floor`].
-    floor: u64,
+    job: &'a Job<'a>,
 }
 
 /// Per-request memory of one candidate provider.
@@ -247,6 +288,7 @@ impl Router {
         order: &[usize],
         tried: &[Tried],
         job: &Job<'_>,
+        costs: &mut Costs,
         opts: &RequestOptions,
         deadline: Instant,
     ) -> Result<Pick> {
@@ -303,14 +345,14 @@ impl Router {
                         continue;
                     }
                 };
-                let cost = job.cost(&model);
+                let limits = entry.limits_for(&model);
+                let cost = costs.of(job, &model, entry.counts_tokens(&limits));
                 let key = LimitKey::new(id.clone(), model.clone()).with_account(account.clone());
                 let max_wait = if pass == 0 {
                     remaining.min(self.settings.spill_after)
                 } else {
                     remaining
                 };
-                let limits = entry.limits_for(&model);
                 match self.limiter.try_admit(&key, &limits, cost, max_wait).await {
                     Ok(Admission::Granted(permit)) => {
                         return Ok(Pick::Go(Box::new(Go {
@@ -379,10 +421,14 @@ impl Router {
         let mut errors: Vec<Error> = Vec::new();
         let mut attempts: u32 = 0;
         let mut previous: Option<usize> = None;
+        let mut costs = Costs::default();
         lock(&self.budget).deposit(started);
 
         loop {
-            let go = match self.pick(&order, &tried, &job, opts, deadline).await? {
+            let go = match self
+                .pick(&order, &tried, &job, &mut costs, opts, deadline)
+                .await?
+            {
                 Pick::Go(go) => go,
                 Pick::Never(e) => {
                     return Err(if errors.is_empty() {
@@ -490,6 +536,12 @@ impl Router {
             .await;
 
             if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
+                if report.tokens.is_some()
+                    || report.input_tokens.is_some()
+                    || report.output_tokens.is_some()
+                {
+                    entry.token_limits_seen.store(true, Ordering::Relaxed);
+                }
                 self.limiter
                     .raise(
                         &key,
@@ -509,7 +561,7 @@ impl Router {
                     let booked = Booked {
                         key: &key,
                         cost,
-                        floor: job.input_floor(),
+                        job: &job,
                     };
                     return Ok(self
                         .finish(done, attempts, entry, booked, &attempt_span)
@@ -604,7 +656,7 @@ impl Router {
         booked: Booked<'_>,
         span: &tracing::Span,
     ) -> Done {
-        let Booked { key, cost, floor } = booked;
+        let Booked { key, cost, job } = booked;
         match done {
             Done::Chat(mut r) => {
                 r.attempts = attempts;
@@ -612,9 +664,13 @@ impl Router {
                     span.record("actual_tokens", u.total());
                     Counters::add(&entry.counters.input_tokens, u.input_tokens);
                     Counters::add(&entry.counters.output_tokens, u.output_tokens);
-                    let used = u.input_tokens.max(floor) + u.output_tokens;
-                    if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                        tracing::warn!(error = %e, "could not reconcile token usage");
+                    // Nothing reserved, nothing to reconcile: the response's own headers
+                    // (if any) already set the level.
+                    if cost.tokens() > 0 {
+                        let used = u.input_tokens.max(job.input_floor()) + u.output_tokens;
+                        if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
+                            tracing::warn!(error = %e, "could not reconcile token usage");
+                        }
                     }
                 }
                 Done::Chat(r)
@@ -644,9 +700,11 @@ impl Router {
         if let Some(u) = usage {
             Counters::add(&e.counters.input_tokens, u.input_tokens);
             Counters::add(&e.counters.output_tokens, u.output_tokens);
-            let used = u.input_tokens.max(floor) + u.output_tokens;
-            if let Err(err) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                tracing::warn!(error = %err, "could not reconcile token usage");
+            if cost.tokens() > 0 {
+                let used = u.input_tokens.max(floor) + u.output_tokens;
+                if let Err(err) = self.limiter.reconcile(key, cost.tokens(), used).await {
+                    tracing::warn!(error = %err, "could not reconcile token usage");
+                }
             }
         }
         if let Some(kind) = error {
