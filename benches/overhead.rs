@@ -10,8 +10,9 @@
 //!
 //! ```sh
 //! cargo bench --bench overhead
-//! # A fixed number of requests from one client at concurrency 1, for callgrind:
-//! B2_ONLY=sdk B2_REQUESTS=2000 valgrind --tool=callgrind target/release/deps/overhead-*
+//! # A fixed number of requests from one client, for callgrind (instructions per request:
+//! # the difference between two request counts, divided by their difference):
+//! B2_ONLY=sdk B2_REQUESTS=2000 [B2_PROFILE_CONCURRENCY=64] valgrind --tool=callgrind target/release/deps/overhead-…
 //! ```
 
 mod common;
@@ -162,16 +163,23 @@ impl Clients {
     }
 }
 
-/// One segment: `concurrency` loops for `length`; returns (answers, failures, wall, client CPU).
-async fn segment(
-    c: &Clients,
-    side: Side,
-    concurrency: usize,
-    length: Duration,
-) -> (u64, u64, Duration, Duration) {
+/// What one segment measured.
+struct Measured {
+    ok: u64,
+    failed: u64,
+    wall: Duration,
+    /// CPU time of the client runtime's threads.
+    client_cpu: Duration,
+    /// CPU time of the whole process (client, emulator, everything).
+    process_cpu: Duration,
+}
+
+/// One segment: `concurrency` loops for `length`.
+async fn segment(c: &Clients, side: Side, concurrency: usize, length: Duration) -> Measured {
     let ok = Arc::new(AtomicU64::new(0));
     let bad = Arc::new(AtomicU64::new(0));
     let cpu0 = common::cpu_time(Some("client-"));
+    let all0 = common::cpu_time(None);
     let t0 = common::wall();
     let deadline = t0 + length;
     let mut set = tokio::task::JoinSet::new();
@@ -185,14 +193,13 @@ async fn segment(
         });
     }
     while set.join_next().await.is_some() {}
-    let wall = t0.elapsed();
-    let cpu = common::cpu_time(Some("client-")).saturating_sub(cpu0);
-    (
-        ok.load(Ordering::Relaxed),
-        bad.load(Ordering::Relaxed),
-        wall,
-        cpu,
-    )
+    Measured {
+        ok: ok.load(Ordering::Relaxed),
+        failed: bad.load(Ordering::Relaxed),
+        wall: t0.elapsed(),
+        client_cpu: common::cpu_time(Some("client-")).saturating_sub(cpu0),
+        process_cpu: common::cpu_time(None).saturating_sub(all0),
+    }
 }
 
 fn main() {
@@ -230,14 +237,27 @@ fn main() {
         }
     });
 
-    // Profiling mode: a fixed number of requests, one client, concurrency 1, no table.
+    // Profiling mode: a fixed number of requests from one client (`B2_PROFILE_CONCURRENCY`
+    // loops, default 1), no table.
     if let Ok(only) = std::env::var("B2_ONLY") {
         let side = if only == "raw" { Side::Raw } else { Side::Sdk };
         let n: u64 = common::env_or("B2_REQUESTS", 2_000);
+        let loops: u64 = common::env_or("B2_PROFILE_CONCURRENCY", 1);
         let ok = client_rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..loops {
+                let c = clients.clone();
+                set.spawn(async move {
+                    let mut ok = 0;
+                    for _ in 0..n / loops {
+                        ok += u64::from(c.one(side).await);
+                    }
+                    ok
+                });
+            }
             let mut ok = 0;
-            for _ in 0..n {
-                ok += u64::from(clients.one(side).await);
+            while let Some(r) = set.join_next().await {
+                ok += r.expect("a loop");
             }
             ok
         });
@@ -250,9 +270,10 @@ fn main() {
             client_rt.block_on(segment(&clients, side, level, warmup));
         }
     }
-    // (level, side) → per-segment requests/s and client CPU µs per request.
+    // (level, side) → per segment: requests/s, client CPU µs and process CPU µs per request.
     let mut rps: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
     let mut cpu_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut all_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
     let mut failures = 0;
     for round in 0..rounds {
         for (li, &level) in LEVELS.iter().enumerate() {
@@ -263,12 +284,13 @@ fn main() {
                 [Side::Sdk, Side::Raw]
             };
             for side in order {
-                let (ok, bad, wall, cpu) =
-                    client_rt.block_on(segment(&clients, side, level, segment_len));
-                failures += bad;
+                let m = client_rt.block_on(segment(&clients, side, level, segment_len));
+                failures += m.failed;
                 let si = side as usize;
-                rps[li][si].push(ok as f64 / wall.as_secs_f64());
-                cpu_us[li][si].push(cpu.as_secs_f64() * 1e6 / ok.max(1) as f64);
+                let per = |d: Duration| d.as_secs_f64() * 1e6 / m.ok.max(1) as f64;
+                rps[li][si].push(m.ok as f64 / m.wall.as_secs_f64());
+                cpu_us[li][si].push(per(m.client_cpu));
+                all_us[li][si].push(per(m.process_cpu));
             }
         }
     }
@@ -288,6 +310,8 @@ fn main() {
         "raw client CPU µs/req",
         "SDK client CPU µs/req",
         "added CPU µs/req",
+        "process CPU µs/req raw/SDK",
+        "CPU ratio",
         "ratio range",
     ]);
     let mut rows = Vec::new();
@@ -303,6 +327,9 @@ fn main() {
         // added per request (the run is CPU-bound on two cores).
         let added_wall = (1.0 / sdk - 1.0 / raw) * 1e6;
         let (raw_cpu, sdk_cpu) = (median(&cpu_us[li][0]), median(&cpu_us[li][1]));
+        // Requests per CPU-second of the whole process, SDK over raw: the throughput ratio a
+        // CPU-bound run would show, and much less sensitive to other processes than wall time.
+        let (raw_all, sdk_all) = (median(&all_us[li][0]), median(&all_us[li][1]));
         let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         t.row([
@@ -314,12 +341,15 @@ fn main() {
             f(raw_cpu, 1),
             f(sdk_cpu, 1),
             f(sdk_cpu - raw_cpu, 1),
+            format!("{}/{}", f(raw_all, 1), f(sdk_all, 1)),
+            f(raw_all / sdk_all, 3),
             format!("{}–{}", f(lo, 3), f(hi, 3)),
         ]);
         rows.push(json!({
             "concurrency": level, "raw_rps": raw, "sdk_rps": sdk, "ratio": ratio,
             "ratios": ratios, "added_us_wall": added_wall, "raw_cpu_us": raw_cpu,
-            "sdk_cpu_us": sdk_cpu, "raw_rps_runs": rps[li][0], "sdk_rps_runs": rps[li][1],
+            "sdk_cpu_us": sdk_cpu, "raw_process_cpu_us": raw_all,
+            "sdk_process_cpu_us": sdk_all, "cpu_ratio": raw_all / sdk_all, "raw_rps_runs": rps[li][0], "sdk_rps_runs": rps[li][1],
         }));
     }
     t.print();

@@ -1,5 +1,6 @@
 //! The attempt loop: pick a provider, admit, send, classify, act.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -229,7 +230,7 @@ impl Router {
         f(b)
     }
 
-    fn order(&self, cap: Capability, opts: &RequestOptions) -> Result<Vec<usize>> {
+    fn order(&self, cap: Capability, opts: &RequestOptions) -> Result<Cow<'_, [usize]>> {
         let order = match cap {
             Capability::Chat => &self.chat,
             Capability::Transcription => &self.transcription,
@@ -240,7 +241,7 @@ impl Router {
                     "no provider is configured for {cap} in this environment"
                 )));
             }
-            return Ok(order.clone());
+            return Ok(Cow::Borrowed(order));
         };
         let Some(idx) = self.entries.iter().position(|e| e.adapter.id() == pin) else {
             return Err(Error::config(format!("unknown provider `{pin}`")));
@@ -248,7 +249,7 @@ impl Router {
         if !self.entries[idx].adapter.capabilities().supports(cap) {
             return Err(Error::unsupported(pin, &cap.to_string()));
         }
-        Ok(vec![idx])
+        Ok(Cow::Owned(vec![idx]))
     }
 
     fn model_for(&self, entry: &Entry, job: &Job<'_>) -> Result<String> {
@@ -303,15 +304,19 @@ impl Router {
         let mut never: Option<Error> = None;
 
         for pass in 0..2 {
-            let slots: Vec<usize> = if pass == 0 {
-                ranked.clone()
+            let single: [usize; 1];
+            let slots: &[usize] = if pass == 0 {
+                &ranked
             } else {
                 match paced {
-                    Some((slot, wait)) if wait <= remaining => vec![slot],
+                    Some((slot, wait)) if wait <= remaining => {
+                        single = [slot];
+                        &single
+                    }
                     _ => break,
                 }
             };
-            for slot in slots {
+            for &slot in slots {
                 let idx = order[slot];
                 let entry = &self.entries[idx];
                 let id = entry.adapter.id();
