@@ -163,6 +163,10 @@ struct Figures {
     steady_rpm_pct: f64,
     /// Tokens served per virtual minute, % of TPM.
     per_minute_pct: Vec<f64>,
+    /// The server's token bucket replayed from its log: its mean level from the end of the
+    /// first minute to the last success, % of TPM (capacity the client left unused).
+    headroom_pct: f64,
+    mean_s: f64,
     p50_s: f64,
     p99_s: f64,
     wall_s: f64,
@@ -279,17 +283,49 @@ async fn run_one(c: Contender, k: &Knobs, items: Arc<Vec<Item>>) -> Figures {
             }
         });
     }
+    let tracer = match (sdk.clone(), std::env::var("B1_TRACE")) {
+        // Diagnostics: the client's view of its token bucket, every 5 virtual seconds.
+        (Some(client), Ok(_)) => Some(tokio::spawn(async move {
+            loop {
+                if let Ok(s) = client.limits("openai", MODEL).await {
+                    eprintln!(
+                        "trace t={:.1}s tokens={:?} requests={:?} wait={:?}",
+                        (clock.now() - start).as_secs_f64(),
+                        s.tokens,
+                        s.requests,
+                        s.wait
+                    );
+                }
+                clock.sleep_until(clock.now() + Duration::from_secs(5)).await;
+            }
+        })),
+        _ => None,
+    };
     let done = tokio::time::timeout(k.max_wall, async {
         while workers.join_next().await.is_some() {}
     })
     .await;
     let cut_short = done.is_err();
     workers.abort_all();
+    if let Some(t) = tracer {
+        t.abort();
+    }
     let end = clock.now() - start;
     let wall = wall0.elapsed();
     let outcomes = outcomes.lock().expect("outcomes").clone();
     let log = emu.log();
     emu.shutdown().await;
+    if let Ok(dir) = std::env::var("B1_DUMP") {
+        // The emulator's request log of this contender, for offline analysis.
+        let lines: Vec<String> = log
+            .iter()
+            .map(|e| serde_json::to_string(e).expect("JSON"))
+            .collect();
+        let path = std::path::Path::new(&dir).join(format!("goodput-log-{}.jsonl", c.tag()));
+        if let Err(e) = std::fs::write(&path, lines.join("\n")) {
+            eprintln!("could not write {}: {e}", path.display());
+        }
+    }
     figures(c, k, items.len(), &outcomes, &log, end, wall, cut_short)
 }
 
@@ -450,6 +486,7 @@ fn figures(
     }
     let lat: Vec<f64> = outcomes.iter().map(|o| o.latency.as_secs_f64()).collect();
     let ok = outcomes.iter().filter(|o| o.ok).count();
+    let headroom = server_headroom(&ok_entries, tpm, 60_000, last_ok);
     Figures {
         client: c.tag(),
         items,
@@ -471,9 +508,37 @@ fn figures(
             .iter()
             .map(|t| 100.0 * *t as f64 / tpm)
             .collect(),
+        headroom_pct: 100.0 * headroom / tpm,
+        mean_s: lat.iter().sum::<f64>() / lat.len().max(1) as f64,
         p50_s: percentile(&lat, 50.0),
         p99_s: percentile(&lat, 99.0),
         wall_s: wall.as_secs_f64(),
+    }
+}
+
+/// The mean level of the server's token bucket over `[from_ms, to_ms]`, sampled every virtual
+/// second, replaying its log: full at the start, refilled continuously, charged the tokens
+/// each success was charged (charge mode "actual": reservation less the unused part, at
+/// arrival).
+fn server_headroom(ok: &[&LogEntry], tpm: f64, from_ms: u64, to_ms: u64) -> f64 {
+    let per_ms = tpm / 60_000.0;
+    let (mut level, mut at) = (tpm, 0u64);
+    let mut samples = Vec::new();
+    let mut next = from_ms;
+    let mut entries: Vec<&&LogEntry> = ok.iter().collect();
+    entries.sort_by_key(|e| e.at_ms);
+    for e in entries {
+        while next <= e.at_ms && next <= to_ms {
+            samples.push((level + (next - at) as f64 * per_ms).min(tpm));
+            next += 1_000;
+        }
+        level = (level + (e.at_ms - at) as f64 * per_ms).min(tpm) - e.tokens as f64;
+        at = e.at_ms;
+    }
+    if samples.is_empty() {
+        f64::NAN
+    } else {
+        samples.iter().sum::<f64>() / samples.len() as f64
     }
 }
 
@@ -498,6 +563,8 @@ fn median_figures(runs: &[Figures]) -> Figures {
     out.per_minute_pct = (0..longest)
         .map(|i| common::median(&runs.iter().map(|x| x.per_minute_pct[i]).collect::<Vec<_>>()))
         .collect();
+    out.headroom_pct = m(|x| x.headroom_pct);
+    out.mean_s = m(|x| x.mean_s);
     out.p50_s = m(|x| x.p50_s);
     out.p99_s = m(|x| x.p99_s);
     out.wall_s = m(|x| x.wall_s);
@@ -510,12 +577,12 @@ fn print_tables(figs: &[Figures], k: &Knobs) {
         "ok/items",
         "steady TPM%",
         "steady RPM%",
-        "whole TPM%",
-        "of admissible%",
+        "whole run, % of admissible",
         "requests",
         "429s",
         "429%",
         "429s in min 1",
+        "mean s",
         "p50 s",
         "p99 s",
         "virtual s",
@@ -527,12 +594,12 @@ fn print_tables(figs: &[Figures], k: &Knobs) {
             format!("{}/{}{}", x.ok, x.items, if x.cut_short { " CUT" } else { "" }),
             f(x.steady_tpm_pct, 1),
             f(x.steady_rpm_pct, 1),
-            f(x.whole_tpm_pct, 1),
             f(x.whole_of_admissible_pct, 1),
             x.requests.to_string(),
             x.rate_limited.to_string(),
             f(x.rate_limited_pct, 2),
             x.rate_limited_first_minute.to_string(),
+            f(x.mean_s, 1),
             f(x.p50_s, 1),
             f(x.p99_s, 1),
             f(x.duration_s, 0),
@@ -546,12 +613,15 @@ fn print_tables(figs: &[Figures], k: &Knobs) {
     );
     let width = figs.iter().map(|x| x.per_minute_pct.len()).max().unwrap_or(0);
     let mut t = Table::new(
-        std::iter::once("client".to_owned()).chain((1..=width).map(|m| format!("min {m}"))),
+        std::iter::once("client".to_owned())
+            .chain((1..=width).map(|m| format!("min {m}")))
+            .chain(["server headroom, steady".to_owned()]),
     );
     for (c, x) in Contender::ALL.iter().zip(figs) {
         t.row(
             std::iter::once(c.name().to_owned())
-                .chain((0..width).map(|i| x.per_minute_pct.get(i).map_or("".into(), |p| f(*p, 0)))),
+                .chain((0..width).map(|i| x.per_minute_pct.get(i).map_or("".into(), |p| f(*p, 0))))
+                .chain([format!("{} %", f(x.headroom_pct, 1))]),
         );
     }
     t.print();
