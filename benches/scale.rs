@@ -8,6 +8,12 @@
 //! against the client runtime's CPU time during the batch (the emulator runs on its own
 //! runtime, whose threads are counted apart).
 //!
+//! By default the emulator states limits far above what the batch reaches, in OpenAI's
+//! headers, as every real provider does: the client learns them from the first answer and
+//! from then on prices every request in tokens (so estimation is on the request path).
+//! `B4_LIMITS=off` serves no limit headers: then no token limit applies and the client
+//! estimates nothing.
+//!
 //! NOTE: the batch runner (`llm_failover::batch`) is being written on another branch. This
 //! bench drives `Client` directly; re-run it through `llm_failover::batch` once merged.
 //!
@@ -39,6 +45,9 @@ const SEED: u64 = 4;
 const SAMPLE_MS: u64 = 100;
 /// The request log the in-process emulator keeps (bounded; small so it is not what grows).
 const EMULATOR_LOG: usize = 1_000;
+/// Limits the emulator states by default: far above what two cores can send.
+const STATED_RPM: u64 = 100_000_000;
+const STATED_TPM: u64 = 100_000_000_000;
 
 /// One memory sample: items finished, VmRSS KiB.
 type Sample = (u64, u64);
@@ -48,6 +57,7 @@ fn main() {
     machine.print("scale (B4)");
     let n: u64 = common::env_or("B4_ITEMS", ITEMS);
     let concurrency: usize = common::env_or("B4_CONCURRENCY", CONCURRENCY);
+    let limits_on = std::env::var("B4_LIMITS").map_or(true, |v| v != "off");
     let emu_rt = common::runtime("emu", 2);
     let client_rt = common::runtime("client", 2);
     let mut cfg = EmulatorConfig::default();
@@ -56,7 +66,12 @@ fn main() {
         .block_on(
             Emulator::builder()
                 .config(cfg)
-                .provider(ProviderConfig::openai("openai"))
+                .provider(if limits_on {
+                    ProviderConfig::openai("openai")
+                        .with_limits(emulator::Limits::per_minute(STATED_RPM, STATED_TPM))
+                } else {
+                    ProviderConfig::openai("openai")
+                })
                 .start(),
         )
         .expect("the emulator starts");
@@ -190,7 +205,12 @@ fn main() {
     let rate = n as f64 / wall.as_secs_f64();
 
     println!(
-        "{n} items, concurrency {concurrency}, {failed} failed; outcomes in {}",
+        "{n} items, concurrency {concurrency}, {failed} failed, limits {}; outcomes in {}",
+        if limits_on {
+            "stated in headers (learned: every request is priced in tokens)"
+        } else {
+            "off (no token limit: nothing is estimated on the request path)"
+        },
         path.display()
     );
     let mut t = Table::new(["measure", "value"]);
@@ -223,8 +243,12 @@ fn main() {
         "estimate_chat per item (µs)".to_owned(),
         f(est_cpu.as_secs_f64() * 1e6 / n as f64, 1),
     ]);
-    t.row(["estimation share of client CPU (%)".to_owned(), f(share_client, 1)]);
-    t.row(["estimation share of all CPU (%)".to_owned(), f(share_all, 1)]);
+    if limits_on {
+        t.row(["estimation share of client CPU (%)".to_owned(), f(share_client, 1)]);
+        t.row(["estimation share of all CPU (%)".to_owned(), f(share_all, 1)]);
+    } else {
+        t.row(["estimation share of client CPU (%)".to_owned(), "0 (not called)".to_owned()]);
+    }
     t.print();
     let curve: Vec<String> = samples
         .iter()
@@ -236,7 +260,8 @@ fn main() {
         "scale",
         &machine,
         json!({
-            "items": n, "concurrency": concurrency, "failed": failed, "wall_s": wall.as_secs_f64(),
+            "items": n, "concurrency": concurrency, "failed": failed, "limits": limits_on,
+            "wall_s": wall.as_secs_f64(),
             "items_per_s": rate, "rss0_kib": rss0, "rss_at10_kib": at10, "rss_later_max_kib": later_max,
             "rss_end_kib": rss_end, "hwm_kib": hwm, "growth_kib": growth,
             "client_cpu_s": client_cpu.as_secs_f64(), "emu_cpu_s": emu_cpu.as_secs_f64(),
