@@ -138,7 +138,9 @@ fn main() {
             a.chars.push(it.chars() as f64);
         }
     }
-    println!("estimate vs the emulator's server-side count, % (positive: the client reserves more):");
+    println!(
+        "estimate vs the emulator's server-side count, % (positive: the client reserves more):"
+    );
     let mut t = Table::new([
         "prompts",
         "n",
@@ -155,8 +157,16 @@ fn main() {
     for (k, a) in &by {
         let name = k.map_or("all", Kind::name);
         let min = a.total_err.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = a.total_err.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let imax = a.input_err.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let max = a
+            .total_err
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        let imax = a
+            .input_err
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
         t.row([
             name.to_owned(),
             a.total_err.len().to_string(),

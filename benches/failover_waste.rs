@@ -151,7 +151,11 @@ fn main() {
     row(&mut t, "median".to_owned(), &med);
     t.print();
     let worst = all.iter().map(|x| x.primary_requests).max().unwrap_or(0);
-    let late = all.iter().map(|x| x.primary_after_first_429).max().unwrap_or(0);
+    let late = all
+        .iter()
+        .map(|x| x.primary_after_first_429)
+        .max()
+        .unwrap_or(0);
     println!(
         "worst run: {worst} requests reached the primary (bound: {concurrency} in flight), {late} after a 429 had come back"
     );
@@ -211,8 +215,12 @@ async fn run(items: Arc<Vec<Item>>, concurrency: usize, broken: bool) -> Observe
     let t0 = common::wall();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        let (client, items, next, outcomes) =
-            (client.clone(), items.clone(), next.clone(), outcomes.clone());
+        let (client, items, next, outcomes) = (
+            client.clone(),
+            items.clone(),
+            next.clone(),
+            outcomes.clone(),
+        );
         set.spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);

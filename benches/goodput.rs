@@ -296,7 +296,9 @@ async fn run_one(c: Contender, k: &Knobs, items: Arc<Vec<Item>>) -> Figures {
                         s.wait
                     );
                 }
-                clock.sleep_until(clock.now() + Duration::from_secs(5)).await;
+                clock
+                    .sleep_until(clock.now() + Duration::from_secs(5))
+                    .await;
             }
         })),
         _ => None,
@@ -427,7 +429,10 @@ async fn raw_item(
             if let Ok(bytes) = resp.bytes().await {
                 if status == 200 {
                     if let Ok(r) = serde_json::from_slice::<WireResponse>(&bytes) {
-                        return r.choices.first().is_some_and(|c| c.message.content.is_some());
+                        return r
+                            .choices
+                            .first()
+                            .is_some_and(|c| c.message.content.is_some());
                     }
                 }
             }
@@ -504,10 +509,7 @@ fn figures(
         whole_of_admissible_pct: 100.0 * tokens as f64 / (tpm + tpm * minutes),
         steady_tpm_pct,
         steady_rpm_pct,
-        per_minute_pct: per_minute
-            .iter()
-            .map(|t| 100.0 * *t as f64 / tpm)
-            .collect(),
+        per_minute_pct: per_minute.iter().map(|t| 100.0 * *t as f64 / tpm).collect(),
         headroom_pct: 100.0 * headroom / tpm,
         mean_s: lat.iter().sum::<f64>() / lat.len().max(1) as f64,
         p50_s: percentile(&lat, 50.0),
@@ -559,7 +561,11 @@ fn median_figures(runs: &[Figures]) -> Figures {
     out.whole_of_admissible_pct = m(|x| x.whole_of_admissible_pct);
     out.steady_tpm_pct = m(|x| x.steady_tpm_pct);
     out.steady_rpm_pct = m(|x| x.steady_rpm_pct);
-    let longest = runs.iter().map(|x| x.per_minute_pct.len()).min().unwrap_or(0);
+    let longest = runs
+        .iter()
+        .map(|x| x.per_minute_pct.len())
+        .min()
+        .unwrap_or(0);
     out.per_minute_pct = (0..longest)
         .map(|i| common::median(&runs.iter().map(|x| x.per_minute_pct[i]).collect::<Vec<_>>()))
         .collect();
@@ -591,7 +597,12 @@ fn print_tables(figs: &[Figures], k: &Knobs) {
     for (c, x) in Contender::ALL.iter().zip(figs) {
         t.row([
             c.name().to_owned(),
-            format!("{}/{}{}", x.ok, x.items, if x.cut_short { " CUT" } else { "" }),
+            format!(
+                "{}/{}{}",
+                x.ok,
+                x.items,
+                if x.cut_short { " CUT" } else { "" }
+            ),
             f(x.steady_tpm_pct, 1),
             f(x.steady_rpm_pct, 1),
             f(x.whole_of_admissible_pct, 1),
@@ -611,7 +622,11 @@ fn print_tables(figs: &[Figures], k: &Knobs) {
         "tokens served per virtual minute, % of TPM {} (the first minute includes the full bucket):",
         k.tpm
     );
-    let width = figs.iter().map(|x| x.per_minute_pct.len()).max().unwrap_or(0);
+    let width = figs
+        .iter()
+        .map(|x| x.per_minute_pct.len())
+        .max()
+        .unwrap_or(0);
     let mut t = Table::new(
         std::iter::once("client".to_owned())
             .chain((1..=width).map(|m| format!("min {m}")))

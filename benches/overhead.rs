@@ -153,10 +153,11 @@ impl Clients {
                     return false;
                 };
                 serde_json::from_slice::<WireResponse>(&bytes).is_ok_and(|r| {
-                    r.choices
-                        .first()
-                        .is_some_and(|c| c.message.content.as_deref().is_some_and(|t| !t.is_empty()))
-                        && r.usage.is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
+                    r.choices.first().is_some_and(|c| {
+                        c.message.content.as_deref().is_some_and(|t| !t.is_empty())
+                    }) && r
+                        .usage
+                        .is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
                 })
             }
         }

@@ -200,8 +200,7 @@ fn main() {
     let mib = |k: u64| k as f64 / 1024.0;
     let growth = later_max.saturating_sub(at10);
     let share_client = 100.0 * est_cpu.as_secs_f64() / client_cpu.as_secs_f64().max(1e-9);
-    let share_all =
-        100.0 * est_cpu.as_secs_f64() / (client_cpu + emu_cpu).as_secs_f64().max(1e-9);
+    let share_all = 100.0 * est_cpu.as_secs_f64() / (client_cpu + emu_cpu).as_secs_f64().max(1e-9);
     let rate = n as f64 / wall.as_secs_f64();
 
     println!(
@@ -230,7 +229,10 @@ fn main() {
         "client runtime CPU (s)".to_owned(),
         f(client_cpu.as_secs_f64(), 2),
     ]);
-    t.row(["emulator runtime CPU (s)".to_owned(), f(emu_cpu.as_secs_f64(), 2)]);
+    t.row([
+        "emulator runtime CPU (s)".to_owned(),
+        f(emu_cpu.as_secs_f64(), 2),
+    ]);
     t.row([
         "client CPU per item (µs)".to_owned(),
         f(client_cpu.as_secs_f64() * 1e6 / n as f64, 1),
@@ -244,10 +246,19 @@ fn main() {
         f(est_cpu.as_secs_f64() * 1e6 / n as f64, 1),
     ]);
     if limits_on {
-        t.row(["estimation share of client CPU (%)".to_owned(), f(share_client, 1)]);
-        t.row(["estimation share of all CPU (%)".to_owned(), f(share_all, 1)]);
+        t.row([
+            "estimation share of client CPU (%)".to_owned(),
+            f(share_client, 1),
+        ]);
+        t.row([
+            "estimation share of all CPU (%)".to_owned(),
+            f(share_all, 1),
+        ]);
     } else {
-        t.row(["estimation share of client CPU (%)".to_owned(), "0 (not called)".to_owned()]);
+        t.row([
+            "estimation share of client CPU (%)".to_owned(),
+            "0 (not called)".to_owned(),
+        ]);
     }
     t.print();
     let curve: Vec<String> = samples

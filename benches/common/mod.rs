@@ -156,7 +156,9 @@ pub fn cpu_time(prefix: Option<&str>) -> Duration {
                         std::fs::read_to_string(t.path().join("comm"))
                             .is_ok_and(|c| c.trim_end().starts_with(prefix))
                     })
-                    .map(|t| ticks(&std::fs::read_to_string(t.path().join("stat")).unwrap_or_default()))
+                    .map(|t| {
+                        ticks(&std::fs::read_to_string(t.path().join("stat")).unwrap_or_default())
+                    })
                     .sum()
             })
             .unwrap_or(0),

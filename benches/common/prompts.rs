@@ -119,10 +119,7 @@ fn short(rng: &mut SmallRng) -> ChatRequest {
     let prompt = match rng.random_range(0..5) {
         0 => format!("What is the capital of {}?", pick(rng, COUNTRIES)),
         1 => format!("Explain {} in one sentence.", pick(rng, TOPICS)),
-        2 => format!(
-            "How do I read a file line by line in {}?",
-            pick(rng, LANGS)
-        ),
+        2 => format!("How do I read a file line by line in {}?", pick(rng, LANGS)),
         3 => format!(
             "Give me three name ideas for a {} library.",
             pick(rng, LANGS)
