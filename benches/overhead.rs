@@ -13,6 +13,7 @@
 //! # A fixed number of requests from one client, for callgrind (instructions per request:
 //! # the difference between two request counts, divided by their difference):
 //! B2_ONLY=sdk B2_REQUESTS=2000 [B2_PROFILE_CONCURRENCY=64] valgrind --tool=callgrind target/release/deps/overhead-…
+//! # Knobs: B2_ROUNDS, B2_SEGMENT_MS, B2_WARMUP_MS, B2_CLIENT_THREADS (client runtime workers, 2).
 //! ```
 
 mod common;
@@ -30,9 +31,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Rounds of interleaved segments.
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 15;
 /// Length of one segment (one client at one concurrency).
-const SEGMENT_MS: u64 = 1_500;
+const SEGMENT_MS: u64 = 600;
 /// Warm-up per client and concurrency before the first round.
 const WARMUP_MS: u64 = 500;
 /// Concurrency levels.
@@ -210,7 +211,7 @@ fn main() {
     let segment_len = Duration::from_millis(common::env_or("B2_SEGMENT_MS", SEGMENT_MS));
     let warmup = Duration::from_millis(common::env_or("B2_WARMUP_MS", WARMUP_MS));
     let emu_rt = common::runtime("emu", 2);
-    let client_rt = common::runtime("client", 2);
+    let client_rt = common::runtime("client", common::env_or("B2_CLIENT_THREADS", 2));
     let emu = emu_rt
         .block_on(Emulator::builder().openai("openai").start())
         .expect("the emulator starts");
