@@ -19,6 +19,8 @@
 //! B1_RUNS=3 cargo bench --bench goodput          # medians over three runs
 //! ```
 
+#[path = "goodput/baseline.rs"]
+mod baseline;
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,8 +36,8 @@ use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::SeededRng;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
+use rand::SeedableRng;
+use serde::Serialize;
 use serde_json::json;
 
 /// How much faster than real time both sides' clock runs.
@@ -58,8 +60,6 @@ const SEED: u64 = 1;
 const MAX_WALL_S: u64 = 60;
 /// Output tokens the emulator answers on average (8 to 47 words, one token each).
 const MEAN_OUTPUT: u64 = 28;
-/// Attempts after which the baseline clients give an item up.
-const MAX_ATTEMPTS: u32 = 200;
 
 #[derive(Clone, Copy, Debug)]
 struct Knobs {
@@ -273,7 +273,7 @@ async fn run_one(c: Contender, k: &Knobs, items: Arc<Vec<Item>>) -> Figures {
                 let t = clock.now();
                 let ok = match &sdk {
                     Some(client) => client.chat(item.request.clone()).await.is_ok(),
-                    None => raw_item(&http, &url, &key, item, &clock, c, &mut rng).await,
+                    None => baseline::raw_item(&http, &url, &key, item, &clock, c, &mut rng).await,
                 };
                 let o = Outcome {
                     latency: clock.now() - t,
@@ -353,103 +353,6 @@ fn sdk_client(emu: &Emulator, clock: FastClock, k: &Knobs, limits: Limits) -> Cl
         )
         .build()
         .expect("the client builds")
-}
-
-#[derive(Serialize)]
-struct WireRequest<'a> {
-    model: &'a str,
-    messages: Vec<WireMessage<'a>>,
-    max_tokens: Option<u32>,
-}
-
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'a str,
-    content: &'a str,
-}
-
-#[derive(Deserialize)]
-struct WireResponse {
-    choices: Vec<WireChoice>,
-}
-
-#[derive(Deserialize)]
-struct WireChoice {
-    message: WireAnswer,
-}
-
-#[derive(Deserialize)]
-struct WireAnswer {
-    content: Option<String>,
-}
-
-/// One item through a baseline client: send until a 200 (or `MAX_ATTEMPTS`), sleeping on the
-/// shared clock between attempts as the contender does.
-async fn raw_item(
-    http: &reqwest::Client,
-    url: &str,
-    key: &str,
-    item: &Item,
-    clock: &FastClock,
-    c: Contender,
-    rng: &mut SmallRng,
-) -> bool {
-    let body = serde_json::to_vec(&WireRequest {
-        model: MODEL,
-        messages: item
-            .request
-            .messages
-            .iter()
-            .map(|m| WireMessage {
-                role: m.role.as_str(),
-                content: &m.content,
-            })
-            .collect(),
-        max_tokens: item.request.max_tokens,
-    })
-    .expect("JSON");
-    for attempt in 0..MAX_ATTEMPTS {
-        let sent = http
-            .post(url)
-            .bearer_auth(key)
-            .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await;
-        let mut retry_after = None;
-        if let Ok(resp) = sent {
-            let status = resp.status().as_u16();
-            retry_after = resp
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(Duration::from_secs_f64);
-            if let Ok(bytes) = resp.bytes().await {
-                if status == 200 {
-                    if let Ok(r) = serde_json::from_slice::<WireResponse>(&bytes) {
-                        return r
-                            .choices
-                            .first()
-                            .is_some_and(|c| c.message.content.is_some());
-                    }
-                }
-            }
-        }
-        let wait = match (c, retry_after) {
-            (Contender::RetryAfter, Some(d)) => d,
-            // Full jitter: uniform in [0, min(cap, base × 2^attempt)], base 1 s, cap 60 s.
-            _ => {
-                let ceiling = Duration::from_secs(1)
-                    .saturating_mul(1 << attempt.min(16))
-                    .min(Duration::from_secs(60));
-                ceiling.mul_f64(rng.random::<f64>())
-            }
-        };
-        clock.sleep_until(clock.now() + wait).await;
-    }
-    false
 }
 
 #[allow(clippy::too_many_arguments)]
