@@ -507,6 +507,7 @@ impl ClientBuilder {
                 timeout: s.timeout,
                 credential: s.credential,
                 counters: Counters::default(),
+                token_limits_seen: std::sync::atomic::AtomicBool::new(false),
             })
             .collect();
         let router = Router {

@@ -364,10 +364,11 @@ impl Transport {
     ///
     /// `Timeout`, `Connect`, `Decode` (body over the cap), `Config` (a redirect).
     pub async fn send(&self, req: HttpRequest, timeout: Duration) -> Result<RawResponse> {
-        let resp = self.builder(req, timeout).send().await.map_err(map_err)?;
+        let mut resp = self.builder(req, timeout).send().await.map_err(map_err)?;
         let status = resp.status().as_u16();
         check_redirect(status, resp.headers())?;
-        let headers = resp.headers().clone();
+        // Taken, not cloned: reading the body needs no header.
+        let headers = std::mem::take(resp.headers_mut());
         let body = read_capped(resp, self.max_body).await?;
         Ok(RawResponse {
             status,

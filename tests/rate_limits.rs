@@ -287,6 +287,27 @@ async fn limits_are_learned_from_the_first_response_headers() {
     assert_eq!(h.clock.sleeps(), [30 * S]);
 }
 
+/// Until a provider states a token limit (and none is configured), requests are not tokenized
+/// — no bucket would read the count; once one is stated, every request is priced in tokens.
+#[tokio::test]
+async fn a_token_limit_stated_by_the_provider_prices_later_requests_in_tokens() {
+    let a = ScriptedServer::start().await;
+    // https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers
+    a.push(
+        CHAT,
+        ok("first")
+            .header("x-ratelimit-limit-tokens", "1000")
+            .header("x-ratelimit-remaining-tokens", "1000")
+            .header("x-ratelimit-reset-tokens", "0s"),
+    );
+    let h = client(&[("a", &a)], policy());
+    let big = || ChatRequest::from_prompt("word ".repeat(2000)).max_tokens(10);
+    h.client.chat(big()).await.unwrap();
+    let err = h.client.chat(big()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RequestTooLarge, "{err}");
+    assert_eq!(a.count(CHAT), 1, "the second request is never sent");
+}
+
 #[tokio::test]
 async fn without_a_latency_allowance_the_whole_burst_goes_at_once() {
     let a = ScriptedServer::start().await;

@@ -62,6 +62,9 @@ use crate::clock::Now;
 /// assert_eq!(report.requests, None); // absent is unknown, never zero
 /// ```
 pub fn parse_limit_headers(dialect: HeaderDialect, headers: &HeaderMap, now: Now) -> LimitReport {
+    if !any_limit_header(headers) {
+        return LimitReport::default();
+    }
     let mut report = match dialect {
         HeaderDialect::OpenAi => openai(headers, now, Per::Minute),
         HeaderDialect::Groq => openai(headers, now, Per::Day),
@@ -76,6 +79,21 @@ pub fn parse_limit_headers(dialect: HeaderDialect, headers: &HeaderMap, now: Now
     report.retry_after = retry_after(headers, now);
     report.should_retry = should_retry(headers);
     report
+}
+
+/// Whether any header is one the parsers here read (names are lowercase in a `HeaderMap`):
+/// one pass over the names, so a response without rate-limit headers (a local host, a
+/// provider with limits off) skips the two dozen lookups below.
+fn any_limit_header(headers: &HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let n = name.as_str();
+        n.starts_with("x-ratelimit-")
+            || n.starts_with("x-rate-limit-")
+            || n.starts_with("anthropic-ratelimit-")
+            || n.starts_with("ratelimit")
+            || n.starts_with("retry-after")
+            || n == "x-should-retry"
+    })
 }
 
 /// The three header names of one window: limit, remaining, reset.

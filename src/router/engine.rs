@@ -1,7 +1,7 @@
 //! The attempt loop: pick a provider, admit, send, classify, act.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -11,8 +11,8 @@ use tracing::{field, Instrument};
 
 use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState};
 use super::options::RequestOptions;
+use super::pick::{Costs, Go, Pick, Tried};
 pub(crate) use super::pick::{Done, Job};
-use super::pick::{Go, Pick, Tried};
 use super::stream::ChatStream;
 use crate::clock::Clock;
 use crate::config::{Limits, Policy};
@@ -41,11 +41,23 @@ pub(crate) struct Entry {
     pub(crate) timeout: Option<Duration>,
     pub(crate) credential: Option<Credential>,
     pub(crate) counters: Counters,
+    /// Set once a response of this provider states a token window: from then on its requests
+    /// are priced in tokens even where no token limit is configured.
+    pub(crate) token_limits_seen: AtomicBool,
 }
 
 impl Entry {
     pub(super) fn limits_for(&self, model: &str) -> Limits {
         self.model_limits.get(model).copied().unwrap_or(self.limits)
+    }
+
+    /// Whether admission under `limits` spends tokens: a token limit is configured, or the
+    /// provider stated one. When neither, no bucket would read a token count, so none is
+    /// estimated (tokenizing is the costliest step of admission).
+    pub(super) fn counts_tokens(&self, limits: &Limits) -> bool {
+        limits.tpm.is_some()
+            || limits.tpd.is_some()
+            || self.token_limits_seen.load(Ordering::Relaxed)
     }
 }
 
@@ -162,6 +174,7 @@ impl Router {
         let mut tried = vec![Tried::default(); order.len()];
         let mut errors: Vec<Error> = Vec::new();
         let mut previous: Option<usize> = None;
+        let mut costs = Costs::default();
         lock(&self.budget).deposit(started);
 
         loop {
@@ -181,7 +194,10 @@ impl Router {
                     Error::all_failed(errors)
                 });
             }
-            let go = match self.pick(&order, &tried, &job, opts, deadline).await? {
+            let go = match self
+                .pick(&order, &tried, &job, &mut costs, opts, deadline)
+                .await?
+            {
                 Pick::Go(go) => go,
                 Pick::Never(e) => {
                     return Err(if errors.is_empty() {
@@ -312,6 +328,12 @@ impl Router {
             }
 
             if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
+                if report.tokens.is_some()
+                    || report.input_tokens.is_some()
+                    || report.output_tokens.is_some()
+                {
+                    entry.token_limits_seen.store(true, Ordering::Relaxed);
+                }
                 self.limiter
                     .raise(
                         &key,
@@ -504,9 +526,13 @@ impl Router {
                     span.record("actual_tokens", u.total());
                     Counters::add(&entry.counters.input_tokens, u.input_tokens);
                     Counters::add(&entry.counters.output_tokens, u.output_tokens);
-                    let used = u.input_tokens.max(floor) + u.output_tokens;
-                    if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                        tracing::warn!(error = %e, "could not reconcile token usage");
+                    // Nothing reserved, nothing to reconcile: the response's own headers
+                    // (if any) already set the level.
+                    if cost.tokens() > 0 {
+                        let used = u.input_tokens.max(floor) + u.output_tokens;
+                        if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
+                            tracing::warn!(error = %e, "could not reconcile token usage");
+                        }
                     }
                 }
                 Done::Chat(r)
@@ -536,9 +562,11 @@ impl Router {
         if let Some(u) = usage {
             Counters::add(&e.counters.input_tokens, u.input_tokens);
             Counters::add(&e.counters.output_tokens, u.output_tokens);
-            let used = u.input_tokens.max(floor) + u.output_tokens;
-            if let Err(err) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                tracing::warn!(error = %err, "could not reconcile token usage");
+            if cost.tokens() > 0 {
+                let used = u.input_tokens.max(floor) + u.output_tokens;
+                if let Err(err) = self.limiter.reconcile(key, cost.tokens(), used).await {
+                    tracing::warn!(error = %err, "could not reconcile token usage");
+                }
             }
         }
         if let Some(kind) = error {

@@ -1,5 +1,6 @@
 //! Choosing the provider for the next attempt and booking its admission.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -50,12 +51,42 @@ impl Job<'_> {
         }
     }
 
+    /// The cost when no token limit applies: one request (a transcription's audio seconds
+    /// are cheap to read and have their own bucket).
+    pub(super) fn request_cost(&self, model: &str) -> Cost {
+        match self {
+            Job::Chat(_) | Job::Stream(_) => Cost::one_request(),
+            Job::Transcribe(_) => self.cost(model),
+        }
+    }
+
     /// See [`input_floor`].
     pub(super) fn input_floor(&self) -> u64 {
         match self {
             Job::Chat(r) | Job::Stream(r) => input_floor(r),
             Job::Transcribe(_) => 0,
         }
+    }
+}
+
+/// The admission cost of one request, estimated at most once per model however many
+/// providers, passes and attempts price it.
+#[derive(Debug, Default)]
+pub(super) struct Costs(Vec<(String, Cost)>);
+
+impl Costs {
+    /// The cost of `job` for `model`; without its tokens when `tokens` is false (nothing
+    /// would read them).
+    fn of(&mut self, job: &Job<'_>, model: &str, tokens: bool) -> Cost {
+        if !tokens {
+            return job.request_cost(model);
+        }
+        if let Some((_, c)) = self.0.iter().find(|(m, _)| m == model) {
+            return *c;
+        }
+        let c = job.cost(model);
+        self.0.push((model.to_owned(), c));
+        c
     }
 }
 
@@ -95,7 +126,7 @@ pub(super) enum Pick {
 }
 
 impl Router {
-    pub(super) fn order(&self, cap: Capability, opts: &RequestOptions) -> Result<Vec<usize>> {
+    pub(super) fn order(&self, cap: Capability, opts: &RequestOptions) -> Result<Cow<'_, [usize]>> {
         let order = match cap {
             Capability::Chat => &self.chat,
             Capability::Transcription => &self.transcription,
@@ -106,7 +137,7 @@ impl Router {
                     "no provider is configured for {cap} in this environment"
                 )));
             }
-            return Ok(order.clone());
+            return Ok(Cow::Borrowed(order));
         };
         let Some(idx) = self.entries.iter().position(|e| e.adapter.id() == pin) else {
             return Err(Error::config(format!("unknown provider `{pin}`")));
@@ -114,7 +145,7 @@ impl Router {
         if !self.entries[idx].adapter.capabilities().supports(cap) {
             return Err(Error::unsupported(pin, &cap.to_string()));
         }
-        Ok(vec![idx])
+        Ok(Cow::Owned(vec![idx]))
     }
 
     fn model_for(&self, entry: &Entry, job: &Job<'_>) -> Result<String> {
@@ -154,6 +185,7 @@ impl Router {
         order: &[usize],
         tried: &[Tried],
         job: &Job<'_>,
+        costs: &mut Costs,
         opts: &RequestOptions,
         deadline: Instant,
     ) -> Result<Pick> {
@@ -168,15 +200,19 @@ impl Router {
         let mut never: Option<Error> = None;
 
         for pass in 0..2 {
-            let slots: Vec<usize> = if pass == 0 {
-                ranked.clone()
+            let single: [usize; 1];
+            let slots: &[usize] = if pass == 0 {
+                &ranked
             } else {
                 match paced {
-                    Some((slot, wait)) if wait <= remaining => vec![slot],
+                    Some((slot, wait)) if wait <= remaining => {
+                        single = [slot];
+                        &single
+                    }
                     _ => break,
                 }
             };
-            for slot in slots {
+            for &slot in slots {
                 let idx = order[slot];
                 let entry = &self.entries[idx];
                 let id = entry.adapter.id();
@@ -210,14 +246,14 @@ impl Router {
                         continue;
                     }
                 };
-                let cost = job.cost(&model);
+                let limits = entry.limits_for(&model);
+                let cost = costs.of(job, &model, entry.counts_tokens(&limits));
                 let key = LimitKey::new(id.clone(), model.clone()).with_account(account.clone());
                 let max_wait = if pass == 0 {
                     remaining.min(self.settings.spill_after)
                 } else {
                     remaining
                 };
-                let limits = entry.limits_for(&model);
                 match self.limiter.try_admit(&key, &limits, cost, max_wait).await {
                     Ok(Admission::Granted(permit)) => {
                         return Ok(Pick::Go(Box::new(Go {

@@ -1,0 +1,363 @@
+//! B2 — the SDK's overhead per request.
+//!
+//! Limits off, an emulator route with no latency. `Client::chat` against a raw reqwest
+//! client sending the same JSON body and parsing the same response with serde_json into a
+//! small struct (both with the same connect and request timeouts). Concurrency 1 and 64.
+//! Segments of fixed length are interleaved — raw, SDK, SDK, raw, … — and medians reported.
+//!
+//! The emulator runs on its own tokio runtime (threads `emu-w`), the clients on another
+//! (`client-w`), so the clients' CPU time per request is read apart from the server's.
+//!
+//! ```sh
+//! cargo bench --bench overhead
+//! # A fixed number of requests from one client, for callgrind (instructions per request:
+//! # the difference between two request counts, divided by their difference):
+//! B2_ONLY=sdk B2_REQUESTS=2000 [B2_PROFILE_CONCURRENCY=64] valgrind --tool=callgrind target/release/deps/overhead-…
+//! # Knobs: B2_ROUNDS, B2_SEGMENT_MS, B2_WARMUP_MS, B2_CLIENT_THREADS (client runtime workers, 2).
+//! ```
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::prompts::MODEL;
+use common::{f, median, Table};
+use emulator::Emulator;
+use llm_failover::provider::openai::OpenAi;
+use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Rounds of interleaved segments.
+const ROUNDS: usize = 15;
+/// Length of one segment (one client at one concurrency).
+const SEGMENT_MS: u64 = 600;
+/// Warm-up per client and concurrency before the first round.
+const WARMUP_MS: u64 = 500;
+/// Concurrency levels.
+const LEVELS: [usize; 2] = [1, 64];
+
+const SYSTEM: &str = "You are a terse assistant.";
+const PROMPT: &str = "Say hello to the benchmark in five words.";
+const MAX_TOKENS: u32 = 16;
+const TIMEOUT: Duration = Duration::from_secs(60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Raw,
+    Sdk,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Raw => "raw reqwest",
+            Side::Sdk => "llm-failover",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Clients {
+    sdk: Client,
+    http: reqwest::Client,
+    url: Arc<str>,
+    key: Arc<str>,
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: [WireMessage<'a>; 2],
+    max_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[allow(dead_code)]
+    id: Option<String>,
+    #[allow(dead_code)]
+    model: Option<String>,
+    choices: Vec<WireChoice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: WireAnswer,
+    #[allow(dead_code)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireAnswer {
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+impl Clients {
+    /// One request; true when it came back as a parsed answer.
+    async fn one(&self, side: Side) -> bool {
+        match side {
+            Side::Sdk => {
+                let req = ChatRequest::new()
+                    .system(SYSTEM)
+                    .user(PROMPT)
+                    .max_tokens(MAX_TOKENS);
+                self.sdk.chat(req).await.is_ok_and(|r| !r.text.is_empty())
+            }
+            Side::Raw => {
+                let body = serde_json::to_vec(&WireRequest {
+                    model: MODEL,
+                    messages: [
+                        WireMessage {
+                            role: "system",
+                            content: SYSTEM,
+                        },
+                        WireMessage {
+                            role: "user",
+                            content: PROMPT,
+                        },
+                    ],
+                    max_tokens: MAX_TOKENS,
+                })
+                .expect("JSON");
+                let Ok(resp) = self
+                    .http
+                    .post(&*self.url)
+                    .bearer_auth(&*self.key)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                else {
+                    return false;
+                };
+                if resp.status() != 200 {
+                    return false;
+                }
+                let Ok(bytes) = resp.bytes().await else {
+                    return false;
+                };
+                serde_json::from_slice::<WireResponse>(&bytes).is_ok_and(|r| {
+                    r.choices.first().is_some_and(|c| {
+                        c.message.content.as_deref().is_some_and(|t| !t.is_empty())
+                    }) && r
+                        .usage
+                        .is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
+                })
+            }
+        }
+    }
+}
+
+/// What one segment measured.
+struct Measured {
+    ok: u64,
+    failed: u64,
+    wall: Duration,
+    /// CPU time of the client runtime's threads.
+    client_cpu: Duration,
+    /// CPU time of the whole process (client, emulator, everything).
+    process_cpu: Duration,
+}
+
+/// One segment: `concurrency` loops for `length`.
+async fn segment(c: &Clients, side: Side, concurrency: usize, length: Duration) -> Measured {
+    let ok = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    let cpu0 = common::cpu_time(Some("client-"));
+    let all0 = common::cpu_time(None);
+    let t0 = common::wall();
+    let deadline = t0 + length;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (c, ok, bad) = (c.clone(), ok.clone(), bad.clone());
+        set.spawn(async move {
+            while common::wall() < deadline {
+                let counter = if c.one(side).await { &ok } else { &bad };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    Measured {
+        ok: ok.load(Ordering::Relaxed),
+        failed: bad.load(Ordering::Relaxed),
+        wall: t0.elapsed(),
+        client_cpu: common::cpu_time(Some("client-")).saturating_sub(cpu0),
+        process_cpu: common::cpu_time(None).saturating_sub(all0),
+    }
+}
+
+fn main() {
+    let machine = common::machine();
+    machine.print("overhead (B2)");
+    let rounds = common::env_or("B2_ROUNDS", ROUNDS);
+    let segment_len = Duration::from_millis(common::env_or("B2_SEGMENT_MS", SEGMENT_MS));
+    let warmup = Duration::from_millis(common::env_or("B2_WARMUP_MS", WARMUP_MS));
+    let emu_rt = common::runtime("emu", 2);
+    let client_rt = common::runtime("client", common::env_or("B2_CLIENT_THREADS", 2));
+    let emu = emu_rt
+        .block_on(Emulator::builder().openai("openai").start())
+        .expect("the emulator starts");
+    let base = emu.base_url("openai");
+    let clients = client_rt.block_on(async {
+        let adapter = OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
+            .with_chat_model(MODEL);
+        let sdk = Client::builder()
+            .provider(
+                Arc::new(adapter),
+                ProviderSettings::new().credential(Credential::new(emu.key("openai"))),
+            )
+            .build()
+            .expect("the client builds");
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(TIMEOUT)
+            .build()
+            .expect("reqwest builds");
+        Clients {
+            sdk,
+            http,
+            url: format!("{base}/chat/completions").into(),
+            key: emu.key("openai").into(),
+        }
+    });
+
+    // Profiling mode: a fixed number of requests from one client (`B2_PROFILE_CONCURRENCY`
+    // loops, default 1), no table.
+    if let Ok(only) = std::env::var("B2_ONLY") {
+        let side = if only == "raw" { Side::Raw } else { Side::Sdk };
+        let n: u64 = common::env_or("B2_REQUESTS", 2_000);
+        let loops: u64 = common::env_or("B2_PROFILE_CONCURRENCY", 1);
+        let ok = client_rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..loops {
+                let c = clients.clone();
+                set.spawn(async move {
+                    let mut ok = 0;
+                    for _ in 0..n / loops {
+                        ok += u64::from(c.one(side).await);
+                    }
+                    ok
+                });
+            }
+            let mut ok = 0;
+            while let Some(r) = set.join_next().await {
+                ok += r.expect("a loop");
+            }
+            ok
+        });
+        println!("{}: {ok}/{n} answered", side.name());
+        return;
+    }
+
+    for &level in &LEVELS {
+        for side in [Side::Raw, Side::Sdk] {
+            client_rt.block_on(segment(&clients, side, level, warmup));
+        }
+    }
+    // (level, side) → per segment: requests/s, client CPU µs and process CPU µs per request.
+    let mut rps: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut cpu_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut all_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut failures = 0;
+    for round in 0..rounds {
+        for (li, &level) in LEVELS.iter().enumerate() {
+            // ABBA across rounds: raw first on even rounds, SDK first on odd ones.
+            let order = if round % 2 == 0 {
+                [Side::Raw, Side::Sdk]
+            } else {
+                [Side::Sdk, Side::Raw]
+            };
+            for side in order {
+                let m = client_rt.block_on(segment(&clients, side, level, segment_len));
+                failures += m.failed;
+                let si = side as usize;
+                let per = |d: Duration| d.as_secs_f64() * 1e6 / m.ok.max(1) as f64;
+                rps[li][si].push(m.ok as f64 / m.wall.as_secs_f64());
+                cpu_us[li][si].push(per(m.client_cpu));
+                all_us[li][si].push(per(m.process_cpu));
+            }
+        }
+    }
+    drop(clients);
+    emu_rt.block_on(emu.shutdown());
+
+    println!(
+        "{rounds} rounds of {} ms segments per client and level, interleaved; medians; {failures} failed requests",
+        segment_len.as_millis()
+    );
+    let mut t = Table::new([
+        "concurrency",
+        "raw req/s",
+        "SDK req/s",
+        "ratio SDK/raw",
+        "added µs/req (wall)",
+        "raw client CPU µs/req",
+        "SDK client CPU µs/req",
+        "added CPU µs/req",
+        "process CPU µs/req raw/SDK",
+        "CPU ratio",
+        "ratio range",
+    ]);
+    let mut rows = Vec::new();
+    for (li, &level) in LEVELS.iter().enumerate() {
+        let (raw, sdk) = (median(&rps[li][0]), median(&rps[li][1]));
+        let ratios: Vec<f64> = rps[li][0]
+            .iter()
+            .zip(&rps[li][1])
+            .map(|(r, s)| s / r)
+            .collect();
+        let ratio = median(&ratios);
+        // At concurrency 1 this is the latency added to each request; at 64, the machine time
+        // added per request (the run is CPU-bound on two cores).
+        let added_wall = (1.0 / sdk - 1.0 / raw) * 1e6;
+        let (raw_cpu, sdk_cpu) = (median(&cpu_us[li][0]), median(&cpu_us[li][1]));
+        // Requests per CPU-second of the whole process, SDK over raw: the throughput ratio a
+        // CPU-bound run would show, and much less sensitive to other processes than wall time.
+        let (raw_all, sdk_all) = (median(&all_us[li][0]), median(&all_us[li][1]));
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        t.row([
+            level.to_string(),
+            f(raw, 0),
+            f(sdk, 0),
+            f(ratio, 3),
+            f(added_wall, 1),
+            f(raw_cpu, 1),
+            f(sdk_cpu, 1),
+            f(sdk_cpu - raw_cpu, 1),
+            format!("{}/{}", f(raw_all, 1), f(sdk_all, 1)),
+            f(raw_all / sdk_all, 3),
+            format!("{}–{}", f(lo, 3), f(hi, 3)),
+        ]);
+        rows.push(json!({
+            "concurrency": level, "raw_rps": raw, "sdk_rps": sdk, "ratio": ratio,
+            "ratios": ratios, "added_us_wall": added_wall, "raw_cpu_us": raw_cpu,
+            "sdk_cpu_us": sdk_cpu, "raw_process_cpu_us": raw_all,
+            "sdk_process_cpu_us": sdk_all, "cpu_ratio": raw_all / sdk_all, "raw_rps_runs": rps[li][0], "sdk_rps_runs": rps[li][1],
+        }));
+    }
+    t.print();
+    common::record(
+        "overhead",
+        &machine,
+        json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "levels": rows}),
+    );
+}
