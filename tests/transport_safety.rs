@@ -171,7 +171,10 @@ async fn a_redirect_to_another_host_never_carries_the_key_there() {
 
         let err = client.chat(req()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Config, "{status}: {err}");
-        assert!(err.message().contains("redirects are not followed"), "{err}");
+        assert!(
+            err.message().contains("redirects are not followed"),
+            "{err}"
+        );
         assert_eq!(err.status(), Some(status));
         assert_no_key(&err);
 
@@ -255,7 +258,10 @@ async fn an_endless_event_stream_line_is_a_decode_error() {
         .unwrap_err();
     let err = attempt_error(&err);
     assert_eq!(err.kind(), ErrorKind::Decode, "{err}");
-    assert!(err.message().contains("event-stream line longer than"), "{err}");
+    assert!(
+        err.message().contains("event-stream line longer than"),
+        "{err}"
+    );
     assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
 }
 
@@ -377,10 +383,7 @@ async fn a_connection_that_is_never_accepted_is_cut_off_by_the_connect_timeout()
     let started = start_timer();
     let err = client_at(&base, p).chat(req()).await.unwrap_err();
     assert_timeout(&err);
-    assert!(
-        attempt_error(&err).message().contains("timed out"),
-        "{err}"
-    );
+    assert!(attempt_error(&err).message().contains("timed out"), "{err}");
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(150) && took < BOUND,

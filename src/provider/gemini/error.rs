@@ -109,7 +109,14 @@ fn read_details(details: &[Value]) -> Details {
 pub(super) fn from_value(status: Option<u16>, error: &Value) -> Error {
     let body: Status = serde_json::from_value(error.clone()).unwrap_or_default();
     let http = status.or(body.code);
-    let message = body.message.unwrap_or_default();
+    // A missing or blank message still says what happened (found by tests/proptests.rs).
+    let message = body
+        .message
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| match http {
+            Some(s) => format!("HTTP {s}: a Google error object without a message"),
+            None => "a Google error object without a message".to_owned(),
+        });
     let details = read_details(&body.details);
     let grpc = body.status.as_deref().unwrap_or_default();
     let mut kind = kind_for_grpc(grpc)
@@ -221,6 +228,29 @@ mod tests {
         assert!(!states_zero_limit("limit: 0.5 per second"));
         assert!(!states_zero_limit("limit: 05"));
         assert!(!states_zero_limit("limit: 10"));
+    }
+
+    #[test]
+    fn an_error_object_without_a_message_still_says_what_happened() {
+        // Found by tests/proptests.rs: `{"error":{}}` or a blank message gave an empty one.
+        for (status, error) in [
+            (Some(429), json!({"status": "RESOURCE_EXHAUSTED"})),
+            (Some(500), json!({"message": " \n"})),
+            (None, json!({})),
+            (None, json!(false)),
+        ] {
+            let err = from_value(status, &error);
+            assert!(
+                err.message()
+                    .contains("a Google error object without a message"),
+                "{err:?}"
+            );
+            if let Some(s) = status {
+                assert!(err.message().starts_with(&format!("HTTP {s}")), "{err}");
+            }
+        }
+        let err = from_value(Some(429), &json!({"status": "RESOURCE_EXHAUSTED"}));
+        assert_eq!(err.kind(), ErrorKind::RateLimited);
     }
 
     #[test]
