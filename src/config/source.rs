@@ -342,6 +342,14 @@ fn describe_serde_error(path: TomlPath, message: &str) -> (TomlPath, String) {
     }
     if let Some(rest) = message.strip_prefix("invalid type: ") {
         if let Some((found, expected)) = rest.rsplit_once(", expected ") {
+            // An integer beyond 64 bits arrives as an i128 (found while auditing the
+            // catalogue: it read "expected an integer, found an integer").
+            if found.starts_with("integer ") && found.ends_with(" as i128") {
+                return (
+                    path,
+                    format!("is out of range: integers here are at most {}", i64::MAX),
+                );
+            }
             return (
                 path,
                 format!(
@@ -458,6 +466,20 @@ mod tests {
             redact_strings("invalid value: string \"a\\\"b\", expected x"),
             "invalid value: a string, expected x"
         );
+    }
+
+    #[test]
+    fn an_integer_beyond_64_bits_is_out_of_range_not_a_wrong_type() {
+        for value in ["18446744073709551616", "-18446744073709551616"] {
+            let (_, msg) = describe_serde_error(
+                TomlPath::root(),
+                &format!("invalid type: integer `{value}` as i128, expected i64"),
+            );
+            assert_eq!(
+                msg,
+                "is out of range: integers here are at most 9223372036854775807"
+            );
+        }
     }
 
     #[test]
