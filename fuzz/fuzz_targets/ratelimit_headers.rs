@@ -19,6 +19,9 @@ fuzz_target!(|data: &[u8]| {
     if let Some(d) = delay {
         check_delay(d);
     }
-    assert_eq!(report.retry_after, delay, "the report's delay is retry_after's");
+    assert_eq!(
+        report.retry_after, delay,
+        "the report's delay is retry_after's"
+    );
     assert_eq!(report.should_retry, should_retry(&headers));
 });

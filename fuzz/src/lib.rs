@@ -182,7 +182,10 @@ pub fn check_report(report: &LimitReport, now: Now) {
 /// [`MAX_SANE_RETRY_AFTER`].
 pub fn check_delay(d: Duration) {
     assert!(!d.is_zero(), "a zero delay was returned");
-    assert!(d <= MAX_SANE_RETRY_AFTER, "an absurd delay was returned: {d:?}");
+    assert!(
+        d <= MAX_SANE_RETRY_AFTER,
+        "an absurd delay was returned: {d:?}"
+    );
 }
 
 /// Asserts what every classified error must hold: a non-empty message and code no longer
