@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind};
 use crate::provider::body::{kind_for_status, snippet};
-use crate::ratelimit::{delay_in_message, go_duration, retry_after};
+use crate::ratelimit::{delay_in_message, go_duration, retry_after, MAX_SANE_RETRY_AFTER};
 
 /// Classifies a non-2xx response. A `Retry-After` header (from a proxy) takes precedence over
 /// the body's `RetryInfo`.
@@ -93,10 +93,13 @@ fn read_details(details: &[Value]) -> Details {
                 }
             }
         } else if kind.ends_with("google.rpc.RetryInfo") {
+            // A zero or absurd delay is no delay, as for `Retry-After` (found by
+            // fuzz/fuzz_targets/adapter_responses.rs: `"retryDelay": "00s"`).
             out.retry_delay = d
                 .get("retryDelay")
                 .and_then(Value::as_str)
-                .and_then(go_duration);
+                .and_then(go_duration)
+                .filter(|d| !d.is_zero() && *d <= MAX_SANE_RETRY_AFTER);
         } else if kind.ends_with("google.rpc.ErrorInfo") {
             out.reason = d.get("reason").and_then(Value::as_str).map(str::to_owned);
         }
@@ -251,6 +254,31 @@ mod tests {
         }
         let err = from_value(Some(429), &json!({"status": "RESOURCE_EXHAUSTED"}));
         assert_eq!(err.kind(), ErrorKind::RateLimited);
+    }
+
+    #[test]
+    fn a_zero_or_absurd_retry_delay_is_no_delay() {
+        // Found by fuzz/fuzz_targets/adapter_responses.rs: `"retryDelay": "00s"` became a
+        // zero `retry_after`, which would retry at once.
+        let error = |delay: &str, message: &str| {
+            json!({"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+            ]})
+        };
+        for delay in ["0s", "00s", "0.000s", "2592001s", "99999999999s"] {
+            let err = from_value(Some(429), &error(delay, "Quota exceeded."));
+            assert_eq!(err.kind(), ErrorKind::RateLimited, "{delay}");
+            assert_eq!(err.retry_after(), None, "{delay}");
+            // The message's own delay is still read.
+            let err = from_value(Some(429), &error(delay, "Please retry in 26.5s."));
+            assert_eq!(
+                err.retry_after(),
+                Some(Duration::from_millis(26_500)),
+                "{delay}"
+            );
+        }
+        let err = from_value(Some(429), &error("26s", "Quota exceeded."));
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(26)));
     }
 
     #[test]
