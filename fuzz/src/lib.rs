@@ -239,3 +239,15 @@ pub fn adapters(dialect: HeaderDialect) -> [Arc<dyn Provider>; 5] {
         ),
     ]
 }
+
+/// True when a config error says where: a TOML path (`providers.openai.limits.rpm …`) and/or
+/// a line and column.
+pub fn says_where(message: &str) -> bool {
+    let has_position = message.contains("line ") && message.contains("column ");
+    let first = message.split([' ', ':']).next().unwrap_or_default();
+    let has_path = !first.is_empty()
+        && first
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-[]\"".contains(c));
+    has_position || has_path
+}

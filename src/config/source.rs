@@ -254,9 +254,12 @@ impl<'a> Document<'a> {
     /// message never loses it.
     fn render(&self, path: &TomlPath, span: Option<Range<usize>>, message: &str) -> Error {
         let at = span.map(|s| Self::position(self.text, s.start));
+        // A path of absurdly long names is shortened, so that the position after it survives
+        // the message cap (found by fuzz/fuzz_targets/config_toml.rs).
+        let shown = shortened(&path.to_string(), MAX_PATH_SHOWN);
         Error::config(match (path.is_root(), at) {
-            (false, Some((l, c))) => format!("{path} (line {l}, column {c}): {message}"),
-            (false, None) => format!("{path}: {message}"),
+            (false, Some((l, c))) => format!("{shown} (line {l}, column {c}): {message}"),
+            (false, None) => format!("{shown}: {message}"),
             (true, Some((l, c))) => format!("line {l}, column {c}: {message}"),
             (true, None) => message.to_owned(),
         })
@@ -297,6 +300,22 @@ fn field<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<&'t DeValue<'i>> {
         .iter()
         .find(|(k, _)| k.get_ref() == key)
         .map(|(_, v)| v.get_ref())
+}
+
+/// The longest TOML path shown in a message, in bytes; the cap on a whole message is
+/// [`MAX_MESSAGE_LEN`](crate::error::MAX_MESSAGE_LEN).
+const MAX_PATH_SHOWN: usize = 160;
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.
+fn shortened(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// The value of `key` in `table`, with the span to point at: the value's, or the key's when
@@ -466,6 +485,27 @@ mod tests {
             redact_strings("invalid value: string \"a\\\"b\", expected x"),
             "invalid value: a string, expected x"
         );
+    }
+
+    #[test]
+    fn a_path_of_absurdly_long_names_keeps_the_position_in_the_message() {
+        // Found by fuzz/fuzz_targets/config_toml.rs: a 600-byte key pushed the line and
+        // column past the message cap.
+        let long = "k".repeat(600);
+        let text = format!("[providers.local]\n{long} = 1\n");
+        let doc = Document::parse(&text).unwrap();
+        let path = TomlPath::root().key("providers").key("local").key(&long);
+        let err = doc.render(&path, Some(18..19), "unknown field");
+        let message = err.message();
+        assert!(
+            message.contains("… (line 2, column 1): unknown field"),
+            "{message}"
+        );
+        assert!(message.starts_with("providers.local.kkk"), "{message}");
+        assert!(message.len() < 300, "{message}");
+        assert_eq!(shortened("abc", 3), "abc");
+        assert_eq!(shortened("abcd", 3), "abc…");
+        assert_eq!(shortened("ééé", 3), "é…");
     }
 
     #[test]
