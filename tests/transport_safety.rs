@@ -167,7 +167,10 @@ async fn a_redirect_to_another_host_never_carries_the_key_there() {
         let location = format!("{}/steal", elsewhere.url());
         provider.push(CHAT, Reply::status(status).header("location", &location));
         provider.push(CHAT, Reply::status(status).header("location", &location));
-        let client = client(&provider, policy());
+        // Attempts to spare: a redirect must still be sent once only.
+        let mut p = policy();
+        p.max_attempts = 3;
+        let client = client(&provider, p);
 
         let err = client.chat(req()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Config, "{status}: {err}");
