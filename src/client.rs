@@ -389,10 +389,7 @@ impl ClientBuilder {
         if let Some(config) = self.config {
             let mut config = config?;
             for (name, url) in &self.base_urls {
-                let p = config.providers.get_mut(name).ok_or_else(|| {
-                    Error::config(format!("base_url override for unknown provider `{name}`"))
-                })?;
-                p.base_url = url.clone();
+                config.set_base_url(name, url)?;
             }
             let env = config
                 .select_environment_with(self.environment.as_deref(), &*lookup)?
@@ -534,6 +531,49 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found while testing transport safety: a base URL given in code skipped the file's
+    /// rule, so a key could go over plain http to a remote host.
+    #[test]
+    fn a_base_url_override_follows_the_files_http_rule() {
+        let toml = |allow: &str| {
+            format!(
+                "default_environment = \"e\"\n[environments.e]\nchat = [\"p\"]\n\
+                 [providers.p]\nkind = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n\
+                 model = \"m\"\nauth = \"none\"\n{allow}"
+            )
+        };
+        let build = |allow: &str, url: &str| {
+            Client::builder()
+                .config(toml(allow).parse::<Config>().unwrap())
+                .base_url("p", url.parse().unwrap())
+                .build()
+        };
+        for url in [
+            "http://api.openai.com/v1",
+            "http://10.0.0.7:8000/v1",
+            "ftp://h/x",
+        ] {
+            let err = build("", url).unwrap_err();
+            assert!(err.is_config(), "{url}: {err}");
+            assert!(
+                err.message()
+                    .contains("providers.p.base_url (override given in code)"),
+                "{url}: {err}"
+            );
+        }
+        let err = build("", "https://user:pw@api.openai.com/v1").unwrap_err();
+        assert!(!err.to_string().contains("pw"), "{err}");
+        assert!(build("", "http://127.0.0.1:9/v1").is_ok());
+        assert!(build("", "https://proxy.example/v1").is_ok());
+        assert!(build("allow_http = true", "http://10.0.0.7:8000/v1").is_ok());
+        let err = Client::builder()
+            .config(toml("").parse::<Config>().unwrap())
+            .base_url("nope", "https://x.example".parse().unwrap())
+            .build()
+            .unwrap_err();
+        assert!(err.message().contains("unknown provider `nope`"), "{err}");
+    }
 
     #[test]
     fn client_is_cheap_to_clone_and_thread_safe() {

@@ -78,6 +78,8 @@ pub use types::{Config, Environment, KeySource, Limits, Policy, ProviderConfig, 
 use std::path::Path;
 use std::str::FromStr;
 
+use url::Url;
+
 use crate::error::{Error, Result};
 use crate::provider::{Credential, ProviderId};
 use keys::{check_key_value, shown};
@@ -276,6 +278,31 @@ impl Config {
         self.credential(provider, environment, &|var| {
             std::env::var_os(var).map(|v| v.to_string_lossy().into_owned())
         })
+    }
+
+    /// Points provider `id` at `url` (a base URL given in code, e.g. through
+    /// `ClientBuilder::base_url`), by the same rules as the file's `base_url`: plain
+    /// `http://` only to a loopback host or with the provider's `allow_http = true`.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the provider is not defined or the URL breaks a rule.
+    pub(crate) fn set_base_url(&mut self, id: &str, url: &Url) -> Result<()> {
+        let provider = self.providers.get_mut(id).ok_or_else(|| {
+            Error::config(format!(
+                "base_url override for unknown provider {}",
+                shown(id)
+            ))
+        })?;
+        validate::check_base_url_override(id, url, provider.allow_http).map_err(|issue| {
+            Error::config(format!(
+                "{} (override given in code): {}",
+                issue.path, issue.message
+            ))
+            .with_provider(ProviderId::new(id))
+        })?;
+        provider.base_url = url.clone();
+        Ok(())
     }
 
     fn environment_names(&self) -> String {

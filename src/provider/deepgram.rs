@@ -426,7 +426,13 @@ fn classify(status: u16, body: &[u8]) -> Error {
         );
     };
     let code = parsed.err_code.or(parsed.category);
-    let message = match (parsed.err_msg.or(parsed.message), parsed.details) {
+    // A blank text is no text (found by tests/proptests.rs: `{"err_msg":""}` gave an empty
+    // message).
+    let text = |s: Option<String>| s.filter(|m| !m.trim().is_empty());
+    let message = match (
+        text(parsed.err_msg).or(text(parsed.message)),
+        text(parsed.details),
+    ) {
         (Some(m), Some(d)) => format!("{m} {d}"),
         (Some(m), None) => m,
         (None, Some(d)) => d,
@@ -550,6 +556,21 @@ mod tests {
         assert_eq!(err.code(), Some("INVALID_JSON"));
         assert_eq!(err.request_id(), Some("r1"));
         assert!(err.message().contains("Invalid JSON submitted."));
+    }
+
+    #[test]
+    fn an_error_with_blank_texts_still_says_what_happened() {
+        // Found by tests/proptests.rs (a long run): `{"err_msg":""}` gave an empty message.
+        for body in [
+            br#"{"err_msg":""}"#.as_slice(),
+            br#"{"err_code":"Bad Request","err_msg":"  ","details":""}"#,
+            br#"{"message":"","details":" "}"#,
+        ] {
+            let err = classify(400, body);
+            assert!(err.message().starts_with("HTTP 400: "), "{err:?}");
+        }
+        let err = classify(400, br#"{"err_msg":"","message":"Bad audio."}"#);
+        assert_eq!(err.message(), "Bad audio.");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 mod policy;
 mod provider;
 
+pub(crate) use provider::check_base_url_override;
+
 use std::collections::{BTreeMap, HashMap};
 
 use super::keys::{check_variable_name, shown};

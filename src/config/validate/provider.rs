@@ -232,6 +232,13 @@ fn base_url(path: &TomlPath, raw: &str, allow_http: bool) -> Check<Url> {
     }
 }
 
+/// Checks a base URL given in code for provider `id` by the rules of the file's `base_url`
+/// (https, or http only to loopback or with `allow_http`; no user info, query or fragment).
+pub(crate) fn check_base_url_override(id: &str, url: &Url, allow_http: bool) -> Check<()> {
+    let path = TomlPath::root().key("providers").key(id).key("base_url");
+    base_url(&path, url.as_str(), allow_http).map(drop)
+}
+
 /// 127.0.0.0/8, `::1` and `localhost`.
 fn is_loopback(host: &Host<&str>) -> bool {
     match host {

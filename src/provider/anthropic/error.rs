@@ -39,7 +39,15 @@ pub(super) fn classify(status: Option<u16>, body: &[u8]) -> Error {
         return Error::new(kind, format!("{what}: {}", snippet(body)));
     };
     let vendor_type = obj.kind.unwrap_or_default();
-    let message = obj.message.unwrap_or_default();
+    // An error object without a message still says what happened (found by fuzzing: an
+    // empty message is no message).
+    let message = obj
+        .message
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| match status {
+            Some(s) => format!("HTTP {s}: an Anthropic error object without a message"),
+            None => "an error event whose Anthropic error object has no message".to_owned(),
+        });
     let kind = kind_for_type(&vendor_type)
         .or_else(|| status.map(kind_for_status))
         .unwrap_or(ErrorKind::Server);
@@ -114,6 +122,38 @@ mod tests {
             ErrorKind::Server
         );
         assert_eq!(classify(None, b"not json").kind(), ErrorKind::Decode);
+    }
+
+    #[test]
+    fn an_error_object_without_a_message_still_says_what_happened() {
+        // Found by fuzz/fuzz_targets/adapter_responses.rs: a missing or blank `message`
+        // gave an error whose message was empty.
+        for (status, body) in [
+            (
+                Some(503),
+                br#"{"type":"error","error":{"type":"overloaded_error"}}"#.as_slice(),
+            ),
+            (
+                Some(429),
+                br#"{"error":{"type":"rate_limit_error","message":"  "}}"#,
+            ),
+            (None, br#"{"error":{}}"#),
+        ] {
+            let err = classify(status, body);
+            assert!(!err.message().trim().is_empty(), "{err:?}");
+            assert!(
+                err.message().contains("without a message")
+                    || err.message().contains("has no message"),
+                "{err}"
+            );
+            if let Some(s) = status {
+                assert!(err.message().contains(&format!("HTTP {s}")), "{err}");
+            }
+        }
+        assert_eq!(
+            classify(Some(503), br#"{"error":{"type":"overloaded_error"}}"#).kind(),
+            ErrorKind::Overloaded
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind};
 use crate::provider::body::{kind_for_status, snippet};
-use crate::ratelimit::{delay_in_message, go_duration, retry_after};
+use crate::ratelimit::{delay_in_message, go_duration, retry_after, MAX_SANE_RETRY_AFTER};
 
 /// Classifies a non-2xx response. A `Retry-After` header (from a proxy) takes precedence over
 /// the body's `RetryInfo`.
@@ -93,10 +93,13 @@ fn read_details(details: &[Value]) -> Details {
                 }
             }
         } else if kind.ends_with("google.rpc.RetryInfo") {
+            // A zero or absurd delay is no delay, as for `Retry-After` (found by
+            // fuzz/fuzz_targets/adapter_responses.rs: `"retryDelay": "00s"`).
             out.retry_delay = d
                 .get("retryDelay")
                 .and_then(Value::as_str)
-                .and_then(go_duration);
+                .and_then(go_duration)
+                .filter(|d| !d.is_zero() && *d <= MAX_SANE_RETRY_AFTER);
         } else if kind.ends_with("google.rpc.ErrorInfo") {
             out.reason = d.get("reason").and_then(Value::as_str).map(str::to_owned);
         }
@@ -109,7 +112,14 @@ fn read_details(details: &[Value]) -> Details {
 pub(super) fn from_value(status: Option<u16>, error: &Value) -> Error {
     let body: Status = serde_json::from_value(error.clone()).unwrap_or_default();
     let http = status.or(body.code);
-    let message = body.message.unwrap_or_default();
+    // A missing or blank message still says what happened (found by tests/proptests.rs).
+    let message = body
+        .message
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| match http {
+            Some(s) => format!("HTTP {s}: a Google error object without a message"),
+            None => "a Google error object without a message".to_owned(),
+        });
     let details = read_details(&body.details);
     let grpc = body.status.as_deref().unwrap_or_default();
     let mut kind = kind_for_grpc(grpc)
@@ -221,6 +231,54 @@ mod tests {
         assert!(!states_zero_limit("limit: 0.5 per second"));
         assert!(!states_zero_limit("limit: 05"));
         assert!(!states_zero_limit("limit: 10"));
+    }
+
+    #[test]
+    fn an_error_object_without_a_message_still_says_what_happened() {
+        // Found by tests/proptests.rs: `{"error":{}}` or a blank message gave an empty one.
+        for (status, error) in [
+            (Some(429), json!({"status": "RESOURCE_EXHAUSTED"})),
+            (Some(500), json!({"message": " \n"})),
+            (None, json!({})),
+            (None, json!(false)),
+        ] {
+            let err = from_value(status, &error);
+            assert!(
+                err.message()
+                    .contains("a Google error object without a message"),
+                "{err:?}"
+            );
+            if let Some(s) = status {
+                assert!(err.message().starts_with(&format!("HTTP {s}")), "{err}");
+            }
+        }
+        let err = from_value(Some(429), &json!({"status": "RESOURCE_EXHAUSTED"}));
+        assert_eq!(err.kind(), ErrorKind::RateLimited);
+    }
+
+    #[test]
+    fn a_zero_or_absurd_retry_delay_is_no_delay() {
+        // Found by fuzz/fuzz_targets/adapter_responses.rs: `"retryDelay": "00s"` became a
+        // zero `retry_after`, which would retry at once.
+        let error = |delay: &str, message: &str| {
+            json!({"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+            ]})
+        };
+        for delay in ["0s", "00s", "0.000s", "2592001s", "99999999999s"] {
+            let err = from_value(Some(429), &error(delay, "Quota exceeded."));
+            assert_eq!(err.kind(), ErrorKind::RateLimited, "{delay}");
+            assert_eq!(err.retry_after(), None, "{delay}");
+            // The message's own delay is still read.
+            let err = from_value(Some(429), &error(delay, "Please retry in 26.5s."));
+            assert_eq!(
+                err.retry_after(),
+                Some(Duration::from_millis(26_500)),
+                "{delay}"
+            );
+        }
+        let err = from_value(Some(429), &error("26s", "Quota exceeded."));
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(26)));
     }
 
     #[test]

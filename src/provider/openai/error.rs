@@ -47,7 +47,7 @@ impl ApiError {
         let obj = match v.get("error") {
             Some(Value::String(s)) => {
                 return Some(ApiError {
-                    message: Some(s.clone()),
+                    message: Some(s.clone()).filter(|m| !m.trim().is_empty()),
                     ..ApiError::default()
                 })
             }
@@ -63,7 +63,8 @@ impl ApiError {
             .and_then(|s| u16::try_from(s).ok())
             .filter(|s| (100..600).contains(s));
         Some(ApiError {
-            message: scalar(obj.get("message")),
+            // A blank message is no message (found by tests/proptests.rs).
+            message: scalar(obj.get("message")).filter(|m| !m.trim().is_empty()),
             kind: scalar(obj.get("type")),
             code,
             inner_code: obj
@@ -324,6 +325,34 @@ mod tests {
 
     fn api(body: &str) -> ApiError {
         ApiError::from_body(body.as_bytes()).expect("an error body")
+    }
+
+    #[test]
+    fn a_blank_message_is_no_message() {
+        // Found by tests/proptests.rs: `{"error":""}` or a blank `message` gave an error
+        // whose message was empty.
+        let id = ProviderId::new("p");
+        for body in [
+            r#"{"error":""}"#,
+            r#"{"error":"   "}"#,
+            r#"{"error":{"message":" ","type":"server_error"}}"#,
+            r#"{"message":""}"#,
+        ] {
+            let raw = RawResponse::new(500, reqwest::header::HeaderMap::new(), body);
+            let now = Now {
+                instant: tokio::time::Instant::now(),
+                wall: std::time::SystemTime::UNIX_EPOCH,
+            };
+            let err = classify(&id, &raw, HeaderDialect::OpenAi, now);
+            assert!(
+                err.message().starts_with("error without a message")
+                    || err.message().starts_with("response body is not"),
+                "{body}: {err:?}"
+            );
+        }
+        let api = ApiError::from_body(br#"{"error":{"message":"","code":"x"}}"#).unwrap();
+        let err = from_api_error(&id, &api);
+        assert!(err.message().contains("without a message"), "{err}");
     }
 
     #[test]
