@@ -60,44 +60,12 @@ const MAX_SECS: u64 = MAX_SANE_RETRY_AFTER.as_secs();
 
 // ---- strategies ---------------------------------------------------------------------------
 
-/// Every header name a parser reads.
-const HEADER_NAMES: [&str; 35] = [
-    "x-ratelimit-limit-requests",
-    "x-ratelimit-limit-tokens",
-    "x-ratelimit-remaining-requests",
-    "x-ratelimit-remaining-tokens",
-    "x-ratelimit-reset-requests",
-    "x-ratelimit-reset-tokens",
-    "x-ratelimit-limit-tokens_usage_based",
-    "x-ratelimit-remaining-tokens_usage_based",
-    "x-ratelimit-reset-tokens_usage_based",
-    "x-rate-limit-reset-tokens",
-    "x-rate-limit-reset-requests",
-    "anthropic-ratelimit-requests-limit",
-    "anthropic-ratelimit-requests-remaining",
-    "anthropic-ratelimit-requests-reset",
-    "anthropic-ratelimit-tokens-limit",
-    "anthropic-ratelimit-tokens-remaining",
-    "anthropic-ratelimit-tokens-reset",
-    "anthropic-ratelimit-input-tokens-limit",
-    "anthropic-ratelimit-input-tokens-remaining",
-    "anthropic-ratelimit-input-tokens-reset",
-    "anthropic-ratelimit-output-tokens-limit",
-    "anthropic-ratelimit-output-tokens-remaining",
-    "anthropic-ratelimit-output-tokens-reset",
-    "x-ratelimit-limit",
-    "x-ratelimit-remaining",
-    "x-ratelimit-reset",
-    "ratelimit",
-    "ratelimit-policy",
-    "ratelimit-limit",
-    "ratelimit-remaining",
-    "ratelimit-reset",
-    "retry-after",
-    "retry-after-ms",
-    "x-should-retry",
-    "x-request-id",
-];
+/// Every header name a parser reads: the rate-limit headers and a request id.
+static HEADER_NAMES: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let mut names = llm_failover::ratelimit::RATE_LIMIT_HEADERS.to_vec();
+    names.push("x-request-id");
+    names
+});
 
 const DIALECTS: [HeaderDialect; 5] = [
     HeaderDialect::OpenAi,

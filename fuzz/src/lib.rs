@@ -19,50 +19,20 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// Every header name a parser reads: each dialect's rate-limit headers, the IETF draft fields,
 /// `Retry-After` and friends, the request-id headers and `content-type`.
-pub const HEADER_NAMES: [&str; 42] = [
-    "x-ratelimit-limit-requests",
-    "x-ratelimit-limit-tokens",
-    "x-ratelimit-remaining-requests",
-    "x-ratelimit-remaining-tokens",
-    "x-ratelimit-reset-requests",
-    "x-ratelimit-reset-tokens",
-    "x-ratelimit-limit-tokens_usage_based",
-    "x-ratelimit-remaining-tokens_usage_based",
-    "x-ratelimit-reset-tokens_usage_based",
-    "x-rate-limit-reset-tokens",
-    "x-rate-limit-reset-requests",
-    "anthropic-ratelimit-requests-limit",
-    "anthropic-ratelimit-requests-remaining",
-    "anthropic-ratelimit-requests-reset",
-    "anthropic-ratelimit-tokens-limit",
-    "anthropic-ratelimit-tokens-remaining",
-    "anthropic-ratelimit-tokens-reset",
-    "anthropic-ratelimit-input-tokens-limit",
-    "anthropic-ratelimit-input-tokens-remaining",
-    "anthropic-ratelimit-input-tokens-reset",
-    "anthropic-ratelimit-output-tokens-limit",
-    "anthropic-ratelimit-output-tokens-remaining",
-    "anthropic-ratelimit-output-tokens-reset",
-    "x-ratelimit-limit",
-    "x-ratelimit-remaining",
-    "x-ratelimit-reset",
-    "ratelimit",
-    "ratelimit-policy",
-    "ratelimit-limit",
-    "ratelimit-remaining",
-    "ratelimit-reset",
-    "retry-after",
-    "retry-after-ms",
-    "x-should-retry",
-    "content-type",
-    "x-request-id",
-    "request-id",
-    "apim-request-id",
-    "dg-request-id",
-    "x-goog-request-id",
-    "x-ms-error-code",
-    "anthropic-organization-id",
-];
+pub static HEADER_NAMES: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let mut names = llm_failover::ratelimit::RATE_LIMIT_HEADERS.to_vec();
+    names.extend([
+        "content-type",
+        "x-request-id",
+        "request-id",
+        "apim-request-id",
+        "dg-request-id",
+        "x-goog-request-id",
+        "x-ms-error-code",
+        "anthropic-organization-id",
+    ]);
+    names
+});
 
 /// Every header dialect.
 pub const DIALECTS: [HeaderDialect; 5] = [

@@ -13,6 +13,45 @@ use super::value::{
 use super::{ietf, retry_after, should_retry, HeaderDialect, LimitReport, Per, Window};
 use crate::clock::Now;
 
+/// Every response header the rate-limit parsers read, in every dialect (lower case): useful
+/// to a proxy that must forward them, and to tests and fuzzers that aim at the parsers.
+pub const RATE_LIMIT_HEADERS: [&str; 34] = [
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-limit-tokens_usage_based",
+    "x-ratelimit-remaining-tokens_usage_based",
+    "x-ratelimit-reset-tokens_usage_based",
+    "x-rate-limit-reset-tokens",
+    "x-rate-limit-reset-requests",
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-limit",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-limit",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-input-tokens-reset",
+    "anthropic-ratelimit-output-tokens-limit",
+    "anthropic-ratelimit-output-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset",
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "ratelimit",
+    "ratelimit-policy",
+    "ratelimit-limit",
+    "ratelimit-remaining",
+    "ratelimit-reset",
+    "retry-after",
+    "retry-after-ms",
+    "x-should-retry",
+];
+
 /// Reads every rate-limit header a response carries, in `dialect`, into one [`LimitReport`].
 ///
 /// - [`HeaderDialect::OpenAi`] reads `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, per

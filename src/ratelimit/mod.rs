@@ -44,7 +44,7 @@ pub use duration::go_duration;
 pub use estimate::{
     estimate_chat, input_floor, Encoding, DEFAULT_OUTPUT_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE,
 };
-pub use headers::parse_limit_headers;
+pub use headers::{parse_limit_headers, RATE_LIMIT_HEADERS};
 pub use limiter::{Admission, Limiter, Permit};
 pub use message::delay_in_message;
 pub use report::{HeaderDialect, LimitReport, Per, Window};

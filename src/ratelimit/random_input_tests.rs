@@ -14,41 +14,7 @@ use super::{
 use crate::clock::Now;
 
 /// Every header name any dialect reads.
-const NAMES: [&str; 33] = [
-    "x-ratelimit-limit-requests",
-    "x-ratelimit-limit-tokens",
-    "x-ratelimit-remaining-requests",
-    "x-ratelimit-remaining-tokens",
-    "x-ratelimit-reset-requests",
-    "x-ratelimit-reset-tokens",
-    "x-ratelimit-limit-tokens_usage_based",
-    "x-ratelimit-remaining-tokens_usage_based",
-    "x-ratelimit-reset-tokens_usage_based",
-    "x-rate-limit-reset-tokens",
-    "x-rate-limit-reset-requests",
-    "anthropic-ratelimit-requests-limit",
-    "anthropic-ratelimit-requests-remaining",
-    "anthropic-ratelimit-requests-reset",
-    "anthropic-ratelimit-tokens-limit",
-    "anthropic-ratelimit-tokens-remaining",
-    "anthropic-ratelimit-tokens-reset",
-    "anthropic-ratelimit-input-tokens-limit",
-    "anthropic-ratelimit-input-tokens-remaining",
-    "anthropic-ratelimit-input-tokens-reset",
-    "anthropic-ratelimit-output-tokens-limit",
-    "anthropic-ratelimit-output-tokens-remaining",
-    "anthropic-ratelimit-output-tokens-reset",
-    "x-ratelimit-limit",
-    "x-ratelimit-remaining",
-    "x-ratelimit-reset",
-    "ratelimit",
-    "ratelimit-policy",
-    "ratelimit-limit",
-    "ratelimit-remaining",
-    "ratelimit-reset",
-    "retry-after",
-    "retry-after-ms",
-];
+const NAMES: [&str; 34] = super::RATE_LIMIT_HEADERS;
 
 /// Pieces that steer random strings toward the parsers' interesting paths.
 const FRAGMENTS: [&str; 40] = [
