@@ -100,6 +100,15 @@ fn decorate(
     e
 }
 
+/// An exchange that failed before anything was sent (the request could not be built).
+fn unsent<T>(e: Error, provider: &dyn Provider, ctx: &RequestContext<'_>) -> Exchange<T> {
+    Exchange {
+        result: Err(decorate(e, provider, ctx, None)),
+        report: None,
+        sent: false,
+    }
+}
+
 /// Sends one chat request and reads the whole answer.
 pub async fn chat_once(
     provider: &dyn Provider,
@@ -111,13 +120,7 @@ pub async fn chat_once(
 ) -> Exchange<ChatResponse> {
     let http = match provider.chat_request(req, &ctx) {
         Ok(h) => h,
-        Err(e) => {
-            return Exchange {
-                result: Err(decorate(e, provider, &ctx, None)),
-                report: None,
-                sent: false,
-            }
-        }
+        Err(e) => return unsent(e, provider, &ctx),
     };
     let raw = transport.send(http, timeout).await;
     finish(provider, &ctx, now(), raw, |raw| {
@@ -136,13 +139,7 @@ pub async fn transcribe_once(
 ) -> Exchange<Transcript> {
     let http = match provider.transcription_request(req, &ctx) {
         Ok(h) => h,
-        Err(e) => {
-            return Exchange {
-                result: Err(decorate(e, provider, &ctx, None)),
-                report: None,
-                sent: false,
-            }
-        }
+        Err(e) => return unsent(e, provider, &ctx),
     };
     let raw = transport.send(http, timeout).await;
     finish(provider, &ctx, now(), raw, |raw| {
@@ -163,13 +160,7 @@ pub async fn chat_stream_once(
     let ctx = ctx.streaming();
     let http = match provider.chat_request(req, &ctx) {
         Ok(h) => h,
-        Err(e) => {
-            return Exchange {
-                result: Err(decorate(e, provider, &ctx, None)),
-                report: None,
-                sent: false,
-            }
-        }
+        Err(e) => return unsent(e, provider, &ctx),
     };
     match transport.send_streaming(http, timeout).await {
         Err(e) => Exchange {
