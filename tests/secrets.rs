@@ -16,6 +16,8 @@ use support::{error_body, ok_body, CHAT, SENTINEL};
 const PROMPT: &str = "PROMPT-SENTINEL-the user's private words";
 const ANSWER: &str = "ANSWER-SENTINEL-the model's private words";
 const ANTHROPIC_KEY: &str = "sk-ant-SENTINEL-9876543210fedcba";
+const AUDIO: &str = "AUDIO-SENTINEL-the user's recorded voice";
+const TRANSCRIPT: &str = "TRANSCRIPT-SENTINEL-what the user said";
 
 /// A writer collecting everything the subscriber prints.
 #[derive(Clone, Default)]
@@ -107,6 +109,10 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
         "/v1/audio/transcriptions",
         Reply::json(400, error_body("invalid_request_error", None, &echo)),
     );
+    openai.push(
+        "/v1/audio/transcriptions",
+        Reply::json(200, format!(r#"{{"text":"{TRANSCRIPT}"}}"#)),
+    );
     // An undecodable 200 is transient: retried once (max_attempts = 2).
     for _ in 0..2 {
         openai.push(
@@ -163,13 +169,21 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
     while let Some(chunk) = stream.next().await {
         shown.push(format!("{:?}", chunk.unwrap()));
     }
-    // Transcription error, then an undecodable 200.
-    let audio = AudioInput::from_bytes(vec![1u8; 64], "memo.mp3").unwrap();
+    // Transcription error, a transcript, then an undecodable 200.
+    let audio =
+        AudioInput::from_bytes(format!("ID3 {AUDIO} {AUDIO}").into_bytes(), "memo.mp3").unwrap();
+    shown.push(format!("{audio:?}"));
     let e = client
-        .transcribe(TranscriptionRequest::new(audio).prompt(PROMPT))
+        .transcribe(TranscriptionRequest::new(audio.clone()).prompt(PROMPT))
         .await
         .unwrap_err();
     shown.push(format!("{e} {e:?}"));
+    let t = client
+        .transcribe(TranscriptionRequest::new(audio))
+        .await
+        .unwrap();
+    assert_eq!(t.text, TRANSCRIPT);
+    shown.push(format!("{t:?}"));
     let e = client
         .chat_with(req, &llm_failover::RequestOptions::new().provider("openai"))
         .await
