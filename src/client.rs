@@ -13,7 +13,7 @@ use crate::clock::{Clock, TokioClock};
 use crate::config::{Config, Limits, Policy};
 use crate::error::{Error, Result};
 use crate::http::{Transport, TransportOptions};
-use crate::provider::{Credential, Provider, ProviderId};
+use crate::provider::{Capability, Credential, Provider, ProviderId};
 use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::{Rng, SeededRng};
@@ -495,6 +495,21 @@ impl ClientBuilder {
             spill_after: policy.spill_after,
             policy: policy.clone(),
         };
+        for (adapter, s) in &providers {
+            // A configured token limit means counts will be needed: load the encoder now, off
+            // the request path.
+            let counts = |l: &Limits| l.tpm.is_some() || l.tpd.is_some();
+            if counts(&s.limits) {
+                if let Some(m) = adapter.default_model(Capability::Chat) {
+                    crate::ratelimit::preload(m);
+                }
+            }
+            for (m, l) in &s.model_limits {
+                if counts(l) {
+                    crate::ratelimit::preload(m);
+                }
+            }
+        }
         let entries = providers
             .into_iter()
             .map(|(adapter, s)| Entry {

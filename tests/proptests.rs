@@ -746,3 +746,25 @@ proptest! {
         }
     }
 }
+
+// ---- token estimates ------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// The tokenizer-free bound the router books where a bucket has room is never below the
+    /// counted estimate, for any text and model family.
+    #[test]
+    fn the_cost_bound_is_never_below_the_estimate(
+        system in any::<String>(),
+        user in proptest::collection::vec(any::<char>(), 0..400).prop_map(String::from_iter),
+        max_tokens in 1u32..4096,
+        model in select(vec!["gpt-4o-mini", "gpt-4-turbo", "claude-sonnet-4", "llama-3.3-70b"]),
+    ) {
+        let req = llm_failover::ChatRequest::new().system(system).user(user).max_tokens(max_tokens);
+        let bound = llm_failover::ratelimit::chat_cost_bound(&req, model);
+        let exact = llm_failover::ratelimit::estimate_chat(&req, model);
+        prop_assert!(bound.input_tokens >= exact.input_tokens, "{:?} < {:?}", bound, exact);
+        prop_assert_eq!(bound.output_tokens, exact.output_tokens);
+    }
+}

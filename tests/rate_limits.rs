@@ -308,6 +308,25 @@ async fn a_token_limit_stated_by_the_provider_prices_later_requests_in_tokens() 
     assert_eq!(a.count(CHAT), 1, "the second request is never sent");
 }
 
+/// The router books a tokenizer-free upper bound (a token per byte) only where it fits in the
+/// upper half of the token bucket; a request whose bound is larger than the whole bucket is
+/// counted exactly and admitted on its real size, never refused for its bound.
+#[tokio::test]
+async fn a_request_is_judged_on_its_counted_size_not_on_the_cheap_bound() {
+    let a = ScriptedServer::start().await;
+    for _ in 0..2 {
+        a.push(CHAT, ok("ok"));
+    }
+    let h = client_with(&[("a", &a)], policy(), Limits::none().with_tpm(1000));
+    // 1,500 bytes: the bound (> 1,500 tokens) exceeds the bucket; the count (≈ 400) fits.
+    let prompt = || ChatRequest::from_prompt("word ".repeat(300)).max_tokens(10);
+    h.client.chat(prompt()).await.unwrap();
+    // Now the key exists and the bucket is below its upper half for this size: counted again.
+    h.client.chat(prompt()).await.unwrap();
+    assert_eq!(a.count(CHAT), 2);
+    assert!(h.clock.sleeps().is_empty(), "{:?}", h.clock.sleeps());
+}
+
 #[tokio::test]
 async fn without_a_latency_allowance_the_whole_burst_goes_at_once() {
     let a = ScriptedServer::start().await;

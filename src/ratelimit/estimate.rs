@@ -9,6 +9,14 @@
 //! own arithmetic. Output tokens are `max_tokens`, or a default when the request sets none.
 //!
 //! Encoders load once, lazily, on first use (tiktoken-rs singletons); never per request.
+//! [`preload`] starts that load on a background thread as soon as a token limit is known, so
+//! the first request that needs a count does not stall an async worker for the ~0.4 s load.
+//!
+//! Counting costs about 86 ns per character (see `BENCHMARKS.md`, B5). Where a request fits
+//! comfortably in every token bucket, the router books [`chat_cost_bound`] instead — one byte
+//! per token, which no BPE encoding can exceed — and counts exactly only when the buckets are
+//! at least half spent, the only place a count can change when a request is sent. Either way
+//! the reservation is reconciled with the usage the provider reports.
 
 use tiktoken_rs::CoreBPE;
 
@@ -114,6 +122,67 @@ pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
     }
 }
 
+/// An upper bound of [`estimate_chat`] that costs no tokenizing: every BPE token of
+/// `o200k_base` and `cl100k_base` encodes at least one byte, so a message never has more
+/// tokens than UTF-8 bytes (padded by 20 % for other vendors' models, as the estimate is).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ChatRequest;
+/// use llm_failover::ratelimit::{chat_cost_bound, estimate_chat};
+///
+/// let req = ChatRequest::from_prompt("Summarise the attached report in three lines.").max_tokens(80);
+/// for model in ["gpt-4o-mini", "gpt-4", "claude-3-5-haiku-latest"] {
+///     let (bound, exact) = (chat_cost_bound(&req, model), estimate_chat(&req, model));
+///     assert!(bound.input_tokens >= exact.input_tokens);
+///     assert_eq!(bound.output_tokens, exact.output_tokens);
+/// }
+/// ```
+pub fn chat_cost_bound(req: &ChatRequest, model: &str) -> Cost {
+    let padded = Encoding::for_model(model) == Encoding::Padded;
+    let input = req
+        .messages
+        .iter()
+        .map(|m| {
+            let n = m.content.len() as u64;
+            let n = if padded { n + n.div_ceil(5) } else { n };
+            n + TOKENS_PER_MESSAGE
+        })
+        .sum::<u64>()
+        + REPLY_PRIMING;
+    Cost {
+        requests: 1,
+        input_tokens: input,
+        output_tokens: u64::from(req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS)),
+        audio_seconds: 0,
+    }
+}
+
+/// Starts loading `model`'s encoder on a background thread, once per encoding per process,
+/// so that the first exact count does not pay the load on an async worker. Returns at once.
+pub fn preload(model: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STARTED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+    let enc = Encoding::for_model(model);
+    let slot = match enc {
+        Encoding::O200k => 0,
+        Encoding::Cl100k | Encoding::Padded => 1,
+    };
+    if STARTED[slot].swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("llm-failover-tokenizer".to_owned())
+        .spawn(move || {
+            enc.bpe();
+        });
+    if spawned.is_err() {
+        // No thread to spare: the first count loads it, as without a preload.
+        STARTED[slot].store(false, Ordering::Relaxed);
+    }
+}
+
 /// The input tokens a provider's rate limiter counts at least: `ceil(characters / 4)` over
 /// the messages, as OpenAI documents its own estimate. When usage is reconciled after an
 /// answer, the input side is charged `max(reported input, this)` — the reported count is the
@@ -162,6 +231,31 @@ mod tests {
             .encode_ordinary(&text)
             .len() as u64;
         assert!(Encoding::Padded.count(&text) >= base + base / 5);
+    }
+
+    #[test]
+    fn the_bound_is_never_below_the_estimate() {
+        let texts = [
+            "",
+            "hi",
+            "The quick brown fox jumps over the lazy dog.",
+            "fn main() { println!(\"{}\", 1 + 2); }",
+            "日本語のテキストはトークンが多い。",
+            "Привет, как дела? Всё хорошо.",
+            "🙂🙃🙂🙃 emoji 🙂",
+            "\u{0}\u{1}\u{7f}  \t\n\r",
+        ];
+        for model in ["gpt-4o", "gpt-4", "claude-3-5-haiku-latest", "llama-3.1-8b"] {
+            for t in texts {
+                let req = ChatRequest::new().system(t).user(t).max_tokens(7);
+                let (b, e) = (chat_cost_bound(&req, model), estimate_chat(&req, model));
+                assert!(
+                    b.input_tokens >= e.input_tokens,
+                    "{model} {t:?}: {b:?} < {e:?}"
+                );
+                assert_eq!((b.requests, b.output_tokens), (e.requests, e.output_tokens));
+            }
+        }
     }
 
     #[test]

@@ -80,6 +80,16 @@ impl Limiter {
         )
     }
 
+    /// See [`LimitSnapshot::token_room`](super::LimitSnapshot::token_room).
+    ///
+    /// # Errors
+    ///
+    /// When the store fails.
+    pub async fn token_room(&self, key: &LimitKey) -> Result<Option<u64>> {
+        let now = self.clock.now();
+        Ok(self.store.peek(key, Cost::default(), now).await?.token_room)
+    }
+
     /// Tightens the view of `key` (a report, a 429).
     ///
     /// # Errors
@@ -252,6 +262,50 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(snap.tokens, Some((1000.0, 1000)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn token_room_is_what_keeps_every_token_bucket_half_full() {
+        let l = limiter();
+        // Unknown key: no room known, and looking does not create it.
+        assert_eq!(l.token_room(&key()).await.unwrap(), None);
+        let limits = Limits::none().with_tpm(1000).with_tpd(10_000);
+        grant(&l, &limits, cost(100)).await.commit();
+        // Minute: 900 - 500; day: 9900 - 5000.
+        assert_eq!(l.token_room(&key()).await.unwrap(), Some(400));
+        grant(&l, &limits, cost(600)).await.commit();
+        assert_eq!(l.token_room(&key()).await.unwrap(), Some(0));
+        // A requests-only key has no token room.
+        let k = LimitKey::new(ProviderId::new("p"), "rpm-only");
+        match l
+            .try_admit(&k, &Limits::none().with_rpm(5), cost(1), FOREVER)
+            .await
+            .unwrap()
+        {
+            Admission::Granted(p) => p.commit(),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(l.token_room(&k).await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_look_before_the_first_booking_keeps_the_configured_limits() {
+        let l = limiter();
+        let snap = l
+            .store()
+            .peek(&key(), cost(0), Instant::now())
+            .await
+            .unwrap();
+        assert_eq!(snap.tokens, None);
+        grant(&l, &Limits::none().with_tpm(1000), cost(10))
+            .await
+            .commit();
+        let snap = l
+            .store()
+            .peek(&key(), cost(0), Instant::now())
+            .await
+            .unwrap();
+        assert_eq!(snap.tokens, Some((990.0, 1000)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -42,7 +42,8 @@ mod random_input_tests;
 pub use bucket::{Bucket, InsufficientCapacity};
 pub use duration::go_duration;
 pub use estimate::{
-    estimate_chat, input_floor, Encoding, DEFAULT_OUTPUT_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE,
+    chat_cost_bound, estimate_chat, input_floor, preload, Encoding, DEFAULT_OUTPUT_TOKENS,
+    REPLY_PRIMING, TOKENS_PER_MESSAGE,
 };
 pub use headers::{parse_limit_headers, RATE_LIMIT_HEADERS};
 pub use limiter::{Admission, Limiter, Permit};

@@ -184,6 +184,11 @@ pub struct LimitSnapshot {
     pub gate_until: Option<Instant>,
     /// How long a reservation of the peeked cost would wait now (`None`: too large).
     pub wait: Option<Duration>,
+    /// Tokens that could be booked now while every token bucket (per minute, input per
+    /// minute, per day) stays at least half full; `None` when no token bucket is known.
+    /// Where a request fits in this room, a generous estimate decides nothing that an exact
+    /// one would decide differently (see [`chat_cost_bound`](super::chat_cost_bound)).
+    pub token_room: Option<u64>,
 }
 
 /// The storage behind the limiter. See the module docs.
@@ -386,6 +391,23 @@ impl KeyState {
         }
     }
 
+    /// See [`LimitSnapshot::token_room`].
+    fn token_room(&mut self, now: Instant) -> Option<u64> {
+        [
+            &mut self.tokens,
+            &mut self.input_tokens,
+            &mut self.tokens_day,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let room = b.level(now) - b.capacity() as f64 / 2.0;
+            // Saturating float-to-int: negative is none, huge is u64::MAX.
+            room.max(0.0) as u64
+        })
+        .min()
+    }
+
     fn raise_gate(&mut self, until: Instant) {
         self.gate = Some(self.gate.map_or(until, |g| g.max(until)));
     }
@@ -517,15 +539,27 @@ impl LimiterStore for MemoryStore {
     }
 
     async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
-        Ok(self.with(key, None, now, |s| {
-            let wait = s.wait(cost, now).ok();
-            let view = |b: &mut Option<Bucket>| b.as_mut().map(|b| (b.level(now), b.capacity()));
-            LimitSnapshot {
-                requests: view(&mut s.requests),
-                tokens: view(&mut s.tokens),
-                gate_until: s.gate.filter(|g| *g > now),
-                wait,
-            }
-        }))
+        // A key never booked is not created by a look at it: its configured limits are only
+        // known to `reserve`, which must be the one to create it.
+        let state = {
+            let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            keys.get(key).cloned()
+        };
+        let Some(state) = state else {
+            return Ok(LimitSnapshot {
+                wait: Some(Duration::ZERO),
+                ..LimitSnapshot::default()
+            });
+        };
+        let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let s = &mut *guard;
+        let view = |b: &mut Option<Bucket>| b.as_mut().map(|b| (b.level(now), b.capacity()));
+        Ok(LimitSnapshot {
+            wait: s.wait(cost, now).ok(),
+            requests: view(&mut s.requests),
+            tokens: view(&mut s.tokens),
+            gate_until: s.gate.filter(|g| *g > now),
+            token_room: s.token_room(now),
+        })
     }
 }

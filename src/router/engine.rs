@@ -328,11 +328,15 @@ impl Router {
             }
 
             if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
-                if report.tokens.is_some()
+                let states_tokens = report.tokens.is_some()
                     || report.input_tokens.is_some()
-                    || report.output_tokens.is_some()
+                    || report.output_tokens.is_some();
+                if states_tokens
+                    && !entry.token_limits_seen.load(Ordering::Relaxed)
+                    && !entry.token_limits_seen.swap(true, Ordering::Relaxed)
                 {
-                    entry.token_limits_seen.store(true, Ordering::Relaxed);
+                    // From now on this provider's requests are priced in tokens.
+                    crate::ratelimit::preload(&model);
                 }
                 self.limiter
                     .raise(

@@ -12,7 +12,7 @@ use super::stream::ChatStream;
 use crate::error::{Error, ErrorKind, Result};
 use crate::provider::Capability;
 use crate::ratelimit::{
-    estimate_chat, input_floor, Admission, Cost, LimitKey, Permit, Reservation,
+    chat_cost_bound, estimate_chat, input_floor, Admission, Cost, LimitKey, Permit, Reservation,
 };
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
@@ -51,6 +51,14 @@ impl Job<'_> {
         }
     }
 
+    /// An upper bound of [`cost`](Self::cost) that needs no tokenizing.
+    fn cost_bound(&self, model: &str) -> Cost {
+        match self {
+            Job::Chat(r) | Job::Stream(r) => chat_cost_bound(r, model),
+            Job::Transcribe(_) => self.cost(model),
+        }
+    }
+
     /// The cost when no token limit applies: one request (a transcription's audio seconds
     /// are cheap to read and have their own bucket).
     pub(super) fn request_cost(&self, model: &str) -> Cost {
@@ -75,14 +83,14 @@ impl Job<'_> {
 pub(super) struct Costs(Vec<(String, Cost)>);
 
 impl Costs {
-    /// The cost of `job` for `model`; without its tokens when `tokens` is false (nothing
-    /// would read them).
-    fn of(&mut self, job: &Job<'_>, model: &str, tokens: bool) -> Cost {
-        if !tokens {
-            return job.request_cost(model);
-        }
-        if let Some((_, c)) = self.0.iter().find(|(m, _)| m == model) {
-            return *c;
+    fn known(&self, model: &str) -> Option<Cost> {
+        self.0.iter().find(|(m, _)| m == model).map(|(_, c)| *c)
+    }
+
+    /// The estimated cost of `job` for `model`, counted once.
+    fn exact(&mut self, job: &Job<'_>, model: &str) -> Cost {
+        if let Some(c) = self.known(model) {
+            return c;
         }
         let c = job.cost(model);
         self.0.push((model.to_owned(), c));
@@ -179,6 +187,31 @@ impl Router {
             .with_model(model)
     }
 
+    /// What admission books for `job` under `key`. Without a token limit, one request (nothing
+    /// would read a token count). With one, the exact estimate where it can matter, and the
+    /// tokenizer-free upper bound where the request fits in the buckets' upper half: there
+    /// the larger booking delays nothing, and the provider's reported usage gives the excess
+    /// back after the answer.
+    async fn price(
+        &self,
+        job: &Job<'_>,
+        key: &LimitKey,
+        tokens: bool,
+        costs: &mut Costs,
+    ) -> Result<Cost> {
+        if !tokens {
+            return Ok(job.request_cost(&key.model));
+        }
+        if let Some(c) = costs.known(&key.model) {
+            return Ok(c);
+        }
+        let bound = job.cost_bound(&key.model);
+        Ok(match self.limiter.token_room(key).await? {
+            Some(room) if bound.tokens() <= room => bound,
+            _ => costs.exact(job, &key.model),
+        })
+    }
+
     /// Chooses the next provider and books its admission. See the module docs for the order.
     pub(super) async fn pick(
         &self,
@@ -247,8 +280,17 @@ impl Router {
                     }
                 };
                 let limits = entry.limits_for(&model);
-                let cost = costs.of(job, &model, entry.counts_tokens(&limits));
                 let key = LimitKey::new(id.clone(), model.clone()).with_account(account.clone());
+                let cost = match self
+                    .price(job, &key, entry.counts_tokens(&limits), costs)
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        release();
+                        return Err(e);
+                    }
+                };
                 let max_wait = if pass == 0 {
                     remaining.min(self.settings.spill_after)
                 } else {
