@@ -23,6 +23,8 @@ pub(crate) struct Counters {
     pub(crate) admission_wait_us: AtomicU64,
     pub(crate) input_tokens: AtomicU64,
     pub(crate) output_tokens: AtomicU64,
+    pub(crate) priced_by_count: AtomicU64,
+    pub(crate) priced_by_bound: AtomicU64,
 }
 
 impl Counters {
@@ -49,6 +51,8 @@ impl Counters {
             admission_wait: Duration::from_micros(self.admission_wait_us.load(Relaxed)),
             input_tokens: self.input_tokens.load(Relaxed),
             output_tokens: self.output_tokens.load(Relaxed),
+            priced_by_count: self.priced_by_count.load(Relaxed),
+            priced_by_bound: self.priced_by_bound.load(Relaxed),
         }
     }
 }
@@ -82,6 +86,13 @@ pub struct ProviderStats {
     pub input_tokens: u64,
     /// Output tokens reported by successful answers.
     pub output_tokens: u64,
+    /// Requests whose admission cost was counted with the tokenizer (a token limit applied
+    /// and the buckets were at least half spent).
+    pub priced_by_count: u64,
+    /// Requests whose admission cost was the tokenizer-free bound (a token limit applied and
+    /// the request fit in the buckets' upper half). Requests without any token limit are in
+    /// neither count.
+    pub priced_by_bound: u64,
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -130,6 +141,8 @@ impl Stats {
                 t.admission_wait += p.admission_wait;
                 t.input_tokens += p.input_tokens;
                 t.output_tokens += p.output_tokens;
+                t.priced_by_count += p.priced_by_count;
+                t.priced_by_bound += p.priced_by_bound;
                 t
             })
     }

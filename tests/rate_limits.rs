@@ -325,6 +325,43 @@ async fn a_request_is_judged_on_its_counted_size_not_on_the_cheap_bound() {
     h.client.chat(prompt()).await.unwrap();
     assert_eq!(a.count(CHAT), 2);
     assert!(h.clock.sleeps().is_empty(), "{:?}", h.clock.sleeps());
+    let stats = h.client.stats().total();
+    assert_eq!((stats.priced_by_count, stats.priced_by_bound), (2, 0));
+}
+
+/// Where the request fits in the upper half of every token bucket, no tokenizer runs: the
+/// byte bound is booked, and the answer's usage gives the excess back.
+#[tokio::test]
+async fn a_request_with_room_to_spare_is_booked_at_its_bound_and_reconciled() {
+    let a = ScriptedServer::start().await;
+    for _ in 0..3 {
+        a.push(CHAT, ok("ok"));
+    }
+    let mut p = policy();
+    p.latency_allowance = Duration::ZERO;
+    let h = client_with(&[("a", &a)], p, Limits::none().with_tpm(1_000_000));
+    for _ in 0..3 {
+        h.client.chat(req()).await.unwrap();
+    }
+    let stats = h.client.stats().total();
+    // The first request creates the key (nothing known yet: counted); the others fit.
+    assert_eq!((stats.priced_by_count, stats.priced_by_bound), (1, 2));
+    // Reconciled to the reported usage whichever way it was priced: the manual clock has not
+    // moved, so the bucket is down by exactly what the answers used — for each, the reported
+    // 5 output tokens plus its input (10 reported) or its character floor, whichever is more.
+    let (level, cap) = h
+        .client
+        .limits("a", "gpt-4o-mini")
+        .await
+        .unwrap()
+        .tokens
+        .unwrap();
+    let per = 10u64.max(llm_failover::ratelimit::input_floor(&req())) + 5;
+    assert_eq!(cap, 1_000_000);
+    assert!(
+        (level - (1_000_000 - 3 * per) as f64).abs() < 1e-6,
+        "level {level}"
+    );
 }
 
 #[tokio::test]

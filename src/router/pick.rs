@@ -14,6 +14,7 @@ use crate::provider::Capability;
 use crate::ratelimit::{
     chat_cost_bound, estimate_chat, input_floor, Admission, Cost, LimitKey, Permit, Reservation,
 };
+use crate::stats::Counters;
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
 /// What one request asks for.
@@ -195,11 +196,12 @@ impl Router {
     async fn price(
         &self,
         job: &Job<'_>,
+        entry: &Entry,
         key: &LimitKey,
-        tokens: bool,
         costs: &mut Costs,
     ) -> Result<Cost> {
-        if !tokens {
+        let chat = !matches!(job, Job::Transcribe(_));
+        if !chat || !entry.counts_tokens(&entry.limits_for(&key.model)) {
             return Ok(job.request_cost(&key.model));
         }
         if let Some(c) = costs.known(&key.model) {
@@ -207,8 +209,14 @@ impl Router {
         }
         let bound = job.cost_bound(&key.model);
         Ok(match self.limiter.token_room(key).await? {
-            Some(room) if bound.tokens() <= room => bound,
-            _ => costs.exact(job, &key.model),
+            Some(room) if bound.tokens() <= room => {
+                Counters::add(&entry.counters.priced_by_bound, 1);
+                bound
+            }
+            _ => {
+                Counters::add(&entry.counters.priced_by_count, 1);
+                costs.exact(job, &key.model)
+            }
         })
     }
 
@@ -281,10 +289,7 @@ impl Router {
                 };
                 let limits = entry.limits_for(&model);
                 let key = LimitKey::new(id.clone(), model.clone()).with_account(account.clone());
-                let cost = match self
-                    .price(job, &key, entry.counts_tokens(&limits), costs)
-                    .await
-                {
+                let cost = match self.price(job, entry, &key, costs).await {
                     Ok(c) => c,
                     Err(e) => {
                         release();
