@@ -1,21 +1,22 @@
 //! B4 — scale: a 100,000-item batch against a fast emulator.
 //!
-//! Items are generated on the fly (never held), sent through `Client::chat` with bounded
-//! concurrency (`buffer_unordered`), and every outcome is written as one JSON line to
-//! `target/bench-results/scale-outcomes.jsonl`. Resident memory is sampled from
-//! `/proc/self/status` during the run; the CPU share of token estimation is the CPU time of
-//! `llm_failover::ratelimit::estimate_chat` over the same items, in the same process,
-//! against the client runtime's CPU time during the batch (the emulator runs on its own
-//! runtime, whose threads are counted apart).
+//! Items are generated on the fly (never held) and run by the batch runner
+//! (`llm_failover::batch::Runner`, concurrency 64) into a `ResultsWriter` — the same sink as
+//! `examples/batch.rs`: one JSON line per outcome, each written and flushed before it counts,
+//! to `target/bench-results/scale-outcomes.jsonl`. Resident memory is sampled from
+//! `/proc/self/status` during the run.
+//!
+//! The CPU share of token estimation: the client's `Stats` say how many requests were priced
+//! by counting tokens (`estimate_chat`, tiktoken) and how many at the tokenizer-free bound
+//! (`chat_cost_bound`); each kind's CPU per item is timed on the same items in the same
+//! process after the batch, and their sum is set against the client runtime's CPU during the
+//! batch (the emulator runs on its own runtime, whose threads are counted apart). The line
+//! "if every request were counted" gives the share the old pricing had.
 //!
 //! By default the emulator states limits far above what the batch reaches, in OpenAI's
 //! headers, as every real provider does: the client learns them from the first answer and
-//! from then on prices every request in tokens (so estimation is on the request path).
-//! `B4_LIMITS=off` serves no limit headers: then no token limit applies and the client
-//! estimates nothing.
-//!
-//! NOTE: the batch runner (`llm_failover::batch`) is being written on another branch. This
-//! bench drives `Client` directly; re-run it through `llm_failover::batch` once merged.
+//! from then on prices every request in tokens. `B4_LIMITS=off` serves no limit headers: then
+//! no token limit applies and the client prices requests by count only.
 //!
 //! ```sh
 //! cargo bench --bench scale
@@ -24,17 +25,15 @@
 
 mod common;
 
-use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::prompts::{self, MODEL};
 use common::{f, Table};
 use emulator::{Emulator, EmulatorConfig, ProviderConfig};
-use futures_util::StreamExt;
+use llm_failover::batch::{BatchItem, ResultsWriter, Runner, Stop};
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::ratelimit::estimate_chat;
+use llm_failover::ratelimit::{chat_cost_bound, estimate_chat};
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
 use serde_json::json;
 
@@ -101,75 +100,64 @@ fn main() {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/bench-results/scale-outcomes.jsonl");
     std::fs::create_dir_all(path.parent().expect("a parent")).expect("the results directory");
-    let done = Arc::new(AtomicU64::new(0));
+    // A fresh file: a leftover one would make the runner's sink resume into it.
+    let _ = std::fs::remove_file(&path);
+    let runner = Runner::new(client.clone()).concurrency(concurrency);
+    let progress = runner.progress().clone();
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::new(Mutex::new(Vec::new()));
+    let stats0 = client.stats().total();
     let (rss0, _) = common::rss_kib();
     let client_cpu0 = common::cpu_time(Some("client-"));
     let emu_cpu0 = common::cpu_time(Some("emu-"));
     let t0 = common::wall();
 
     let sampler = {
-        let (done, samples) = (done.clone(), samples.clone());
+        let samples = samples.clone();
         client_rt.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(SAMPLE_MS));
             loop {
                 tick.tick().await;
                 let (rss, _) = common::rss_kib();
-                samples
-                    .lock()
-                    .expect("samples")
-                    .push((done.load(Ordering::Relaxed), rss));
+                let done = progress.snapshot().finished();
+                samples.lock().expect("samples").push((done, rss));
             }
         })
     };
-    let batch = {
-        let (client, done, path) = (client.clone(), done.clone(), path.clone());
-        client_rt.spawn(async move {
-            let file = std::fs::File::create(&path).expect("the outcomes file");
-            let mut out = std::io::BufWriter::new(file);
-            let mut failed = 0u64;
-            let mut results = futures_util::stream::iter(0..n)
-                .map(|i| {
-                    let client = client.clone();
-                    async move {
-                        let item = prompts::item(SEED, i);
-                        (i, client.chat(item.request).await)
-                    }
-                })
-                .buffer_unordered(concurrency);
-            while let Some((i, r)) = results.next().await {
-                let line = match r {
-                    Ok(r) => {
-                        let u = r.usage.unwrap_or_default();
-                        json!({"index": i, "ok": true, "provider": r.provider.as_str(),
-                               "attempts": r.attempts, "input_tokens": u.input_tokens,
-                               "output_tokens": u.output_tokens})
-                    }
-                    Err(e) => {
-                        failed += 1;
-                        json!({"index": i, "ok": false, "error": e.kind().as_str()})
-                    }
-                };
-                writeln!(out, "{line}").expect("write an outcome");
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-            out.flush().expect("flush the outcomes");
-            failed
+    let report = {
+        let path = path.clone();
+        client_rt.block_on(async move {
+            let (mut writer, _) = ResultsWriter::open(&path).await.expect("the outcomes file");
+            let items = futures_util::stream::iter((0..n).map(|i| {
+                Ok(BatchItem::new(
+                    format!("item-{i}"),
+                    prompts::item(SEED, i).request,
+                ))
+            }));
+            let report = runner
+                .run(items, &mut writer, &Stop::new())
+                .await
+                .expect("the batch runs");
+            writer.finish().await.expect("the outcomes are synced");
+            report
         })
     };
-    let failed = client_rt.block_on(batch).expect("the batch task");
+    let failed = report.failed();
     let wall = t0.elapsed();
     let client_cpu = common::cpu_time(Some("client-")).saturating_sub(client_cpu0);
     let emu_cpu = common::cpu_time(Some("emu-")).saturating_sub(emu_cpu0);
     sampler.abort();
     let (rss_end, hwm) = common::rss_kib();
     let samples = samples.lock().expect("samples").clone();
+    let stats = client.stats().total();
+    let counted = stats.priced_by_count - stats0.priced_by_count;
+    let bounded = stats.priced_by_bound - stats0.priced_by_bound;
     drop(client);
     emu_rt.block_on(emu.shutdown());
 
-    // Estimation over the same items, same process, on this thread: CPU time of the calls
-    // only (items are generated in chunks outside the measured part).
+    // Pricing over the same items, same process, on this thread: CPU time of the calls only
+    // (items are generated in chunks outside the measured part).
     let mut est_cpu = Duration::ZERO;
+    let mut bound_cpu = Duration::ZERO;
     let mut est_tokens = 0u64;
     let chunk = 10_000u64;
     let mut start = 0;
@@ -182,8 +170,15 @@ fn main() {
             est_tokens += estimate_chat(r, MODEL).input_tokens;
         }
         est_cpu += common::thread_cpu_time().saturating_sub(c0);
+        let c0 = common::thread_cpu_time();
+        for r in &items {
+            est_tokens += chat_cost_bound(r, MODEL).input_tokens & 1;
+        }
+        bound_cpu += common::thread_cpu_time().saturating_sub(c0);
         start += chunk;
     }
+    let per = |d: Duration| d.as_secs_f64() / n as f64;
+    let pricing_cpu = counted as f64 * per(est_cpu) + bounded as f64 * per(bound_cpu);
 
     // Growth: from the sample at 10 % of the items (connections, buffers and encoder warm)
     // to the highest later sample; and from before the batch to the high-water mark.
@@ -199,16 +194,19 @@ fn main() {
         .unwrap_or(rss_end);
     let mib = |k: u64| k as f64 / 1024.0;
     let growth = later_max.saturating_sub(at10);
-    let share_client = 100.0 * est_cpu.as_secs_f64() / client_cpu.as_secs_f64().max(1e-9);
-    let share_all = 100.0 * est_cpu.as_secs_f64() / (client_cpu + emu_cpu).as_secs_f64().max(1e-9);
+    let share_client = 100.0 * pricing_cpu / client_cpu.as_secs_f64().max(1e-9);
+    let share_all = 100.0 * pricing_cpu / (client_cpu + emu_cpu).as_secs_f64().max(1e-9);
+    let share_if_counted = 100.0 * est_cpu.as_secs_f64() / client_cpu.as_secs_f64().max(1e-9);
     let rate = n as f64 / wall.as_secs_f64();
 
     println!(
-        "{n} items, concurrency {concurrency}, {failed} failed, limits {}; outcomes in {}",
+        "{n} items through llm_failover::batch::Runner, concurrency {concurrency}, {} ok, \
+         {failed} failed, limits {}; outcomes in {}",
+        report.ok,
         if limits_on {
             "stated in headers (learned: every request is priced in tokens)"
         } else {
-            "off (no token limit: nothing is estimated on the request path)"
+            "off (no token limit: requests are priced by count only)"
         },
         path.display()
     );
@@ -238,28 +236,30 @@ fn main() {
         f(client_cpu.as_secs_f64() * 1e6 / n as f64, 1),
     ]);
     t.row([
-        "estimate_chat CPU, same items (s)".to_owned(),
-        f(est_cpu.as_secs_f64(), 2),
+        "priced by counting (tiktoken) / by bound".to_owned(),
+        format!("{counted} / {bounded}"),
     ]);
     t.row([
         "estimate_chat per item (µs)".to_owned(),
-        f(est_cpu.as_secs_f64() * 1e6 / n as f64, 1),
+        f(per(est_cpu) * 1e6, 1),
     ]);
-    if limits_on {
-        t.row([
-            "estimation share of client CPU (%)".to_owned(),
-            f(share_client, 1),
-        ]);
-        t.row([
-            "estimation share of all CPU (%)".to_owned(),
-            f(share_all, 1),
-        ]);
-    } else {
-        t.row([
-            "estimation share of client CPU (%)".to_owned(),
-            "0 (not called)".to_owned(),
-        ]);
-    }
+    t.row([
+        "chat_cost_bound per item (µs)".to_owned(),
+        f(per(bound_cpu) * 1e6, 3),
+    ]);
+    t.row(["pricing CPU in the batch (s)".to_owned(), f(pricing_cpu, 3)]);
+    t.row([
+        "estimation share of client CPU (%)".to_owned(),
+        f(share_client, 2),
+    ]);
+    t.row([
+        "estimation share of all CPU (%)".to_owned(),
+        f(share_all, 2),
+    ]);
+    t.row([
+        "… if every request were counted (%)".to_owned(),
+        f(share_if_counted, 1),
+    ]);
     t.print();
     let curve: Vec<String> = samples
         .iter()
@@ -276,8 +276,11 @@ fn main() {
             "items_per_s": rate, "rss0_kib": rss0, "rss_at10_kib": at10, "rss_later_max_kib": later_max,
             "rss_end_kib": rss_end, "hwm_kib": hwm, "growth_kib": growth,
             "client_cpu_s": client_cpu.as_secs_f64(), "emu_cpu_s": emu_cpu.as_secs_f64(),
-            "estimate_cpu_s": est_cpu.as_secs_f64(), "estimated_input_tokens": est_tokens,
+            "estimate_cpu_s": est_cpu.as_secs_f64(), "bound_cpu_s": bound_cpu.as_secs_f64(),
+            "priced_by_count": counted, "priced_by_bound": bounded, "pricing_cpu_s": pricing_cpu,
+            "checksum": est_tokens,
             "share_client_pct": share_client, "share_all_pct": share_all,
+            "share_if_counted_pct": share_if_counted,
             "samples": samples,
         }),
     );

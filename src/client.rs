@@ -18,7 +18,7 @@ use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, Mem
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::{Rng, SeededRng};
 use crate::router::engine::{Done, Entry, Job, Router, Settings};
-use crate::router::{BreakerSettings, ChatStream, RequestOptions};
+use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions};
 use crate::stats::{Counters, Stats};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
@@ -480,6 +480,8 @@ impl ClientBuilder {
         let rng = self
             .rng
             .unwrap_or_else(|| Arc::new(SeededRng::from_entropy()));
+        // A store given by the caller may be shared with other processes: always consulted.
+        let local_store = self.store.is_none();
         let store = self.store.unwrap_or_else(|| {
             Arc::new(MemoryStore::with_latency_allowance(
                 policy.latency_allowance,
@@ -520,6 +522,8 @@ impl ClientBuilder {
                 credential: s.credential,
                 counters: Counters::default(),
                 token_limits_seen: std::sync::atomic::AtomicBool::new(false),
+                breaker: Mutex::new(Breaker::new(settings.breaker)),
+                limiter_engaged: std::sync::atomic::AtomicBool::new(false),
             })
             .collect();
         let router = Router {
@@ -527,11 +531,12 @@ impl ClientBuilder {
             chat,
             transcription,
             limiter: Limiter::new(store, clock.clone()),
+            local_store,
             transport,
             clock,
             rng,
             budget: Mutex::new(RetryBudget::new(policy.retry_budget, 10)),
-            breakers: Mutex::new(HashMap::new()),
+            tenant_breakers: Mutex::new(HashMap::new()),
             breaker_seq: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),
             settings,

@@ -451,12 +451,25 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Bytes> {
             return Err(too_big(resp.status().as_u16(), cap));
         }
     }
-    let mut buf = BytesMut::new();
-    while let Some(chunk) = resp.chunk().await.map_err(map_err)? {
+    // The common case — a small body in one piece — is returned as it came, uncopied.
+    let Some(first) = resp.chunk().await.map_err(map_err)? else {
+        return Ok(Bytes::new());
+    };
+    if first.len() > cap {
+        return Err(too_big(resp.status().as_u16(), cap));
+    }
+    let Some(second) = resp.chunk().await.map_err(map_err)? else {
+        return Ok(first);
+    };
+    let mut buf = BytesMut::with_capacity(first.len() + second.len());
+    buf.extend_from_slice(&first);
+    let mut next = Some(second);
+    while let Some(chunk) = next {
         if buf.len() + chunk.len() > cap {
             return Err(too_big(resp.status().as_u16(), cap));
         }
         buf.extend_from_slice(&chunk);
+        next = resp.chunk().await.map_err(map_err)?;
     }
     Ok(buf.freeze())
 }

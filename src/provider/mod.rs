@@ -293,17 +293,20 @@ fn _obj_safe(_: &dyn Provider, _: &dyn StreamDecoder) {}
 
 /// The request id under the header names providers use.
 pub(crate) fn default_request_id(headers: &HeaderMap) -> Option<String> {
-    [
-        "x-request-id",
-        "request-id",
-        "apim-request-id",
-        "dg-request-id",
-        "x-goog-request-id",
-    ]
-    .iter()
-    .find_map(|name| headers.get(*name)?.to_str().ok())
-    .filter(|v| !v.is_empty())
-    .map(str::to_owned)
+    use reqwest::header::HeaderName;
+    // Names as constants: a lookup by `&str` would parse the name on every response.
+    static NAMES: [HeaderName; 5] = [
+        HeaderName::from_static("x-request-id"),
+        HeaderName::from_static("request-id"),
+        HeaderName::from_static("apim-request-id"),
+        HeaderName::from_static("dg-request-id"),
+        HeaderName::from_static("x-goog-request-id"),
+    ];
+    NAMES
+        .iter()
+        .find_map(|name| headers.get(name)?.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
 }
 
 /// Builds the adapter a provider's configuration names: the one `match` on provider kind.

@@ -22,7 +22,7 @@ use crate::provider::{
     chat_once, chat_stream_once, transcribe_once, Credential, CredentialSource, Provider,
     RequestContext,
 };
-use crate::ratelimit::{Cost, LimitKey, LimitReport, Limiter, Tightening};
+use crate::ratelimit::{Cost, LimitKey, LimitReport, Limiter, Permit, Tightening};
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::Rng;
 use crate::stats::{Counters, Stats};
@@ -44,6 +44,12 @@ pub(crate) struct Entry {
     /// Set once a response of this provider states a token window: from then on its requests
     /// are priced in tokens even where no token limit is configured.
     pub(crate) token_limits_seen: AtomicBool,
+    /// The breaker of the configured account (tenants' accounts are in
+    /// [`Router::tenant_breakers`]): one lock, no map lookup, on every request.
+    pub(crate) breaker: Mutex<Breaker>,
+    /// Set before anything of this provider reaches the limiter store (a report, a 429):
+    /// until then, with nothing configured, admission needs no booking.
+    pub(crate) limiter_engaged: AtomicBool,
 }
 
 impl Entry {
@@ -72,8 +78,8 @@ pub(crate) struct Settings {
     pub(crate) spill_after: Duration,
 }
 
-/// A breaker's scope: the provider's index and the account (`None`: the configured key).
-pub(crate) type BreakerKey = (usize, Option<Arc<str>>);
+/// A tenant breaker's scope: the provider's index and the tenant's account.
+pub(crate) type BreakerKey = (usize, Arc<str>);
 
 /// The engine behind [`Client`](crate::Client).
 #[derive(Debug)]
@@ -82,12 +88,16 @@ pub(crate) struct Router {
     pub(crate) chat: Vec<usize>,
     pub(crate) transcription: Vec<usize>,
     pub(crate) limiter: Limiter,
+    /// The limiter's store is this process's memory (not one shared with other processes,
+    /// whose bookings this one cannot see coming).
+    pub(crate) local_store: bool,
     pub(crate) transport: Transport,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) rng: Arc<dyn Rng>,
     pub(crate) settings: Settings,
     pub(crate) budget: Mutex<RetryBudget>,
-    pub(crate) breakers: Mutex<HashMap<BreakerKey, Breaker>>,
+    /// Breakers of per-request accounts (a tenant's own key), created on first use.
+    pub(crate) tenant_breakers: Mutex<HashMap<BreakerKey, Breaker>>,
     /// Orders breaker verdicts and transitions in the trace.
     pub(crate) breaker_seq: AtomicU64,
     pub(crate) request_ids: AtomicU64,
@@ -124,11 +134,16 @@ impl Router {
         account: &Option<Arc<str>>,
         f: impl FnOnce(&mut Breaker) -> T,
     ) -> T {
-        let mut map = lock(&self.breakers);
-        let b = map
-            .entry((entry, account.clone()))
-            .or_insert_with(|| Breaker::new(self.settings.breaker));
-        f(b)
+        match account {
+            None => f(&mut lock(&self.entries[entry].breaker)),
+            Some(account) => {
+                let mut map = lock(&self.tenant_breakers);
+                let b = map
+                    .entry((entry, account.clone()))
+                    .or_insert_with(|| Breaker::new(self.settings.breaker));
+                f(b)
+            }
+        }
     }
 
     /// Runs one request to completion: the attempt loop.
@@ -233,8 +248,10 @@ impl Router {
             let entry = &self.entries[idx];
             let provider = entry.adapter.id().clone();
             let account = key.account.clone();
-            let admission_wait = permit.wait();
-            permit.ready().await;
+            let admission_wait = permit.as_ref().map_or(Duration::ZERO, Permit::wait);
+            if let Some(p) = &permit {
+                p.ready().await;
+            }
             entry.counters.add_wait(admission_wait);
             let attempt_no = *attempts + 1;
 
@@ -302,7 +319,11 @@ impl Router {
                                     idx,
                                     key.clone(),
                                     cost,
-                                    job.input_floor(),
+                                    if cost.tokens() > 0 {
+                                        job.input_floor()
+                                    } else {
+                                        0
+                                    },
                                 )))
                             }),
                             x.report,
@@ -315,7 +336,9 @@ impl Router {
             .await;
 
             if sent {
-                permit.commit();
+                if let Some(p) = permit {
+                    p.commit();
+                }
                 *attempts = attempt_no;
                 if let Some(prev) = previous.filter(|p| *p != idx) {
                     Counters::add(&self.entries[prev].counters.failovers, 1);
@@ -328,6 +351,7 @@ impl Router {
             }
 
             if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
+                entry.limiter_engaged.store(true, Ordering::Relaxed);
                 let states_tokens = report.tokens.is_some()
                     || report.input_tokens.is_some()
                     || report.output_tokens.is_some();
@@ -357,7 +381,12 @@ impl Router {
                     let booked = Booked {
                         key: &key,
                         cost,
-                        floor: job.input_floor(),
+                        // Read only where tokens were booked (it walks the prompt).
+                        floor: if cost.tokens() > 0 {
+                            job.input_floor()
+                        } else {
+                            0
+                        },
                     };
                     return Ok(self
                         .finish(done, *attempts, entry, booked, &attempt_span)
@@ -392,6 +421,7 @@ impl Router {
                         self.settings.backoff.delay(failures, self.rng.as_ref())
                     });
                     let until = now + delay;
+                    entry.limiter_engaged.store(true, Ordering::Relaxed);
                     self.limiter
                         .raise(
                             &key,

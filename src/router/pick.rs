@@ -1,6 +1,7 @@
 //! Choosing the provider for the next attempt and booking its admission.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -9,6 +10,7 @@ use super::breaker::{Allow, Breaker};
 use super::engine::{Entry, Router, PROBE_POLL};
 use super::options::RequestOptions;
 use super::stream::ChatStream;
+use crate::config::Limits;
 use crate::error::{Error, ErrorKind, Result};
 use crate::provider::Capability;
 use crate::ratelimit::{
@@ -121,7 +123,8 @@ pub(super) struct Go {
     pub(super) model: String,
     pub(super) key: LimitKey,
     pub(super) cost: Cost,
-    pub(super) permit: Permit,
+    /// `None`: admitted without a booking (see [`Router::admits_freely`]).
+    pub(super) permit: Option<Permit>,
     /// This attempt is the breaker's half-open probe.
     pub(super) probe: bool,
 }
@@ -186,6 +189,16 @@ impl Router {
         Error::new(ErrorKind::RequestTooLarge, msg)
             .with_provider(entry.adapter.id().clone())
             .with_model(model)
+    }
+
+    /// Whether admission to `entry` under `limits` can skip the store: it is this process's
+    /// own memory, nothing is configured, and the provider has never stated a limit nor been
+    /// throttled — so every bucket of it is unknown, and unknown admits freely (a booking would
+    /// change nothing). The first report or 429 ends this for good.
+    fn admits_freely(&self, entry: &Entry, limits: &Limits) -> bool {
+        self.local_store
+            && *limits == Limits::none()
+            && !entry.limiter_engaged.load(Ordering::Relaxed)
     }
 
     /// What admission books for `job` under `key`. Without a token limit, one request (nothing
@@ -296,6 +309,17 @@ impl Router {
                         return Err(e);
                     }
                 };
+                if self.admits_freely(entry, &limits) {
+                    return Ok(Pick::Go(Box::new(Go {
+                        slot,
+                        entry: idx,
+                        model,
+                        key,
+                        cost,
+                        permit: None,
+                        probe: allow == Allow::Probe,
+                    })));
+                }
                 let max_wait = if pass == 0 {
                     remaining.min(self.settings.spill_after)
                 } else {
@@ -309,7 +333,7 @@ impl Router {
                             model,
                             key,
                             cost,
-                            permit,
+                            permit: Some(permit),
                             probe: allow == Allow::Probe,
                         })))
                     }

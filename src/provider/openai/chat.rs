@@ -5,7 +5,8 @@ use url::Url;
 
 use super::error::{from_api_error, snippet, ApiError};
 use super::wire::{
-    ChatBody, ChatCompletion, JsonSchema, StreamOptions, WireMessage, WireResponseFormat, WireUsage,
+    ChatBody, ChatCompletion, Content, JsonSchema, StreamOptions, WireMessage, WireResponseFormat,
+    WireUsage,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
@@ -98,19 +99,23 @@ pub(crate) fn parse_response(
     if let Some(err) = wire.error.as_ref().and_then(ApiError::from_value) {
         return Err(from_api_error(id, &err).with_status(raw.status));
     }
-    let choices = wire
+    let mut choices = wire
         .choices
         .ok_or_else(|| decode("chat.completion has no `choices`".to_owned()))?;
-    let choice = choices
+    if choices.is_empty() {
+        return Err(decode(
+            "chat.completion has an empty `choices` array".to_owned(),
+        ));
+    }
+    let first = choices
         .iter()
-        .find(|c| c.index.unwrap_or(0) == 0)
-        .or(choices.first())
-        .ok_or_else(|| decode("chat.completion has an empty `choices` array".to_owned()))?;
+        .position(|c| c.index.unwrap_or(0) == 0)
+        .unwrap_or(0);
+    let choice = choices.swap_remove(first);
     let message = choice
         .message
-        .as_ref()
         .ok_or_else(|| decode("`choices[0]` has no `message`".to_owned()))?;
-    let text = content_text(message.content.as_ref())
+    let text = content_text(message.content)
         .map_err(|what| decode(format!("`choices[0].message.content` {what}")))?;
     let finish_reason = choice.finish_reason.as_deref().map(finish_reason);
     if finish_reason == Some(FinishReason::Other("error".to_owned())) {
@@ -147,18 +152,18 @@ fn looks_like_json(body: &[u8]) -> bool {
 
 /// The text of a message's `content`: a string, `null` (tool calls, refusals: empty text),
 /// or an array of text parts.
-fn content_text(content: Option<&Value>) -> std::result::Result<String, &'static str> {
+fn content_text(content: Content) -> std::result::Result<String, &'static str> {
     match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => parts
+        Content::Absent => Ok(String::new()),
+        Content::Text(s) => Ok(s),
+        Content::Parts(parts) => parts
             .iter()
             .map(|p| match p.get("text") {
                 Some(Value::String(s)) => Ok(s.as_str()),
                 _ => Err("has a part without `text`"),
             })
             .collect::<std::result::Result<String, _>>(),
-        Some(_) => Err("is neither a string, null nor an array of text parts"),
+        Content::Other => Err("is neither a string, null nor an array of text parts"),
     }
 }
 
@@ -276,11 +281,23 @@ mod tests {
 
     #[test]
     fn content_forms() {
-        let parts =
-            serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
-        assert_eq!(content_text(Some(&parts)).unwrap(), "ab");
-        assert_eq!(content_text(Some(&Value::Null)).unwrap(), "");
-        assert!(content_text(Some(&serde_json::json!(3))).is_err());
+        let read = |json: &str| {
+            let m: super::super::wire::ResponseMessage = serde_json::from_str(json).unwrap();
+            content_text(m.content)
+        };
+        assert_eq!(
+            read(r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}"#).unwrap(),
+            "ab"
+        );
+        assert_eq!(read(r#"{"content":"hi \u00e9"}"#).unwrap(), "hi é");
+        assert_eq!(read(r#"{"content":null}"#).unwrap(), "");
+        assert_eq!(read(r#"{"refusal":"no"}"#).unwrap(), "");
+        assert!(read(r#"{"content":[{"type":"image_url"}]}"#).is_err());
+        assert!(read(r#"{"content":[3]}"#).is_err());
+        for other in ["3", "true", "-1.5", r#"{"text":"x"}"#] {
+            let err = read(&format!(r#"{{"content":{other}}}"#)).unwrap_err();
+            assert!(err.contains("neither"), "{other}: {err}");
+        }
     }
 
     #[test]

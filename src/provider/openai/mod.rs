@@ -63,6 +63,9 @@ pub const PROVIDER_TYPE: &str = "openai";
 pub struct OpenAi {
     id: ProviderId,
     base_url: Url,
+    /// `{base_url}/chat/completions`, built once (`None`: `base_url` cannot take a path; the
+    /// request then says so).
+    chat_url: Option<Url>,
     chat_model: Option<String>,
     transcription_model: Option<String>,
     dialect: HeaderDialect,
@@ -72,9 +75,11 @@ impl OpenAi {
     /// A provider at `base_url` (including the version path, e.g. `https://api.openai.com/v1`),
     /// reading rate-limit headers in the OpenAI dialect.
     pub fn new(id: ProviderId, base_url: Url) -> Self {
+        let chat_url = endpoint(&id, &base_url, &["chat", "completions"]).ok();
         OpenAi {
             id,
             base_url,
+            chat_url,
             chat_model: None,
             transcription_model: None,
             dialect: HeaderDialect::OpenAi,
@@ -217,7 +222,10 @@ impl Provider for OpenAi {
     }
 
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
-        let url = endpoint(&self.id, &self.base_url, &["chat", "completions"])?;
+        let url = match &self.chat_url {
+            Some(url) => url.clone(),
+            None => endpoint(&self.id, &self.base_url, &["chat", "completions"])?,
+        };
         self.bearer(chat_http(&self.id, url, req, ctx)?, ctx)
     }
 

@@ -69,9 +69,84 @@ pub(super) struct Choice {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct ResponseMessage {
-    /// A string, `null` (tool calls, refusals), or — on a few compatible hosts — an array of
-    /// `{"type": "text", "text": …}` parts.
-    pub(super) content: Option<Value>,
+    #[serde(default)]
+    pub(super) content: Content,
+}
+
+/// A message's `content`: a string, `null` (tool calls, refusals), or — on a few compatible
+/// hosts — an array of `{"type": "text", "text": …}` parts. Read without an intermediate
+/// `Value` for the common string; anything else is kept for the adapter to name.
+#[derive(Debug, Default, PartialEq)]
+pub(super) enum Content {
+    /// Missing or `null`.
+    #[default]
+    Absent,
+    /// A string.
+    Text(String),
+    /// An array (of parts, to be checked).
+    Parts(Vec<Value>),
+    /// A number, a boolean or an object.
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string, null or an array of text parts")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            fn visit_unit<E>(self) -> Result<Content, E> {
+                Ok(Content::Absent)
+            }
+            fn visit_none<E>(self) -> Result<Content, E> {
+                Ok(Content::Absent)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Content, D::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Content, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(p) = seq.next_element::<Value>()? {
+                    parts.push(p);
+                }
+                Ok(Content::Parts(parts))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Content, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Content::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Content, E> {
+                Ok(Content::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Content, E> {
+                Ok(Content::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Content, E> {
+                Ok(Content::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Content, E> {
+                Ok(Content::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
