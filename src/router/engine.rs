@@ -239,7 +239,6 @@ impl Router {
             let Go {
                 slot,
                 entry: idx,
-                model,
                 key,
                 cost,
                 permit,
@@ -277,7 +276,8 @@ impl Router {
                 .min(deadline.saturating_duration_since(now))
                 .max(Duration::from_millis(1));
             let credential = opts.credential_for(&provider).or(entry.credential.as_ref());
-            let ctx = RequestContext::new(&model, credential);
+            let model = key.model.as_str();
+            let ctx = RequestContext::new(model, credential);
             let attempt_span = tracing::info_span!(
                 "attempt",
                 provider = %provider,
@@ -360,7 +360,7 @@ impl Router {
                     && !entry.token_limits_seen.swap(true, Ordering::Relaxed)
                 {
                     // From now on this provider's requests are priced in tokens.
-                    crate::ratelimit::preload(&model);
+                    crate::ratelimit::preload(model);
                 }
                 self.limiter
                     .raise(

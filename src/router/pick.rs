@@ -120,7 +120,7 @@ pub(super) struct Tried {
 pub(super) struct Go {
     pub(super) slot: usize,
     pub(super) entry: usize,
-    pub(super) model: String,
+    /// The provider, model (`key.model`) and account.
     pub(super) key: LimitKey,
     pub(super) cost: Cost,
     /// `None`: admitted without a booking (see [`Router::admits_freely`]).
@@ -245,8 +245,17 @@ impl Router {
     ) -> Result<Pick> {
         let now = self.clock.now();
         let remaining = deadline.saturating_duration_since(now);
-        let mut ranked: Vec<usize> = (0..order.len()).collect();
-        ranked.sort_by_key(|&i| tried[i].failures);
+        // Candidates with fewer failures first; on a first attempt that is the order itself,
+        // borrowed rather than allocated.
+        const IDENTITY: [usize; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+        let ranked: Cow<'_, [usize]> =
+            if order.len() <= IDENTITY.len() && tried.iter().all(|t| t.failures == 0) {
+                Cow::Borrowed(&IDENTITY[..order.len()])
+            } else {
+                let mut r: Vec<usize> = (0..order.len()).collect();
+                r.sort_by_key(|&i| tried[i].failures);
+                Cow::Owned(r)
+            };
 
         let mut soonest: Option<Instant> = None;
         let mut sooner = |t: Instant| soonest = Some(soonest.map_or(t, |s: Instant| s.min(t)));
@@ -301,7 +310,7 @@ impl Router {
                     }
                 };
                 let limits = entry.limits_for(&model);
-                let key = LimitKey::new(id.clone(), model.clone()).with_account(account.clone());
+                let key = LimitKey::new(id.clone(), model).with_account(account.clone());
                 let cost = match self.price(job, entry, &key, costs).await {
                     Ok(c) => c,
                     Err(e) => {
@@ -313,7 +322,6 @@ impl Router {
                     return Ok(Pick::Go(Box::new(Go {
                         slot,
                         entry: idx,
-                        model,
                         key,
                         cost,
                         permit: None,
@@ -330,7 +338,6 @@ impl Router {
                         return Ok(Pick::Go(Box::new(Go {
                             slot,
                             entry: idx,
-                            model,
                             key,
                             cost,
                             permit: Some(permit),
@@ -346,7 +353,7 @@ impl Router {
                     }
                     Ok(Admission::TooLarge(r)) => {
                         release();
-                        never.get_or_insert(self.too_large(entry, &model, r));
+                        never.get_or_insert(self.too_large(entry, &key.model, r));
                     }
                     Err(e) => {
                         release();

@@ -124,7 +124,13 @@ impl OpenAi {
 
     fn bearer(&self, http: HttpRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
         match ctx.credential {
-            Some(key) => http.secret_header("authorization", &format!("Bearer {}", key.expose())),
+            Some(key) => {
+                let key = key.expose();
+                let mut value = String::with_capacity(7 + key.len());
+                value.push_str("Bearer ");
+                value.push_str(key);
+                http.secret_header("authorization", &value)
+            }
             None => Ok(http),
         }
     }
