@@ -12,6 +12,21 @@
 //!    nowhere it fails at once with `RequestTooLarge`. When nothing is available, the router
 //!    waits for the earliest reopen if that is within both the deadline and `max_retry_after`,
 //!    else returns `AllProvidersUnavailable { retry_at }`.
+//!
+//!    **What a request costs.** One request slot always. Tokens only where a token limit
+//!    applies (configured, or stated by the provider in any response); otherwise nothing is
+//!    estimated. Where one applies and the request fits in the upper half of every token
+//!    bucket of that provider and model, the booking is [`chat_cost_bound`] (a token per UTF-8
+//!    byte, never below the tiktoken estimate), because a larger booking there delays nothing;
+//!    below that, or for a request whose bound does not fit, it is the tiktoken estimate
+//!    ([`estimate_chat`]), counted once per model per request. Either way the answer's usage
+//!    gives back what was booked beyond it. A provider that has nothing configured and has
+//!    never stated a limit or throttled is admitted without a booking at all (unknown admits
+//!    freely); with a caller-supplied [`LimiterStore`](crate::ratelimit::LimiterStore), which
+//!    another process may share, the store is always asked.
+//!
+//!    [`chat_cost_bound`]: crate::ratelimit::chat_cost_bound
+//!    [`estimate_chat`]: crate::ratelimit::estimate_chat
 //! 3. **Send and classify** (see [`Disposition`](crate::Disposition)):
 //!    * success closes the breaker and reconciles reserved tokens with reported usage;
 //!    * `RateLimited` drains the buckets, gates them and opens the breaker until the stated
