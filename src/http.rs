@@ -340,22 +340,45 @@ impl Transport {
         })
     }
 
-    fn builder(&self, req: HttpRequest, timeout: Duration) -> reqwest::RequestBuilder {
-        let mut b = self
-            .client
-            .request(req.method, req.url)
-            .headers(req.headers)
-            .timeout(timeout);
-        b = match req.body {
-            Body::Empty => b,
-            Body::Json(bytes) => b.header(CONTENT_TYPE, "application/json").body(bytes),
+    /// Sends `req` as it is: its header map becomes the request's (no merge), its body is
+    /// moved in. Only a multipart form goes through reqwest's builder (it writes the
+    /// boundary into the content type).
+    async fn execute(&self, req: HttpRequest, timeout: Duration) -> Result<reqwest::Response> {
+        let body = match req.body {
+            Body::Multipart(parts) => {
+                return self
+                    .client
+                    .request(req.method, req.url)
+                    .headers(req.headers)
+                    .timeout(timeout)
+                    .multipart(build_form(parts))
+                    .send()
+                    .await
+                    .map_err(map_err);
+            }
+            Body::Empty => None,
+            Body::Json(bytes) => Some((HeaderValue::from_static("application/json"), bytes)),
             Body::Bytes {
                 bytes,
                 content_type,
-            } => b.header(CONTENT_TYPE, content_type).body(bytes),
-            Body::Multipart(parts) => b.multipart(build_form(parts)),
+            } => {
+                let ct = HeaderValue::from_str(&content_type).map_err(|_| {
+                    Error::new(
+                        ErrorKind::InvalidRequest,
+                        format!("`{content_type}` is not a valid Content-Type"),
+                    )
+                })?;
+                Some((ct, bytes))
+            }
         };
-        b
+        let mut r = reqwest::Request::new(req.method, req.url);
+        *r.headers_mut() = req.headers;
+        *r.timeout_mut() = Some(timeout);
+        if let Some((content_type, bytes)) = body {
+            r.headers_mut().insert(CONTENT_TYPE, content_type);
+            *r.body_mut() = Some(bytes.into());
+        }
+        self.client.execute(r).await.map_err(map_err)
     }
 
     /// Sends `req` and reads the whole response within `timeout`.
@@ -364,7 +387,7 @@ impl Transport {
     ///
     /// `Timeout`, `Connect`, `Decode` (body over the cap), `Config` (a redirect).
     pub async fn send(&self, req: HttpRequest, timeout: Duration) -> Result<RawResponse> {
-        let mut resp = self.builder(req, timeout).send().await.map_err(map_err)?;
+        let mut resp = self.execute(req, timeout).await?;
         let status = resp.status().as_u16();
         check_redirect(status, resp.headers())?;
         // Taken, not cloned: reading the body needs no header.
@@ -384,7 +407,7 @@ impl Transport {
     ///
     /// As [`send`](Self::send).
     pub async fn send_streaming(&self, req: HttpRequest, timeout: Duration) -> Result<Streamed> {
-        let resp = self.builder(req, timeout).send().await.map_err(map_err)?;
+        let resp = self.execute(req, timeout).await?;
         let status = resp.status().as_u16();
         check_redirect(status, resp.headers())?;
         let headers = resp.headers().clone();

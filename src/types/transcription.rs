@@ -73,6 +73,17 @@ impl AudioInput {
                 format!("audio `{}` is empty", audio.file_name),
             ));
         }
+        // It travels as a `Content-Type` (Deepgram) or a form part's type (Whisper).
+        if reqwest::header::HeaderValue::from_str(&audio.mime_type).is_err() {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "audio `{}`: the MIME type `{}` cannot be sent in an HTTP header",
+                    audio.file_name,
+                    audio.mime_type.escape_debug()
+                ),
+            ));
+        }
         if audio.is_wav() {
             wav_duration(&audio.bytes).map_err(|why| {
                 Error::new(
@@ -422,6 +433,13 @@ mod tests {
         assert!(AudioInput::from_bytes(truncated, "t.wav").is_err());
         let err = AudioInput::from_bytes(vec![1, 2, 3], "a.txt").unwrap_err();
         assert!(err.message().contains("unknown audio extension"));
+        let err =
+            AudioInput::with_mime_type(vec![1, 2, 3], "a.mp3", "audio/mpeg\r\nx-a: b").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+        assert!(
+            err.message().contains("cannot be sent in an HTTP header"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
