@@ -86,7 +86,7 @@ impl Encoding {
         }
         let n = self.bpe().encode_ordinary(text).len() as u64;
         let n = match self {
-            Encoding::Padded => n + n.div_ceil(5),
+            Encoding::Padded => padded(n),
             _ => n,
         };
         n.max((text.chars().count() as u64).div_ceil(4))
@@ -108,10 +108,16 @@ impl Encoding {
 /// ```
 pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
     let enc = Encoding::for_model(model);
+    chat_cost(req, |text| enc.count(text))
+}
+
+/// A chat request's cost with `tokens` counting each message's text: the chat format's
+/// overhead added, `max_tokens` (or the default) reserved for the answer.
+fn chat_cost(req: &ChatRequest, tokens: impl Fn(&str) -> u64) -> Cost {
     let input = req
         .messages
         .iter()
-        .map(|m| enc.count(&m.content) + TOKENS_PER_MESSAGE)
+        .map(|m| tokens(&m.content) + TOKENS_PER_MESSAGE)
         .sum::<u64>()
         + REPLY_PRIMING;
     Cost {
@@ -120,6 +126,11 @@ pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
         output_tokens: u64::from(req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS)),
         audio_seconds: 0,
     }
+}
+
+/// Another vendor's count: the `cl100k_base` count + 20 %.
+fn padded(n: u64) -> u64 {
+    n + n.div_ceil(5)
 }
 
 /// An upper bound of [`estimate_chat`] that costs no tokenizing: every BPE token of
@@ -140,22 +151,10 @@ pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
 /// }
 /// ```
 pub fn chat_cost_bound(req: &ChatRequest, model: &str) -> Cost {
-    let padded = Encoding::for_model(model) == Encoding::Padded;
-    let input = req
-        .messages
-        .iter()
-        .map(|m| {
-            let n = m.content.len() as u64;
-            let n = if padded { n + n.div_ceil(5) } else { n };
-            n + TOKENS_PER_MESSAGE
-        })
-        .sum::<u64>()
-        + REPLY_PRIMING;
-    Cost {
-        requests: 1,
-        input_tokens: input,
-        output_tokens: u64::from(req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS)),
-        audio_seconds: 0,
+    if Encoding::for_model(model) == Encoding::Padded {
+        chat_cost(req, |text| padded(text.len() as u64))
+    } else {
+        chat_cost(req, |text| text.len() as u64)
     }
 }
 
