@@ -14,9 +14,9 @@
 //!
 //! Counting costs about 86 ns per character (see `BENCHMARKS.md`, B5). Where a request fits
 //! comfortably in every token bucket, the router books [`chat_cost_bound`] instead — one byte
-//! per token, which no BPE encoding can exceed — and counts exactly only when the buckets are
-//! at least half spent, the only place a count can change when a request is sent. Either way
-//! the reservation is reconciled with the usage the provider reports.
+//! per token, which no BPE encoding can exceed — and counts exactly once the buckets are half
+//! spent, where a request's size decides when it can be sent. Either way the reservation is
+//! reconciled with the usage the provider reports.
 
 use tiktoken_rs::CoreBPE;
 

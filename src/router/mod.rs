@@ -17,10 +17,12 @@
 //!    applies (configured, or stated by the provider in any response); otherwise nothing is
 //!    estimated. Where one applies and the request fits in the upper half of every token
 //!    bucket of that provider and model, the booking is [`chat_cost_bound`] (a token per UTF-8
-//!    byte, never below the tiktoken estimate), because a larger booking there delays nothing;
-//!    below that, or for a request whose bound does not fit, it is the tiktoken estimate
-//!    ([`estimate_chat`]), counted once per model per request. Either way the answer's usage
-//!    gives back what was booked beyond it. A provider that has nothing configured and has
+//!    byte, never below the tiktoken estimate): it is admitted at once either way, and the
+//!    excess is held only until the answer's usage gives it back. Below that, or for a
+//!    request whose bound does not fit, it is the tiktoken estimate ([`estimate_chat`]),
+//!    counted once per model per request. The cost of this shortcut: while bounds are in
+//!    flight the buckets reach their lower half a little sooner, from where every request is
+//!    counted exactly (B1 in `BENCHMARKS.md`: goodput and 429s unchanged). A provider that has nothing configured and has
 //!    never stated a limit or throttled is admitted without a booking at all (unknown admits
 //!    freely); with a caller-supplied [`LimiterStore`](crate::ratelimit::LimiterStore), which
 //!    another process may share, the store is always asked.

@@ -202,10 +202,9 @@ impl Router {
     }
 
     /// What admission books for `job` under `key`. Without a token limit, one request (nothing
-    /// would read a token count). With one, the exact estimate where it can matter, and the
-    /// tokenizer-free upper bound where the request fits in the buckets' upper half: there
-    /// the larger booking delays nothing, and the provider's reported usage gives the excess
-    /// back after the answer.
+    /// would read a token count). With one, the tokenizer-free upper bound where the request
+    /// fits in the buckets' upper half (it is admitted at once either way; the excess is held
+    /// only until the answer's usage gives it back), else the counted estimate.
     async fn price(
         &self,
         job: &Job<'_>,
