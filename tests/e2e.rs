@@ -369,7 +369,15 @@ async fn a_burst_of_large_prompts_paced_to_configured_limits_sees_no_429() {
         "{:?}",
         clock.now() - t0
     );
-    assert!(c.stats().provider("openai").unwrap().admission_wait > Duration::ZERO);
+    let stats = c.stats().provider("openai").unwrap().clone();
+    assert!(stats.admission_wait > Duration::ZERO);
+    // Both pricings were used: the byte bound while the bucket was more than half full, the
+    // tiktoken count below that — and neither let a request through that the server refused.
+    assert!(
+        stats.priced_by_bound > 0 && stats.priced_by_count > 0,
+        "{stats:?}"
+    );
+    assert_eq!(stats.priced_by_bound + stats.priced_by_count, 20);
 }
 
 /// Issue 4: a seeded soak, bounded in count and time: every request ends in exactly one
