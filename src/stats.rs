@@ -86,12 +86,12 @@ pub struct ProviderStats {
     pub input_tokens: u64,
     /// Output tokens reported by successful answers.
     pub output_tokens: u64,
-    /// Requests whose admission cost was counted with the tokenizer (a token limit applied
-    /// and the buckets were at least half spent).
+    /// Chat requests sent whose admission cost was counted with the tokenizer (a token limit
+    /// applied and the buckets were at least half spent).
     pub priced_by_count: u64,
-    /// Requests whose admission cost was the tokenizer-free bound (a token limit applied and
-    /// the request fit in the buckets' upper half). Requests without any token limit are in
-    /// neither count.
+    /// Chat requests sent whose admission cost was the tokenizer-free bound (a token limit
+    /// applied and the request fit in the buckets' upper half). Requests without any token
+    /// limit are in neither count.
     pub priced_by_bound: u64,
 }
 

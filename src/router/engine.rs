@@ -241,6 +241,7 @@ impl Router {
                 entry: idx,
                 key,
                 cost,
+                pricing,
                 permit,
                 probe,
             } = *go;
@@ -345,6 +346,7 @@ impl Router {
                 }
                 previous = Some(idx);
                 Counters::add(&entry.counters.sent, 1);
+                pricing.record(entry);
             } else {
                 // Could not even be built: nothing went out, the slot goes back.
                 drop(permit);

@@ -116,6 +116,28 @@ pub(super) struct Tried {
     pub(super) ready_at: Option<Instant>,
 }
 
+/// How an attempt's admission cost was reckoned (see [`Router::price`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pricing {
+    /// No token limit applies: one request.
+    Requests,
+    /// The tokenizer-free bound.
+    Bound,
+    /// The tiktoken count.
+    Count,
+}
+
+impl Pricing {
+    /// Counts a request sent with this pricing.
+    pub(super) fn record(self, entry: &Entry) {
+        match self {
+            Pricing::Requests => {}
+            Pricing::Bound => Counters::add(&entry.counters.priced_by_bound, 1),
+            Pricing::Count => Counters::add(&entry.counters.priced_by_count, 1),
+        }
+    }
+}
+
 /// A provider chosen and admitted for the next attempt.
 pub(super) struct Go {
     pub(super) slot: usize,
@@ -123,6 +145,7 @@ pub(super) struct Go {
     /// The provider, model (`key.model`) and account.
     pub(super) key: LimitKey,
     pub(super) cost: Cost,
+    pub(super) pricing: Pricing,
     /// `None`: admitted without a booking (see [`Router::admits_freely`]).
     pub(super) permit: Option<Permit>,
     /// This attempt is the breaker's half-open probe.
@@ -211,24 +234,18 @@ impl Router {
         entry: &Entry,
         key: &LimitKey,
         costs: &mut Costs,
-    ) -> Result<Cost> {
+    ) -> Result<(Cost, Pricing)> {
         let chat = !matches!(job, Job::Transcribe(_));
         if !chat || !entry.counts_tokens(&entry.limits_for(&key.model)) {
-            return Ok(job.request_cost(&key.model));
+            return Ok((job.request_cost(&key.model), Pricing::Requests));
         }
         if let Some(c) = costs.known(&key.model) {
-            return Ok(c);
+            return Ok((c, Pricing::Count));
         }
         let bound = job.cost_bound(&key.model);
         Ok(match self.limiter.token_room(key).await? {
-            Some(room) if bound.tokens() <= room => {
-                Counters::add(&entry.counters.priced_by_bound, 1);
-                bound
-            }
-            _ => {
-                Counters::add(&entry.counters.priced_by_count, 1);
-                costs.exact(job, &key.model)
-            }
+            Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
+            _ => (costs.exact(job, &key.model), Pricing::Count),
         })
     }
 
@@ -310,7 +327,7 @@ impl Router {
                 };
                 let limits = entry.limits_for(&model);
                 let key = LimitKey::new(id.clone(), model).with_account(account.clone());
-                let cost = match self.price(job, entry, &key, costs).await {
+                let (cost, pricing) = match self.price(job, entry, &key, costs).await {
                     Ok(c) => c,
                     Err(e) => {
                         release();
@@ -323,6 +340,7 @@ impl Router {
                         entry: idx,
                         key,
                         cost,
+                        pricing,
                         permit: None,
                         probe: allow == Allow::Probe,
                     })));
@@ -339,6 +357,7 @@ impl Router {
                             entry: idx,
                             key,
                             cost,
+                            pricing,
                             permit: Some(permit),
                             probe: allow == Allow::Probe,
                         })))
