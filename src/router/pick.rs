@@ -334,49 +334,46 @@ impl Router {
                         return Err(e);
                     }
                 };
-                if self.admits_freely(entry, &limits) {
+                let max_wait = if pass == 0 {
+                    remaining.min(self.settings.spill_after)
+                } else {
+                    remaining
+                };
+                // `Some(permit)`: admitted (`None` inside: without a booking).
+                let admitted = if self.admits_freely(entry, &limits) {
+                    Some(None)
+                } else {
+                    match self.limiter.try_admit(&key, &limits, cost, max_wait).await {
+                        Ok(Admission::Granted(permit)) => Some(Some(permit)),
+                        Ok(Admission::NotUntil(wait)) => {
+                            release();
+                            sooner(now + wait);
+                            if pass == 0 && paced.is_none_or(|(_, w)| wait < w) {
+                                paced = Some((slot, wait));
+                            }
+                            None
+                        }
+                        Ok(Admission::TooLarge(r)) => {
+                            release();
+                            never.get_or_insert(self.too_large(entry, &key.model, r));
+                            None
+                        }
+                        Err(e) => {
+                            release();
+                            return Err(e);
+                        }
+                    }
+                };
+                if let Some(permit) = admitted {
                     return Ok(Pick::Go(Box::new(Go {
                         slot,
                         entry: idx,
                         key,
                         cost,
                         pricing,
-                        permit: None,
+                        permit,
                         probe: allow == Allow::Probe,
                     })));
-                }
-                let max_wait = if pass == 0 {
-                    remaining.min(self.settings.spill_after)
-                } else {
-                    remaining
-                };
-                match self.limiter.try_admit(&key, &limits, cost, max_wait).await {
-                    Ok(Admission::Granted(permit)) => {
-                        return Ok(Pick::Go(Box::new(Go {
-                            slot,
-                            entry: idx,
-                            key,
-                            cost,
-                            pricing,
-                            permit: Some(permit),
-                            probe: allow == Allow::Probe,
-                        })))
-                    }
-                    Ok(Admission::NotUntil(wait)) => {
-                        release();
-                        sooner(now + wait);
-                        if pass == 0 && paced.is_none_or(|(_, w)| wait < w) {
-                            paced = Some((slot, wait));
-                        }
-                    }
-                    Ok(Admission::TooLarge(r)) => {
-                        release();
-                        never.get_or_insert(self.too_large(entry, &key.model, r));
-                    }
-                    Err(e) => {
-                        release();
-                        return Err(e);
-                    }
                 }
             }
         }
