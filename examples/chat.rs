@@ -12,19 +12,14 @@ mod common;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use emulator::Fault;
 use llm_failover::{ChatRequest, Error};
 
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(about = "Send one chat prompt through llm-failover")]
 struct Args {
-    /// The providers file.
-    #[arg(long, default_value = "providers.toml")]
-    config: String,
-    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment].
-    #[arg(long)]
-    env: Option<String>,
+    #[command(flatten)]
+    target: common::Target,
     /// The prompt.
     #[arg(
         long,
@@ -38,37 +33,17 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    common::init_tracing();
-    let args = Args::parse();
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main(run).await
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let setup = common::setup(&args.config, args.env.as_deref(), |_, p| {
-        p.with_latency(100, 100)
-    })
-    .await?;
+    let setup = args.target.setup(|_, p| p.with_latency(100, 100)).await?;
     if let Some(emu) = &setup.emulator {
         emu.script("openai", [Fault::Status { status: 503 }]);
         eprintln!("demo: the emulated primary will answer this request with a 503");
     }
     let client = setup.builder.build()?;
-    let order: Vec<String> = client
-        .chat_providers()
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
-    eprintln!(
-        "environment {}: {}",
-        client.environment(),
-        order.join(" → ")
-    );
+    common::print_order(client.environment(), &client.chat_providers());
 
     let request = ChatRequest::from_prompt(&args.prompt).max_tokens(args.max_tokens);
     match client.chat(request).await {

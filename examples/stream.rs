@@ -13,19 +13,14 @@ mod common;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
 use futures_util::StreamExt;
 use llm_failover::ChatRequest;
 
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(about = "Stream one chat answer through llm-failover")]
 struct Args {
-    /// The providers file.
-    #[arg(long, default_value = "providers.toml")]
-    config: String,
-    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment].
-    #[arg(long)]
-    env: Option<String>,
+    #[command(flatten)]
+    target: common::Target,
     /// The prompt.
     #[arg(
         long,
@@ -39,22 +34,14 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    common::init_tracing();
-    let args = Args::parse();
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("\nerror: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main(run).await
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let setup = common::setup(&args.config, args.env.as_deref(), |_, p| {
-        p.with_latency(150, 50).with_stream_chunk_ms(60)
-    })
-    .await?;
+    let setup = args
+        .target
+        .setup(|_, p| p.with_latency(150, 50).with_stream_chunk_ms(60))
+        .await?;
     let client = setup.builder.build()?;
     let request = ChatRequest::from_prompt(&args.prompt).max_tokens(args.max_tokens);
     let mut stream = client.chat_stream(request).await?;

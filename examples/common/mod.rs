@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::error::Error;
+use std::future::Future;
+use std::process::ExitCode;
 
 use emulator::{Emulator, ProviderConfig};
 use llm_failover::config::ProviderKind;
@@ -16,6 +18,47 @@ use llm_failover::{ClientBuilder, Config, Credential};
 
 /// The environment that runs against the in-process emulator.
 pub const DEMO: &str = "demo";
+
+/// `--config` and `--env`, the options every example shares.
+#[derive(clap::Args, Debug)]
+pub struct Target {
+    /// The providers file.
+    #[arg(long, default_value = "providers.toml")]
+    pub config: String,
+    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment].
+    #[arg(long)]
+    pub env: Option<String>,
+}
+
+impl Target {
+    /// [`setup`] for these options.
+    pub async fn setup(
+        &self,
+        tune: impl Fn(&str, ProviderConfig) -> ProviderConfig,
+    ) -> Result<Setup, Box<dyn Error>> {
+        setup(&self.config, self.env.as_deref(), tune).await
+    }
+}
+
+/// An example's `main`: tracing on, then `run`; an error is printed and exits with 1.
+pub async fn main<A: clap::Parser, F: Future<Output = Result<(), Box<dyn Error>>>>(
+    run: impl FnOnce(A) -> F,
+) -> ExitCode {
+    init_tracing();
+    match run(A::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nerror: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `environment NAME: a → b → c`, the failover order an example will use.
+pub fn print_order(environment: &str, order: &[llm_failover::ProviderId]) {
+    let order: Vec<String> = order.iter().map(ToString::to_string).collect();
+    eprintln!("environment {environment}: {}", order.join(" → "));
+}
 
 /// What an example needs to build its client.
 pub struct Setup {
