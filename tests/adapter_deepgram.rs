@@ -37,23 +37,7 @@ fn provider(server: &ScriptedServer) -> Deepgram {
 
 /// A one-second, 8 kHz, 16-bit mono WAV of silence.
 fn wav() -> Vec<u8> {
-    let rate: u32 = 8000;
-    let data_len: u32 = rate * 2;
-    let mut v = Vec::new();
-    v.extend_from_slice(b"RIFF");
-    v.extend_from_slice(&(36 + data_len).to_le_bytes());
-    v.extend_from_slice(b"WAVEfmt ");
-    v.extend_from_slice(&16u32.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&rate.to_le_bytes());
-    v.extend_from_slice(&(rate * 2).to_le_bytes());
-    v.extend_from_slice(&2u16.to_le_bytes());
-    v.extend_from_slice(&16u16.to_le_bytes());
-    v.extend_from_slice(b"data");
-    v.extend_from_slice(&data_len.to_le_bytes());
-    v.resize(v.len() + data_len as usize, 0);
-    v
+    emulator::text::silent_wav(1.0)
 }
 
 fn wav_request() -> TranscriptionRequest {

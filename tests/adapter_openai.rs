@@ -140,22 +140,7 @@ fn prompt() -> ChatRequest {
 }
 
 fn wav() -> Vec<u8> {
-    let data_len: u32 = 1600;
-    let mut v = Vec::new();
-    v.extend_from_slice(b"RIFF");
-    v.extend_from_slice(&(36 + data_len).to_le_bytes());
-    v.extend_from_slice(b"WAVEfmt ");
-    v.extend_from_slice(&16u32.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&8000u32.to_le_bytes());
-    v.extend_from_slice(&16000u32.to_le_bytes());
-    v.extend_from_slice(&2u16.to_le_bytes());
-    v.extend_from_slice(&16u16.to_le_bytes());
-    v.extend_from_slice(b"data");
-    v.extend_from_slice(&data_len.to_le_bytes());
-    v.extend((0..data_len).map(|i| (i % 251) as u8));
-    v
+    emulator::text::silent_wav(0.1)
 }
 
 #[path = "adapter_openai/audio.rs"]

@@ -69,6 +69,18 @@ fn key(emu: &Emulator, prefix: &str) -> ProviderSettings {
     ProviderSettings::new().credential(Credential::new(emu.key(prefix)))
 }
 
+/// The emulated provider named `prefix` (`openai`, `anthropic` or `deepgram`, its wire
+/// format) with the emulator's key.
+fn keyed(emu: &Emulator, prefix: &str) -> (Arc<dyn Provider>, ProviderSettings) {
+    let adapter = match prefix {
+        "openai" => openai(emu, prefix),
+        "anthropic" => anthropic(emu, prefix),
+        "deepgram" => deepgram(emu, prefix),
+        other => panic!("no emulated provider `{other}` in these tests"),
+    };
+    (adapter, key(emu, prefix))
+}
+
 fn client(
     clock: &ManualClock,
     policy: Policy,
@@ -84,26 +96,6 @@ fn client(
     b.build().unwrap()
 }
 
-fn wav(seconds: u32) -> Vec<u8> {
-    let rate = 16_000u32;
-    let data = vec![0u8; (seconds * rate * 2) as usize];
-    let mut v = Vec::new();
-    v.extend_from_slice(b"RIFF");
-    v.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    v.extend_from_slice(b"WAVEfmt ");
-    v.extend_from_slice(&16u32.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&rate.to_le_bytes());
-    v.extend_from_slice(&(rate * 2).to_le_bytes());
-    v.extend_from_slice(&2u16.to_le_bytes());
-    v.extend_from_slice(&16u16.to_le_bytes());
-    v.extend_from_slice(b"data");
-    v.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    v.extend_from_slice(&data);
-    v
-}
-
 #[tokio::test]
 async fn fails_over_from_openai_format_to_anthropic_format() {
     let emu = Emulator::builder()
@@ -117,10 +109,7 @@ async fn fails_over_from_openai_format_to_anthropic_format() {
     let c = client(
         &clock,
         policy(),
-        vec![
-            (openai(&emu, "openai"), key(&emu, "openai")),
-            (anthropic(&emu, "anthropic"), key(&emu, "anthropic")),
-        ],
+        vec![keyed(&emu, "openai"), keyed(&emu, "anthropic")],
     );
     let r = c
         .chat(ChatRequest::from_prompt("Say hello").max_tokens(20))
@@ -150,11 +139,7 @@ async fn honours_the_retry_after_the_emulator_sends() {
             retry_after: RetryAfter::Seconds(3),
         }],
     );
-    let c = client(
-        &clock,
-        policy(),
-        vec![(openai(&emu, "openai"), key(&emu, "openai"))],
-    );
+    let c = client(&clock, policy(), vec![keyed(&emu, "openai")]);
     c.chat(ChatRequest::from_prompt("hi").max_tokens(10))
         .await
         .unwrap();
@@ -180,7 +165,7 @@ async fn a_rejected_key_is_sent_once_and_never_failed_over() {
                 openai(&emu, "openai"),
                 ProviderSettings::new().credential(Credential::new("sk-wrong-key-000000")),
             ),
-            (anthropic(&emu, "anthropic"), key(&emu, "anthropic")),
+            keyed(&emu, "anthropic"),
         ],
     );
     let err = c
@@ -201,11 +186,7 @@ async fn a_request_anthropic_rejects_is_terminal() {
         .await
         .unwrap();
     let clock = ManualClock::new();
-    let c = client(
-        &clock,
-        policy(),
-        vec![(anthropic(&emu, "anthropic"), key(&emu, "anthropic"))],
-    );
+    let c = client(&clock, policy(), vec![keyed(&emu, "anthropic")]);
     // Anthropic rejects an unknown model with 404 not_found_error.
     let err = c
         .chat(ChatRequest::from_prompt("hi").model("claude-does-not-exist"))
@@ -228,10 +209,7 @@ async fn streams_in_both_formats() {
     let c = client(
         &clock,
         policy(),
-        vec![
-            (openai(&emu, "openai"), key(&emu, "openai")),
-            (anthropic(&emu, "anthropic"), key(&emu, "anthropic")),
-        ],
+        vec![keyed(&emu, "openai"), keyed(&emu, "anthropic")],
     );
     for provider in ["openai", "anthropic"] {
         let mut s = c
@@ -263,11 +241,7 @@ async fn an_error_in_the_middle_of_a_stream_surfaces_on_it() {
         .unwrap();
     emu.script("anthropic", [Fault::StreamError]);
     let clock = ManualClock::new();
-    let c = client(
-        &clock,
-        policy(),
-        vec![(anthropic(&emu, "anthropic"), key(&emu, "anthropic"))],
-    );
+    let c = client(&clock, policy(), vec![keyed(&emu, "anthropic")]);
     let mut s = c
         .chat_stream(ChatRequest::from_prompt("Tell me a story").max_tokens(40))
         .await
@@ -295,12 +269,9 @@ async fn transcribes_through_whisper_then_deepgram() {
     let c = client(
         &clock,
         policy(),
-        vec![
-            (openai(&emu, "openai"), key(&emu, "openai")),
-            (deepgram(&emu, "deepgram"), key(&emu, "deepgram")),
-        ],
+        vec![keyed(&emu, "openai"), keyed(&emu, "deepgram")],
     );
-    let audio = AudioInput::from_bytes(wav(1), "memo.wav").unwrap();
+    let audio = AudioInput::from_bytes(emulator::text::silent_wav(1.0), "memo.wav").unwrap();
     let t = c
         .transcribe(TranscriptionRequest::new(audio.clone()))
         .await
@@ -421,10 +392,7 @@ async fn a_seeded_fault_soak_ends_every_request_in_exactly_one_outcome() {
     let c = client(
         &clock,
         p,
-        vec![
-            (openai(&emu, "openai"), key(&emu, "openai")),
-            (anthropic(&emu, "anthropic"), key(&emu, "anthropic")),
-        ],
+        vec![keyed(&emu, "openai"), keyed(&emu, "anthropic")],
     );
     let n = 300;
     let sem = Arc::new(tokio::sync::Semaphore::new(16));

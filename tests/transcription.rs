@@ -16,22 +16,7 @@ const WHISPER: &str = "/openai/v1/audio/transcriptions";
 const LISTEN: &str = "/deepgram/v1/listen";
 
 fn wav() -> Vec<u8> {
-    let data = vec![0u8; 1600];
-    let mut v = Vec::new();
-    v.extend_from_slice(b"RIFF");
-    v.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    v.extend_from_slice(b"WAVEfmt ");
-    v.extend_from_slice(&16u32.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&8000u32.to_le_bytes());
-    v.extend_from_slice(&16000u32.to_le_bytes());
-    v.extend_from_slice(&2u16.to_le_bytes());
-    v.extend_from_slice(&16u16.to_le_bytes());
-    v.extend_from_slice(b"data");
-    v.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    v.extend_from_slice(&data);
-    v
+    emulator::text::silent_wav(0.1)
 }
 
 /// A client for the `demo` environment of the real `providers.toml`, every provider pointed

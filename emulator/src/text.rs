@@ -197,6 +197,28 @@ pub struct Transcript {
     pub words: Vec<(String, f64, f64)>,
 }
 
+/// `seconds` of silence as a WAV file (16 kHz, mono, 16-bit PCM): the audio the tests and
+/// examples send when only its shape matters.
+pub fn silent_wav(seconds: f64) -> Vec<u8> {
+    const RATE: u32 = 16_000;
+    let data_len = (seconds.max(0.0) * f64::from(RATE * 2)) as u32 & !1;
+    let mut w = Vec::with_capacity(44 + data_len as usize);
+    w.extend_from_slice(b"RIFF");
+    w.extend_from_slice(&(36 + data_len).to_le_bytes());
+    w.extend_from_slice(b"WAVEfmt ");
+    w.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
+    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    w.extend_from_slice(&1u16.to_le_bytes()); // mono
+    w.extend_from_slice(&RATE.to_le_bytes());
+    w.extend_from_slice(&(RATE * 2).to_le_bytes()); // bytes per second
+    w.extend_from_slice(&2u16.to_le_bytes()); // block align
+    w.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
+    w.extend_from_slice(b"data");
+    w.extend_from_slice(&data_len.to_le_bytes());
+    w.resize(w.len() + data_len as usize, 0);
+    w
+}
+
 /// The duration of audio: from a WAV header when there is one, else assuming 16 kB/s
 /// (128 kbit/s, typical of compressed speech).
 pub fn audio_duration(audio: &[u8]) -> f64 {
@@ -342,20 +364,8 @@ mod tests {
     #[test]
     fn reads_wav_duration_from_the_header() {
         // 16 kHz mono 16-bit: 32000 bytes/s; 16000 bytes of data = 0.5 s.
-        let mut wav = Vec::new();
-        wav.extend_from_slice(b"RIFF");
-        wav.extend_from_slice(&(36u32 + 16_000).to_le_bytes());
-        wav.extend_from_slice(b"WAVEfmt ");
-        wav.extend_from_slice(&16u32.to_le_bytes());
-        wav.extend_from_slice(&1u16.to_le_bytes());
-        wav.extend_from_slice(&1u16.to_le_bytes());
-        wav.extend_from_slice(&16_000u32.to_le_bytes());
-        wav.extend_from_slice(&32_000u32.to_le_bytes());
-        wav.extend_from_slice(&2u16.to_le_bytes());
-        wav.extend_from_slice(&16u16.to_le_bytes());
-        wav.extend_from_slice(b"data");
-        wav.extend_from_slice(&16_000u32.to_le_bytes());
-        wav.resize(wav.len() + 16_000, 0);
+        let wav = silent_wav(0.5);
+        assert_eq!(wav.len(), 44 + 16_000);
         assert_eq!(audio_duration(&wav), 0.5);
         // A lying header (data longer than the file) is clamped, never indexed past the end.
         let short = &wav[..wav.len() - 8000];

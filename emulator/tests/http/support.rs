@@ -94,24 +94,7 @@ pub(crate) fn gemini_body(prompt: &str) -> Value {
 }
 
 /// A WAV file of `secs` seconds of silence, 16 kHz mono 16-bit.
-pub(crate) fn wav(secs: f64) -> Vec<u8> {
-    let data_len = (secs * 32_000.0) as u32;
-    let mut w = Vec::new();
-    w.extend_from_slice(b"RIFF");
-    w.extend_from_slice(&(36 + data_len).to_le_bytes());
-    w.extend_from_slice(b"WAVEfmt ");
-    w.extend_from_slice(&16u32.to_le_bytes());
-    w.extend_from_slice(&1u16.to_le_bytes());
-    w.extend_from_slice(&1u16.to_le_bytes());
-    w.extend_from_slice(&16_000u32.to_le_bytes());
-    w.extend_from_slice(&32_000u32.to_le_bytes());
-    w.extend_from_slice(&2u16.to_le_bytes());
-    w.extend_from_slice(&16u16.to_le_bytes());
-    w.extend_from_slice(b"data");
-    w.extend_from_slice(&data_len.to_le_bytes());
-    w.resize(w.len() + data_len as usize, 0);
-    w
-}
+pub(crate) use emulator::text::silent_wav as wav;
 
 /// Status, headers and the body as JSON (Null if not JSON).
 pub(crate) async fn parts(resp: Response) -> (u16, reqwest::header::HeaderMap, Value) {
