@@ -136,22 +136,8 @@ fn check_delay(d: Duration) -> Result<(), TestCaseError> {
 }
 
 fn check_report(report: &LimitReport, now: Now) -> Result<(), TestCaseError> {
-    for w in [
-        &report.requests,
-        &report.tokens,
-        &report.input_tokens,
-        &report.output_tokens,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        prop_assert!(!w.is_empty(), "an empty window was kept");
-        if let Some(at) = w.reset_at {
-            prop_assert!(at >= now.instant, "a reset in the past: {:?}", w);
-        }
-    }
-    if let Some(d) = report.retry_after {
-        check_delay(d)?;
+    if let Some(broken) = report.invariant_violation(now.instant) {
+        prop_assert!(false, "{}: {:?}", broken, report);
     }
     Ok(())
 }

@@ -84,9 +84,8 @@ impl LimitReport {
             && self.should_retry.is_none()
     }
 
-    /// The latest `reset_at` among windows that are exhausted (`remaining == 0`): the earliest
-    /// moment the provider says a request could pass again.
-    pub fn exhausted_until(&self) -> Option<Instant> {
+    /// The windows the report states: requests, tokens, input tokens, output tokens.
+    pub fn windows(&self) -> impl Iterator<Item = &Window> {
         [
             &self.requests,
             &self.tokens,
@@ -95,9 +94,35 @@ impl LimitReport {
         ]
         .into_iter()
         .flatten()
-        .filter(|w| w.remaining == Some(0))
-        .filter_map(|w| w.reset_at)
-        .max()
+    }
+
+    /// The latest `reset_at` among windows that are exhausted (`remaining == 0`): the earliest
+    /// moment the provider says a request could pass again.
+    pub fn exhausted_until(&self) -> Option<Instant> {
+        self.windows()
+            .filter(|w| w.remaining == Some(0))
+            .filter_map(|w| w.reset_at)
+            .max()
+    }
+
+    /// What this report breaks of the rules every parser keeps, whatever the headers said
+    /// (`None`: nothing): no empty window, no reset before `now`, a `retry_after` that is
+    /// positive and at most [`MAX_SANE_RETRY_AFTER`](super::MAX_SANE_RETRY_AFTER). The
+    /// property tests and fuzzers check every report against it.
+    pub fn invariant_violation(&self, now: Instant) -> Option<String> {
+        for w in self.windows() {
+            if w.is_empty() {
+                return Some(format!("an empty window was kept: {w:?}"));
+            }
+            if w.reset_at.is_some_and(|at| at < now) {
+                return Some(format!("a reset in the past: {w:?}"));
+            }
+        }
+        match self.retry_after {
+            Some(d) if d.is_zero() => Some("a zero delay".to_owned()),
+            Some(d) if d > super::MAX_SANE_RETRY_AFTER => Some(format!("an absurd delay: {d:?}")),
+            _ => None,
+        }
     }
 }
 

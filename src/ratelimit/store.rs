@@ -374,15 +374,7 @@ impl KeyState {
         // A window we cannot model as a bucket (unknown length) that says "none left" gates
         // until its reset; modelled windows refill on their own (their reset is the time
         // until *full*, not until the next slot).
-        for w in [
-            &report.requests,
-            &report.tokens,
-            &report.input_tokens,
-            &report.output_tokens,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for w in report.windows() {
             if w.per == Per::Unknown && w.remaining == Some(0) {
                 if let Some(reset) = w.reset_at {
                     self.raise_gate(reset);
