@@ -207,6 +207,30 @@ mod tests {
 
     const FOREVER: Duration = Duration::from_secs(3600);
 
+    async fn snapshot(l: &Limiter) -> crate::ratelimit::LimitSnapshot {
+        l.store()
+            .peek(&key(), cost(0), Instant::now())
+            .await
+            .unwrap()
+    }
+
+    /// Applies a report stating `requests` for `key()`.
+    async fn teach(l: &Limiter, requests: Window) {
+        let report = LimitReport {
+            requests: Some(requests),
+            ..LimitReport::default()
+        };
+        l.raise(
+            &key(),
+            Tightening {
+                report: Some(report),
+                ..Tightening::default()
+            },
+        )
+        .await
+        .unwrap();
+    }
+
     async fn grant(l: &Limiter, limits: &Limits, c: Cost) -> Permit {
         match l.try_admit(&key(), limits, c, FOREVER).await.unwrap() {
             Admission::Granted(p) => p,
@@ -256,11 +280,7 @@ mod tests {
             ),
             "{a:?}"
         );
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, Some((1000.0, 1000)));
     }
 
@@ -291,20 +311,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_look_before_the_first_booking_keeps_the_configured_limits() {
         let l = limiter();
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, None);
         grant(&l, &Limits::none().with_tpm(1000), cost(10))
             .await
             .commit();
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, Some((990.0, 1000)));
     }
 
@@ -336,11 +348,7 @@ mod tests {
         let p = grant(&l, &limits, cost(800)).await;
         drop(p);
         tokio::task::yield_now().await;
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, Some((1000.0, 1000)));
         assert_eq!(snap.requests, Some((2.0, 2)));
     }
@@ -360,11 +368,7 @@ mod tests {
         waiting.abort();
         let _ = waiting.await;
         tokio::task::yield_now().await;
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         // Level back to 0 (the first request's debt only), not -1.
         let (level, _) = snap.requests.unwrap();
         assert!((level - 0.0).abs() < 1e-9, "level {level}");
@@ -373,24 +377,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_report_teaches_limits_and_tightens_levels() {
         let l = limiter();
-        let report = LimitReport {
-            requests: Some(Window {
+        teach(
+            &l,
+            Window {
                 limit: Some(100),
                 remaining: Some(0),
                 reset_at: None,
                 per: Per::Minute,
-            }),
-            ..LimitReport::default()
-        };
-        l.raise(
-            &key(),
-            Tightening {
-                report: Some(report),
-                ..Tightening::default()
             },
         )
-        .await
-        .unwrap();
+        .await;
         let p = grant(&l, &Limits::none(), cost(0)).await;
         assert_eq!(p.wait(), Duration::from_millis(600));
     }
@@ -401,29 +397,17 @@ mod tests {
         let limits = Limits::none().with_rpm(60);
         grant(&l, &limits, cost(0)).await.commit();
         for (stated, expected) in [(600, 60), (30, 30)] {
-            let report = LimitReport {
-                requests: Some(Window {
+            teach(
+                &l,
+                Window {
                     limit: Some(stated),
                     remaining: None,
                     reset_at: None,
                     per: Per::Minute,
-                }),
-                ..LimitReport::default()
-            };
-            l.raise(
-                &key(),
-                Tightening {
-                    report: Some(report),
-                    ..Tightening::default()
                 },
             )
-            .await
-            .unwrap();
-            let snap = l
-                .store()
-                .peek(&key(), cost(0), Instant::now())
-                .await
-                .unwrap();
+            .await;
+            let snap = snapshot(&l).await;
             assert_eq!(
                 snap.requests.map(|(_, cap)| cap),
                 Some(expected),
@@ -458,18 +442,10 @@ mod tests {
         let limits = Limits::none().with_tpm(1000);
         grant(&l, &limits, cost(600)).await.commit();
         l.reconcile(&key(), 600, 100).await.unwrap();
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         assert_eq!(snap.tokens.unwrap().0, 900.0);
         l.reconcile(&key(), 100, 400).await.unwrap();
-        let snap = l
-            .store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap();
+        let snap = snapshot(&l).await;
         assert_eq!(snap.tokens.unwrap().0, 600.0);
     }
 }
