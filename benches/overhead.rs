@@ -23,11 +23,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::prompts::MODEL;
+use common::wire::{WireMessage, WireRequest, WireResponse};
 use common::{f, median, Table};
 use emulator::Emulator;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Rounds of interleaved segments.
@@ -68,47 +68,6 @@ struct Clients {
     key: Arc<str>,
 }
 
-#[derive(Serialize)]
-struct WireRequest<'a> {
-    model: &'a str,
-    messages: [WireMessage<'a>; 2],
-    max_tokens: u32,
-}
-
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'a str,
-    content: &'a str,
-}
-
-#[derive(Deserialize)]
-struct WireResponse {
-    #[allow(dead_code)]
-    id: Option<String>,
-    #[allow(dead_code)]
-    model: Option<String>,
-    choices: Vec<WireChoice>,
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct WireChoice {
-    message: WireAnswer,
-    #[allow(dead_code)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireAnswer {
-    content: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    prompt_tokens: u64,
-    completion_tokens: u64,
-}
-
 impl Clients {
     /// One request; true when it came back as a parsed answer.
     async fn one(&self, side: Side) -> bool {
@@ -123,7 +82,7 @@ impl Clients {
             Side::Raw => {
                 let body = serde_json::to_vec(&WireRequest {
                     model: MODEL,
-                    messages: [
+                    messages: &[
                         WireMessage {
                             role: "system",
                             content: SYSTEM,
@@ -133,7 +92,7 @@ impl Clients {
                             content: PROMPT,
                         },
                     ],
-                    max_tokens: MAX_TOKENS,
+                    max_tokens: Some(MAX_TOKENS),
                 })
                 .expect("JSON");
                 let Ok(resp) = self
@@ -154,11 +113,9 @@ impl Clients {
                     return false;
                 };
                 serde_json::from_slice::<WireResponse>(&bytes).is_ok_and(|r| {
-                    r.choices.first().is_some_and(|c| {
-                        c.message.content.as_deref().is_some_and(|t| !t.is_empty())
-                    }) && r
-                        .usage
-                        .is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
+                    r.text().is_some_and(|t| !t.is_empty())
+                        && r.usage
+                            .is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
                 })
             }
         }

@@ -8,6 +8,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod prompts;
+pub mod wire;
 
 use std::fmt::Write as _;
 use std::io::Write as _;

@@ -6,41 +6,13 @@ use std::time::Duration;
 use llm_failover::clock::{Clock, FastClock};
 use rand::rngs::SmallRng;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 
 use super::common::prompts::{Item, MODEL};
+use super::common::wire::{WireMessage, WireRequest, WireResponse};
 use super::Contender;
 
 /// Attempts after which a baseline client gives an item up.
 const MAX_ATTEMPTS: u32 = 200;
-
-#[derive(Serialize)]
-struct WireRequest<'a> {
-    model: &'a str,
-    messages: Vec<WireMessage<'a>>,
-    max_tokens: Option<u32>,
-}
-
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'a str,
-    content: &'a str,
-}
-
-#[derive(Deserialize)]
-struct WireResponse {
-    choices: Vec<WireChoice>,
-}
-
-#[derive(Deserialize)]
-struct WireChoice {
-    message: WireAnswer,
-}
-
-#[derive(Deserialize)]
-struct WireAnswer {
-    content: Option<String>,
-}
 
 /// One item through a baseline client: send until a 200 (or `MAX_ATTEMPTS`), sleeping on the
 /// shared clock between attempts as the contender does.
@@ -53,17 +25,18 @@ pub(crate) async fn raw_item(
     c: Contender,
     rng: &mut SmallRng,
 ) -> bool {
+    let messages: Vec<WireMessage<'_>> = item
+        .request
+        .messages
+        .iter()
+        .map(|m| WireMessage {
+            role: m.role.as_str(),
+            content: &m.content,
+        })
+        .collect();
     let body = serde_json::to_vec(&WireRequest {
         model: MODEL,
-        messages: item
-            .request
-            .messages
-            .iter()
-            .map(|m| WireMessage {
-                role: m.role.as_str(),
-                content: &m.content,
-            })
-            .collect(),
+        messages: &messages,
         max_tokens: item.request.max_tokens,
     })
     .expect("JSON");
