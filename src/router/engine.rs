@@ -57,6 +57,15 @@ impl Entry {
         self.model_limits.get(model).copied().unwrap_or(self.limits)
     }
 
+    /// From now on admission to this provider goes through the limiter store (see
+    /// `Router::admits_freely`). Written once: later calls only read the flag, so the cache
+    /// line is not written on every response.
+    pub(super) fn engage_limiter(&self) {
+        if !self.limiter_engaged.load(Ordering::Relaxed) {
+            self.limiter_engaged.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Whether admission under `limits` spends tokens: a token limit is configured, or the
     /// provider stated one. When neither, no bucket would read a token count, so none is
     /// estimated (tokenizing is the costliest step of admission).
@@ -353,7 +362,7 @@ impl Router {
             }
 
             if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
-                entry.limiter_engaged.store(true, Ordering::Relaxed);
+                entry.engage_limiter();
                 let states_tokens = report.tokens.is_some()
                     || report.input_tokens.is_some()
                     || report.output_tokens.is_some();
@@ -423,7 +432,7 @@ impl Router {
                         self.settings.backoff.delay(failures, self.rng.as_ref())
                     });
                     let until = now + delay;
-                    entry.limiter_engaged.store(true, Ordering::Relaxed);
+                    entry.engage_limiter();
                     self.limiter
                         .raise(
                             &key,

@@ -54,14 +54,6 @@ impl Job<'_> {
         }
     }
 
-    /// An upper bound of [`cost`](Self::cost) that needs no tokenizing.
-    fn cost_bound(&self, model: &str) -> Cost {
-        match self {
-            Job::Chat(r) | Job::Stream(r) => chat_cost_bound(r, model),
-            Job::Transcribe(_) => self.cost(model),
-        }
-    }
-
     /// The cost when no token limit applies: one request (a transcription's audio seconds
     /// are cheap to read and have their own bucket).
     pub(super) fn request_cost(&self, model: &str) -> Cost {
@@ -232,17 +224,18 @@ impl Router {
         &self,
         job: &Job<'_>,
         entry: &Entry,
+        limits: &Limits,
         key: &LimitKey,
         costs: &mut Costs,
     ) -> Result<(Cost, Pricing)> {
-        let chat = !matches!(job, Job::Transcribe(_));
-        if !chat || !entry.counts_tokens(&entry.limits_for(&key.model)) {
-            return Ok((job.request_cost(&key.model), Pricing::Requests));
-        }
+        let request = match job {
+            Job::Chat(r) | Job::Stream(r) if entry.counts_tokens(limits) => r,
+            _ => return Ok((job.request_cost(&key.model), Pricing::Requests)),
+        };
         if let Some(c) = costs.known(&key.model) {
             return Ok((c, Pricing::Count));
         }
-        let bound = job.cost_bound(&key.model);
+        let bound = chat_cost_bound(request, &key.model);
         Ok(match self.limiter.token_room(key).await? {
             Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
             _ => (costs.exact(job, &key.model), Pricing::Count),
@@ -327,7 +320,7 @@ impl Router {
                 };
                 let limits = entry.limits_for(&model);
                 let key = LimitKey::new(id.clone(), model).with_account(account.clone());
-                let (cost, pricing) = match self.price(job, entry, &key, costs).await {
+                let (cost, pricing) = match self.price(job, entry, &limits, &key, costs).await {
                     Ok(c) => c,
                     Err(e) => {
                         release();
