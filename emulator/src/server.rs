@@ -413,6 +413,15 @@ impl Emulator {
         self.provider(prefix).counters.read()
     }
 
+    /// Requests of `prefix` holding a concurrency slot now (counted only while the provider
+    /// has a concurrency limit): lets a test wait for a request to be in flight instead of
+    /// guessing with a sleep.
+    pub fn in_flight(&self, prefix: &str) -> u32 {
+        self.provider(prefix)
+            .inflight
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The counters of every provider.
     pub fn all_counters(&self) -> BTreeMap<String, Counters> {
         self.app.counters()

@@ -70,9 +70,13 @@ async fn a_burst_past_rpm_gets_openai_429_with_headers_and_retry_after() {
 
 #[tokio::test]
 async fn the_bucket_refills_within_a_scaled_minute() {
+    use llm_failover::clock::{Clock, ManualClock};
+    let clock = ManualClock::new();
+    let time = clock.clone();
     let emu = Emulator::builder()
         .provider(openai_with(Limits::none().with_rpm(2)))
         .minute_ms(100) // one request back every 50 ms
+        .time_source(emulator::TimeSource::new(move || (time.now(), time.wall())))
         .start()
         .await
         .unwrap();
@@ -85,7 +89,13 @@ async fn the_bucket_refills_within_a_scaled_minute() {
             .as_u16()
     };
     assert_eq!((send().await, send().await, send().await), (200, 200, 429));
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    clock.advance(Duration::from_millis(40));
+    assert_eq!(
+        send().await,
+        429,
+        "not yet: one request comes back every 50 ms"
+    );
+    clock.advance(Duration::from_millis(20));
     assert_eq!(send().await, 200);
 }
 
@@ -429,7 +439,10 @@ async fn a_concurrency_limit_refuses_requests_in_flight() {
     let (a, b) = tokio::join!(
         deepgram_listen(&emu, "deepgram", "", wav(0.5)).send(),
         async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Sent once the first one holds the provider's only slot.
+            while emu.in_flight("deepgram") == 0 {
+                tokio::task::yield_now().await;
+            }
             deepgram_listen(&emu, "deepgram", "", wav(0.5)).send().await
         }
     );
