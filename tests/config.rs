@@ -9,6 +9,10 @@ use llm_failover::ratelimit::HeaderDialect;
 use llm_failover::{Capability, Error, ErrorKind};
 
 #[path = "fixtures/config/catalogue.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the property tests, which use all of it"
+)]
 mod catalogue;
 
 use catalogue::{broken_variants, in_openai, mutate, GOOD, OPENAI_HEAD, SENTINEL};

@@ -687,18 +687,6 @@ fn mangled_config() -> impl Strategy<Value = String> {
     })
 }
 
-/// True when a config error says where: a TOML path and/or a line and column.
-fn says_where(message: &str) -> bool {
-    let has_position = message.contains("line ") && message.contains("column ");
-    // `providers.openai.limits.rpm (…)`, `default_environment: …`, `environments.dev …`.
-    let first = message.split([' ', ':']).next().unwrap_or_default();
-    let has_path = !first.is_empty()
-        && first
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-[]\"".contains(c));
-    has_position || has_path
-}
-
 proptest! {
     #![proptest_config(config(256))]
 
@@ -707,7 +695,7 @@ proptest! {
         if let Err(err) = Config::from_toml_str(&text) {
             prop_assert_eq!(err.kind(), ErrorKind::Config);
             let message = err.message();
-            prop_assert!(says_where(message), "no path or position in: {}", message);
+            prop_assert!(catalogue::says_where(message), "no path or position in: {}", message);
             prop_assert!(!message.contains("sk-abc"), "a key was repeated: {}", message);
         }
     }
@@ -728,7 +716,7 @@ proptest! {
     ) {
         if let Err(err) = Config::from_toml_str(&text) {
             prop_assert_eq!(err.kind(), ErrorKind::Config);
-            prop_assert!(says_where(err.message()), "no path or position in: {}", err.message());
+            prop_assert!(catalogue::says_where(err.message()), "no path or position in: {}", err.message());
         }
     }
 }
