@@ -473,7 +473,9 @@ impl ClientBuilder {
             .map_err(|e| Error::config(format!("policy: {e}")))?;
         let transport = Transport::new(&TransportOptions {
             connect_timeout: policy.connect_timeout,
-            read_timeout: policy.request_timeout,
+            // The request timeout bounds every send as a whole (a stream's body included):
+            // a silence limit of the same length could never fire first.
+            read_timeout: None,
             max_response_bytes: policy.max_response_bytes,
         })?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock));

@@ -297,8 +297,10 @@ pub enum Streamed {
 pub struct TransportOptions {
     /// Time allowed to establish a connection.
     pub connect_timeout: Duration,
-    /// Longest silence while reading a response.
-    pub read_timeout: Duration,
+    /// Longest silence while waiting for or reading a response, on top of each send's
+    /// overall `timeout`; `None` (the default) sets none. Each limit is a timer armed per
+    /// request and per body, so one equal to the overall timeout only costs time.
+    pub read_timeout: Option<Duration>,
     /// Largest response body read; a longer one is a `Decode` error.
     pub max_response_bytes: usize,
 }
@@ -307,7 +309,7 @@ impl Default for TransportOptions {
     fn default() -> Self {
         TransportOptions {
             connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(60),
+            read_timeout: None,
             max_response_bytes: 8 << 20,
         }
     }
@@ -327,9 +329,11 @@ impl Transport {
     ///
     /// `Config` if the TLS backend cannot be initialised.
     pub fn new(opts: &TransportOptions) -> Result<Self> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(opts.connect_timeout)
-            .read_timeout(opts.read_timeout)
+        let mut builder = reqwest::Client::builder().connect_timeout(opts.connect_timeout);
+        if let Some(t) = opts.read_timeout {
+            builder = builder.read_timeout(t);
+        }
+        let client = builder
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("llm-failover/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -113,6 +113,26 @@ async fn a_hanging_server_times_out() {
 }
 
 #[tokio::test]
+async fn a_silence_limit_when_set_ends_a_stalled_send_before_its_timeout() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        "/slow",
+        Reply::status(200).with_body(ReplyBody::Hang(Duration::from_secs(5))),
+    );
+    let mut opts = TransportOptions::default();
+    assert_eq!(opts.read_timeout, None, "no silence limit unless asked for");
+    opts.read_timeout = Some(Duration::from_millis(150));
+    let req = HttpRequest::new(reqwest::Method::GET, url(&server, "/slow"));
+    // The overall timeout is far away: only the silence limit can end this send.
+    let err = Transport::new(&opts)
+        .unwrap()
+        .send(req, Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+}
+
+#[tokio::test]
 async fn a_cut_body_is_a_connection_error() {
     let server = ScriptedServer::start().await;
     server.push(
