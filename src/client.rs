@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,7 @@ use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, Mem
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::{Rng, SeededRng};
 use crate::router::engine::{Done, Entry, Job, Router, Settings};
+use crate::router::options::NO_OPTIONS;
 use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions};
 use crate::stats::{Counters, Stats};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
@@ -83,8 +85,11 @@ impl Client {
     /// The terminal error of a request that can only fail again (sent once), or
     /// `AllProvidersFailed` with every attempt's error, or `AllProvidersUnavailable` when
     /// every provider is cooling down past the deadline, or `RequestTooLarge`.
-    pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse> {
-        self.chat_with(req, &RequestOptions::default()).await
+    ///
+    /// (Not an `async fn`: it returns [`chat_with`](Self::chat_with)'s future itself
+    /// rather than one more layer around it.)
+    pub fn chat(&self, req: ChatRequest) -> impl Future<Output = Result<ChatResponse>> + Send + '_ {
+        self.chat_with(req, &NO_OPTIONS)
     }
 
     /// [`chat`](Self::chat) with per-request options.
@@ -105,8 +110,14 @@ impl Client {
     ///
     /// As [`chat`](Self::chat) for failures before the first content; later errors come out
     /// of the stream.
-    pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream> {
-        self.chat_stream_with(req, &RequestOptions::default()).await
+    ///
+    /// (Not an `async fn`: it returns [`chat_stream_with`](Self::chat_stream_with)'s future itself
+    /// rather than one more layer around it.)
+    pub fn chat_stream(
+        &self,
+        req: ChatRequest,
+    ) -> impl Future<Output = Result<ChatStream>> + Send + '_ {
+        self.chat_stream_with(req, &NO_OPTIONS)
     }
 
     /// [`chat_stream`](Self::chat_stream) with per-request options.
@@ -130,8 +141,14 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    pub async fn transcribe(&self, req: TranscriptionRequest) -> Result<Transcript> {
-        self.transcribe_with(req, &RequestOptions::default()).await
+    ///
+    /// (Not an `async fn`: it returns [`transcribe_with`](Self::transcribe_with)'s future itself
+    /// rather than one more layer around it.)
+    pub fn transcribe(
+        &self,
+        req: TranscriptionRequest,
+    ) -> impl Future<Output = Result<Transcript>> + Send + '_ {
+        self.transcribe_with(req, &NO_OPTIONS)
     }
 
     /// [`transcribe`](Self::transcribe) with per-request options.
@@ -476,6 +493,8 @@ impl ClientBuilder {
             // The request timeout bounds every send as a whole (a stream's body included):
             // a silence limit of the same length could never fire first.
             read_timeout: None,
+            // Set once on the HTTP client: most attempts use exactly this timeout.
+            usual_timeout: Some(policy.request_timeout),
             max_response_bytes: policy.max_response_bytes,
         })?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock));

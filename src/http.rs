@@ -7,6 +7,7 @@
 //! key never travels to another host; a 3xx is reported as a configuration problem.
 
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -301,6 +302,10 @@ pub struct TransportOptions {
     /// overall `timeout`; `None` (the default) sets none. Each limit is a timer armed per
     /// request and per body, so one equal to the overall timeout only costs time.
     pub read_timeout: Option<Duration>,
+    /// The overall timeout most sends pass (the client's request timeout). It is set once on
+    /// the HTTP client, so a send with exactly this timeout carries no per-request setting;
+    /// any other timeout still applies. `None`: every send carries its own.
+    pub usual_timeout: Option<Duration>,
     /// Largest response body read; a longer one is a `Decode` error.
     pub max_response_bytes: usize,
 }
@@ -310,6 +315,7 @@ impl Default for TransportOptions {
         TransportOptions {
             connect_timeout: Duration::from_secs(10),
             read_timeout: None,
+            usual_timeout: None,
             max_response_bytes: 8 << 20,
         }
     }
@@ -320,6 +326,7 @@ impl Default for TransportOptions {
 pub struct Transport {
     client: reqwest::Client,
     max_body: usize,
+    usual_timeout: Option<Duration>,
 }
 
 impl Transport {
@@ -333,6 +340,9 @@ impl Transport {
         if let Some(t) = opts.read_timeout {
             builder = builder.read_timeout(t);
         }
+        if let Some(t) = opts.usual_timeout {
+            builder = builder.timeout(t);
+        }
         let client = builder
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("llm-failover/", env!("CARGO_PKG_VERSION")))
@@ -341,27 +351,40 @@ impl Transport {
         Ok(Transport {
             client,
             max_body: opts.max_response_bytes,
+            usual_timeout: opts.usual_timeout,
         })
     }
 
-    /// Sends `req` as it is: its header map becomes the request's (no merge), its body is
-    /// moved in. Only a multipart form goes through reqwest's builder (it writes the
-    /// boundary into the content type).
-    async fn execute(&self, req: HttpRequest, timeout: Duration) -> Result<reqwest::Response> {
-        let body = match req.body {
-            Body::Multipart(parts) => {
-                return self
-                    .client
-                    .request(req.method, req.url)
-                    .headers(req.headers)
-                    .timeout(timeout)
-                    .multipart(build_form(parts))
-                    .send()
-                    .await
-                    .map_err(map_err);
+    /// Starts sending `req` as it is: its header map becomes the request's (no merge), its
+    /// body is moved in; only a multipart form goes through reqwest's builder (it writes the
+    /// boundary into the content type). Not `async`: the request is handed over here, and
+    /// what the caller awaits is reqwest's own (boxed) future, not a copy of the request.
+    fn start(
+        &self,
+        req: HttpRequest,
+        timeout: Duration,
+    ) -> Result<impl Future<Output = reqwest::Result<reqwest::Response>>> {
+        let mut r = match req.body {
+            Body::Multipart(parts) => self
+                .client
+                .request(req.method, req.url)
+                .headers(req.headers)
+                .multipart(build_form(parts))
+                .build()
+                .map_err(map_err)?,
+            Body::Empty => {
+                let mut r = reqwest::Request::new(req.method, req.url);
+                *r.headers_mut() = req.headers;
+                r
             }
-            Body::Empty => None,
-            Body::Json(bytes) => Some((HeaderValue::from_static("application/json"), bytes)),
+            Body::Json(bytes) => {
+                let mut r = reqwest::Request::new(req.method, req.url);
+                *r.headers_mut() = req.headers;
+                r.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                *r.body_mut() = Some(bytes.into());
+                r
+            }
             Body::Bytes {
                 bytes,
                 content_type,
@@ -372,17 +395,17 @@ impl Transport {
                         format!("`{content_type}` is not a valid Content-Type"),
                     )
                 })?;
-                Some((ct, bytes))
+                let mut r = reqwest::Request::new(req.method, req.url);
+                *r.headers_mut() = req.headers;
+                r.headers_mut().insert(CONTENT_TYPE, ct);
+                *r.body_mut() = Some(bytes.into());
+                r
             }
         };
-        let mut r = reqwest::Request::new(req.method, req.url);
-        *r.headers_mut() = req.headers;
-        *r.timeout_mut() = Some(timeout);
-        if let Some((content_type, bytes)) = body {
-            r.headers_mut().insert(CONTENT_TYPE, content_type);
-            *r.body_mut() = Some(bytes.into());
+        if self.usual_timeout != Some(timeout) {
+            *r.timeout_mut() = Some(timeout);
         }
-        self.client.execute(r).await.map_err(map_err)
+        Ok(self.client.execute(r))
     }
 
     /// Sends `req` and reads the whole response within `timeout`.
@@ -390,18 +413,29 @@ impl Transport {
     /// # Errors
     ///
     /// `Timeout`, `Connect`, `Decode` (body over the cap), `Config` (a redirect).
-    pub async fn send(&self, req: HttpRequest, timeout: Duration) -> Result<RawResponse> {
-        let mut resp = self.execute(req, timeout).await?;
-        let status = resp.status().as_u16();
-        check_redirect(status, resp.headers())?;
-        // Taken, not cloned: reading the body needs no header.
-        let headers = std::mem::take(resp.headers_mut());
-        let body = read_capped(resp, self.max_body).await?;
-        Ok(RawResponse {
-            status,
-            headers,
-            body,
-        })
+    pub fn send(
+        &self,
+        req: HttpRequest,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<RawResponse>> + Send + 'static {
+        // The request is handed to reqwest before the first poll: the future keeps only
+        // reqwest's (boxed) one and the body cap, not a copy of the request (an `async fn`
+        // would hold its arguments to the end).
+        let started = self.start(req, timeout);
+        let cap = self.max_body;
+        async move {
+            let mut resp = started?.await.map_err(map_err)?;
+            let status = resp.status().as_u16();
+            check_redirect(status, resp.headers())?;
+            // Taken, not cloned: reading the body needs no header.
+            let headers = std::mem::take(resp.headers_mut());
+            let body = read_capped(resp, cap).await?;
+            Ok(RawResponse {
+                status,
+                headers,
+                body,
+            })
+        }
     }
 
     /// Sends `req`; a 2xx body streams (bounded by `timeout` as a whole), anything else is
@@ -410,25 +444,33 @@ impl Transport {
     /// # Errors
     ///
     /// As [`send`](Self::send).
-    pub async fn send_streaming(&self, req: HttpRequest, timeout: Duration) -> Result<Streamed> {
-        let resp = self.execute(req, timeout).await?;
-        let status = resp.status().as_u16();
-        check_redirect(status, resp.headers())?;
-        let headers = resp.headers().clone();
-        if !(200..300).contains(&status) {
-            let body = read_capped(resp, self.max_body).await?;
-            return Ok(Streamed::Err(RawResponse {
+    pub fn send_streaming(
+        &self,
+        req: HttpRequest,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Streamed>> + Send + 'static {
+        let started = self.start(req, timeout);
+        let cap = self.max_body;
+        async move {
+            let resp = started?.await.map_err(map_err)?;
+            let status = resp.status().as_u16();
+            check_redirect(status, resp.headers())?;
+            let headers = resp.headers().clone();
+            if !(200..300).contains(&status) {
+                let body = read_capped(resp, cap).await?;
+                return Ok(Streamed::Err(RawResponse {
+                    status,
+                    headers,
+                    body,
+                }));
+            }
+            let body = resp.bytes_stream().map(|r| r.map_err(map_err)).boxed();
+            Ok(Streamed::Ok(StreamingResponse {
                 status,
                 headers,
                 body,
-            }));
+            }))
         }
-        let body = resp.bytes_stream().map(|r| r.map_err(map_err)).boxed();
-        Ok(Streamed::Ok(StreamingResponse {
-            status,
-            headers,
-            body,
-        }))
     }
 }
 
@@ -472,7 +514,12 @@ fn check_redirect(status: u16, headers: &HeaderMap) -> Result<()> {
     Ok(())
 }
 
-async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Bytes> {
+/// Not an `async fn`, which would keep a second copy of `resp` (its argument) to the end.
+fn read_capped(mut resp: reqwest::Response, cap: usize) -> impl Future<Output = Result<Bytes>> {
+    async move { read_capped_from(&mut resp, cap).await }
+}
+
+async fn read_capped_from(resp: &mut reqwest::Response, cap: usize) -> Result<Bytes> {
     if let Some(len) = resp.content_length() {
         if len > cap as u64 {
             return Err(too_big(resp.status().as_u16(), cap));

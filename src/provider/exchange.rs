@@ -24,8 +24,10 @@ use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, Transcripti
 pub struct Exchange<T> {
     /// The answer or the classified error.
     pub result: Result<T>,
-    /// The rate-limit report read from the response headers.
-    pub report: Option<LimitReport>,
+    /// The rate-limit report read from the response headers: `None` when no response
+    /// arrived (connection error, timeout) or when it stated nothing. Boxed: most responses
+    /// state nothing, and an attempt's result is moved through several futures.
+    pub report: Option<Box<LimitReport>>,
     /// False when the request could not even be built: nothing went out.
     pub sent: bool,
 }
@@ -65,9 +67,14 @@ fn finish<T>(
             };
             decorate(e, provider, ctx, Some(&report))
         }),
-        report: Some(report),
+        report: stated(report),
         sent: true,
     }
+}
+
+/// A report worth keeping: one that states something.
+fn stated(report: LimitReport) -> Option<Box<LimitReport>> {
+    (!report.is_empty()).then(|| Box::new(report))
 }
 
 /// Adds provider, model and limits to an error and removes the key from its message.
@@ -193,7 +200,7 @@ pub async fn chat_stream_once(
                     ended: false,
                     err_ctx,
                 }),
-                report: Some(report),
+                report: stated(report),
                 sent: true,
             }
         }

@@ -257,7 +257,7 @@ impl Router {
             let entry = &self.entries[idx];
             let provider = entry.adapter.id().clone();
             let account = key.account.clone();
-            let admission_wait = permit.as_ref().map_or(Duration::ZERO, Permit::wait);
+            let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
             if let Some(p) = &permit {
                 p.ready().await;
             }
@@ -361,7 +361,7 @@ impl Router {
                 drop(permit);
             }
 
-            if let Some(report) = report.as_ref().filter(|r| !r.is_empty()) {
+            if let Some(report) = report.as_deref() {
                 entry.engage_limiter();
                 let states_tokens = report.tokens.is_some()
                     || report.input_tokens.is_some()
@@ -377,7 +377,7 @@ impl Router {
                     .raise(
                         &key,
                         Tightening {
-                            report: Some(report.clone()),
+                            report: Some(LimitReport::clone(report)),
                             ..Tightening::default()
                         },
                     )
@@ -428,7 +428,7 @@ impl Router {
                 }
                 Disposition::RateLimited => {
                     Counters::add(&entry.counters.rate_limited, 1);
-                    let delay = stated_delay(&err, report.as_ref(), now).unwrap_or_else(|| {
+                    let delay = stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
                         self.settings.backoff.delay(failures, self.rng.as_ref())
                     });
                     let until = now + delay;

@@ -51,7 +51,7 @@
 
 mod breaker;
 pub(crate) mod engine;
-mod options;
+pub(crate) mod options;
 mod pick;
 mod stream;
 

@@ -30,6 +30,14 @@ pub struct RequestOptions {
     pub(crate) tenant: Option<Arc<str>>,
 }
 
+/// The options of a call made without any, shared by every such call.
+pub(crate) static NO_OPTIONS: RequestOptions = RequestOptions {
+    deadline: None,
+    provider: None,
+    credentials: Vec::new(),
+    tenant: None,
+};
+
 impl RequestOptions {
     /// Defaults: the policy's deadline, every provider of the environment, configured keys.
     pub fn new() -> Self {

@@ -139,7 +139,8 @@ pub(super) struct Go {
     pub(super) cost: Cost,
     pub(super) pricing: Pricing,
     /// `None`: admitted without a booking (see [`Router::admits_freely`]).
-    pub(super) permit: Option<Permit>,
+    /// Boxed: it lives in the request's state across the send, and is usually `None`.
+    pub(super) permit: Option<Box<Permit>>,
     /// This attempt is the breaker's half-open probe.
     pub(super) probe: bool,
 }
@@ -337,7 +338,7 @@ impl Router {
                     Some(None)
                 } else {
                     match self.limiter.try_admit(&key, &limits, cost, max_wait).await {
-                        Ok(Admission::Granted(permit)) => Some(Some(permit)),
+                        Ok(Admission::Granted(permit)) => Some(Some(Box::new(permit))),
                         Ok(Admission::NotUntil(wait)) => {
                             release();
                             sooner(now + wait);

@@ -24,7 +24,8 @@ async fn sends_a_chat_completion_and_reads_text_usage_model_and_request_id() {
     assert_eq!(resp.model, "gpt-4.1-2025-04-14");
     assert_eq!(resp.request_id.as_deref(), Some("req_abc"));
     assert_eq!(resp.provider.as_str(), "openai");
-    assert!(ex.report.is_some());
+    // No limit header in this reply: there is nothing to report.
+    assert!(ex.report.is_none());
 
     let got = h.only_request();
     assert_eq!(got.method, "POST");
@@ -128,6 +129,24 @@ async fn keeps_the_version_path_of_compatible_hosts() {
     );
     h.chat(&prompt()).await.result.unwrap();
     assert_eq!(h.only_request().path, "/openai/v1/chat/completions");
+}
+
+#[tokio::test]
+async fn a_reply_that_states_limits_comes_with_its_report() {
+    let h = Harness::new().await;
+    h.server.push(
+        CHAT,
+        Reply::json(200, include_str!("../fixtures/openai/chat_completion.json"))
+            .header("x-ratelimit-limit-requests", "500")
+            .header("x-ratelimit-remaining-requests", "499")
+            .header("x-ratelimit-reset-requests", "120ms"),
+    );
+    let ex = h.chat(&prompt()).await;
+    assert!(ex.result.is_ok());
+    let report = ex.report.expect("the reply states a request window");
+    let requests = report.requests.as_ref().expect("the request window");
+    assert_eq!(requests.limit, Some(500));
+    assert_eq!(requests.remaining, Some(499));
 }
 
 #[tokio::test]
