@@ -515,6 +515,7 @@ fn check_redirect(status: u16, headers: &HeaderMap) -> Result<()> {
 }
 
 /// Not an `async fn`, which would keep a second copy of `resp` (its argument) to the end.
+#[allow(clippy::manual_async_fn)]
 fn read_capped(mut resp: reqwest::Response, cap: usize) -> impl Future<Output = Result<Bytes>> {
     async move { read_capped_from(&mut resp, cap).await }
 }
