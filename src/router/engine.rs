@@ -121,8 +121,7 @@ struct Stamp {
 
 /// What an attempt booked: reconciled with reported usage after the answer.
 #[derive(Clone, Copy)]
-struct Booked<'a> {
-    key: &'a LimitKey,
+struct Booked {
     cost: Cost,
     /// See [`input_floor`].
     floor: u64,
@@ -195,7 +194,9 @@ impl Router {
         let started = self.clock.now();
         let deadline = started + opts.deadline.unwrap_or(policy.deadline);
         let order = self.order(job.capability(), opts)?;
-        let mut tried = vec![Tried::default(); order.len()];
+        // One entry per slot of `order`, allocated at the first failure: a request answered
+        // at once never needs it.
+        let mut tried: Vec<Tried> = Vec::new();
         let mut errors: Vec<Error> = Vec::new();
         let mut previous: Option<usize> = None;
         let mut costs = Costs::default();
@@ -255,7 +256,7 @@ impl Router {
                 probe,
             } = *go;
             let entry = &self.entries[idx];
-            let provider = entry.adapter.id().clone();
+            let provider = entry.adapter.id();
             let account = key.account.clone();
             let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
             if let Some(p) = &permit {
@@ -299,7 +300,7 @@ impl Router {
                 retry_after_ms = field::Empty,
                 actual_tokens = field::Empty,
             );
-            let clock = self.clock.clone();
+            let clock = &self.clock;
             let now_fn = move || clock.both();
             let adapter = entry.adapter.as_ref();
             let (result, report, sent) = async {
@@ -390,7 +391,6 @@ impl Router {
                     self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
                     Counters::add(&entry.counters.ok, 1);
                     let booked = Booked {
-                        key: &key,
                         cost,
                         // Read only where tokens were booked (it walks the prompt).
                         floor: if cost.tokens() > 0 {
@@ -399,9 +399,13 @@ impl Router {
                             0
                         },
                     };
-                    return Ok(self
-                        .finish(done, *attempts, entry, booked, &attempt_span)
-                        .await);
+                    let (done, used) = self.finish(done, *attempts, entry, booked, &attempt_span);
+                    if let Some(used) = used {
+                        if let Err(e) = self.limiter.reconcile(&key, cost.tokens(), used).await {
+                            tracing::warn!(error = %e, "could not reconcile token usage");
+                        }
+                    }
+                    return Ok(done);
                 }
                 Err(e) => e,
             };
@@ -413,6 +417,9 @@ impl Router {
                 attempt_span.record("retry_after_ms", r.as_millis() as u64);
             }
             tracing::debug!(parent: &attempt_span, kind = err.kind().as_str(), "attempt failed");
+            if tried.is_empty() {
+                tried = vec![Tried::default(); order.len()];
+            }
             let failures = tried[slot].failures;
             tried[slot].failures += 1;
             match err.disposition() {
@@ -555,18 +562,23 @@ impl Router {
         opened
     }
 
-    async fn finish(
+    /// Stamps the answer with its attempt count and counts its tokens. Returns the tokens
+    /// to reconcile the booking with: `Some` only where tokens were booked and the answer
+    /// reports its usage. Not `async`: most answers have nothing to reconcile, and the
+    /// caller awaits the store only for those that do.
+    fn finish(
         &self,
         done: Done,
         attempts: u32,
         entry: &Entry,
-        booked: Booked<'_>,
+        booked: Booked,
         span: &tracing::Span,
-    ) -> Done {
-        let Booked { key, cost, floor } = booked;
+    ) -> (Done, Option<u64>) {
+        let Booked { cost, floor } = booked;
         match done {
             Done::Chat(mut r) => {
                 r.attempts = attempts;
+                let mut used = None;
                 if let Some(u) = r.usage {
                     span.record("actual_tokens", u.total());
                     Counters::add(&entry.counters.input_tokens, u.input_tokens);
@@ -574,21 +586,18 @@ impl Router {
                     // Nothing reserved, nothing to reconcile: the response's own headers
                     // (if any) already set the level.
                     if cost.tokens() > 0 {
-                        let used = u.input_tokens.max(floor) + u.output_tokens;
-                        if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                            tracing::warn!(error = %e, "could not reconcile token usage");
-                        }
+                        used = Some(u.input_tokens.max(floor) + u.output_tokens);
                     }
                 }
-                Done::Chat(r)
+                (Done::Chat(r), used)
             }
             Done::Transcript(mut t) => {
                 t.attempts = attempts;
-                Done::Transcript(t)
+                (Done::Transcript(t), None)
             }
             Done::Stream(mut s) => {
                 s.set_attempts(attempts);
-                Done::Stream(s)
+                (Done::Stream(s), None)
             }
         }
     }

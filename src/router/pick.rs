@@ -244,6 +244,7 @@ impl Router {
     }
 
     /// Chooses the next provider and books its admission. See the module docs for the order.
+    /// `tried` holds one entry per slot of `order`, or none before the first failure.
     pub(super) async fn pick(
         &self,
         order: &[usize],
@@ -263,7 +264,7 @@ impl Router {
                 Cow::Borrowed(&IDENTITY[..order.len()])
             } else {
                 let mut r: Vec<usize> = (0..order.len()).collect();
-                r.sort_by_key(|&i| tried[i].failures);
+                r.sort_by_key(|&i| tried.get(i).map_or(0, |t| t.failures));
                 Cow::Owned(r)
             };
 
@@ -289,7 +290,7 @@ impl Router {
                 let idx = order[slot];
                 let entry = &self.entries[idx];
                 let id = entry.adapter.id();
-                if let Some(ready) = tried[slot].ready_at.filter(|r| *r > now) {
+                if let Some(ready) = tried.get(slot).and_then(|t| t.ready_at).filter(|r| *r > now) {
                     sooner(ready);
                     continue;
                 }
