@@ -286,7 +286,7 @@ impl Router {
                 .unwrap_or(policy.request_timeout)
                 .min(deadline.saturating_duration_since(now))
                 .max(Duration::from_millis(1));
-            let credential = opts.credential_for(&provider).or(entry.credential.as_ref());
+            let credential = opts.credential_for(provider).or(entry.credential.as_ref());
             let model = key.model.as_str();
             let ctx = RequestContext::new(model, credential);
             let attempt_span = tracing::info_span!(
