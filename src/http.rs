@@ -429,7 +429,7 @@ impl Transport {
             check_redirect(status, resp.headers())?;
             // Taken, not cloned: reading the body needs no header.
             let headers = std::mem::take(resp.headers_mut());
-            let body = read_capped(resp, cap).await?;
+            let body = read_capped(&mut resp, cap).await?;
             Ok(RawResponse {
                 status,
                 headers,
@@ -452,12 +452,12 @@ impl Transport {
         let started = self.start(req, timeout);
         let cap = self.max_body;
         async move {
-            let resp = started?.await.map_err(map_err)?;
+            let mut resp = started?.await.map_err(map_err)?;
             let status = resp.status().as_u16();
             check_redirect(status, resp.headers())?;
             let headers = resp.headers().clone();
             if !(200..300).contains(&status) {
-                let body = read_capped(resp, cap).await?;
+                let body = read_capped(&mut resp, cap).await?;
                 return Ok(Streamed::Err(RawResponse {
                     status,
                     headers,
@@ -514,13 +514,7 @@ fn check_redirect(status: u16, headers: &HeaderMap) -> Result<()> {
     Ok(())
 }
 
-/// Not an `async fn`, which would keep a second copy of `resp` (its argument) to the end.
-#[allow(clippy::manual_async_fn)]
-fn read_capped(mut resp: reqwest::Response, cap: usize) -> impl Future<Output = Result<Bytes>> {
-    async move { read_capped_from(&mut resp, cap).await }
-}
-
-async fn read_capped_from(resp: &mut reqwest::Response, cap: usize) -> Result<Bytes> {
+async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> Result<Bytes> {
     if let Some(len) = resp.content_length() {
         if len > cap as u64 {
             return Err(too_big(resp.status().as_u16(), cap));

@@ -1,6 +1,7 @@
 //! The attempt loop: pick a provider, admit, send, classify, act.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -154,12 +155,15 @@ impl Router {
         }
     }
 
-    /// Runs one request to completion: the attempt loop.
-    pub(crate) async fn execute(
-        self: &Arc<Self>,
-        job: Job<'_>,
-        opts: &RequestOptions,
-    ) -> Result<Done> {
+    /// Runs one request to completion: the attempt loop, inside the request's span.
+    ///
+    /// Not an `async fn`: the loop's own future is returned (instrumented), so a request is
+    /// one state machine, not one more layer around it.
+    pub(crate) fn execute<'a>(
+        self: &'a Arc<Self>,
+        job: Job<'a>,
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<Done>> + Send + 'a {
         let id = self.request_ids.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "llm_failover.request",
@@ -168,157 +172,159 @@ impl Router {
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        let mut sent = 0;
-        let result = self
-            .attempt_loop(job, opts, &mut sent)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| e.with_sends(sent));
-        span.record("attempts", sent);
-        match &result {
-            Ok(_) => span.record("outcome", "ok"),
-            Err(e) => span.record("outcome", e.kind().as_str()),
-        };
-        result
+        self.attempt_loop(job, opts, span.clone()).instrument(span)
     }
 
-    /// The loop itself; `attempts` counts the requests sent, for the caller to report even
-    /// when an error ends the loop.
+    /// The loop itself. Records on `span` how many requests were sent and the outcome, and
+    /// puts the number of sends on the error.
     async fn attempt_loop(
         self: &Arc<Self>,
         job: Job<'_>,
         opts: &RequestOptions,
-        attempts: &mut u32,
+        span: tracing::Span,
     ) -> Result<Done> {
-        let policy = &self.settings.policy;
-        let started = self.clock.now();
-        let deadline = started + opts.deadline.unwrap_or(policy.deadline);
-        let order = self.order(job.capability(), opts)?;
-        // One entry per slot of `order`, allocated at the first failure: a request answered
-        // at once never needs it.
-        let mut tried: Vec<Tried> = Vec::new();
-        let mut errors: Vec<Error> = Vec::new();
-        let mut previous: Option<usize> = None;
-        let mut costs = Costs::default();
-        lock(&self.budget).deposit(started);
+        let mut attempts: u32 = 0;
+        let result: Result<Done> = 'run: {
+            let policy = &self.settings.policy;
+            let started = self.clock.now();
+            let deadline = started + opts.deadline.unwrap_or(policy.deadline);
+            let order = match self.order(job.capability(), opts) {
+                Ok(order) => order,
+                Err(e) => break 'run Err(e),
+            };
+            // One entry per slot of `order`, allocated at the first failure: a request answered
+            // at once never needs it.
+            let mut tried: Vec<Tried> = Vec::new();
+            let mut errors: Vec<Error> = Vec::new();
+            let mut previous: Option<usize> = None;
+            let mut costs = Costs::default();
+            lock(&self.budget).deposit(started);
 
-        loop {
-            if self.clock.now() >= deadline {
-                let waited = deadline.saturating_duration_since(started);
-                let err = Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "the request's deadline of {:.3}s has passed",
-                        waited.as_secs_f64()
-                    ),
-                );
-                return Err(if errors.is_empty() {
-                    err
-                } else {
-                    errors.push(err);
-                    Error::all_failed(errors)
-                });
-            }
-            let go = match self
-                .pick(&order, &tried, &job, &mut costs, opts, deadline)
-                .await?
-            {
-                Pick::Go(go) => go,
-                Pick::Never(e) => {
-                    return Err(if errors.is_empty() {
-                        e
-                    } else {
-                        errors.push(e);
-                        Error::all_failed(errors)
-                    })
-                }
-                Pick::Wait(at) => {
-                    let now = self.clock.now();
-                    let wait = at.saturating_duration_since(now);
-                    if at > deadline || wait > policy.max_retry_after {
-                        return Err(Error::all_unavailable(at, wait, errors));
-                    }
-                    tracing::debug!(
-                        wait_ms = wait.as_millis() as u64,
-                        "every provider is cooling down; waiting"
+            loop {
+                if self.clock.now() >= deadline {
+                    let waited = deadline.saturating_duration_since(started);
+                    let err = Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "the request's deadline of {:.3}s has passed",
+                            waited.as_secs_f64()
+                        ),
                     );
-                    self.clock.sleep_until(at).await;
-                    continue;
+                    break 'run Err(if errors.is_empty() {
+                        err
+                    } else {
+                        errors.push(err);
+                        Error::all_failed(errors)
+                    });
                 }
-            };
-            let Go {
-                slot,
-                entry: idx,
-                key,
-                cost,
-                pricing,
-                permit,
-                probe,
-            } = *go;
-            let entry = &self.entries[idx];
-            let provider = entry.adapter.id();
-            let account = key.account.clone();
-            let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
-            if let Some(p) = &permit {
-                p.ready().await;
-            }
-            entry.counters.add_wait(admission_wait);
-            let attempt_no = *attempts + 1;
+                let go = match self
+                    .pick(&order, &tried, &job, &mut costs, opts, deadline)
+                    .await
+                {
+                    Err(e) => break 'run Err(e),
+                    Ok(Pick::Go(go)) => go,
+                    Ok(Pick::Never(e)) => {
+                        break 'run Err(if errors.is_empty() {
+                            e
+                        } else {
+                            errors.push(e);
+                            Error::all_failed(errors)
+                        })
+                    }
+                    Ok(Pick::Wait(at)) => {
+                        let now = self.clock.now();
+                        let wait = at.saturating_duration_since(now);
+                        if at > deadline || wait > policy.max_retry_after {
+                            break 'run Err(Error::all_unavailable(at, wait, errors));
+                        }
+                        tracing::debug!(
+                            wait_ms = wait.as_millis() as u64,
+                            "every provider is cooling down; waiting"
+                        );
+                        self.clock.sleep_until(at).await;
+                        continue;
+                    }
+                };
+                let Go {
+                    slot,
+                    entry: idx,
+                    key,
+                    cost,
+                    pricing,
+                    permit,
+                    probe,
+                } = *go;
+                let entry = &self.entries[idx];
+                let provider = entry.adapter.id();
+                let account = key.account.clone();
+                let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
+                if let Some(p) = &permit {
+                    p.ready().await;
+                }
+                entry.counters.add_wait(admission_wait);
+                let attempt_no = attempts + 1;
 
-            // The provider may have said "not now" to another request while this one waited
-            // for its slot: never send into an open breaker, and if it has become half-open,
-            // send only as its one probe. Otherwise the slot goes back and we pick again.
-            let Some(stamp) = self.claim(idx, &account, probe) else {
-                drop(permit);
-                continue;
-            };
-            tracing::debug!(
-                target: "llm_failover::send",
-                provider = %provider,
-                seq = stamp.seq,
-                wall_ms = stamp.wall_ms,
-                probe = stamp.probe,
-                "sending"
-            );
-            let now = self.clock.now();
-            let timeout = entry
-                .timeout
-                .unwrap_or(policy.request_timeout)
-                .min(deadline.saturating_duration_since(now))
-                .max(Duration::from_millis(1));
-            let credential = opts.credential_for(provider).or(entry.credential.as_ref());
-            let model = key.model.as_str();
-            let ctx = RequestContext::new(model, credential);
-            let attempt_span = tracing::info_span!(
-                "attempt",
-                provider = %provider,
-                model = %model,
-                attempt = attempt_no,
-                admission_wait_ms = admission_wait.as_millis() as u64,
-                estimated_tokens = cost.tokens(),
-                status = field::Empty,
-                retry_after_ms = field::Empty,
-                actual_tokens = field::Empty,
-            );
-            let clock = &self.clock;
-            let now_fn = move || clock.both();
-            let adapter = entry.adapter.as_ref();
-            let (result, report, sent) = async {
-                match job {
+                // The provider may have said "not now" to another request while this one waited
+                // for its slot: never send into an open breaker, and if it has become half-open,
+                // send only as its one probe. Otherwise the slot goes back and we pick again.
+                let Some(stamp) = self.claim(idx, &account, probe) else {
+                    drop(permit);
+                    continue;
+                };
+                tracing::debug!(
+                    target: "llm_failover::send",
+                    provider = %provider,
+                    seq = stamp.seq,
+                    wall_ms = stamp.wall_ms,
+                    probe = stamp.probe,
+                    "sending"
+                );
+                let now = self.clock.now();
+                let timeout = entry
+                    .timeout
+                    .unwrap_or(policy.request_timeout)
+                    .min(deadline.saturating_duration_since(now))
+                    .max(Duration::from_millis(1));
+                let credential = opts.credential_for(provider).or(entry.credential.as_ref());
+                let model = key.model.as_str();
+                let ctx = RequestContext::new(model, credential);
+                let attempt_span = tracing::info_span!(
+                    "attempt",
+                    provider = %provider,
+                    model = %model,
+                    attempt = attempt_no,
+                    admission_wait_ms = admission_wait.as_millis() as u64,
+                    estimated_tokens = cost.tokens(),
+                    status = field::Empty,
+                    retry_after_ms = field::Empty,
+                    actual_tokens = field::Empty,
+                );
+                let clock = &self.clock;
+                let now_fn = move || clock.both();
+                let adapter = entry.adapter.as_ref();
+                // Each kind awaited here directly (instrumented), not through one more
+                // future around all three.
+                let (result, report, sent) = match job {
                     Job::Chat(r) => {
-                        let x = chat_once(adapter, &self.transport, r, ctx, timeout, now_fn).await;
+                        let x = chat_once(adapter, &self.transport, r, ctx, timeout, now_fn)
+                            .instrument(attempt_span.clone())
+                            .await;
                         (x.result.map(Done::Chat), x.report, x.sent)
                     }
                     Job::Transcribe(r) => {
                         let x = transcribe_once(adapter, &self.transport, r, ctx, timeout, now_fn)
+                            .instrument(attempt_span.clone())
                             .await;
                         (x.result.map(Done::Transcript), x.report, x.sent)
                     }
                     Job::Stream(r) => {
                         let x = chat_stream_once(adapter, &self.transport, r, ctx, timeout, now_fn)
+                            .instrument(attempt_span.clone())
                             .await;
                         let result = match x.result {
-                            Ok(stream) => first_content(stream).await,
+                            Ok(stream) => {
+                                first_content(stream).instrument(attempt_span.clone()).await
+                            }
                             Err(e) => Err(e),
                         };
                         (
@@ -341,155 +347,171 @@ impl Router {
                             x.sent,
                         )
                     }
-                }
-            }
-            .instrument(attempt_span.clone())
-            .await;
+                };
 
-            if sent {
-                if let Some(p) = permit {
-                    p.commit();
-                }
-                *attempts = attempt_no;
-                if let Some(prev) = previous.filter(|p| *p != idx) {
-                    Counters::add(&self.entries[prev].counters.failovers, 1);
-                }
-                previous = Some(idx);
-                Counters::add(&entry.counters.sent, 1);
-                pricing.record(entry);
-            } else {
-                // Could not even be built: nothing went out, the slot goes back.
-                drop(permit);
-            }
-
-            if let Some(report) = report.as_deref() {
-                entry.engage_limiter();
-                let states_tokens = report.tokens.is_some()
-                    || report.input_tokens.is_some()
-                    || report.output_tokens.is_some();
-                if states_tokens
-                    && !entry.token_limits_seen.load(Ordering::Relaxed)
-                    && !entry.token_limits_seen.swap(true, Ordering::Relaxed)
-                {
-                    // From now on this provider's requests are priced in tokens.
-                    crate::ratelimit::preload(model);
-                }
-                self.limiter
-                    .raise(
-                        &key,
-                        Tightening {
-                            report: Some(LimitReport::clone(report)),
-                            ..Tightening::default()
-                        },
-                    )
-                    .await?;
-            }
-
-            let err = match result {
-                Ok(done) => {
-                    attempt_span.record("status", "ok");
-                    self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
-                    Counters::add(&entry.counters.ok, 1);
-                    let booked = Booked {
-                        cost,
-                        // Read only where tokens were booked (it walks the prompt).
-                        floor: if cost.tokens() > 0 {
-                            job.input_floor()
-                        } else {
-                            0
-                        },
-                    };
-                    let (done, used) = self.finish(done, *attempts, entry, booked, &attempt_span);
-                    if let Some(used) = used {
-                        if let Err(e) = self.limiter.reconcile(&key, cost.tokens(), used).await {
-                            tracing::warn!(error = %e, "could not reconcile token usage");
-                        }
+                if sent {
+                    if let Some(p) = permit {
+                        p.commit();
                     }
-                    return Ok(done);
-                }
-                Err(e) => e,
-            };
-            let now = self.clock.now();
-            if let Some(s) = err.status() {
-                attempt_span.record("status", s);
-            }
-            if let Some(r) = err.retry_after() {
-                attempt_span.record("retry_after_ms", r.as_millis() as u64);
-            }
-            tracing::debug!(parent: &attempt_span, kind = err.kind().as_str(), "attempt failed");
-            if tried.is_empty() {
-                tried = vec![Tried::default(); order.len()];
-            }
-            let failures = tried[slot].failures;
-            tried[slot].failures += 1;
-            match err.disposition() {
-                Disposition::Terminal => {
-                    Counters::add(&entry.counters.terminal, 1);
-                    if err.status().is_some() {
-                        // The provider answered: it is up, whatever it thought of the request.
-                        self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
-                    } else {
-                        self.with_breaker(idx, &account, Breaker::release_probe);
+                    attempts = attempt_no;
+                    if let Some(prev) = previous.filter(|p| *p != idx) {
+                        Counters::add(&self.entries[prev].counters.failovers, 1);
                     }
-                    return Err(explain_auth(err, credential));
+                    previous = Some(idx);
+                    Counters::add(&entry.counters.sent, 1);
+                    pricing.record(entry);
+                } else {
+                    // Could not even be built: nothing went out, the slot goes back.
+                    drop(permit);
                 }
-                Disposition::RateLimited => {
-                    Counters::add(&entry.counters.rate_limited, 1);
-                    let delay = stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
-                        self.settings.backoff.delay(failures, self.rng.as_ref())
-                    });
-                    let until = now + delay;
+
+                if let Some(report) = report.as_deref() {
                     entry.engage_limiter();
-                    self.limiter
+                    let states_tokens = report.tokens.is_some()
+                        || report.input_tokens.is_some()
+                        || report.output_tokens.is_some();
+                    if states_tokens
+                        && !entry.token_limits_seen.load(Ordering::Relaxed)
+                        && !entry.token_limits_seen.swap(true, Ordering::Relaxed)
+                    {
+                        // From now on this provider's requests are priced in tokens.
+                        crate::ratelimit::preload(model);
+                    }
+                    if let Err(e) = self
+                        .limiter
                         .raise(
                             &key,
                             Tightening {
-                                gate_until: Some(until),
-                                drain: true,
-                                report: None,
+                                report: Some(LimitReport::clone(report)),
+                                ..Tightening::default()
                             },
                         )
-                        .await?;
-                    if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
-                        Counters::add(&entry.counters.breaker_opens, 1);
-                    }
-                    if delay > policy.max_retry_after {
-                        tracing::info!(
-                            provider = %provider,
-                            wait_s = delay.as_secs(),
-                            "provider asks to wait longer than max_retry_after; skipping it until then"
-                        );
+                        .await
+                    {
+                        break 'run Err(e);
                     }
                 }
-                Disposition::QuotaExhausted => {
-                    Counters::add(&entry.counters.quota_exhausted, 1);
-                    let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
-                    if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
-                        Counters::add(&entry.counters.breaker_opens, 1);
+
+                let err = match result {
+                    Ok(done) => {
+                        attempt_span.record("status", "ok");
+                        self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
+                        Counters::add(&entry.counters.ok, 1);
+                        let booked = Booked {
+                            cost,
+                            // Read only where tokens were booked (it walks the prompt).
+                            floor: if cost.tokens() > 0 {
+                                job.input_floor()
+                            } else {
+                                0
+                            },
+                        };
+                        let (done, used) =
+                            self.finish(done, attempts, entry, booked, &attempt_span);
+                        if let Some(used) = used {
+                            if let Err(e) = self.limiter.reconcile(&key, cost.tokens(), used).await
+                            {
+                                tracing::warn!(error = %e, "could not reconcile token usage");
+                            }
+                        }
+                        break 'run Ok(done);
+                    }
+                    Err(e) => e,
+                };
+                let now = self.clock.now();
+                if let Some(s) = err.status() {
+                    attempt_span.record("status", s);
+                }
+                if let Some(r) = err.retry_after() {
+                    attempt_span.record("retry_after_ms", r.as_millis() as u64);
+                }
+                tracing::debug!(parent: &attempt_span, kind = err.kind().as_str(), "attempt failed");
+                if tried.is_empty() {
+                    tried = vec![Tried::default(); order.len()];
+                }
+                let failures = tried[slot].failures;
+                tried[slot].failures += 1;
+                match err.disposition() {
+                    Disposition::Terminal => {
+                        Counters::add(&entry.counters.terminal, 1);
+                        if err.status().is_some() {
+                            // The provider answered: it is up, whatever it thought of the request.
+                            self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
+                        } else {
+                            self.with_breaker(idx, &account, Breaker::release_probe);
+                        }
+                        break 'run Err(explain_auth(err, credential));
+                    }
+                    Disposition::RateLimited => {
+                        Counters::add(&entry.counters.rate_limited, 1);
+                        let delay =
+                            stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
+                                self.settings.backoff.delay(failures, self.rng.as_ref())
+                            });
+                        let until = now + delay;
+                        entry.engage_limiter();
+                        if let Err(e) = self
+                            .limiter
+                            .raise(
+                                &key,
+                                Tightening {
+                                    gate_until: Some(until),
+                                    drain: true,
+                                    report: None,
+                                },
+                            )
+                            .await
+                        {
+                            break 'run Err(e);
+                        }
+                        if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
+                            Counters::add(&entry.counters.breaker_opens, 1);
+                        }
+                        if delay > policy.max_retry_after {
+                            tracing::info!(
+                                provider = %provider,
+                                wait_s = delay.as_secs(),
+                                "provider asks to wait longer than max_retry_after; skipping it until then"
+                            );
+                        }
+                    }
+                    Disposition::QuotaExhausted => {
+                        Counters::add(&entry.counters.quota_exhausted, 1);
+                        let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
+                        if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
+                            Counters::add(&entry.counters.breaker_opens, 1);
+                        }
+                    }
+                    Disposition::Transient => {
+                        Counters::add(&entry.counters.transient, 1);
+                        if err.status().is_some_and(|s| s >= 500) {
+                            Counters::add(&entry.counters.server_errors, 1);
+                        }
+                        if self.transition(idx, &account, |b, now| b.on_transient(now)) {
+                            Counters::add(&entry.counters.breaker_opens, 1);
+                        }
+                        tried[slot].ready_at =
+                            Some(now + self.settings.backoff.delay(failures, self.rng.as_ref()));
+                        errors.push(err);
+                        if attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now) {
+                            break 'run Err(Error::all_failed(errors));
+                        }
+                        continue;
                     }
                 }
-                Disposition::Transient => {
-                    Counters::add(&entry.counters.transient, 1);
-                    if err.status().is_some_and(|s| s >= 500) {
-                        Counters::add(&entry.counters.server_errors, 1);
-                    }
-                    if self.transition(idx, &account, |b, now| b.on_transient(now)) {
-                        Counters::add(&entry.counters.breaker_opens, 1);
-                    }
-                    tried[slot].ready_at =
-                        Some(now + self.settings.backoff.delay(failures, self.rng.as_ref()));
-                    errors.push(err);
-                    if *attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now) {
-                        return Err(Error::all_failed(errors));
-                    }
-                    continue;
+                errors.push(err);
+                if attempts >= policy.max_attempts {
+                    break 'run Err(Error::all_failed(errors));
                 }
             }
-            errors.push(err);
-            if *attempts >= policy.max_attempts {
-                return Err(Error::all_failed(errors));
-            }
-        }
+        };
+        let result = result.map_err(|e| e.with_sends(attempts));
+        span.record("attempts", attempts);
+        match &result {
+            Ok(_) => span.record("outcome", "ok"),
+            Err(e) => span.record("outcome", e.kind().as_str()),
+        };
+        result
     }
 
     /// Claims the right to send to `idx` now: `None` when its breaker is open (or its probe is

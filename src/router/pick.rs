@@ -290,7 +290,11 @@ impl Router {
                 let idx = order[slot];
                 let entry = &self.entries[idx];
                 let id = entry.adapter.id();
-                if let Some(ready) = tried.get(slot).and_then(|t| t.ready_at).filter(|r| *r > now) {
+                if let Some(ready) = tried
+                    .get(slot)
+                    .and_then(|t| t.ready_at)
+                    .filter(|r| *r > now)
+                {
                     sooner(ready);
                     continue;
                 }
