@@ -14,6 +14,8 @@
 //! # the difference between two request counts, divided by their difference):
 //! B2_ONLY=sdk B2_REQUESTS=2000 [B2_PROFILE_CONCURRENCY=64] valgrind --tool=callgrind target/release/deps/overhead-…
 //! # Knobs: B2_ROUNDS, B2_SEGMENT_MS, B2_WARMUP_MS, B2_CLIENT_THREADS (client runtime workers, 2).
+//! # A/A control: a second raw client in the SDK's place, to read this method's noise floor.
+//! B2_AA=1 cargo bench --bench overhead
 //! ```
 
 mod common;
@@ -64,6 +66,9 @@ impl Side {
 struct Clients {
     sdk: Client,
     http: reqwest::Client,
+    /// `B2_AA`: a second raw client (its own pool) in the SDK's place — an A/A control whose
+    /// ratio shows how far this method reads from 1 for two identical clients.
+    control: Option<reqwest::Client>,
     url: Arc<str>,
     key: Arc<str>,
 }
@@ -71,54 +76,57 @@ struct Clients {
 impl Clients {
     /// One request; true when it came back as a parsed answer.
     async fn one(&self, side: Side) -> bool {
-        match side {
-            Side::Sdk => {
+        match (side, &self.control) {
+            (Side::Raw, _) => self.raw(&self.http).await,
+            (Side::Sdk, Some(second)) => self.raw(second).await,
+            (Side::Sdk, None) => {
                 let req = ChatRequest::new()
                     .system(SYSTEM)
                     .user(PROMPT)
                     .max_tokens(MAX_TOKENS);
                 self.sdk.chat(req).await.is_ok_and(|r| !r.text.is_empty())
             }
-            Side::Raw => {
-                let body = serde_json::to_vec(&WireRequest {
-                    model: MODEL,
-                    messages: &[
-                        WireMessage {
-                            role: "system",
-                            content: SYSTEM,
-                        },
-                        WireMessage {
-                            role: "user",
-                            content: PROMPT,
-                        },
-                    ],
-                    max_tokens: Some(MAX_TOKENS),
-                })
-                .expect("JSON");
-                let Ok(resp) = self
-                    .http
-                    .post(&*self.url)
-                    .bearer_auth(&*self.key)
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await
-                else {
-                    return false;
-                };
-                if resp.status() != 200 {
-                    return false;
-                }
-                let Ok(bytes) = resp.bytes().await else {
-                    return false;
-                };
-                serde_json::from_slice::<WireResponse>(&bytes).is_ok_and(|r| {
-                    r.text().is_some_and(|t| !t.is_empty())
-                        && r.usage
-                            .is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
-                })
-            }
         }
+    }
+
+    /// One request from a raw reqwest client.
+    async fn raw(&self, http: &reqwest::Client) -> bool {
+        let body = serde_json::to_vec(&WireRequest {
+            model: MODEL,
+            messages: &[
+                WireMessage {
+                    role: "system",
+                    content: SYSTEM,
+                },
+                WireMessage {
+                    role: "user",
+                    content: PROMPT,
+                },
+            ],
+            max_tokens: Some(MAX_TOKENS),
+        })
+        .expect("JSON");
+        let Ok(resp) = http
+            .post(&*self.url)
+            .bearer_auth(&*self.key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+        else {
+            return false;
+        };
+        if resp.status() != 200 {
+            return false;
+        }
+        let Ok(bytes) = resp.bytes().await else {
+            return false;
+        };
+        serde_json::from_slice::<WireResponse>(&bytes).is_ok_and(|r| {
+            r.text().is_some_and(|t| !t.is_empty())
+                && r.usage
+                    .is_some_and(|u| u.prompt_tokens + u.completion_tokens > 0)
+        })
     }
 }
 
@@ -183,14 +191,17 @@ fn main() {
             )
             .build()
             .expect("the client builds");
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(TIMEOUT)
-            .build()
-            .expect("reqwest builds");
+        let raw = || {
+            reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(TIMEOUT)
+                .build()
+                .expect("reqwest builds")
+        };
         Clients {
             sdk,
-            http,
+            http: raw(),
+            control: std::env::var_os("B2_AA").map(|_| raw()),
             url: format!("{base}/chat/completions").into(),
             key: emu.key("openai").into(),
         }
@@ -253,6 +264,7 @@ fn main() {
             }
         }
     }
+    let aa = clients.control.is_some();
     drop(clients);
     emu_rt.block_on(emu.shutdown());
 
@@ -260,6 +272,9 @@ fn main() {
         "{rounds} rounds of {} ms segments per client and level, interleaved; medians; {failures} failed requests",
         segment_len.as_millis()
     );
+    if aa {
+        println!("A/A CONTROL (B2_AA): the \"SDK\" columns are a second raw reqwest client");
+    }
     let mut t = Table::new([
         "concurrency",
         "raw req/s",
@@ -315,6 +330,6 @@ fn main() {
     common::record(
         "overhead",
         &machine,
-        json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "levels": rows}),
+        json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "aa_control": aa, "levels": rows}),
     );
 }
