@@ -1,5 +1,7 @@
 //! Chat Completions: the request body and the `chat.completion` response.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use url::Url;
 
@@ -128,7 +130,7 @@ pub(crate) fn parse_response(
     );
     resp.finish_reason = finish_reason;
     resp.usage = wire.usage.as_ref().and_then(usage);
-    resp.request_id = request_id.or(wire.id);
+    resp.request_id = request_id.or_else(|| wire.id.map(Cow::into_owned));
     Ok(resp)
 }
 

@@ -4,6 +4,8 @@
 //! (Azure adds `prompt_filter_results`, Groq adds `x_groq`), and every field that a host may
 //! omit or send as `null` is an `Option`, so the adapter can say which one was missing.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,20 +53,25 @@ pub(super) struct StreamOptions {
 }
 
 /// A `chat.completion` object (and the `{"error": …}` some proxies send with a 200).
+/// `chat.completion`. The `id` (kept only when no request-id header came) and each choice's
+/// `finish_reason` (mapped to an enum) are borrowed from the body, not allocated.
 #[derive(Debug, Deserialize)]
-pub(super) struct ChatCompletion {
-    pub(super) id: Option<String>,
+pub(super) struct ChatCompletion<'a> {
+    #[serde(borrow)]
+    pub(super) id: Option<Cow<'a, str>>,
     pub(super) model: Option<String>,
-    pub(super) choices: Option<Vec<Choice>>,
+    #[serde(borrow)]
+    pub(super) choices: Option<Vec<Choice<'a>>>,
     pub(super) usage: Option<WireUsage>,
     pub(super) error: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct Choice {
+pub(super) struct Choice<'a> {
     pub(super) index: Option<u64>,
     pub(super) message: Option<ResponseMessage>,
-    pub(super) finish_reason: Option<String>,
+    #[serde(borrow)]
+    pub(super) finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
