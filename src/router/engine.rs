@@ -365,33 +365,8 @@ impl Router {
                     drop(permit);
                 }
 
-                if let Some(report) = report.as_deref() {
-                    entry.engage_limiter();
-                    let states_tokens = report.tokens.is_some()
-                        || report.input_tokens.is_some()
-                        || report.output_tokens.is_some();
-                    if states_tokens
-                        && !entry.token_limits_seen.load(Ordering::Relaxed)
-                        && !entry.token_limits_seen.swap(true, Ordering::Relaxed)
-                    {
-                        // From now on this provider's requests are priced in tokens.
-                        crate::ratelimit::preload(model);
-                    }
-                    if let Err(e) = self
-                        .limiter
-                        .raise(
-                            &key,
-                            Tightening {
-                                report: Some(LimitReport::clone(report)),
-                                ..Tightening::default()
-                            },
-                        )
-                        .await
-                    {
-                        break 'run Err(e);
-                    }
-                }
-
+                // The answer is settled before anything is awaited: no result is kept in the
+                // loop's state across a store call (a cold copy to write and read back).
                 let err = match result {
                     Ok(done) => {
                         attempt_span.record("status", "ok");
@@ -408,16 +383,20 @@ impl Router {
                         };
                         let (done, used) =
                             self.finish(done, attempts, entry, booked, &attempt_span);
-                        if let Some(used) = used {
-                            if let Err(e) = self.limiter.reconcile(&key, cost.tokens(), used).await
-                            {
-                                tracing::warn!(error = %e, "could not reconcile token usage");
-                            }
+                        if report.is_none() && used.is_none() {
+                            break 'run Ok(done);
                         }
-                        break 'run Ok(done);
+                        break 'run self
+                            .settle(done, report.as_deref(), used, entry, &key, cost)
+                            .await;
                     }
                     Err(e) => e,
                 };
+                if let Some(report) = report.as_deref() {
+                    if let Err(e) = self.learn(entry, &key, report).await {
+                        break 'run Err(e);
+                    }
+                }
                 let now = self.clock.now();
                 if let Some(s) = err.status() {
                     attempt_span.record("status", s);
@@ -622,6 +601,53 @@ impl Router {
                 (Done::Stream(s), None)
             }
         }
+    }
+
+    /// Teaches the limiter what a response stated; from the first token window on, this
+    /// provider's requests are priced in tokens.
+    async fn learn(&self, entry: &Entry, key: &LimitKey, report: &LimitReport) -> Result<()> {
+        entry.engage_limiter();
+        let states_tokens = report.tokens.is_some()
+            || report.input_tokens.is_some()
+            || report.output_tokens.is_some();
+        if states_tokens
+            && !entry.token_limits_seen.load(Ordering::Relaxed)
+            && !entry.token_limits_seen.swap(true, Ordering::Relaxed)
+        {
+            crate::ratelimit::preload(&key.model);
+        }
+        self.limiter
+            .raise(
+                key,
+                Tightening {
+                    report: Some(report.clone()),
+                    ..Tightening::default()
+                },
+            )
+            .await
+    }
+
+    /// A successful answer that stated limits or booked tokens: the limiter learns the
+    /// former and reconciles the latter before the answer is returned (a store error, from a
+    /// caller's store, ends the request).
+    async fn settle(
+        &self,
+        done: Done,
+        report: Option<&LimitReport>,
+        used: Option<u64>,
+        entry: &Entry,
+        key: &LimitKey,
+        cost: Cost,
+    ) -> Result<Done> {
+        if let Some(report) = report {
+            self.learn(entry, key, report).await?;
+        }
+        if let Some(used) = used {
+            if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
+                tracing::warn!(error = %e, "could not reconcile token usage");
+            }
+        }
+        Ok(done)
     }
 
     /// Called by a [`ChatStream`] when it ends: reconcile usage, or record a mid-stream error.
