@@ -128,7 +128,7 @@ pub enum ChargeMode {
 /// Rate limits of one provider (or one model). `None` = no limit.
 ///
 /// Every limit is a continuously refilled bucket: capacity = the limit, refill = the limit
-/// per window (a minute of [`EmulatorConfig::minute_ms`], a day of 1440 such minutes).
+/// per window (a minute of [`EmulatorConfig::minute_ms`](super::EmulatorConfig::minute_ms), a day of 1440 such minutes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -256,7 +256,7 @@ pub struct ProviderConfig {
     /// `max_tokens` assumed for cost when a request does not say (OpenAI, Gemini).
     #[serde(default = "default_max_tokens")]
     pub default_max_tokens: u64,
-    /// A "minute" for this provider, overriding [`EmulatorConfig::minute_ms`].
+    /// A "minute" for this provider, overriding [`EmulatorConfig::minute_ms`](super::EmulatorConfig::minute_ms).
     #[serde(default)]
     pub minute_ms: Option<u64>,
     /// Latency added to every answer.
