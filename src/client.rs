@@ -521,14 +521,13 @@ impl ClientBuilder {
         for (adapter, s) in &providers {
             // A configured token limit means counts will be needed: load the encoder now, off
             // the request path.
-            let counts = |l: &Limits| l.tpm.is_some() || l.tpd.is_some();
-            if counts(&s.limits) {
+            if s.limits.limits_tokens() {
                 if let Some(m) = adapter.default_model(Capability::Chat) {
                     crate::ratelimit::preload(m);
                 }
             }
             for (m, l) in &s.model_limits {
-                if counts(l) {
+                if l.limits_tokens() {
                     crate::ratelimit::preload(m);
                 }
             }

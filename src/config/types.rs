@@ -130,6 +130,11 @@ impl Limits {
         self.audio_seconds_per_hour = NonZeroU64::new(seconds);
         self
     }
+
+    /// Whether tokens are limited (per minute or per day): admission then needs a token count.
+    pub fn limits_tokens(&self) -> bool {
+        self.tpm.is_some() || self.tpd.is_some()
+    }
 }
 
 /// How a provider authenticates in one environment.

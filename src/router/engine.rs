@@ -71,9 +71,7 @@ impl Entry {
     /// provider stated one. When neither, no bucket would read a token count, so none is
     /// estimated (tokenizing is the costliest step of admission).
     pub(super) fn counts_tokens(&self, limits: &Limits) -> bool {
-        limits.tpm.is_some()
-            || limits.tpd.is_some()
-            || self.token_limits_seen.load(Ordering::Relaxed)
+        limits.limits_tokens() || self.token_limits_seen.load(Ordering::Relaxed)
     }
 }
 
