@@ -254,7 +254,6 @@ impl Router {
                 } = *go;
                 let entry = &self.entries[idx];
                 let provider = entry.adapter.id();
-                let account = key.account.clone();
                 let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
                 if let Some(p) = &permit {
                     p.ready().await;
@@ -265,7 +264,7 @@ impl Router {
                 // The provider may have said "not now" to another request while this one waited
                 // for its slot: never send into an open breaker, and if it has become half-open,
                 // send only as its one probe. Otherwise the slot goes back and we pick again.
-                let Some(stamp) = self.claim(idx, &account, probe) else {
+                let Some(stamp) = self.claim(idx, &key.account, probe) else {
                     drop(permit);
                     continue;
                 };
@@ -334,11 +333,7 @@ impl Router {
                                     idx,
                                     key.clone(),
                                     cost,
-                                    if cost.tokens() > 0 {
-                                        job.input_floor()
-                                    } else {
-                                        0
-                                    },
+                                    job.booked_floor(cost),
                                 )))
                             }),
                             x.report,
@@ -368,16 +363,11 @@ impl Router {
                 let err = match result {
                     Ok(done) => {
                         attempt_span.record("status", "ok");
-                        self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
+                        self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
                         Counters::add(&entry.counters.ok, 1);
                         let booked = Booked {
                             cost,
-                            // Read only where tokens were booked (it walks the prompt).
-                            floor: if cost.tokens() > 0 {
-                                job.input_floor()
-                            } else {
-                                0
-                            },
+                            floor: job.booked_floor(cost),
                         };
                         let (done, used) =
                             self.finish(done, attempts, entry, booked, &attempt_span);
@@ -413,9 +403,9 @@ impl Router {
                         Counters::add(&entry.counters.terminal, 1);
                         if err.status().is_some() {
                             // The provider answered: it is up, whatever it thought of the request.
-                            self.with_breaker(idx, &account, |b| b.on_success(stamp.probe));
+                            self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
                         } else {
-                            self.with_breaker(idx, &account, Breaker::release_probe);
+                            self.with_breaker(idx, &key.account, Breaker::release_probe);
                         }
                         break 'run Err(explain_auth(err, credential));
                     }
@@ -426,22 +416,15 @@ impl Router {
                                 self.settings.backoff.delay(failures, self.rng.as_ref())
                             });
                         let until = now + delay;
-                        entry.engage_limiter();
-                        if let Err(e) = self
-                            .limiter
-                            .raise(
-                                &key,
-                                Tightening {
-                                    gate_until: Some(until),
-                                    drain: true,
-                                    report: None,
-                                },
-                            )
-                            .await
-                        {
+                        let drain = Tightening {
+                            gate_until: Some(until),
+                            drain: true,
+                            report: None,
+                        };
+                        if let Err(e) = self.tighten(entry, &key, drain).await {
                             break 'run Err(e);
                         }
-                        if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
+                        if self.transition(idx, &key.account, |b, now| b.open_until(until, now)) {
                             Counters::add(&entry.counters.breaker_opens, 1);
                         }
                         if delay > policy.max_retry_after {
@@ -455,7 +438,7 @@ impl Router {
                     Disposition::QuotaExhausted => {
                         Counters::add(&entry.counters.quota_exhausted, 1);
                         let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
-                        if self.transition(idx, &account, |b, now| b.open_until(until, now)) {
+                        if self.transition(idx, &key.account, |b, now| b.open_until(until, now)) {
                             Counters::add(&entry.counters.breaker_opens, 1);
                         }
                     }
@@ -464,7 +447,7 @@ impl Router {
                         if err.status().is_some_and(|s| s >= 500) {
                             Counters::add(&entry.counters.server_errors, 1);
                         }
-                        if self.transition(idx, &account, |b, now| b.on_transient(now)) {
+                        if self.transition(idx, &key.account, |b, now| b.on_transient(now)) {
                             Counters::add(&entry.counters.breaker_opens, 1);
                         }
                         tried[slot].ready_at =
@@ -604,7 +587,6 @@ impl Router {
     /// Teaches the limiter what a response stated; from the first token window on, this
     /// provider's requests are priced in tokens.
     async fn learn(&self, entry: &Entry, key: &LimitKey, report: &LimitReport) -> Result<()> {
-        entry.engage_limiter();
         let states_tokens = report.tokens.is_some()
             || report.input_tokens.is_some()
             || report.output_tokens.is_some();
@@ -614,15 +596,18 @@ impl Router {
         {
             crate::ratelimit::preload(&key.model);
         }
-        self.limiter
-            .raise(
-                key,
-                Tightening {
-                    report: Some(report.clone()),
-                    ..Tightening::default()
-                },
-            )
-            .await
+        let learned = Tightening {
+            report: Some(report.clone()),
+            ..Tightening::default()
+        };
+        self.tighten(entry, key, learned).await
+    }
+
+    /// The one way the router tightens the limiter: the provider's admission goes through
+    /// the store from now on (see [`Router::admits_freely`]), then the store learns.
+    async fn tighten(&self, entry: &Entry, key: &LimitKey, t: Tightening) -> Result<()> {
+        entry.engage_limiter();
+        self.limiter.raise(key, t).await
     }
 
     /// A successful answer that stated limits or booked tokens: the limiter learns the

@@ -63,11 +63,12 @@ impl Job<'_> {
         }
     }
 
-    /// See [`input_floor`].
-    pub(super) fn input_floor(&self) -> u64 {
+    /// The [`input_floor`] to reconcile a booking of `cost` with: read only where tokens were
+    /// booked (it walks the prompt), 0 elsewhere.
+    pub(super) fn booked_floor(&self, cost: Cost) -> u64 {
         match self {
-            Job::Chat(r) | Job::Stream(r) => input_floor(r),
-            Job::Transcribe(_) => 0,
+            Job::Chat(r) | Job::Stream(r) if cost.tokens() > 0 => input_floor(r),
+            _ => 0,
         }
     }
 }
