@@ -372,33 +372,32 @@ impl Transport {
                 .multipart(build_form(parts))
                 .build()
                 .map_err(map_err)?,
-            Body::Empty => {
+            body => {
+                let payload = match body {
+                    Body::Json(bytes) => {
+                        Some((HeaderValue::from_static("application/json"), bytes))
+                    }
+                    Body::Bytes {
+                        bytes,
+                        content_type,
+                    } => {
+                        let ct = HeaderValue::from_str(&content_type).map_err(|_| {
+                            Error::new(
+                                ErrorKind::InvalidRequest,
+                                format!("`{content_type}` is not a valid Content-Type"),
+                            )
+                        })?;
+                        Some((ct, bytes))
+                    }
+                    // `Empty` (a multipart form went through the builder above).
+                    _ => None,
+                };
                 let mut r = reqwest::Request::new(req.method, req.url);
                 *r.headers_mut() = req.headers;
-                r
-            }
-            Body::Json(bytes) => {
-                let mut r = reqwest::Request::new(req.method, req.url);
-                *r.headers_mut() = req.headers;
-                r.headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                *r.body_mut() = Some(bytes.into());
-                r
-            }
-            Body::Bytes {
-                bytes,
-                content_type,
-            } => {
-                let ct = HeaderValue::from_str(&content_type).map_err(|_| {
-                    Error::new(
-                        ErrorKind::InvalidRequest,
-                        format!("`{content_type}` is not a valid Content-Type"),
-                    )
-                })?;
-                let mut r = reqwest::Request::new(req.method, req.url);
-                *r.headers_mut() = req.headers;
-                r.headers_mut().insert(CONTENT_TYPE, ct);
-                *r.body_mut() = Some(bytes.into());
+                if let Some((content_type, bytes)) = payload {
+                    r.headers_mut().insert(CONTENT_TYPE, content_type);
+                    *r.body_mut() = Some(bytes.into());
+                }
                 r
             }
         };
@@ -425,8 +424,7 @@ impl Transport {
         let cap = self.max_body;
         async move {
             let mut resp = started?.await.map_err(map_err)?;
-            let status = resp.status().as_u16();
-            check_redirect(status, resp.headers())?;
+            let status = not_redirected(&resp)?;
             // Taken, not cloned: reading the body needs no header.
             let headers = std::mem::take(resp.headers_mut());
             let body = read_capped(&mut resp, cap).await?;
@@ -453,8 +451,7 @@ impl Transport {
         let cap = self.max_body;
         async move {
             let mut resp = started?.await.map_err(map_err)?;
-            let status = resp.status().as_u16();
-            check_redirect(status, resp.headers())?;
+            let status = not_redirected(&resp)?;
             let headers = resp.headers().clone();
             if !(200..300).contains(&status) {
                 let body = read_capped(&mut resp, cap).await?;
@@ -499,9 +496,12 @@ fn build_form(parts: Vec<FormPart>) -> reqwest::multipart::Form {
         })
 }
 
-fn check_redirect(status: u16, headers: &HeaderMap) -> Result<()> {
+/// The response's status, or a `Config` error for a redirect (never followed).
+fn not_redirected(resp: &reqwest::Response) -> Result<u16> {
+    let status = resp.status().as_u16();
     if (300..400).contains(&status) {
-        let to = headers
+        let to = resp
+            .headers()
             .get(reqwest::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("?");
@@ -511,7 +511,7 @@ fn check_redirect(status: u16, headers: &HeaderMap) -> Result<()> {
         ))
         .with_status(status));
     }
-    Ok(())
+    Ok(status)
 }
 
 async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> Result<Bytes> {
