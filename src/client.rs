@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use url::Url;
 
 use crate::clock::{Clock, TokioClock};
@@ -18,7 +19,7 @@ use crate::provider::{Capability, Credential, Provider, ProviderId};
 use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::{Rng, SeededRng};
-use crate::router::engine::{Done, Entry, Job, Router, Settings};
+use crate::router::engine::{Done, Entry, Router, Settings, Work};
 use crate::router::options::NO_OPTIONS;
 use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions};
 use crate::stats::{Counters, Stats};
@@ -97,11 +98,20 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    pub async fn chat_with(&self, req: ChatRequest, opts: &RequestOptions) -> Result<ChatResponse> {
-        match self.router.execute(Job::Chat(&req), opts).await? {
-            Done::Chat(r) => Ok(r),
-            other => Err(unexpected(&other)),
-        }
+    ///
+    /// (Not an `async fn`: the returned future is the request's attempt loop itself, which
+    /// owns `req`, rather than one more layer around it.)
+    pub fn chat_with<'a>(
+        &'a self,
+        req: ChatRequest,
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<ChatResponse>> + Send + 'a {
+        self.router
+            .execute(Work::Chat(req), opts)
+            .map(|done| match done? {
+                Done::Chat(r) => Ok(r),
+                other => Err(unexpected(&other)),
+            })
     }
 
     /// A streamed chat completion. Fails over until the first content arrives.
@@ -125,15 +135,19 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat_stream`](Self::chat_stream).
-    pub async fn chat_stream_with(
-        &self,
+    ///
+    /// (Not an `async fn`, as [`chat_with`](Self::chat_with).)
+    pub fn chat_stream_with<'a>(
+        &'a self,
         req: ChatRequest,
-        opts: &RequestOptions,
-    ) -> Result<ChatStream> {
-        match self.router.execute(Job::Stream(&req), opts).await? {
-            Done::Stream(s) => Ok(*s),
-            other => Err(unexpected(&other)),
-        }
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<ChatStream>> + Send + 'a {
+        self.router
+            .execute(Work::Stream(req), opts)
+            .map(|done| match done? {
+                Done::Stream(s) => Ok(*s),
+                other => Err(unexpected(&other)),
+            })
     }
 
     /// A transcription through the speech-to-text failover order.
@@ -156,15 +170,19 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    pub async fn transcribe_with(
-        &self,
+    ///
+    /// (Not an `async fn`, as [`chat_with`](Self::chat_with).)
+    pub fn transcribe_with<'a>(
+        &'a self,
         req: TranscriptionRequest,
-        opts: &RequestOptions,
-    ) -> Result<Transcript> {
-        match self.router.execute(Job::Transcribe(&req), opts).await? {
-            Done::Transcript(t) => Ok(t),
-            other => Err(unexpected(&other)),
-        }
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<Transcript>> + Send + 'a {
+        self.router
+            .execute(Work::Transcribe(req), opts)
+            .map(|done| match done? {
+                Done::Transcript(t) => Ok(t),
+                other => Err(unexpected(&other)),
+            })
     }
 
     /// Per-provider counters since the client was built.

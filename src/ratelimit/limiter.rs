@@ -2,6 +2,7 @@
 //! [`Clock`] with no lock held, and give the slot back if the caller goes away first.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,8 +96,15 @@ impl Limiter {
     /// # Errors
     ///
     /// When the store fails.
-    pub async fn raise(&self, key: &LimitKey, tightening: Tightening) -> Result<()> {
-        self.store.raise(key, tightening, self.clock.now()).await
+    ///
+    /// Not an `async fn`: the store's own (boxed) future is returned, so an awaiting caller
+    /// holds a pointer rather than one more state machine around it.
+    pub fn raise<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        tightening: Tightening,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        self.store.raise(key, tightening, self.clock.now())
     }
 
     /// Reconciles a reservation with the usage the provider reported: gives back unused
@@ -105,12 +113,22 @@ impl Limiter {
     /// # Errors
     ///
     /// When the store fails.
-    pub async fn reconcile(&self, key: &LimitKey, reserved: u64, used: u64) -> Result<()> {
+    ///
+    /// Not an `async fn`, for the reason given at [`raise`](Self::raise).
+    pub fn reconcile<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        reserved: u64,
+        used: u64,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
         let delta = reserved as i64 - used as i64;
-        if delta == 0 {
-            return Ok(());
+        let refund = (delta != 0).then(|| self.store.refund(key, 0, delta, self.clock.now()));
+        async move {
+            match refund {
+                Some(refund) => refund.await,
+                None => Ok(()),
+            }
         }
-        self.store.refund(key, 0, delta, self.clock.now()).await
     }
 }
 

@@ -13,7 +13,7 @@ use tracing::{field, Instrument};
 use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState};
 use super::options::RequestOptions;
 use super::pick::{Costs, Go, Pick, Tried};
-pub(crate) use super::pick::{Done, Job};
+pub(crate) use super::pick::{Done, Job, Work};
 use super::stream::ChatStream;
 use crate::clock::Clock;
 use crate::config::{Limits, Policy};
@@ -159,319 +159,333 @@ impl Router {
     /// one state machine, not one more layer around it.
     pub(crate) fn execute<'a>(
         self: &'a Arc<Self>,
-        job: Job<'a>,
+        work: Work,
         opts: &'a RequestOptions,
     ) -> impl Future<Output = Result<Done>> + Send + 'a {
         let id = self.request_ids.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "llm_failover.request",
             request = id,
-            capability = %job.capability(),
+            capability = %work.job().capability(),
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        self.attempt_loop(job, opts, span.clone()).instrument(span)
+        self.attempt_loop(work, opts, span.clone()).instrument(span)
     }
 
     /// The loop itself. Records on `span` how many requests were sent and the outcome, and
     /// puts the number of sends on the error.
-    async fn attempt_loop(
-        self: &Arc<Self>,
-        job: Job<'_>,
-        opts: &RequestOptions,
+    ///
+    /// An `async` block rather than an `async fn`: the block uses its captures in place,
+    /// where an `async fn` would keep a second copy of its arguments (the request among them)
+    /// in its state.
+    #[allow(clippy::manual_async_fn)] // deliberate: see above
+    fn attempt_loop<'a>(
+        self: &'a Arc<Self>,
+        work: Work,
+        opts: &'a RequestOptions,
         span: tracing::Span,
-    ) -> Result<Done> {
-        let mut attempts: u32 = 0;
-        let result: Result<Done> = 'run: {
-            let policy = &self.settings.policy;
-            let started = self.clock.now();
-            let deadline = started + opts.deadline.unwrap_or(policy.deadline);
-            let order = match self.order(job.capability(), opts) {
-                Ok(order) => order,
-                Err(e) => break 'run Err(e),
-            };
-            // One entry per slot of `order`, allocated at the first failure: a request answered
-            // at once never needs it.
-            let mut tried: Vec<Tried> = Vec::new();
-            let mut errors: Vec<Error> = Vec::new();
-            let mut previous: Option<usize> = None;
-            let mut costs = Costs::default();
-            lock(&self.budget).deposit(started);
-
-            loop {
-                if self.clock.now() >= deadline {
-                    let waited = deadline.saturating_duration_since(started);
-                    let err = Error::new(
-                        ErrorKind::Timeout,
-                        format!(
-                            "the request's deadline of {:.3}s has passed",
-                            waited.as_secs_f64()
-                        ),
-                    );
-                    break 'run Err(if errors.is_empty() {
-                        err
-                    } else {
-                        errors.push(err);
-                        Error::all_failed(errors)
-                    });
-                }
-                let go = match self
-                    .pick(&order, &tried, &job, &mut costs, opts, deadline)
-                    .await
-                {
+    ) -> impl Future<Output = Result<Done>> + Send + 'a {
+        async move {
+            let job = work.job();
+            let mut attempts: u32 = 0;
+            let result: Result<Done> = 'run: {
+                let policy = &self.settings.policy;
+                let started = self.clock.now();
+                let deadline = started + opts.deadline.unwrap_or(policy.deadline);
+                let order = match self.order(job.capability(), opts) {
+                    Ok(order) => order,
                     Err(e) => break 'run Err(e),
-                    Ok(Pick::Go(go)) => go,
-                    Ok(Pick::Never(e)) => {
-                        break 'run Err(if errors.is_empty() {
-                            e
-                        } else {
-                            errors.push(e);
-                            Error::all_failed(errors)
-                        })
-                    }
-                    Ok(Pick::Wait(at)) => {
-                        let now = self.clock.now();
-                        let wait = at.saturating_duration_since(now);
-                        if at > deadline || wait > policy.max_retry_after {
-                            break 'run Err(Error::all_unavailable(at, wait, errors));
-                        }
-                        tracing::debug!(
-                            wait_ms = wait.as_millis() as u64,
-                            "every provider is cooling down; waiting"
+                };
+                // One entry per slot of `order`, allocated at the first failure: a request answered
+                // at once never needs it.
+                let mut tried: Vec<Tried> = Vec::new();
+                let mut errors: Vec<Error> = Vec::new();
+                let mut previous: Option<usize> = None;
+                let mut costs = Costs::default();
+                lock(&self.budget).deposit(started);
+
+                loop {
+                    if self.clock.now() >= deadline {
+                        let waited = deadline.saturating_duration_since(started);
+                        let err = Error::new(
+                            ErrorKind::Timeout,
+                            format!(
+                                "the request's deadline of {:.3}s has passed",
+                                waited.as_secs_f64()
+                            ),
                         );
-                        self.clock.sleep_until(at).await;
-                        continue;
-                    }
-                };
-                let Go {
-                    slot,
-                    entry: idx,
-                    key,
-                    cost,
-                    pricing,
-                    permit,
-                    probe,
-                } = *go;
-                let entry = &self.entries[idx];
-                let provider = entry.adapter.id();
-                let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
-                if let Some(p) = &permit {
-                    p.ready().await;
-                }
-                entry.counters.add_wait(admission_wait);
-                let attempt_no = attempts + 1;
-
-                // The provider may have said "not now" to another request while this one waited
-                // for its slot: never send into an open breaker, and if it has become half-open,
-                // send only as its one probe. Otherwise the slot goes back and we pick again.
-                let Some(stamp) = self.claim(idx, &key.account, probe) else {
-                    drop(permit);
-                    continue;
-                };
-                tracing::debug!(
-                    target: "llm_failover::send",
-                    provider = %provider,
-                    seq = stamp.seq,
-                    wall_ms = stamp.wall_ms,
-                    probe = stamp.probe,
-                    "sending"
-                );
-                let now = self.clock.now();
-                let timeout = entry
-                    .timeout
-                    .unwrap_or(policy.request_timeout)
-                    .min(deadline.saturating_duration_since(now))
-                    .max(Duration::from_millis(1));
-                let credential = opts.credential_for(provider).or(entry.credential.as_ref());
-                let model = key.model.as_str();
-                let ctx = RequestContext::new(model, credential);
-                let attempt_span = tracing::info_span!(
-                    "attempt",
-                    provider = %provider,
-                    model = %model,
-                    attempt = attempt_no,
-                    admission_wait_ms = admission_wait.as_millis() as u64,
-                    estimated_tokens = cost.tokens(),
-                    status = field::Empty,
-                    retry_after_ms = field::Empty,
-                    actual_tokens = field::Empty,
-                );
-                let clock = &self.clock;
-                let now_fn = move || clock.both();
-                let adapter = entry.adapter.as_ref();
-                // Each kind awaited here directly (instrumented), not through one more
-                // future around all three.
-                let (result, report, sent) = match job {
-                    Job::Chat(r) => {
-                        let x = chat_once(adapter, &self.transport, r, ctx, timeout, now_fn)
-                            .instrument(attempt_span.clone())
-                            .await;
-                        (x.result.map(Done::Chat), x.report, x.sent)
-                    }
-                    Job::Transcribe(r) => {
-                        let x = transcribe_once(adapter, &self.transport, r, ctx, timeout, now_fn)
-                            .instrument(attempt_span.clone())
-                            .await;
-                        (x.result.map(Done::Transcript), x.report, x.sent)
-                    }
-                    Job::Stream(r) => {
-                        let x = chat_stream_once(adapter, &self.transport, r, ctx, timeout, now_fn)
-                            .instrument(attempt_span.clone())
-                            .await;
-                        let result = match x.result {
-                            Ok(stream) => {
-                                first_content(stream).instrument(attempt_span.clone()).await
-                            }
-                            Err(e) => Err(e),
-                        };
-                        (
-                            result.map(|(buffered, rest)| {
-                                Done::Stream(Box::new(ChatStream::new(
-                                    buffered,
-                                    rest,
-                                    self.clone(),
-                                    idx,
-                                    key.clone(),
-                                    cost,
-                                    job.booked_floor(cost),
-                                )))
-                            }),
-                            x.report,
-                            x.sent,
-                        )
-                    }
-                };
-
-                if sent {
-                    if let Some(p) = permit {
-                        p.commit();
-                    }
-                    attempts = attempt_no;
-                    if let Some(prev) = previous.filter(|p| *p != idx) {
-                        Counters::add(&self.entries[prev].counters.failovers, 1);
-                    }
-                    previous = Some(idx);
-                    Counters::add(&entry.counters.sent, 1);
-                    pricing.record(entry);
-                } else {
-                    // Could not even be built: nothing went out, the slot goes back.
-                    drop(permit);
-                }
-
-                // The answer is settled before anything is awaited: no result is kept in the
-                // loop's state across a store call (a cold copy to write and read back).
-                let err = match result {
-                    Ok(done) => {
-                        attempt_span.record("status", "ok");
-                        self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
-                        Counters::add(&entry.counters.ok, 1);
-                        let booked = Booked {
-                            cost,
-                            floor: job.booked_floor(cost),
-                        };
-                        let (done, used) =
-                            self.finish(done, attempts, entry, booked, &attempt_span);
-                        if report.is_none() && used.is_none() {
-                            break 'run Ok(done);
-                        }
-                        break 'run self
-                            .settle(done, report.as_deref(), used, entry, &key, cost)
-                            .await;
-                    }
-                    Err(e) => e,
-                };
-                if let Some(report) = report.as_deref() {
-                    if let Err(e) = self.learn(entry, &key, report).await {
-                        break 'run Err(e);
-                    }
-                }
-                let now = self.clock.now();
-                if let Some(s) = err.status() {
-                    attempt_span.record("status", s);
-                }
-                if let Some(r) = err.retry_after() {
-                    attempt_span.record("retry_after_ms", r.as_millis() as u64);
-                }
-                tracing::debug!(parent: &attempt_span, kind = err.kind().as_str(), "attempt failed");
-                if tried.is_empty() {
-                    tried = vec![Tried::default(); order.len()];
-                }
-                let failures = tried[slot].failures;
-                tried[slot].failures += 1;
-                match err.disposition() {
-                    Disposition::Terminal => {
-                        Counters::add(&entry.counters.terminal, 1);
-                        if err.status().is_some() {
-                            // The provider answered: it is up, whatever it thought of the request.
-                            self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
+                        break 'run Err(if errors.is_empty() {
+                            err
                         } else {
-                            self.with_breaker(idx, &key.account, Breaker::release_probe);
-                        }
-                        break 'run Err(explain_auth(err, credential));
+                            errors.push(err);
+                            Error::all_failed(errors)
+                        });
                     }
-                    Disposition::RateLimited => {
-                        Counters::add(&entry.counters.rate_limited, 1);
-                        let delay =
-                            stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
-                                self.settings.backoff.delay(failures, self.rng.as_ref())
-                            });
-                        let until = now + delay;
-                        let drain = Tightening {
-                            gate_until: Some(until),
-                            drain: true,
-                            report: None,
-                        };
-                        if let Err(e) = self.tighten(entry, &key, drain).await {
+                    let go = match self
+                        .pick(&order, &tried, &job, &mut costs, opts, deadline)
+                        .await
+                    {
+                        Err(e) => break 'run Err(e),
+                        Ok(Pick::Go(go)) => go,
+                        Ok(Pick::Never(e)) => {
+                            break 'run Err(if errors.is_empty() {
+                                e
+                            } else {
+                                errors.push(e);
+                                Error::all_failed(errors)
+                            })
+                        }
+                        Ok(Pick::Wait(at)) => {
+                            let now = self.clock.now();
+                            let wait = at.saturating_duration_since(now);
+                            if at > deadline || wait > policy.max_retry_after {
+                                break 'run Err(Error::all_unavailable(at, wait, errors));
+                            }
+                            tracing::debug!(
+                                wait_ms = wait.as_millis() as u64,
+                                "every provider is cooling down; waiting"
+                            );
+                            self.clock.sleep_until(at).await;
+                            continue;
+                        }
+                    };
+                    let Go {
+                        slot,
+                        entry: idx,
+                        key,
+                        cost,
+                        pricing,
+                        permit,
+                        probe,
+                    } = *go;
+                    let entry = &self.entries[idx];
+                    let provider = entry.adapter.id();
+                    let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
+                    if let Some(p) = &permit {
+                        p.ready().await;
+                    }
+                    entry.counters.add_wait(admission_wait);
+                    let attempt_no = attempts + 1;
+
+                    // The provider may have said "not now" to another request while this one waited
+                    // for its slot: never send into an open breaker, and if it has become half-open,
+                    // send only as its one probe. Otherwise the slot goes back and we pick again.
+                    let Some(stamp) = self.claim(idx, &key.account, probe) else {
+                        drop(permit);
+                        continue;
+                    };
+                    tracing::debug!(
+                        target: "llm_failover::send",
+                        provider = %provider,
+                        seq = stamp.seq,
+                        wall_ms = stamp.wall_ms,
+                        probe = stamp.probe,
+                        "sending"
+                    );
+                    let now = self.clock.now();
+                    let timeout = entry
+                        .timeout
+                        .unwrap_or(policy.request_timeout)
+                        .min(deadline.saturating_duration_since(now))
+                        .max(Duration::from_millis(1));
+                    let credential = opts.credential_for(provider).or(entry.credential.as_ref());
+                    let model = key.model.as_str();
+                    let ctx = RequestContext::new(model, credential);
+                    let attempt_span = tracing::info_span!(
+                        "attempt",
+                        provider = %provider,
+                        model = %model,
+                        attempt = attempt_no,
+                        admission_wait_ms = admission_wait.as_millis() as u64,
+                        estimated_tokens = cost.tokens(),
+                        status = field::Empty,
+                        retry_after_ms = field::Empty,
+                        actual_tokens = field::Empty,
+                    );
+                    let clock = &self.clock;
+                    let now_fn = move || clock.both();
+                    let adapter = entry.adapter.as_ref();
+                    // Each kind awaited here directly (instrumented), not through one more
+                    // future around all three.
+                    let (result, report, sent) = match job {
+                        Job::Chat(r) => {
+                            let x = chat_once(adapter, &self.transport, r, ctx, timeout, now_fn)
+                                .instrument(attempt_span.clone())
+                                .await;
+                            (x.result.map(Done::Chat), x.report, x.sent)
+                        }
+                        Job::Transcribe(r) => {
+                            let x =
+                                transcribe_once(adapter, &self.transport, r, ctx, timeout, now_fn)
+                                    .instrument(attempt_span.clone())
+                                    .await;
+                            (x.result.map(Done::Transcript), x.report, x.sent)
+                        }
+                        Job::Stream(r) => {
+                            let x =
+                                chat_stream_once(adapter, &self.transport, r, ctx, timeout, now_fn)
+                                    .instrument(attempt_span.clone())
+                                    .await;
+                            let result = match x.result {
+                                Ok(stream) => {
+                                    first_content(stream).instrument(attempt_span.clone()).await
+                                }
+                                Err(e) => Err(e),
+                            };
+                            (
+                                result.map(|(buffered, rest)| {
+                                    Done::Stream(Box::new(ChatStream::new(
+                                        buffered,
+                                        rest,
+                                        self.clone(),
+                                        idx,
+                                        key.clone(),
+                                        cost,
+                                        job.booked_floor(cost),
+                                    )))
+                                }),
+                                x.report,
+                                x.sent,
+                            )
+                        }
+                    };
+
+                    if sent {
+                        if let Some(p) = permit {
+                            p.commit();
+                        }
+                        attempts = attempt_no;
+                        if let Some(prev) = previous.filter(|p| *p != idx) {
+                            Counters::add(&self.entries[prev].counters.failovers, 1);
+                        }
+                        previous = Some(idx);
+                        Counters::add(&entry.counters.sent, 1);
+                        pricing.record(entry);
+                    } else {
+                        // Could not even be built: nothing went out, the slot goes back.
+                        drop(permit);
+                    }
+
+                    // The answer is settled before anything is awaited: no result is kept in the
+                    // loop's state across a store call (a cold copy to write and read back).
+                    let err = match result {
+                        Ok(done) => {
+                            attempt_span.record("status", "ok");
+                            self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
+                            Counters::add(&entry.counters.ok, 1);
+                            let booked = Booked {
+                                cost,
+                                floor: job.booked_floor(cost),
+                            };
+                            let (done, used) =
+                                self.finish(done, attempts, entry, booked, &attempt_span);
+                            if report.is_none() && used.is_none() {
+                                break 'run Ok(done);
+                            }
+                            break 'run self
+                                .settle(done, report.as_deref(), used, entry, &key, cost)
+                                .await;
+                        }
+                        Err(e) => e,
+                    };
+                    if let Some(report) = report.as_deref() {
+                        if let Err(e) = self.learn(entry, &key, report).await {
                             break 'run Err(e);
                         }
-                        if self.transition(idx, &key.account, |b, now| b.open_until(until, now)) {
-                            Counters::add(&entry.counters.breaker_opens, 1);
+                    }
+                    let now = self.clock.now();
+                    if let Some(s) = err.status() {
+                        attempt_span.record("status", s);
+                    }
+                    if let Some(r) = err.retry_after() {
+                        attempt_span.record("retry_after_ms", r.as_millis() as u64);
+                    }
+                    tracing::debug!(parent: &attempt_span, kind = err.kind().as_str(), "attempt failed");
+                    if tried.is_empty() {
+                        tried = vec![Tried::default(); order.len()];
+                    }
+                    let failures = tried[slot].failures;
+                    tried[slot].failures += 1;
+                    match err.disposition() {
+                        Disposition::Terminal => {
+                            Counters::add(&entry.counters.terminal, 1);
+                            if err.status().is_some() {
+                                // The provider answered: it is up, whatever it thought of the request.
+                                self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
+                            } else {
+                                self.with_breaker(idx, &key.account, Breaker::release_probe);
+                            }
+                            break 'run Err(explain_auth(err, credential));
                         }
-                        if delay > policy.max_retry_after {
-                            tracing::info!(
-                                provider = %provider,
-                                wait_s = delay.as_secs(),
-                                "provider asks to wait longer than max_retry_after; skipping it until then"
+                        Disposition::RateLimited => {
+                            Counters::add(&entry.counters.rate_limited, 1);
+                            let delay =
+                                stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
+                                    self.settings.backoff.delay(failures, self.rng.as_ref())
+                                });
+                            let until = now + delay;
+                            let drain = Tightening {
+                                gate_until: Some(until),
+                                drain: true,
+                                report: None,
+                            };
+                            if let Err(e) = self.tighten(entry, &key, drain).await {
+                                break 'run Err(e);
+                            }
+                            if self.transition(idx, &key.account, |b, now| b.open_until(until, now))
+                            {
+                                Counters::add(&entry.counters.breaker_opens, 1);
+                            }
+                            if delay > policy.max_retry_after {
+                                tracing::info!(
+                                    provider = %provider,
+                                    wait_s = delay.as_secs(),
+                                    "provider asks to wait longer than max_retry_after; skipping it until then"
+                                );
+                            }
+                        }
+                        Disposition::QuotaExhausted => {
+                            Counters::add(&entry.counters.quota_exhausted, 1);
+                            let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
+                            if self.transition(idx, &key.account, |b, now| b.open_until(until, now))
+                            {
+                                Counters::add(&entry.counters.breaker_opens, 1);
+                            }
+                        }
+                        Disposition::Transient => {
+                            Counters::add(&entry.counters.transient, 1);
+                            if err.status().is_some_and(|s| s >= 500) {
+                                Counters::add(&entry.counters.server_errors, 1);
+                            }
+                            if self.transition(idx, &key.account, |b, now| b.on_transient(now)) {
+                                Counters::add(&entry.counters.breaker_opens, 1);
+                            }
+                            tried[slot].ready_at = Some(
+                                now + self.settings.backoff.delay(failures, self.rng.as_ref()),
                             );
+                            errors.push(err);
+                            if attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now)
+                            {
+                                break 'run Err(Error::all_failed(errors));
+                            }
+                            continue;
                         }
                     }
-                    Disposition::QuotaExhausted => {
-                        Counters::add(&entry.counters.quota_exhausted, 1);
-                        let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
-                        if self.transition(idx, &key.account, |b, now| b.open_until(until, now)) {
-                            Counters::add(&entry.counters.breaker_opens, 1);
-                        }
-                    }
-                    Disposition::Transient => {
-                        Counters::add(&entry.counters.transient, 1);
-                        if err.status().is_some_and(|s| s >= 500) {
-                            Counters::add(&entry.counters.server_errors, 1);
-                        }
-                        if self.transition(idx, &key.account, |b, now| b.on_transient(now)) {
-                            Counters::add(&entry.counters.breaker_opens, 1);
-                        }
-                        tried[slot].ready_at =
-                            Some(now + self.settings.backoff.delay(failures, self.rng.as_ref()));
-                        errors.push(err);
-                        if attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now) {
-                            break 'run Err(Error::all_failed(errors));
-                        }
-                        continue;
+                    errors.push(err);
+                    if attempts >= policy.max_attempts {
+                        break 'run Err(Error::all_failed(errors));
                     }
                 }
-                errors.push(err);
-                if attempts >= policy.max_attempts {
-                    break 'run Err(Error::all_failed(errors));
-                }
-            }
-        };
-        let result = result.map_err(|e| e.with_sends(attempts));
-        span.record("attempts", attempts);
-        match &result {
-            Ok(_) => span.record("outcome", "ok"),
-            Err(e) => span.record("outcome", e.kind().as_str()),
-        };
-        result
+            };
+            let result = result.map_err(|e| e.with_sends(attempts));
+            span.record("attempts", attempts);
+            match &result {
+                Ok(_) => span.record("outcome", "ok"),
+                Err(e) => span.record("outcome", e.kind().as_str()),
+            };
+            result
+        }
     }
 
     /// Claims the right to send to `idx` now: `None` when its breaker is open (or its probe is
@@ -586,7 +600,16 @@ impl Router {
 
     /// Teaches the limiter what a response stated; from the first token window on, this
     /// provider's requests are priced in tokens.
-    async fn learn(&self, entry: &Entry, key: &LimitKey, report: &LimitReport) -> Result<()> {
+    ///
+    /// Not an `async fn` (nor is [`tighten`](Self::tighten)): what is awaited is the store's
+    /// own boxed future, so the attempt loop holds a pointer, not two more state machines
+    /// carrying a copy of the report.
+    fn learn<'a>(
+        &'a self,
+        entry: &Entry,
+        key: &'a LimitKey,
+        report: &LimitReport,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
         let states_tokens = report.tokens.is_some()
             || report.input_tokens.is_some()
             || report.output_tokens.is_some();
@@ -600,14 +623,19 @@ impl Router {
             report: Some(report.clone()),
             ..Tightening::default()
         };
-        self.tighten(entry, key, learned).await
+        self.tighten(entry, key, learned)
     }
 
     /// The one way the router tightens the limiter: the provider's admission goes through
     /// the store from now on (see [`Router::admits_freely`]), then the store learns.
-    async fn tighten(&self, entry: &Entry, key: &LimitKey, t: Tightening) -> Result<()> {
+    fn tighten<'a>(
+        &'a self,
+        entry: &Entry,
+        key: &'a LimitKey,
+        t: Tightening,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
         entry.engage_limiter();
-        self.limiter.raise(key, t).await
+        self.limiter.raise(key, t)
     }
 
     /// A successful answer that stated limits or booked tokens: the limiter learns the

@@ -27,6 +27,25 @@ pub(crate) enum Job<'a> {
     Transcribe(&'a TranscriptionRequest),
 }
 
+/// A request, owned by the router for the length of its attempts: the caller's future is
+/// then the attempt loop itself, with no layer around it holding the request.
+#[derive(Debug)]
+pub(crate) enum Work {
+    Chat(ChatRequest),
+    Stream(ChatRequest),
+    Transcribe(TranscriptionRequest),
+}
+
+impl Work {
+    pub(super) fn job(&self) -> Job<'_> {
+        match self {
+            Work::Chat(r) => Job::Chat(r),
+            Work::Stream(r) => Job::Stream(r),
+            Work::Transcribe(r) => Job::Transcribe(r),
+        }
+    }
+}
+
 impl Job<'_> {
     pub(super) fn capability(&self) -> Capability {
         match self {
