@@ -113,9 +113,13 @@ pub(crate) struct Router {
 
 /// When and how a send was allowed (see [`Router::claim`]).
 struct Stamp {
+    /// Order among breaker decisions (0 when the send trace is off).
     seq: u64,
+    /// When the send was decided, for the trace (0 when it is off).
     wall_ms: u64,
     probe: bool,
+    /// When the send was decided.
+    at: Instant,
 }
 
 /// What an attempt booked: reconciled with reported usage after the answer.
@@ -162,10 +166,11 @@ impl Router {
         work: Work,
         opts: &'a RequestOptions,
     ) -> impl Future<Output = Result<Done>> + Send + 'a {
-        let id = self.request_ids.fetch_add(1, Ordering::Relaxed);
+        // The id is taken only when the span is enabled (tracing evaluates fields then): a
+        // counter shared by every request is not touched for nothing.
         let span = tracing::info_span!(
             "llm_failover.request",
-            request = id,
+            request = self.request_ids.fetch_add(1, Ordering::Relaxed),
             capability = %work.job().capability(),
             attempts = field::Empty,
             outcome = field::Empty,
@@ -204,9 +209,12 @@ impl Router {
                 let mut previous: Option<usize> = None;
                 let mut costs = Costs::default();
                 lock(&self.budget).deposit(started);
+                // The first pass reads no clock again: `started` is its now.
+                let mut first_now = Some(started);
 
                 loop {
-                    if self.clock.now() >= deadline {
+                    let now = first_now.take().unwrap_or_else(|| self.clock.now());
+                    if now >= deadline {
                         let waited = deadline.saturating_duration_since(started);
                         let err = Error::new(
                             ErrorKind::Timeout,
@@ -223,7 +231,7 @@ impl Router {
                         });
                     }
                     let go = match self
-                        .pick(&order, &tried, &job, &mut costs, opts, deadline)
+                        .pick(&order, &tried, &job, &mut costs, opts, now, deadline)
                         .await
                     {
                         Err(e) => break 'run Err(e),
@@ -265,7 +273,9 @@ impl Router {
                     if let Some(p) = &permit {
                         p.ready().await;
                     }
-                    entry.counters.add_wait(admission_wait);
+                    if !admission_wait.is_zero() {
+                        entry.counters.add_wait(admission_wait);
+                    }
                     let attempt_no = attempts + 1;
 
                     // The provider may have said "not now" to another request while this one waited
@@ -283,11 +293,10 @@ impl Router {
                         probe = stamp.probe,
                         "sending"
                     );
-                    let now = self.clock.now();
                     let timeout = entry
                         .timeout
                         .unwrap_or(policy.request_timeout)
-                        .min(deadline.saturating_duration_since(now))
+                        .min(deadline.saturating_duration_since(stamp.at))
                         .max(Duration::from_millis(1));
                     let credential = opts.credential_for(provider).or(entry.credential.as_ref());
                     let model = key.model.as_str();
@@ -490,35 +499,44 @@ impl Router {
 
     /// Claims the right to send to `idx` now: `None` when its breaker is open (or its probe is
     /// out); a held probe stays the probe. The verdict is taken under the breakers' lock with a
-    /// sequence number, so the trace of sends and openings shows their real order.
+    /// sequence number, so the trace of sends and openings shows their real order (the number
+    /// and the wall-clock time are taken only when that trace is enabled).
     fn claim(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) -> Option<Stamp> {
+        let traced = tracing::enabled!(target: "llm_failover::send", tracing::Level::DEBUG);
         self.with_breaker(idx, account, |b| {
-            let now = self.clock.both();
+            let at = self.clock.now();
             let probe = if probe {
-                match b.state(now.instant) {
+                match b.state(at) {
                     // Still ours to send.
                     BreakerState::HalfOpen {
                         probe_in_flight: true,
                     } => true,
                     // Re-tripped while we waited (a late failure): not now.
                     BreakerState::Open { .. } => return None,
-                    _ => match b.acquire(now.instant) {
+                    _ => match b.acquire(at) {
                         Allow::Yes => false,
                         Allow::Probe => true,
                         Allow::No(_) | Allow::ProbeBusy => return None,
                     },
                 }
             } else {
-                match b.acquire(now.instant) {
+                match b.acquire(at) {
                     Allow::Yes => false,
                     Allow::Probe => true,
                     Allow::No(_) | Allow::ProbeBusy => return None,
                 }
             };
+            let (seq, wall) = if traced {
+                let seq = self.breaker_seq.fetch_add(1, Ordering::Relaxed);
+                (seq, wall_ms(self.clock.wall()))
+            } else {
+                (0, 0)
+            };
             Some(Stamp {
-                seq: self.breaker_seq.fetch_add(1, Ordering::Relaxed),
-                wall_ms: wall_ms(now.wall),
+                seq,
+                wall_ms: wall,
                 probe,
+                at,
             })
         })
     }

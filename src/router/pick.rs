@@ -264,7 +264,9 @@ impl Router {
     }
 
     /// Chooses the next provider and books its admission. See the module docs for the order.
-    /// `tried` holds one entry per slot of `order`, or none before the first failure.
+    /// `tried` holds one entry per slot of `order`, or none before the first failure; `now`
+    /// is the attempt loop's own reading of the clock (one read per pass, not two).
+    #[allow(clippy::too_many_arguments)] // the loop's state, borrowed piece by piece
     pub(super) async fn pick(
         &self,
         order: &[usize],
@@ -272,9 +274,9 @@ impl Router {
         job: &Job<'_>,
         costs: &mut Costs,
         opts: &RequestOptions,
+        now: Instant,
         deadline: Instant,
     ) -> Result<Pick> {
-        let now = self.clock.now();
         let remaining = deadline.saturating_duration_since(now);
         // Candidates with fewer failures first; on a first attempt that is the order itself,
         // borrowed rather than allocated.
