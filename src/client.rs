@@ -19,7 +19,7 @@ use crate::provider::{Capability, Credential, Provider, ProviderId};
 use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::{Rng, SeededRng};
-use crate::router::engine::{Done, Entry, Router, Settings, Work};
+use crate::router::engine::{Entry, Router, Settings, Work};
 use crate::router::options::NO_OPTIONS;
 use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions};
 use crate::stats::{Counters, Stats};
@@ -108,10 +108,7 @@ impl Client {
     ) -> impl Future<Output = Result<ChatResponse>> + Send + 'a {
         self.router
             .execute(Work::Chat(req), opts)
-            .map(|done| match done? {
-                Done::Chat(r) => Ok(r),
-                other => Err(unexpected(&other)),
-            })
+            .map(|done| done?.into_chat())
     }
 
     /// A streamed chat completion. Fails over until the first content arrives.
@@ -144,10 +141,7 @@ impl Client {
     ) -> impl Future<Output = Result<ChatStream>> + Send + 'a {
         self.router
             .execute(Work::Stream(req), opts)
-            .map(|done| match done? {
-                Done::Stream(s) => Ok(*s),
-                other => Err(unexpected(&other)),
-            })
+            .map(|done| done?.into_stream())
     }
 
     /// A transcription through the speech-to-text failover order.
@@ -179,10 +173,7 @@ impl Client {
     ) -> impl Future<Output = Result<Transcript>> + Send + 'a {
         self.router
             .execute(Work::Transcribe(req), opts)
-            .map(|done| match done? {
-                Done::Transcript(t) => Ok(t),
-                other => Err(unexpected(&other)),
-            })
+            .map(|done| done?.into_transcript())
     }
 
     /// Per-provider counters since the client was built.
@@ -232,12 +223,6 @@ impl Client {
             .find(|e| e.adapter.id().as_str() == provider)
             .map(|e| e.limits)
     }
-}
-
-fn unexpected(done: &Done) -> Error {
-    Error::decode(format!(
-        "internal: the router returned {done:?} for another job"
-    ))
 }
 
 /// Settings of one provider added in code with [`ClientBuilder::provider`].

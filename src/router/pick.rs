@@ -121,6 +121,39 @@ pub(crate) enum Done {
     Transcript(Transcript),
 }
 
+impl Done {
+    /// A chat job's answer. The router answers each job with its own kind; anything else is
+    /// an internal error, reported rather than panicking.
+    pub(crate) fn into_chat(self) -> Result<ChatResponse> {
+        match self {
+            Done::Chat(r) => Ok(r),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    /// A streamed chat job's answer (see [`into_chat`](Self::into_chat)).
+    pub(crate) fn into_stream(self) -> Result<ChatStream> {
+        match self {
+            Done::Stream(s) => Ok(*s),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    /// A transcription job's answer (see [`into_chat`](Self::into_chat)).
+    pub(crate) fn into_transcript(self) -> Result<Transcript> {
+        match self {
+            Done::Transcript(t) => Ok(t),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    fn mismatch(&self) -> Error {
+        Error::decode(format!(
+            "internal: the router returned {self:?} for another job"
+        ))
+    }
+}
+
 /// Per-request memory of one candidate provider.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Tried {
@@ -404,5 +437,27 @@ impl Router {
                 never.unwrap_or_else(|| Error::config("no provider can serve this request")),
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ProviderId;
+
+    #[test]
+    fn an_answer_of_another_kind_is_an_internal_error_not_a_panic() {
+        let chat = || Done::Chat(ChatResponse::new(ProviderId::new("p"), "m", "secret text"));
+        let transcript = || Done::Transcript(Transcript::new(ProviderId::new("p"), "m", "words"));
+        assert_eq!(chat().into_chat().unwrap().text, "secret text");
+        assert_eq!(transcript().into_transcript().unwrap().text, "words");
+        let err = transcript().into_chat().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Decode);
+        assert!(err.to_string().contains("internal"), "{err}");
+        let err = chat().into_stream().unwrap_err();
+        assert!(err.to_string().contains("internal"), "{err}");
+        // The answer's text is not in the message (Debug shows lengths only).
+        assert!(!err.to_string().contains("secret text"), "{err}");
+        assert!(chat().into_transcript().is_err());
     }
 }
