@@ -12,7 +12,7 @@ use tracing::{field, Instrument};
 
 use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState};
 use super::options::RequestOptions;
-use super::pick::{Costs, Go, Pick, Tried};
+use super::pick::{Booked, Costs, Go, Pick, Tried};
 pub(crate) use super::pick::{Done, Job, Work};
 use super::stream::ChatStream;
 use crate::clock::Clock;
@@ -23,7 +23,7 @@ use crate::provider::{
     chat_once, chat_stream_once, transcribe_once, Credential, CredentialSource, Provider,
     RequestContext,
 };
-use crate::ratelimit::{Cost, LimitKey, LimitReport, Limiter, Permit, Tightening};
+use crate::ratelimit::{LimitKey, LimitReport, Limiter, Permit, Tightening};
 use crate::retry::{Backoff, RetryBudget};
 use crate::rng::Rng;
 use crate::stats::{Counters, Stats};
@@ -120,14 +120,6 @@ struct Stamp {
     probe: bool,
     /// When the send was decided.
     at: Instant,
-}
-
-/// What an attempt booked: reconciled with reported usage after the answer.
-#[derive(Clone, Copy)]
-struct Booked {
-    cost: Cost,
-    /// See [`input_floor`].
-    floor: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -350,8 +342,7 @@ impl Router {
                                         self.clone(),
                                         idx,
                                         key.clone(),
-                                        cost,
-                                        job.booked_floor(cost),
+                                        job.booked(cost),
                                     )))
                                 }),
                                 x.report,
@@ -383,17 +374,14 @@ impl Router {
                             attempt_span.record("status", "ok");
                             self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
                             Counters::add(&entry.counters.ok, 1);
-                            let booked = Booked {
-                                cost,
-                                floor: job.booked_floor(cost),
-                            };
+                            let booked = job.booked(cost);
                             let (done, used) =
                                 self.finish(done, attempts, entry, booked, &attempt_span);
                             if report.is_none() && used.is_none() {
                                 break 'run Ok(done);
                             }
                             break 'run self
-                                .settle(done, report.as_deref(), used, entry, &key, cost)
+                                .settle(done, report.as_deref(), used, entry, &key, booked)
                                 .await;
                         }
                         Err(e) => e,
@@ -588,21 +576,13 @@ impl Router {
         booked: Booked,
         span: &tracing::Span,
     ) -> (Done, Option<u64>) {
-        let Booked { cost, floor } = booked;
         match done {
             Done::Chat(mut r) => {
                 r.attempts = attempts;
-                let mut used = None;
-                if let Some(u) = r.usage {
+                let used = r.usage.and_then(|u| {
                     span.record("actual_tokens", u.total());
-                    Counters::add(&entry.counters.input_tokens, u.input_tokens);
-                    Counters::add(&entry.counters.output_tokens, u.output_tokens);
-                    // Nothing reserved, nothing to reconcile: the response's own headers
-                    // (if any) already set the level.
-                    if cost.tokens() > 0 {
-                        used = Some(u.input_tokens.max(floor) + u.output_tokens);
-                    }
-                }
+                    booked.spend(entry, u)
+                });
                 (Done::Chat(r), used)
             }
             Done::Transcript(mut t) => {
@@ -666,17 +646,23 @@ impl Router {
         used: Option<u64>,
         entry: &Entry,
         key: &LimitKey,
-        cost: Cost,
+        booked: Booked,
     ) -> Result<Done> {
         if let Some(report) = report {
             self.learn(entry, key, report).await?;
         }
         if let Some(used) = used {
-            if let Err(e) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                tracing::warn!(error = %e, "could not reconcile token usage");
-            }
+            self.reconcile(key, booked, used).await;
         }
         Ok(done)
+    }
+
+    /// Gives back what a booking reserved beyond `used` tokens, or charges the excess. A
+    /// store error is logged, not returned: the answer is already in hand.
+    async fn reconcile(&self, key: &LimitKey, booked: Booked, used: u64) {
+        if let Err(e) = self.limiter.reconcile(key, booked.tokens(), used).await {
+            tracing::warn!(error = %e, "could not reconcile token usage");
+        }
     }
 
     /// Called by a [`ChatStream`] when it ends: reconcile usage, or record a mid-stream error.
@@ -684,21 +670,13 @@ impl Router {
         &self,
         entry: usize,
         key: &LimitKey,
-        cost: Cost,
-        floor: u64,
+        booked: Booked,
         usage: Option<crate::types::Usage>,
         error: Option<ErrorKind>,
     ) {
         let e = &self.entries[entry];
-        if let Some(u) = usage {
-            Counters::add(&e.counters.input_tokens, u.input_tokens);
-            Counters::add(&e.counters.output_tokens, u.output_tokens);
-            if cost.tokens() > 0 {
-                let used = u.input_tokens.max(floor) + u.output_tokens;
-                if let Err(err) = self.limiter.reconcile(key, cost.tokens(), used).await {
-                    tracing::warn!(error = %err, "could not reconcile token usage");
-                }
-            }
+        if let Some(used) = usage.and_then(|u| booked.spend(e, u)) {
+            self.reconcile(key, booked, used).await;
         }
         if let Some(kind) = error {
             if kind.disposition() == Disposition::Transient {

@@ -17,7 +17,7 @@ use crate::ratelimit::{
     chat_cost_bound, estimate_chat, input_floor, Admission, Cost, LimitKey, Permit, Reservation,
 };
 use crate::stats::Counters;
-use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest, Usage};
 
 /// What one request asks for.
 #[derive(Clone, Copy, Debug)]
@@ -82,13 +82,38 @@ impl Job<'_> {
         }
     }
 
-    /// The [`input_floor`] to reconcile a booking of `cost` with: read only where tokens were
-    /// booked (it walks the prompt), 0 elsewhere.
-    pub(super) fn booked_floor(&self, cost: Cost) -> u64 {
-        match self {
+    /// What an attempt that booked `cost` has to reconcile: the [`input_floor`] is read only
+    /// where tokens were booked (it walks the prompt).
+    pub(super) fn booked(&self, cost: Cost) -> Booked {
+        let floor = match self {
             Job::Chat(r) | Job::Stream(r) if cost.tokens() > 0 => input_floor(r),
             _ => 0,
-        }
+        };
+        Booked { cost, floor }
+    }
+}
+
+/// What an attempt booked, reconciled with the usage its answer reports.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Booked {
+    cost: Cost,
+    /// See [`input_floor`].
+    floor: u64,
+}
+
+impl Booked {
+    /// Counts `usage` on `entry`'s counters and returns the tokens to reconcile the booking
+    /// with: `None` where no tokens were booked (nothing reserved, nothing to reconcile — the
+    /// response's own headers, if any, already set the level).
+    pub(super) fn spend(self, entry: &Entry, usage: Usage) -> Option<u64> {
+        Counters::add(&entry.counters.input_tokens, usage.input_tokens);
+        Counters::add(&entry.counters.output_tokens, usage.output_tokens);
+        (self.cost.tokens() > 0).then(|| usage.input_tokens.max(self.floor) + usage.output_tokens)
+    }
+
+    /// The tokens booked.
+    pub(super) fn tokens(self) -> u64 {
+        self.cost.tokens()
     }
 }
 

@@ -9,9 +9,10 @@ use std::task::{Context, Poll};
 use futures_util::Stream;
 
 use super::engine::Router;
+use super::pick::Booked;
 use crate::error::{ErrorKind, Result};
 use crate::provider::{ChunkStream, ProviderId};
-use crate::ratelimit::{Cost, LimitKey};
+use crate::ratelimit::LimitKey;
 use crate::types::{ChatChunk, Usage};
 
 /// The chunks of a streamed chat answer.
@@ -38,8 +39,7 @@ pub struct ChatStream {
     router: Arc<Router>,
     entry: usize,
     key: LimitKey,
-    cost: Cost,
-    floor: u64,
+    booked: Booked,
     attempts: u32,
     usage: Option<Usage>,
     finished: bool,
@@ -62,8 +62,7 @@ impl ChatStream {
         router: Arc<Router>,
         entry: usize,
         key: LimitKey,
-        cost: Cost,
-        floor: u64,
+        booked: Booked,
     ) -> Self {
         ChatStream {
             buffered: buffered.into(),
@@ -71,8 +70,7 @@ impl ChatStream {
             router,
             entry,
             key,
-            cost,
-            floor,
+            booked,
             attempts: 1,
             usage: None,
             finished: false,
@@ -104,19 +102,9 @@ impl ChatStream {
         }
         self.finished = true;
         let router = self.router.clone();
-        let (entry, key, cost, floor, usage) = (
-            self.entry,
-            self.key.clone(),
-            self.cost,
-            self.floor,
-            self.usage,
-        );
+        let (entry, key, booked, usage) = (self.entry, self.key.clone(), self.booked, self.usage);
         if let Ok(h) = tokio::runtime::Handle::try_current() {
-            h.spawn(async move {
-                router
-                    .stream_ended(entry, &key, cost, floor, usage, error)
-                    .await
-            });
+            h.spawn(async move { router.stream_ended(entry, &key, booked, usage, error).await });
         }
     }
 
