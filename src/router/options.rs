@@ -21,7 +21,7 @@ use crate::provider::{Credential, ProviderId};
 ///     .provider("openai");
 /// assert!(!format!("{opts:?}").contains("sk-tenant-key"));
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 #[must_use]
 pub struct RequestOptions {
     pub(crate) deadline: Option<Duration>,
@@ -31,17 +31,23 @@ pub struct RequestOptions {
 }
 
 /// The options of a call made without any, shared by every such call.
-pub(crate) static NO_OPTIONS: RequestOptions = RequestOptions {
-    deadline: None,
-    provider: None,
-    credentials: Vec::new(),
-    tenant: None,
-};
+pub(crate) static NO_OPTIONS: RequestOptions = RequestOptions::new();
+
+impl Default for RequestOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl RequestOptions {
     /// Defaults: the policy's deadline, every provider of the environment, configured keys.
-    pub fn new() -> Self {
-        Self::default()
+    pub const fn new() -> Self {
+        RequestOptions {
+            deadline: None,
+            provider: None,
+            credentials: Vec::new(),
+            tenant: None,
+        }
     }
 
     /// Longest total time for this request, waits included.
