@@ -364,47 +364,51 @@ impl Transport {
         req: HttpRequest,
         timeout: Duration,
     ) -> Result<impl Future<Output = reqwest::Result<reqwest::Response>>> {
-        let mut r = match req.body {
-            Body::Multipart(parts) => self
-                .client
-                .request(req.method, req.url)
-                .headers(req.headers)
-                .multipart(build_form(parts))
-                .build()
-                .map_err(map_err)?,
-            body => {
-                let payload = match body {
-                    Body::Json(bytes) => {
-                        Some((HeaderValue::from_static("application/json"), bytes))
-                    }
-                    Body::Bytes {
-                        bytes,
-                        content_type,
-                    } => {
-                        let ct = HeaderValue::from_str(&content_type).map_err(|_| {
-                            Error::new(
-                                ErrorKind::InvalidRequest,
-                                format!("`{content_type}` is not a valid Content-Type"),
-                            )
-                        })?;
-                        Some((ct, bytes))
-                    }
-                    // `Empty` (a multipart form went through the builder above).
-                    _ => None,
-                };
-                let mut r = reqwest::Request::new(req.method, req.url);
-                *r.headers_mut() = req.headers;
-                if let Some((content_type, bytes)) = payload {
-                    r.headers_mut().insert(CONTENT_TYPE, content_type);
-                    *r.body_mut() = Some(bytes.into());
-                }
-                r
+        let payload = match req.body {
+            Body::Multipart(parts) => {
+                let r = self
+                    .client
+                    .request(req.method, req.url)
+                    .headers(req.headers)
+                    .multipart(build_form(parts))
+                    .build()
+                    .map_err(map_err)?;
+                return Ok(self.execute(r, timeout));
+            }
+            Body::Empty => None,
+            Body::Json(bytes) => Some((HeaderValue::from_static("application/json"), bytes)),
+            Body::Bytes {
+                bytes,
+                content_type,
+            } => {
+                let ct = HeaderValue::from_str(&content_type).map_err(|_| {
+                    Error::new(
+                        ErrorKind::InvalidRequest,
+                        format!("`{content_type}` is not a valid Content-Type"),
+                    )
+                })?;
+                Some((ct, bytes))
             }
         };
+        let mut r = reqwest::Request::new(req.method, req.url);
+        *r.headers_mut() = req.headers;
+        if let Some((content_type, bytes)) = payload {
+            r.headers_mut().insert(CONTENT_TYPE, content_type);
+            *r.body_mut() = Some(bytes.into());
+        }
+        Ok(self.execute(r, timeout))
+    }
+
+    /// Hands `r` to reqwest, with `timeout` set on it unless it is the client's own.
+    fn execute(
+        &self,
+        mut r: reqwest::Request,
+        timeout: Duration,
+    ) -> impl Future<Output = reqwest::Result<reqwest::Response>> {
         if self.usual_timeout != Some(timeout) {
             *r.timeout_mut() = Some(timeout);
         }
-        Ok(self.client.execute(r))
+        self.client.execute(r)
     }
 
     /// Sends `req` and reads the whole response within `timeout`.
