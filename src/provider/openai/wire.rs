@@ -52,9 +52,9 @@ pub(super) struct StreamOptions {
     pub(super) include_usage: bool,
 }
 
-/// A `chat.completion` object (and the `{"error": …}` some proxies send with a 200).
-/// `chat.completion`. The `id` (kept only when no request-id header came) and each choice's
-/// `finish_reason` (mapped to an enum) are borrowed from the body, not allocated.
+/// A `chat.completion` object (and the `{"error": …}` some proxies send with a 200). The
+/// `id` (kept only when no request-id header came) and each choice's `finish_reason` (mapped
+/// to an enum) are borrowed from the body, not allocated.
 #[derive(Debug, Deserialize)]
 pub(super) struct ChatCompletion<'a> {
     #[serde(borrow)]
