@@ -139,8 +139,14 @@ fn prompt() -> ChatRequest {
         .stop("\n\n")
 }
 
+/// A valid WAV header, then patterned samples (not silence): an upload that reorders, drops
+/// or zeroes bytes does not compare equal.
 fn wav() -> Vec<u8> {
-    emulator::text::silent_wav(0.1)
+    let mut v = emulator::text::silent_wav(0.1);
+    for (i, b) in v[44..].iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    v
 }
 
 #[path = "adapter_openai/audio.rs"]

@@ -439,8 +439,12 @@ async fn a_concurrency_limit_refuses_requests_in_flight() {
     let (a, b) = tokio::join!(
         deepgram_listen(&emu, "deepgram", "", wav(0.5)).send(),
         async {
-            // Sent once the first one holds the provider's only slot.
+            // Sent once the first one holds the provider's only slot (bounded: a first
+            // request that never takes it fails the test instead of hanging it).
+            let mut turns = 0u32;
             while emu.in_flight("deepgram") == 0 {
+                turns += 1;
+                assert!(turns < 1_000_000, "the first request never took the slot");
                 tokio::task::yield_now().await;
             }
             deepgram_listen(&emu, "deepgram", "", wav(0.5)).send().await
