@@ -17,11 +17,11 @@ use crate::error::{Error, Result};
 use crate::http::{Transport, TransportOptions};
 use crate::provider::{Capability, Credential, Provider, ProviderId};
 use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
-use crate::retry::{Backoff, RetryBudget};
+use crate::retry::{Backoff, RetryBudget, SharedBudget};
 use crate::rng::{Rng, SeededRng};
 use crate::router::engine::{Entry, Router, Settings, Work};
 use crate::router::options::NO_OPTIONS;
-use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions};
+use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions, SharedBreaker};
 use crate::stats::{Counters, Stats};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
@@ -545,10 +545,11 @@ impl ClientBuilder {
                 credential: s.credential,
                 counters: Counters::default(),
                 token_limits_seen: std::sync::atomic::AtomicBool::new(false),
-                breaker: Mutex::new(Breaker::new(settings.breaker)),
+                breaker: SharedBreaker::new(Breaker::new(settings.breaker)),
                 limiter_engaged: std::sync::atomic::AtomicBool::new(false),
             })
             .collect();
+        let budget = SharedBudget::new(RetryBudget::new(policy.retry_budget, 10), clock.now());
         let router = Router {
             entries,
             chat,
@@ -558,7 +559,7 @@ impl ClientBuilder {
             transport,
             clock,
             rng,
-            budget: Mutex::new(RetryBudget::new(policy.retry_budget, 10)),
+            budget,
             tenant_breakers: Mutex::new(HashMap::new()),
             breaker_seq: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),

@@ -47,6 +47,7 @@ pub mod retry;
 pub mod rng;
 pub mod router;
 pub mod stats;
+mod striped;
 pub mod types;
 
 pub use client::{Client, ClientBuilder, ProviderSettings};

@@ -1,9 +1,13 @@
 //! A retry budget: retries may add at most a fraction of recent first attempts.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::striped::Striped;
 
 /// Tracks first attempts and retries over a sliding window (ten one-second slots).
 ///
@@ -72,7 +76,14 @@ impl RetryBudget {
 
     /// Records a first attempt.
     pub fn deposit(&mut self, now: Instant) {
-        self.current(now).1 += 1;
+        self.deposit_many(now, 1);
+    }
+
+    /// Records `n` first attempts.
+    pub fn deposit_many(&mut self, now: Instant, n: u64) {
+        if n > 0 {
+            self.current(now).1 += n;
+        }
     }
 
     /// Asks for one retry; records it and returns true when the budget allows it.
@@ -89,6 +100,66 @@ impl RetryBudget {
         } else {
             false
         }
+    }
+}
+
+/// The router's budget, shared by every request. A first attempt is counted in the calling
+/// thread's stripe and handed over to the budget with the others of its one-second slot: by
+/// the first attempt of the next slot, or before a retry asks for budget. A request that is
+/// answered at once takes no lock (and two threads' requests pass no lock's cache line back
+/// and forth). Handed-over attempts are booked at the time of the previous hand-over, in the
+/// slot they were made in (give or take the attempts racing a hand-over).
+#[derive(Debug)]
+pub(crate) struct SharedBudget {
+    /// The budget, and when attempts were last handed over.
+    inner: Mutex<(RetryBudget, Option<Instant>)>,
+    /// First attempts not handed over yet.
+    pending: Striped<AtomicU64>,
+    /// Slot (whole seconds since `epoch`) of the last hand-over; `u64::MAX` before the first.
+    synced: AtomicU64,
+    epoch: Instant,
+}
+
+impl SharedBudget {
+    pub(crate) fn new(budget: RetryBudget, epoch: Instant) -> Self {
+        SharedBudget {
+            inner: Mutex::new((budget, None)),
+            pending: Striped::default(),
+            synced: AtomicU64::new(u64::MAX),
+            epoch,
+        }
+    }
+
+    /// Records a first attempt.
+    pub(crate) fn deposit(&self, now: Instant) {
+        self.pending.here().fetch_add(1, Relaxed);
+        let slot = now.saturating_duration_since(self.epoch).as_secs();
+        if self.synced.load(Relaxed) != slot {
+            let mut inner = self.lock();
+            Self::hand_over(&mut inner, &self.pending, now);
+            inner.1 = Some(now);
+            self.synced.store(slot, Relaxed);
+        }
+    }
+
+    /// Asks for one retry (see [`RetryBudget::withdraw`]), every first attempt counted.
+    pub(crate) fn withdraw(&self, now: Instant) -> bool {
+        let mut inner = self.lock();
+        Self::hand_over(&mut inner, &self.pending, now);
+        inner.0.withdraw(now)
+    }
+
+    fn hand_over(
+        inner: &mut (RetryBudget, Option<Instant>),
+        pending: &Striped<AtomicU64>,
+        now: Instant,
+    ) {
+        let n = pending.iter().map(|a| a.swap(0, Relaxed)).sum();
+        inner.0.deposit_many(inner.1.unwrap_or(now), n);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (RetryBudget, Option<Instant>)> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -126,5 +197,48 @@ mod tests {
         let mut b = RetryBudget::new(0.0, 0);
         b.deposit(t0);
         assert!(!b.withdraw(t0));
+    }
+
+    #[test]
+    fn the_shared_budget_counts_every_threads_first_attempts_before_a_retry() {
+        let t0 = Instant::now();
+        let shared = std::sync::Arc::new(SharedBudget::new(RetryBudget::new(0.5, 0), t0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = shared.clone();
+                std::thread::spawn(move || {
+                    for i in 0..5 {
+                        s.deposit(t0 + Duration::from_millis(i * 10));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("a thread");
+        }
+        // 20 first attempts in one slot, most of them still in their threads' stripes: a
+        // retry counts them all, so 10 retries are allowed and the 11th is not.
+        let now = t0 + Duration::from_millis(100);
+        for _ in 0..10 {
+            assert!(shared.withdraw(now));
+        }
+        assert!(!shared.withdraw(now));
+    }
+
+    #[test]
+    fn the_shared_budget_books_attempts_in_their_slot_so_they_still_leave_the_window() {
+        let t0 = Instant::now();
+        let shared = SharedBudget::new(RetryBudget::new(1.0, 0), t0);
+        // The first hands itself over; the next nine wait in a stripe.
+        for i in 0..10 {
+            shared.deposit(t0 + Duration::from_millis(i * 50));
+        }
+        // Twelve seconds later they are older than the window, though handed over only now.
+        let later = t0 + Duration::from_secs(12);
+        assert!(!shared.withdraw(later));
+        // A first attempt of a new slot hands over at once and is counted.
+        shared.deposit(later);
+        assert!(shared.withdraw(later));
+        assert!(!shared.withdraw(later));
     }
 }

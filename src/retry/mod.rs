@@ -21,3 +21,4 @@ mod budget;
 
 pub use backoff::{Backoff, InvalidBackoff};
 pub use budget::RetryBudget;
+pub(crate) use budget::SharedBudget;

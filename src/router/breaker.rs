@@ -17,6 +17,8 @@
 //! * At `until` the breaker lets exactly one probe through; its success closes the breaker,
 //!   its failure reopens it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -86,6 +88,13 @@ impl Breaker {
             trips: 0,
             open_until: None,
         }
+    }
+
+    /// Closed with no failure counted: the state every request of a healthy provider finds,
+    /// and which nothing but a failure changes (`acquire` answers `Yes` and `on_success` of a
+    /// non-probe leaves it as it is). Independent of time.
+    pub fn is_calm(&self) -> bool {
+        self.state == BreakerState::Closed { failures: 0 }
     }
 
     /// The state at `now` (an expired Open reads as HalfOpen).
@@ -215,6 +224,43 @@ impl Breaker {
     }
 }
 
+/// A breaker under its lock, with whether it is calm ([`Breaker::is_calm`]: closed, no
+/// failure counted) readable without the lock. That is the state every request of a healthy
+/// provider finds and leaves unchanged, so those requests only read the flag: two threads'
+/// requests do not pass the lock's cache line back and forth three times each. Anything else
+/// takes the lock; the flag is rewritten, under it, only when it flips.
+#[derive(Debug)]
+pub(crate) struct SharedBreaker {
+    calm: AtomicBool,
+    inner: Mutex<Breaker>,
+}
+
+impl SharedBreaker {
+    pub(crate) fn new(breaker: Breaker) -> Self {
+        SharedBreaker {
+            calm: AtomicBool::new(breaker.is_calm()),
+            inner: Mutex::new(breaker),
+        }
+    }
+
+    /// Calm as of the last change. A transition that happens after this read is ordered after
+    /// the request that read it, exactly as if that request had taken the lock first.
+    pub(crate) fn is_calm(&self) -> bool {
+        self.calm.load(Ordering::Acquire)
+    }
+
+    /// Applies `f` under the lock, then brings the flag up to date.
+    pub(crate) fn update<T>(&self, f: impl FnOnce(&mut Breaker) -> T) -> T {
+        let mut breaker = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let out = f(&mut breaker);
+        let calm = breaker.is_calm();
+        if calm != self.calm.load(Ordering::Relaxed) {
+            self.calm.store(calm, Ordering::Release);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,5 +365,27 @@ mod tests {
         assert_eq!(b.acquire(t1), Allow::Probe);
         b.release_probe();
         assert_eq!(b.acquire(t1), Allow::Probe);
+    }
+
+    #[test]
+    fn a_shared_breaker_is_calm_exactly_while_closed_with_no_failure() {
+        let t0 = Instant::now();
+        let b = SharedBreaker::new(Breaker::new(settings(2)));
+        assert!(b.is_calm());
+        // One transient failure: still closed, but no longer calm (the count must be reset).
+        assert!(!b.update(|b| b.on_transient(t0)));
+        assert!(!b.is_calm());
+        b.update(|b| b.on_success(false));
+        assert!(b.is_calm());
+        // Opened by a 429: not calm while open, nor while half-open.
+        assert!(b.update(|b| b.open_until(t0 + Duration::from_secs(30), t0)));
+        assert!(!b.is_calm());
+        let later = t0 + Duration::from_secs(31);
+        assert_eq!(b.update(|b| b.acquire(later)), Allow::Probe);
+        assert!(!b.is_calm());
+        // The probe's success closes it: calm again.
+        b.update(|b| b.on_success(true));
+        assert!(b.is_calm());
+        assert_eq!(b.update(|b| b.acquire(later)), Allow::Yes);
     }
 }

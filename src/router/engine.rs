@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 use tracing::{field, Instrument};
 
-use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState};
+use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState, SharedBreaker};
 use super::options::RequestOptions;
 use super::pick::{Booked, Costs, Go, Pick, Tried};
 pub(crate) use super::pick::{Done, Job, Work};
@@ -24,7 +24,7 @@ use crate::provider::{
     RequestContext,
 };
 use crate::ratelimit::{LimitKey, LimitReport, Limiter, Permit, Tightening};
-use crate::retry::{Backoff, RetryBudget};
+use crate::retry::{Backoff, SharedBudget};
 use crate::rng::Rng;
 use crate::stats::{Counters, Stats};
 use crate::types::ChatChunk;
@@ -46,8 +46,8 @@ pub(crate) struct Entry {
     /// are priced in tokens even where no token limit is configured.
     pub(crate) token_limits_seen: AtomicBool,
     /// The breaker of the configured account (tenants' accounts are in
-    /// [`Router::tenant_breakers`]): one lock, no map lookup, on every request.
-    pub(crate) breaker: Mutex<Breaker>,
+    /// [`Router::tenant_breakers`]): no map lookup, and no lock while it is calm.
+    pub(crate) breaker: SharedBreaker,
     /// Set before anything of this provider reaches the limiter store (a report, a 429):
     /// until then, with nothing configured, admission needs no booking.
     pub(crate) limiter_engaged: AtomicBool,
@@ -103,7 +103,7 @@ pub(crate) struct Router {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) rng: Arc<dyn Rng>,
     pub(crate) settings: Settings,
-    pub(crate) budget: Mutex<RetryBudget>,
+    pub(crate) budget: SharedBudget,
     /// Breakers of per-request accounts (a tenant's own key), created on first use.
     pub(crate) tenant_breakers: Mutex<HashMap<BreakerKey, Breaker>>,
     /// Orders breaker verdicts and transitions in the trace.
@@ -138,7 +138,7 @@ impl Router {
         f: impl FnOnce(&mut Breaker) -> T,
     ) -> T {
         match account {
-            None => f(&mut lock(&self.entries[entry].breaker)),
+            None => self.entries[entry].breaker.update(f),
             Some(account) => {
                 let mut map = lock(&self.tenant_breakers);
                 let b = map
@@ -167,7 +167,7 @@ impl Router {
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        self.attempt_loop(work, opts, span.clone()).instrument(span)
+        Box::pin(self.attempt_loop(work, opts, span.clone()).instrument(span))
     }
 
     /// The loop itself. Records on `span` how many requests were sent and the outcome, and
@@ -200,7 +200,7 @@ impl Router {
                 let mut errors: Vec<Error> = Vec::new();
                 let mut previous: Option<usize> = None;
                 let mut costs = Costs::default();
-                lock(&self.budget).deposit(started);
+                self.budget.deposit(started);
                 // The first pass reads no clock again: `started` is its now.
                 let mut first_now = Some(started);
 
@@ -266,7 +266,7 @@ impl Router {
                         p.ready().await;
                     }
                     if !admission_wait.is_zero() {
-                        entry.counters.add_wait(admission_wait);
+                        entry.counters.here().add_wait(admission_wait);
                     }
                     let attempt_no = attempts + 1;
 
@@ -357,10 +357,10 @@ impl Router {
                         }
                         attempts = attempt_no;
                         if let Some(prev) = previous.filter(|p| *p != idx) {
-                            Counters::add(&self.entries[prev].counters.failovers, 1);
+                            Counters::add(&self.entries[prev].counters.here().failovers, 1);
                         }
                         previous = Some(idx);
-                        Counters::add(&entry.counters.sent, 1);
+                        Counters::add(&entry.counters.here().sent, 1);
                         pricing.record(entry);
                     } else {
                         // Could not even be built: nothing went out, the slot goes back.
@@ -372,8 +372,8 @@ impl Router {
                     let err = match result {
                         Ok(done) => {
                             attempt_span.record("status", "ok");
-                            self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
-                            Counters::add(&entry.counters.ok, 1);
+                            self.on_success(idx, &key.account, stamp.probe);
+                            Counters::add(&entry.counters.here().ok, 1);
                             let booked = job.booked(cost);
                             let (done, used) =
                                 self.finish(done, attempts, entry, booked, &attempt_span);
@@ -406,17 +406,17 @@ impl Router {
                     tried[slot].failures += 1;
                     match err.disposition() {
                         Disposition::Terminal => {
-                            Counters::add(&entry.counters.terminal, 1);
+                            Counters::add(&entry.counters.here().terminal, 1);
                             if err.status().is_some() {
                                 // The provider answered: it is up, whatever it thought of the request.
-                                self.with_breaker(idx, &key.account, |b| b.on_success(stamp.probe));
+                                self.on_success(idx, &key.account, stamp.probe);
                             } else {
                                 self.with_breaker(idx, &key.account, Breaker::release_probe);
                             }
                             break 'run Err(explain_auth(err, credential));
                         }
                         Disposition::RateLimited => {
-                            Counters::add(&entry.counters.rate_limited, 1);
+                            Counters::add(&entry.counters.here().rate_limited, 1);
                             let delay =
                                 stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
                                     self.settings.backoff.delay(failures, self.rng.as_ref())
@@ -432,7 +432,7 @@ impl Router {
                             }
                             if self.transition(idx, &key.account, |b, now| b.open_until(until, now))
                             {
-                                Counters::add(&entry.counters.breaker_opens, 1);
+                                Counters::add(&entry.counters.here().breaker_opens, 1);
                             }
                             if delay > policy.max_retry_after {
                                 tracing::info!(
@@ -443,27 +443,26 @@ impl Router {
                             }
                         }
                         Disposition::QuotaExhausted => {
-                            Counters::add(&entry.counters.quota_exhausted, 1);
+                            Counters::add(&entry.counters.here().quota_exhausted, 1);
                             let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
                             if self.transition(idx, &key.account, |b, now| b.open_until(until, now))
                             {
-                                Counters::add(&entry.counters.breaker_opens, 1);
+                                Counters::add(&entry.counters.here().breaker_opens, 1);
                             }
                         }
                         Disposition::Transient => {
-                            Counters::add(&entry.counters.transient, 1);
+                            Counters::add(&entry.counters.here().transient, 1);
                             if err.status().is_some_and(|s| s >= 500) {
-                                Counters::add(&entry.counters.server_errors, 1);
+                                Counters::add(&entry.counters.here().server_errors, 1);
                             }
                             if self.transition(idx, &key.account, |b, now| b.on_transient(now)) {
-                                Counters::add(&entry.counters.breaker_opens, 1);
+                                Counters::add(&entry.counters.here().breaker_opens, 1);
                             }
                             tried[slot].ready_at = Some(
                                 now + self.settings.backoff.delay(failures, self.rng.as_ref()),
                             );
                             errors.push(err);
-                            if attempts >= policy.max_attempts || !lock(&self.budget).withdraw(now)
-                            {
+                            if attempts >= policy.max_attempts || !self.budget.withdraw(now) {
                                 break 'run Err(Error::all_failed(errors));
                             }
                             continue;
@@ -491,6 +490,16 @@ impl Router {
     /// and the wall-clock time are taken only when that trace is enabled).
     fn claim(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) -> Option<Stamp> {
         let traced = tracing::enabled!(target: "llm_failover::send", tracing::Level::DEBUG);
+        // A calm breaker answers `Yes` and stays as it is: no lock. (Traced sends take the
+        // lock: their sequence numbers order them against the breaker's openings.)
+        if !probe && !traced && account.is_none() && self.entries[idx].breaker.is_calm() {
+            return Some(Stamp {
+                seq: 0,
+                wall_ms: 0,
+                probe: false,
+                at: self.clock.now(),
+            });
+        }
         self.with_breaker(idx, account, |b| {
             let at = self.clock.now();
             let probe = if probe {
@@ -527,6 +536,14 @@ impl Router {
                 at,
             })
         })
+    }
+
+    /// A request to `idx` was answered. Nothing to do for a non-probe of a calm breaker (it
+    /// stays closed with no failure): that common case takes no lock.
+    fn on_success(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) {
+        if probe || account.is_some() || !self.entries[idx].breaker.is_calm() {
+            self.with_breaker(idx, account, |b| b.on_success(probe));
+        }
     }
 
     /// Applies `f` to a breaker under its lock, then reports where the breaker stands if it is
@@ -680,9 +697,9 @@ impl Router {
         }
         if let Some(kind) = error {
             if kind.disposition() == Disposition::Transient {
-                Counters::add(&e.counters.transient, 1);
+                Counters::add(&e.counters.here().transient, 1);
                 if self.transition(entry, &key.account, |b, now| b.on_transient(now)) {
-                    Counters::add(&e.counters.breaker_opens, 1);
+                    Counters::add(&e.counters.here().breaker_opens, 1);
                 }
             }
         }

@@ -55,6 +55,7 @@ pub(crate) mod options;
 mod pick;
 mod stream;
 
+pub(crate) use breaker::SharedBreaker;
 pub use breaker::{Allow, Breaker, BreakerSettings, BreakerState};
 pub use options::RequestOptions;
 pub use stream::ChatStream;

@@ -106,8 +106,8 @@ impl Booked {
     /// with: `None` where no tokens were booked (nothing reserved, nothing to reconcile — the
     /// response's own headers, if any, already set the level).
     pub(super) fn spend(self, entry: &Entry, usage: Usage) -> Option<u64> {
-        Counters::add(&entry.counters.input_tokens, usage.input_tokens);
-        Counters::add(&entry.counters.output_tokens, usage.output_tokens);
+        Counters::add(&entry.counters.here().input_tokens, usage.input_tokens);
+        Counters::add(&entry.counters.here().output_tokens, usage.output_tokens);
         (self.cost.tokens() > 0).then(|| usage.input_tokens.max(self.floor) + usage.output_tokens)
     }
 
@@ -202,8 +202,8 @@ impl Pricing {
     pub(super) fn record(self, entry: &Entry) {
         match self {
             Pricing::Requests => {}
-            Pricing::Bound => Counters::add(&entry.counters.priced_by_bound, 1),
-            Pricing::Count => Counters::add(&entry.counters.priced_by_count, 1),
+            Pricing::Bound => Counters::add(&entry.counters.here().priced_by_bound, 1),
+            Pricing::Count => Counters::add(&entry.counters.here().priced_by_count, 1),
         }
     }
 }
@@ -379,7 +379,12 @@ impl Router {
                     continue;
                 }
                 let account = opts.account_for(id);
-                let allow = self.with_breaker(idx, &account, |b| b.acquire(now));
+                // A calm breaker allows and is left as it is (see `SharedBreaker`).
+                let allow = if account.is_none() && entry.breaker.is_calm() {
+                    Allow::Yes
+                } else {
+                    self.with_breaker(idx, &account, |b| b.acquire(now))
+                };
                 match allow {
                     Allow::No(until) => {
                         sooner(until);
