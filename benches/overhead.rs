@@ -16,6 +16,9 @@
 //! # Knobs: B2_ROUNDS, B2_SEGMENT_MS, B2_WARMUP_MS, B2_CLIENT_THREADS (client runtime workers, 2).
 //! # A/A control: a second raw client in the SDK's place, to read this method's noise floor.
 //! B2_AA=1 cargo bench --bench overhead
+//! # Where the overhead lives: a third client, the SDK's OpenAI adapter and transport called
+//! # directly (build the request, send, read the limit headers, parse) without the router.
+//! B2_LAYERS=1 cargo bench --bench overhead
 //! ```
 
 mod common;
@@ -28,7 +31,10 @@ use common::prompts::MODEL;
 use common::wire::{WireMessage, WireRequest, WireResponse};
 use common::{f, median, Table};
 use emulator::Emulator;
+use llm_failover::clock::{Clock, TokioClock};
+use llm_failover::http::{Transport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
+use llm_failover::provider::{Provider, RequestContext};
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
 use serde_json::json;
 
@@ -51,6 +57,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 enum Side {
     Raw,
     Sdk,
+    /// `B2_LAYERS`: the SDK's adapter and transport without the router.
+    Layers,
 }
 
 impl Side {
@@ -58,8 +66,17 @@ impl Side {
         match self {
             Side::Raw => "raw reqwest",
             Side::Sdk => "llm-failover",
+            Side::Layers => "adapter + transport, no router",
         }
     }
+}
+
+/// The SDK's layers below the router, called directly.
+#[derive(Clone)]
+struct Layers {
+    adapter: Arc<OpenAi>,
+    transport: Transport,
+    credential: Credential,
 }
 
 #[derive(Clone)]
@@ -71,6 +88,7 @@ struct Clients {
     control: Option<reqwest::Client>,
     url: Arc<str>,
     key: Arc<str>,
+    layers: Layers,
 }
 
 impl Clients {
@@ -86,7 +104,34 @@ impl Clients {
                     .max_tokens(MAX_TOKENS);
                 self.sdk.chat(req).await.is_ok_and(|r| !r.text.is_empty())
             }
+            (Side::Layers, _) => self.layers().await,
         }
+    }
+
+    /// What one successful attempt does below the router: the adapter builds the request,
+    /// the transport sends it and reads the answer, the adapter reads the limit headers and
+    /// parses the body. No order, breaker, admission, retry budget, counters or spans.
+    async fn layers(&self) -> bool {
+        let Layers {
+            adapter,
+            transport,
+            credential,
+        } = &self.layers;
+        let req = ChatRequest::new()
+            .system(SYSTEM)
+            .user(PROMPT)
+            .max_tokens(MAX_TOKENS);
+        let ctx = RequestContext::new(MODEL, Some(credential));
+        let Ok(http) = adapter.chat_request(&req, &ctx) else {
+            return false;
+        };
+        let Ok(raw) = transport.send(http, TIMEOUT).await else {
+            return false;
+        };
+        std::hint::black_box(adapter.limit_report(&raw.headers, TokioClock.both()));
+        adapter
+            .chat_response(raw, MODEL)
+            .is_ok_and(|r| !r.text.is_empty())
     }
 
     /// One request from a raw reqwest client.
@@ -204,13 +249,31 @@ fn main() {
             control: std::env::var_os("B2_AA").map(|_| raw()),
             url: format!("{base}/chat/completions").into(),
             key: emu.key("openai").into(),
+            layers: {
+                // The transport as the client builds it: the usual timeout on the client.
+                let mut opts = TransportOptions::default();
+                opts.connect_timeout = CONNECT_TIMEOUT;
+                opts.usual_timeout = Some(TIMEOUT);
+                Layers {
+                    adapter: Arc::new(
+                        OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
+                            .with_chat_model(MODEL),
+                    ),
+                    transport: Transport::new(&opts).expect("the transport builds"),
+                    credential: Credential::new(emu.key("openai")),
+                }
+            },
         }
     });
 
     // Profiling mode: a fixed number of requests from one client (`B2_PROFILE_CONCURRENCY`
     // loops, default 1), no table.
     if let Ok(only) = std::env::var("B2_ONLY") {
-        let side = if only == "raw" { Side::Raw } else { Side::Sdk };
+        let side = match only.as_str() {
+            "raw" => Side::Raw,
+            "layers" => Side::Layers,
+            _ => Side::Sdk,
+        };
         let n: u64 = common::env_or("B2_REQUESTS", 2_000);
         let loops: u64 = common::env_or("B2_PROFILE_CONCURRENCY", 1);
         let ok = client_rt.block_on(async {
@@ -235,32 +298,37 @@ fn main() {
         return;
     }
 
+    let layers = std::env::var_os("B2_LAYERS").is_some();
+    let sides: &[Side] = if layers {
+        &[Side::Raw, Side::Sdk, Side::Layers]
+    } else {
+        &[Side::Raw, Side::Sdk]
+    };
     for &level in &LEVELS {
-        for side in [Side::Raw, Side::Sdk] {
+        for &side in sides {
             client_rt.block_on(segment(&clients, side, level, warmup));
         }
     }
     // (level, side) → per segment: requests/s, client CPU µs and process CPU µs per request.
-    let mut rps: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
-    let mut cpu_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
-    let mut all_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; LEVELS.len()];
+    let mut runs: Vec<Vec<Runs>> = vec![vec![Runs::default(); 3]; LEVELS.len()];
     let mut failures = 0;
     for round in 0..rounds {
         for (li, &level) in LEVELS.iter().enumerate() {
-            // ABBA across rounds: raw first on even rounds, SDK first on odd ones.
-            let order = if round % 2 == 0 {
-                [Side::Raw, Side::Sdk]
-            } else {
-                [Side::Sdk, Side::Raw]
-            };
+            // Every side first in turn, and the order reversed every other round (ABBA for
+            // two sides).
+            let mut order = sides.to_vec();
+            order.rotate_left(round / 2 % sides.len());
+            if round % 2 == 1 {
+                order.reverse();
+            }
             for side in order {
                 let m = client_rt.block_on(segment(&clients, side, level, segment_len));
                 failures += m.failed;
-                let si = side as usize;
                 let per = |d: Duration| d.as_secs_f64() * 1e6 / m.ok.max(1) as f64;
-                rps[li][si].push(m.ok as f64 / m.wall.as_secs_f64());
-                cpu_us[li][si].push(per(m.client_cpu));
-                all_us[li][si].push(per(m.process_cpu));
+                let r = &mut runs[li][side as usize];
+                r.rps.push(m.ok as f64 / m.wall.as_secs_f64());
+                r.cpu_us.push(per(m.client_cpu));
+                r.all_us.push(per(m.process_cpu));
             }
         }
     }
@@ -275,35 +343,64 @@ fn main() {
     if aa {
         println!("A/A CONTROL (B2_AA): the \"SDK\" columns are a second raw reqwest client");
     }
+    let (table, rows) = compare(&runs, Side::Raw, Side::Sdk, "raw", "SDK");
+    table.print();
+    let mut record = json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "aa_control": aa, "levels": rows});
+    if layers {
+        println!("\nthe SDK's adapter and transport without the router (\"layers\"), against raw reqwest:");
+        let (table, below) = compare(&runs, Side::Raw, Side::Layers, "raw", "layers");
+        table.print();
+        println!("\nthe whole SDK against its layers without the router (what the router costs):");
+        let (table, router) = compare(&runs, Side::Layers, Side::Sdk, "layers", "SDK");
+        table.print();
+        record["layers_vs_raw"] = json!(below);
+        record["sdk_vs_layers"] = json!(router);
+    }
+    common::record("overhead", &machine, record);
+}
+
+/// What the segments of one side at one level measured.
+#[derive(Clone, Default)]
+struct Runs {
+    rps: Vec<f64>,
+    cpu_us: Vec<f64>,
+    all_us: Vec<f64>,
+}
+
+/// `other` against `base` at each level: a table and its JSON rows.
+fn compare(
+    runs: &[Vec<Runs>],
+    base: Side,
+    other: Side,
+    b: &str,
+    o: &str,
+) -> (Table, Vec<serde_json::Value>) {
     let mut t = Table::new([
-        "concurrency",
-        "raw req/s",
-        "SDK req/s",
-        "ratio SDK/raw",
-        "added µs/req (wall)",
-        "raw client CPU µs/req",
-        "SDK client CPU µs/req",
-        "added CPU µs/req",
-        "process CPU µs/req raw/SDK",
-        "CPU ratio",
-        "ratio range",
+        "concurrency".to_owned(),
+        format!("{b} req/s"),
+        format!("{o} req/s"),
+        format!("ratio {o}/{b}"),
+        "added µs/req (wall)".to_owned(),
+        format!("{b} client CPU µs/req"),
+        format!("{o} client CPU µs/req"),
+        "added CPU µs/req".to_owned(),
+        format!("process CPU µs/req {b}/{o}"),
+        "CPU ratio".to_owned(),
+        "ratio range".to_owned(),
     ]);
     let mut rows = Vec::new();
     for (li, &level) in LEVELS.iter().enumerate() {
-        let (raw, sdk) = (median(&rps[li][0]), median(&rps[li][1]));
-        let ratios: Vec<f64> = rps[li][0]
-            .iter()
-            .zip(&rps[li][1])
-            .map(|(r, s)| s / r)
-            .collect();
+        let (x, y) = (&runs[li][base as usize], &runs[li][other as usize]);
+        let (raw, sdk) = (median(&x.rps), median(&y.rps));
+        let ratios: Vec<f64> = x.rps.iter().zip(&y.rps).map(|(r, s)| s / r).collect();
         let ratio = median(&ratios);
         // At concurrency 1 this is the latency added to each request; at 64, the machine time
         // added per request (the run is CPU-bound on two cores).
         let added_wall = (1.0 / sdk - 1.0 / raw) * 1e6;
-        let (raw_cpu, sdk_cpu) = (median(&cpu_us[li][0]), median(&cpu_us[li][1]));
-        // Requests per CPU-second of the whole process, SDK over raw: the throughput ratio a
-        // CPU-bound run would show, and much less sensitive to other processes than wall time.
-        let (raw_all, sdk_all) = (median(&all_us[li][0]), median(&all_us[li][1]));
+        let (raw_cpu, sdk_cpu) = (median(&x.cpu_us), median(&y.cpu_us));
+        // Requests per CPU-second of the whole process, other over base: the throughput ratio
+        // a CPU-bound run would show, and much less sensitive to other processes than wall time.
+        let (raw_all, sdk_all) = (median(&x.all_us), median(&y.all_us));
         let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         t.row([
@@ -323,13 +420,8 @@ fn main() {
             "concurrency": level, "raw_rps": raw, "sdk_rps": sdk, "ratio": ratio,
             "ratios": ratios, "added_us_wall": added_wall, "raw_cpu_us": raw_cpu,
             "sdk_cpu_us": sdk_cpu, "raw_process_cpu_us": raw_all,
-            "sdk_process_cpu_us": sdk_all, "cpu_ratio": raw_all / sdk_all, "raw_rps_runs": rps[li][0], "sdk_rps_runs": rps[li][1],
+            "sdk_process_cpu_us": sdk_all, "cpu_ratio": raw_all / sdk_all, "raw_rps_runs": x.rps, "sdk_rps_runs": y.rps,
         }));
     }
-    t.print();
-    common::record(
-        "overhead",
-        &machine,
-        json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "aa_control": aa, "levels": rows}),
-    );
+    (t, rows)
 }
