@@ -20,8 +20,8 @@ use crate::config::{Limits, Policy};
 use crate::error::{Disposition, Error, ErrorKind, Result};
 use crate::http::Transport;
 use crate::provider::{
-    chat_once, chat_stream_once, transcribe_once, Credential, CredentialSource, Provider,
-    RequestContext,
+    chat_once, chat_stream_once, transcribe_once, Capability, Credential, CredentialSource,
+    Provider, RequestContext,
 };
 use crate::ratelimit::{LimitKey, LimitReport, Limiter, Permit, Tightening};
 use crate::retry::{Backoff, SharedBudget};
@@ -51,9 +51,30 @@ pub(crate) struct Entry {
     /// Set before anything of this provider reaches the limiter store (a report, a 429):
     /// until then, with nothing configured, admission needs no booking.
     pub(crate) limiter_engaged: AtomicBool,
+    /// The limit key of the adapter's default model for each capability (chat,
+    /// transcription) and the configured account: what most requests are keyed by, lent
+    /// rather than built (no allocation, no shared reference count touched) per request.
+    pub(crate) default_keys: [Option<LimitKey>; 2],
 }
 
 impl Entry {
+    /// The default keys of `adapter` (see [`Entry::default_keys`]).
+    pub(crate) fn default_keys(adapter: &dyn Provider) -> [Option<LimitKey>; 2] {
+        [Capability::Chat, Capability::Transcription].map(|c| {
+            adapter
+                .default_model(c)
+                .map(|m| LimitKey::new(adapter.id().clone(), m))
+        })
+    }
+
+    pub(super) fn default_key(&self, capability: Capability) -> Option<&LimitKey> {
+        let i = match capability {
+            Capability::Chat => 0,
+            Capability::Transcription => 1,
+        };
+        self.default_keys[i].as_ref()
+    }
+
     pub(super) fn limits_for(&self, model: &str) -> Limits {
         self.model_limits.get(model).copied().unwrap_or(self.limits)
     }
@@ -341,7 +362,7 @@ impl Router {
                                         rest,
                                         self.clone(),
                                         idx,
-                                        key.clone(),
+                                        key.clone().into_owned(),
                                         job.booked(cost),
                                     )))
                                 }),

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -209,11 +210,11 @@ impl Pricing {
 }
 
 /// A provider chosen and admitted for the next attempt.
-pub(super) struct Go {
+pub(super) struct Go<'a> {
     pub(super) slot: usize,
     pub(super) entry: usize,
     /// The provider, model (`key.model`) and account.
-    pub(super) key: LimitKey,
+    pub(super) key: Cow<'a, LimitKey>,
     pub(super) cost: Cost,
     pub(super) pricing: Pricing,
     /// `None`: admitted without a booking (see [`Router::admits_freely`]).
@@ -223,8 +224,8 @@ pub(super) struct Go {
     pub(super) probe: bool,
 }
 
-pub(super) enum Pick {
-    Go(Box<Go>),
+pub(super) enum Pick<'a> {
+    Go(Box<Go<'a>>),
     /// Nothing can start now; something might at this instant.
     Wait(Instant),
     /// Nothing can ever serve this request.
@@ -252,6 +253,28 @@ impl Router {
             return Err(Error::unsupported(pin, &cap.to_string()));
         }
         Ok(Cow::Owned(vec![idx]))
+    }
+
+    /// The limit key of `job` on `entry` for `account`: the entry's own for its default
+    /// model and the configured account (lent: no allocation, no shared count touched),
+    /// otherwise a new one.
+    fn key_for<'e>(
+        &self,
+        entry: &'e Entry,
+        job: &Job<'_>,
+        account: &Option<Arc<str>>,
+    ) -> Result<Cow<'e, LimitKey>> {
+        if account.is_none() {
+            if let Some(k) = entry.default_key(job.capability()) {
+                if job.model_override().is_none_or(|m| m == k.model) {
+                    return Ok(Cow::Borrowed(k));
+                }
+            }
+        }
+        let model = self.model_for(entry, job)?;
+        Ok(Cow::Owned(
+            LimitKey::new(entry.adapter.id().clone(), model).with_account(account.clone()),
+        ))
     }
 
     fn model_for(&self, entry: &Entry, job: &Job<'_>) -> Result<String> {
@@ -334,7 +357,7 @@ impl Router {
         opts: &RequestOptions,
         now: Instant,
         deadline: Instant,
-    ) -> Result<Pick> {
+    ) -> Result<Pick<'_>> {
         let remaining = deadline.saturating_duration_since(now);
         // Candidates with fewer failures first; on a first attempt that is the order itself,
         // borrowed rather than allocated.
@@ -401,16 +424,15 @@ impl Router {
                         self.with_breaker(idx, &account, Breaker::release_probe);
                     }
                 };
-                let model = match self.model_for(entry, job) {
-                    Ok(m) => m,
+                let key = match self.key_for(entry, job, &account) {
+                    Ok(k) => k,
                     Err(e) => {
                         release();
                         never.get_or_insert(e);
                         continue;
                     }
                 };
-                let limits = entry.limits_for(&model);
-                let key = LimitKey::new(id.clone(), model).with_account(account.clone());
+                let limits = entry.limits_for(&key.model);
                 let (cost, pricing) = match self.price(job, entry, &limits, &key, costs).await {
                     Ok(c) => c,
                     Err(e) => {
