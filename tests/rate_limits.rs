@@ -3,12 +3,19 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use emulator::scripted::{Reply, ScriptedServer};
+use llm_failover::clock::ManualClock;
 use llm_failover::config::Limits;
-use llm_failover::{ChatRequest, ErrorKind, RequestOptions};
+use llm_failover::ratelimit::{
+    Cost, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
+};
+use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderSettings, RequestOptions};
 use support::*;
+use tokio::time::Instant;
 
 fn req() -> ChatRequest {
     ChatRequest::from_prompt("hello").max_tokens(16)
@@ -438,4 +445,94 @@ async fn an_audio_budget_paces_transcriptions_by_their_length() {
             .unwrap();
     }
     assert_eq!(clock.sleeps(), [20 * 60 * S]);
+}
+
+/// Books in memory, and records the key of every booking.
+#[derive(Debug, Default)]
+struct KeySpy {
+    inner: MemoryStore,
+    keys: Mutex<Vec<LimitKey>>,
+}
+
+#[async_trait]
+impl LimiterStore for KeySpy {
+    async fn reserve(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Cost,
+        max_wait: Duration,
+        now: Instant,
+    ) -> llm_failover::Result<Reservation> {
+        self.keys.lock().unwrap().push(key.clone());
+        self.inner.reserve(key, limits, cost, max_wait, now).await
+    }
+
+    async fn refund(
+        &self,
+        key: &LimitKey,
+        requests: u64,
+        tokens: i64,
+        now: Instant,
+    ) -> llm_failover::Result<()> {
+        self.inner.refund(key, requests, tokens, now).await
+    }
+
+    async fn raise(
+        &self,
+        key: &LimitKey,
+        tightening: Tightening,
+        now: Instant,
+    ) -> llm_failover::Result<()> {
+        self.inner.raise(key, tightening, now).await
+    }
+
+    async fn peek(
+        &self,
+        key: &LimitKey,
+        cost: Cost,
+        now: Instant,
+    ) -> llm_failover::Result<LimitSnapshot> {
+        self.inner.peek(key, cost, now).await
+    }
+}
+
+#[tokio::test]
+async fn each_booking_is_keyed_by_the_model_and_account_its_request_uses() {
+    let a = ScriptedServer::start().await;
+    for i in 0..3 {
+        a.push(CHAT, ok(&format!("r{i}")));
+    }
+    let spy = Arc::new(KeySpy::default());
+    let client = Client::builder()
+        .clock(Arc::new(ManualClock::new()))
+        .policy(policy())
+        .limiter_store(spy.clone())
+        .provider(
+            openai("a", &a),
+            ProviderSettings::new()
+                .limits(Limits::none().with_rpm(1_000))
+                .credential(Credential::new(SENTINEL)),
+        )
+        .build()
+        .unwrap();
+    client.chat(req()).await.unwrap();
+    client.chat(req().model("gpt-4o")).await.unwrap();
+    let tenant = RequestOptions::new()
+        .credential("a", Credential::new("tenant-key"))
+        .tenant("acme");
+    client.chat_with(req(), &tenant).await.unwrap();
+    let keys = spy.keys.lock().unwrap().clone();
+    let seen: Vec<(&str, &str, Option<&str>)> = keys
+        .iter()
+        .map(|k| (k.provider.as_str(), k.model.as_str(), k.account.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("a", "gpt-4o-mini", None),
+            ("a", "gpt-4o", None),
+            ("a", "gpt-4o-mini", Some("acme")),
+        ]
+    );
 }
