@@ -188,7 +188,7 @@ impl Router {
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        Box::pin(self.attempt_loop(work, opts, span.clone()).instrument(span))
+        self.attempt_loop(work, opts, span.clone()).instrument(span)
     }
 
     /// The loop itself. Records on `span` how many requests were sent and the outcome, and
