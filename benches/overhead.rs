@@ -13,7 +13,8 @@
 //! # A fixed number of requests from one client, for callgrind (instructions per request:
 //! # the difference between two request counts, divided by their difference):
 //! B2_ONLY=sdk B2_REQUESTS=2000 [B2_PROFILE_CONCURRENCY=64] valgrind --tool=callgrind target/release/deps/overhead-…
-//! # Knobs: B2_ROUNDS, B2_SEGMENT_MS, B2_WARMUP_MS, B2_CLIENT_THREADS (client runtime workers, 2).
+//! # Knobs: B2_ROUNDS, B2_SEGMENT_MS, B2_WARMUP_MS, B2_CLIENT_THREADS (client runtime workers, 2),
+//! # B2_LEVELS (concurrencies, default 1,64).
 //! # A/A control: a second raw client in the SDK's place, to read this method's noise floor.
 //! B2_AA=1 cargo bench --bench overhead
 //! # Where the overhead lives: a third client, the SDK's OpenAI adapter and transport called
@@ -304,16 +305,24 @@ fn main() {
     } else {
         &[Side::Raw, Side::Sdk]
     };
-    for &level in &LEVELS {
+    // `B2_LEVELS=64`: one level only (more rounds in the same time).
+    let levels: Vec<usize> = std::env::var("B2_LEVELS")
+        .map(|v| {
+            v.split(',')
+                .map(|l| l.trim().parse().expect("B2_LEVELS: comma-separated concurrencies"))
+                .collect()
+        })
+        .unwrap_or_else(|_| LEVELS.to_vec());
+    for &level in &levels {
         for &side in sides {
             client_rt.block_on(segment(&clients, side, level, warmup));
         }
     }
     // (level, side) → per segment: requests/s, client CPU µs and process CPU µs per request.
-    let mut runs: Vec<Vec<Runs>> = vec![vec![Runs::default(); 3]; LEVELS.len()];
+    let mut runs: Vec<Vec<Runs>> = vec![vec![Runs::default(); 3]; levels.len()];
     let mut failures = 0;
     for round in 0..rounds {
-        for (li, &level) in LEVELS.iter().enumerate() {
+        for (li, &level) in levels.iter().enumerate() {
             // Every side first in turn, and the order reversed every other round (ABBA for
             // two sides).
             let mut order = sides.to_vec();
@@ -343,15 +352,15 @@ fn main() {
     if aa {
         println!("A/A CONTROL (B2_AA): the \"SDK\" columns are a second raw reqwest client");
     }
-    let (table, rows) = compare(&runs, Side::Raw, Side::Sdk, "raw", "SDK");
+    let (table, rows) = compare(&levels, &runs, Side::Raw, Side::Sdk, "raw", "SDK");
     table.print();
     let mut record = json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "aa_control": aa, "levels": rows});
     if layers {
         println!("\nthe SDK's adapter and transport without the router (\"layers\"), against raw reqwest:");
-        let (table, below) = compare(&runs, Side::Raw, Side::Layers, "raw", "layers");
+        let (table, below) = compare(&levels, &runs, Side::Raw, Side::Layers, "raw", "layers");
         table.print();
         println!("\nthe whole SDK against its layers without the router (what the router costs):");
-        let (table, router) = compare(&runs, Side::Layers, Side::Sdk, "layers", "SDK");
+        let (table, router) = compare(&levels, &runs, Side::Layers, Side::Sdk, "layers", "SDK");
         table.print();
         record["layers_vs_raw"] = json!(below);
         record["sdk_vs_layers"] = json!(router);
@@ -369,6 +378,7 @@ struct Runs {
 
 /// `other` against `base` at each level: a table and its JSON rows.
 fn compare(
+    levels: &[usize],
     runs: &[Vec<Runs>],
     base: Side,
     other: Side,
@@ -389,7 +399,7 @@ fn compare(
         "ratio range".to_owned(),
     ]);
     let mut rows = Vec::new();
-    for (li, &level) in LEVELS.iter().enumerate() {
+    for (li, &level) in levels.iter().enumerate() {
         let (x, y) = (&runs[li][base as usize], &runs[li][other as usize]);
         let (raw, sdk) = (median(&x.rps), median(&y.rps));
         let ratios: Vec<f64> = x.rps.iter().zip(&y.rps).map(|(r, s)| s / r).collect();
