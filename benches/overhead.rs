@@ -309,7 +309,11 @@ fn main() {
     let levels: Vec<usize> = std::env::var("B2_LEVELS")
         .map(|v| {
             v.split(',')
-                .map(|l| l.trim().parse().expect("B2_LEVELS: comma-separated concurrencies"))
+                .map(|l| {
+                    l.trim()
+                        .parse()
+                        .expect("B2_LEVELS: comma-separated concurrencies")
+                })
                 .collect()
         })
         .unwrap_or_else(|_| LEVELS.to_vec());
