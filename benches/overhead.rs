@@ -72,6 +72,14 @@ impl Side {
     }
 }
 
+/// The request the SDK and its layers send (the raw client builds the same JSON itself).
+fn request() -> ChatRequest {
+    ChatRequest::new()
+        .system(SYSTEM)
+        .user(PROMPT)
+        .max_tokens(MAX_TOKENS)
+}
+
 /// The SDK's layers below the router, called directly.
 #[derive(Clone)]
 struct Layers {
@@ -98,13 +106,11 @@ impl Clients {
         match (side, &self.control) {
             (Side::Raw, _) => self.raw(&self.http).await,
             (Side::Sdk, Some(second)) => self.raw(second).await,
-            (Side::Sdk, None) => {
-                let req = ChatRequest::new()
-                    .system(SYSTEM)
-                    .user(PROMPT)
-                    .max_tokens(MAX_TOKENS);
-                self.sdk.chat(req).await.is_ok_and(|r| !r.text.is_empty())
-            }
+            (Side::Sdk, None) => self
+                .sdk
+                .chat(request())
+                .await
+                .is_ok_and(|r| !r.text.is_empty()),
             (Side::Layers, _) => self.layers().await,
         }
     }
@@ -118,10 +124,7 @@ impl Clients {
             transport,
             credential,
         } = &self.layers;
-        let req = ChatRequest::new()
-            .system(SYSTEM)
-            .user(PROMPT)
-            .max_tokens(MAX_TOKENS);
+        let req = request();
         let ctx = RequestContext::new(MODEL, Some(credential));
         let Ok(http) = adapter.chat_request(&req, &ctx) else {
             return false;

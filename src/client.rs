@@ -538,7 +538,7 @@ impl ClientBuilder {
         let entries = providers
             .into_iter()
             .map(|(adapter, s)| Entry {
-                default_keys: Entry::default_keys(adapter.as_ref()),
+                default_keys: Entry::default_keys_of(adapter.as_ref()),
                 adapter,
                 limits: s.limits,
                 model_limits: s.model_limits,

@@ -57,6 +57,17 @@ pub enum Allow {
     ProbeBusy,
 }
 
+impl Allow {
+    /// `Some(is the probe)` when a request may be sent, `None` when not.
+    pub(crate) fn sends(self) -> Option<bool> {
+        match self {
+            Allow::Yes => Some(false),
+            Allow::Probe => Some(true),
+            Allow::No(_) | Allow::ProbeBusy => None,
+        }
+    }
+}
+
 /// Breaker settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakerSettings {
@@ -245,8 +256,24 @@ impl SharedBreaker {
 
     /// Calm as of the last change. A transition that happens after this read is ordered after
     /// the request that read it, exactly as if that request had taken the lock first.
-    pub(crate) fn is_calm(&self) -> bool {
+    fn is_calm(&self) -> bool {
         self.calm.load(Ordering::Acquire)
+    }
+
+    /// [`Breaker::acquire`]; a calm breaker answers `Yes` without its lock.
+    pub(crate) fn acquire(&self, now: Instant) -> Allow {
+        if self.is_calm() {
+            Allow::Yes
+        } else {
+            self.update(|b| b.acquire(now))
+        }
+    }
+
+    /// [`Breaker::on_success`]; nothing to do, and no lock, for a non-probe of a calm breaker.
+    pub(crate) fn on_success(&self, probe: bool) {
+        if probe || !self.is_calm() {
+            self.update(|b| b.on_success(probe));
+        }
     }
 
     /// Applies `f` under the lock, then brings the flag up to date.
@@ -384,8 +411,29 @@ mod tests {
         assert_eq!(b.update(|b| b.acquire(later)), Allow::Probe);
         assert!(!b.is_calm());
         // The probe's success closes it: calm again.
-        b.update(|b| b.on_success(true));
+        b.on_success(true);
         assert!(b.is_calm());
-        assert_eq!(b.update(|b| b.acquire(later)), Allow::Yes);
+        assert_eq!(b.acquire(later), Allow::Yes);
+    }
+
+    #[test]
+    fn a_shared_breaker_answers_as_its_breaker_does_calm_or_not() {
+        let t0 = Instant::now();
+        let b = SharedBreaker::new(Breaker::new(settings(1)));
+        assert_eq!(b.acquire(t0), Allow::Yes);
+        b.on_success(false);
+        assert!(b.is_calm());
+        // Tripped (threshold 1): the lock-free answer must not be used.
+        assert!(b.update(|b| b.on_transient(t0)));
+        assert!(matches!(b.acquire(t0), Allow::No(_)));
+        // A late success of a request sent before the trip changes nothing.
+        b.on_success(false);
+        assert!(matches!(b.acquire(t0), Allow::No(_)));
+        let later = t0 + Duration::from_secs(3600);
+        assert_eq!(b.acquire(later), Allow::Probe);
+        assert_eq!(b.acquire(later), Allow::ProbeBusy);
+        b.on_success(true);
+        assert_eq!(b.acquire(later), Allow::Yes);
+        assert!(b.is_calm());
     }
 }

@@ -58,8 +58,8 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The default keys of `adapter` (see [`Entry::default_keys`]).
-    pub(crate) fn default_keys(adapter: &dyn Provider) -> [Option<LimitKey>; 2] {
+    /// The default keys of `adapter`, for the `default_keys` field.
+    pub(crate) fn default_keys_of(adapter: &dyn Provider) -> [Option<LimitKey>; 2] {
         [Capability::Chat, Capability::Transcription].map(|c| {
             adapter
                 .default_model(c)
@@ -511,14 +511,15 @@ impl Router {
     /// and the wall-clock time are taken only when that trace is enabled).
     fn claim(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) -> Option<Stamp> {
         let traced = tracing::enabled!(target: "llm_failover::send", tracing::Level::DEBUG);
-        // A calm breaker answers `Yes` and stays as it is: no lock. (Traced sends take the
-        // lock: their sequence numbers order them against the breaker's openings.)
-        if !probe && !traced && account.is_none() && self.entries[idx].breaker.is_calm() {
+        if !probe && !traced {
+            // The breaker's verdict alone (a calm breaker gives it without its lock).
+            let at = self.clock.now();
+            let probe = self.acquire(idx, account, at).sends()?;
             return Some(Stamp {
                 seq: 0,
                 wall_ms: 0,
-                probe: false,
-                at: self.clock.now(),
+                probe,
+                at,
             });
         }
         self.with_breaker(idx, account, |b| {
@@ -531,18 +532,10 @@ impl Router {
                     } => true,
                     // Re-tripped while we waited (a late failure): not now.
                     BreakerState::Open { .. } => return None,
-                    _ => match b.acquire(at) {
-                        Allow::Yes => false,
-                        Allow::Probe => true,
-                        Allow::No(_) | Allow::ProbeBusy => return None,
-                    },
+                    _ => b.acquire(at).sends()?,
                 }
             } else {
-                match b.acquire(at) {
-                    Allow::Yes => false,
-                    Allow::Probe => true,
-                    Allow::No(_) | Allow::ProbeBusy => return None,
-                }
+                b.acquire(at).sends()?
             };
             let (seq, wall) = if traced {
                 let seq = self.breaker_seq.fetch_add(1, Ordering::Relaxed);
@@ -559,11 +552,20 @@ impl Router {
         })
     }
 
-    /// A request to `idx` was answered. Nothing to do for a non-probe of a calm breaker (it
-    /// stays closed with no failure): that common case takes no lock.
+    /// [`Breaker::acquire`] on the breaker of `idx` for `account` (the configured account's
+    /// answers without a lock while calm: see [`SharedBreaker`]).
+    pub(super) fn acquire(&self, idx: usize, account: &Option<Arc<str>>, now: Instant) -> Allow {
+        match account {
+            None => self.entries[idx].breaker.acquire(now),
+            Some(_) => self.with_breaker(idx, account, |b| b.acquire(now)),
+        }
+    }
+
+    /// A request to `idx` was answered ([`Breaker::on_success`], as [`acquire`](Self::acquire)).
     fn on_success(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) {
-        if probe || account.is_some() || !self.entries[idx].breaker.is_calm() {
-            self.with_breaker(idx, account, |b| b.on_success(probe));
+        match account {
+            None => self.entries[idx].breaker.on_success(probe),
+            Some(_) => self.with_breaker(idx, account, |b| b.on_success(probe)),
         }
     }
 

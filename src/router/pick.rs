@@ -402,12 +402,7 @@ impl Router {
                     continue;
                 }
                 let account = opts.account_for(id);
-                // A calm breaker allows and is left as it is (see `SharedBreaker`).
-                let allow = if account.is_none() && entry.breaker.is_calm() {
-                    Allow::Yes
-                } else {
-                    self.with_breaker(idx, &account, |b| b.acquire(now))
-                };
+                let allow = self.acquire(idx, &account, now);
                 match allow {
                     Allow::No(until) => {
                         sooner(until);
