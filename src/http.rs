@@ -429,9 +429,10 @@ impl Transport {
         async move {
             let mut resp = started?.await.map_err(map_err)?;
             let status = not_redirected(&resp)?;
-            // Taken, not cloned: reading the body needs no header.
-            let headers = std::mem::take(resp.headers_mut());
             let body = read_capped(&mut resp, cap).await?;
+            // Taken, not cloned, once the body is read (the future does not carry them
+            // across that wait).
+            let headers = std::mem::take(resp.headers_mut());
             Ok(RawResponse {
                 status,
                 headers,

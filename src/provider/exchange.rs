@@ -5,11 +5,13 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::Stream;
+use futures_util::future::{ready, Either};
+use futures_util::{FutureExt, Stream};
 
 use super::{Provider, RequestContext, SseParser, StreamDecoder};
 use crate::clock::Now;
@@ -117,91 +119,104 @@ fn unsent<T>(e: Error, provider: &dyn Provider, ctx: &RequestContext<'_>) -> Exc
 }
 
 /// Sends one chat request and reads the whole answer.
-pub async fn chat_once(
-    provider: &dyn Provider,
+///
+/// The request is built and handed to the transport when this is called; the future only
+/// awaits the answer and reads it (it holds neither `req` nor a copy of the request, and is
+/// no `async fn` state machine keeping its arguments twice).
+pub fn chat_once<'a>(
+    provider: &'a dyn Provider,
     transport: &Transport,
     req: &ChatRequest,
-    ctx: RequestContext<'_>,
+    ctx: RequestContext<'a>,
     timeout: Duration,
-    now: impl Fn() -> Now,
-) -> Exchange<ChatResponse> {
-    let http = match provider.chat_request(req, &ctx) {
-        Ok(h) => h,
-        Err(e) => return unsent(e, provider, &ctx),
-    };
-    let raw = transport.send(http, timeout).await;
-    finish(provider, &ctx, now(), raw, |raw| {
-        provider.chat_response(raw, ctx.model)
-    })
+    now: impl Fn() -> Now + Send + 'a,
+) -> impl Future<Output = Exchange<ChatResponse>> + Send + 'a {
+    match provider.chat_request(req, &ctx) {
+        Ok(http) => Either::Left(transport.send(http, timeout).map(move |raw| {
+            finish(provider, &ctx, now(), raw, |raw| {
+                provider.chat_response(raw, ctx.model)
+            })
+        })),
+        Err(e) => Either::Right(ready(unsent(e, provider, &ctx))),
+    }
 }
 
 /// Sends one transcription request and reads the whole answer.
-pub async fn transcribe_once(
-    provider: &dyn Provider,
+///
+/// Built and handed to the transport when called, as [`chat_once`].
+pub fn transcribe_once<'a>(
+    provider: &'a dyn Provider,
     transport: &Transport,
     req: &TranscriptionRequest,
-    ctx: RequestContext<'_>,
+    ctx: RequestContext<'a>,
     timeout: Duration,
-    now: impl Fn() -> Now,
-) -> Exchange<Transcript> {
-    let http = match provider.transcription_request(req, &ctx) {
-        Ok(h) => h,
-        Err(e) => return unsent(e, provider, &ctx),
-    };
-    let raw = transport.send(http, timeout).await;
-    finish(provider, &ctx, now(), raw, |raw| {
-        provider.transcription_response(raw, ctx.model)
-    })
+    now: impl Fn() -> Now + Send + 'a,
+) -> impl Future<Output = Exchange<Transcript>> + Send + 'a {
+    match provider.transcription_request(req, &ctx) {
+        Ok(http) => Either::Left(transport.send(http, timeout).map(move |raw| {
+            finish(provider, &ctx, now(), raw, |raw| {
+                provider.transcription_response(raw, ctx.model)
+            })
+        })),
+        Err(e) => Either::Right(ready(unsent(e, provider, &ctx))),
+    }
 }
 
 /// Opens a streamed chat answer. Errors before the first event (status, connection) come
 /// back here; errors after it come out of the stream.
-pub async fn chat_stream_once(
-    provider: &dyn Provider,
+///
+/// Built and handed to the transport when called, as [`chat_once`].
+pub fn chat_stream_once<'a>(
+    provider: &'a dyn Provider,
     transport: &Transport,
     req: &ChatRequest,
-    ctx: RequestContext<'_>,
+    ctx: RequestContext<'a>,
     timeout: Duration,
-    now: impl Fn() -> Now,
-) -> Exchange<ChunkStream> {
+    now: impl Fn() -> Now + Send + 'a,
+) -> impl Future<Output = Exchange<ChunkStream>> + Send + 'a {
     let ctx = ctx.streaming();
-    let http = match provider.chat_request(req, &ctx) {
-        Ok(h) => h,
-        Err(e) => return unsent(e, provider, &ctx),
-    };
-    match transport.send_streaming(http, timeout).await {
-        Err(e) => Exchange {
-            result: Err(decorate(e, provider, &ctx, None)),
-            report: None,
-            sent: true,
-        },
-        Ok(Streamed::Err(raw)) => finish(provider, &ctx, now(), Ok(raw), |_| {
-            Err(Error::decode(
-                "unreachable: error response parsed as a stream",
-            ))
-        }),
-        Ok(Streamed::Ok(resp)) => {
-            let now = now();
-            let report = provider.limit_report(&resp.headers, now);
-            let mut err_ctx = ErrorContext {
-                provider: provider.id().clone(),
-                model: ctx.model.to_owned(),
-                status: resp.status,
-                request_id: provider.request_id(&resp.headers),
-                secret: ctx.credential.map(|c| c.expose().to_owned()),
-            };
-            err_ctx.secret = err_ctx.secret.filter(|s| !s.is_empty());
-            Exchange {
-                result: Ok(ChunkStream {
-                    body: resp.body,
-                    parser: SseParser::new(),
-                    decoder: provider.stream_decoder(ctx.model),
-                    ready: VecDeque::new(),
-                    ended: false,
-                    err_ctx,
-                }),
-                report: stated(report),
+    let sending = provider
+        .chat_request(req, &ctx)
+        .map(|http| transport.send_streaming(http, timeout));
+    async move {
+        let sending = match sending {
+            Ok(sending) => sending,
+            Err(e) => return unsent(e, provider, &ctx),
+        };
+        match sending.await {
+            Err(e) => Exchange {
+                result: Err(decorate(e, provider, &ctx, None)),
+                report: None,
                 sent: true,
+            },
+            Ok(Streamed::Err(raw)) => finish(provider, &ctx, now(), Ok(raw), |_| {
+                Err(Error::decode(
+                    "unreachable: error response parsed as a stream",
+                ))
+            }),
+            Ok(Streamed::Ok(resp)) => {
+                let now = now();
+                let report = provider.limit_report(&resp.headers, now);
+                let mut err_ctx = ErrorContext {
+                    provider: provider.id().clone(),
+                    model: ctx.model.to_owned(),
+                    status: resp.status,
+                    request_id: provider.request_id(&resp.headers),
+                    secret: ctx.credential.map(|c| c.expose().to_owned()),
+                };
+                err_ctx.secret = err_ctx.secret.filter(|s| !s.is_empty());
+                Exchange {
+                    result: Ok(ChunkStream {
+                        body: resp.body,
+                        parser: SseParser::new(),
+                        decoder: provider.stream_decoder(ctx.model),
+                        ready: VecDeque::new(),
+                        ended: false,
+                        err_ctx,
+                    }),
+                    report: stated(report),
+                    sent: true,
+                }
             }
         }
     }

@@ -256,7 +256,7 @@ impl SharedBreaker {
 
     /// Calm as of the last change. A transition that happens after this read is ordered after
     /// the request that read it, exactly as if that request had taken the lock first.
-    fn is_calm(&self) -> bool {
+    pub(crate) fn is_calm(&self) -> bool {
         self.calm.load(Ordering::Acquire)
     }
 

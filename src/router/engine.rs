@@ -1,33 +1,33 @@
 //! The attempt loop: pick a provider, admit, send, classify, act.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::time::Instant;
 use tracing::{field, Instrument};
 
 use super::breaker::{Allow, Breaker, BreakerSettings, BreakerState, SharedBreaker};
 use super::options::RequestOptions;
-use super::pick::{Booked, Costs, Go, Pick, Tried};
+use super::pick::{AtOnce, Booked, Pricing};
 pub(crate) use super::pick::{Done, Job, Work};
-use super::stream::ChatStream;
+use super::run::{Failed, Run};
 use crate::clock::Clock;
 use crate::config::{Limits, Policy};
 use crate::error::{Disposition, Error, ErrorKind, Result};
 use crate::http::Transport;
 use crate::provider::{
-    chat_once, chat_stream_once, transcribe_once, Capability, Credential, CredentialSource,
-    Provider, RequestContext,
+    chat_once, Capability, Credential, CredentialSource, Exchange, Provider, RequestContext,
 };
-use crate::ratelimit::{LimitKey, LimitReport, Limiter, Permit, Tightening};
+use crate::ratelimit::{Cost, LimitKey, LimitReport, Limiter, Tightening};
 use crate::retry::{Backoff, SharedBudget};
 use crate::rng::Rng;
 use crate::stats::{Counters, Stats};
-use crate::types::ChatChunk;
+use crate::types::{ChatRequest, ChatResponse};
 
 /// How long a request that finds a half-open provider's probe in flight waits before looking
 /// again.
@@ -133,14 +133,24 @@ pub(crate) struct Router {
 }
 
 /// When and how a send was allowed (see [`Router::claim`]).
-struct Stamp {
+pub(super) struct Stamp {
     /// Order among breaker decisions (0 when the send trace is off).
-    seq: u64,
+    pub(super) seq: u64,
     /// When the send was decided, for the trace (0 when it is off).
-    wall_ms: u64,
-    probe: bool,
+    pub(super) wall_ms: u64,
+    pub(super) probe: bool,
     /// When the send was decided.
-    at: Instant,
+    pub(super) at: Instant,
+}
+
+/// How a request's first attempt, sent at once, ended (see [`Router::first_answer`]).
+enum First<'r> {
+    /// The request's result.
+    Done(Result<Done>),
+    /// An answer the limiter learns from (or reconciles) before it is returned.
+    Settle(Pin<Box<dyn Future<Output = Result<Done>> + Send + 'r>>),
+    /// A failure for the attempt loop to act on (boxed: rare, and large).
+    Failed(Box<Failed<'r>>),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -170,10 +180,19 @@ impl Router {
         }
     }
 
-    /// Runs one request to completion: the attempt loop, inside the request's span.
+    /// Runs one request to completion, inside the request's span.
     ///
-    /// Not an `async fn`: the loop's own future is returned (instrumented), so a request is
-    /// one state machine, not one more layer around it.
+    /// The common request is sent at once by a compact future: its first provider in the
+    /// order is calm (closed, no failure counted), nothing is configured or has been stated
+    /// about its limits (so nothing is booked), it is for the configured account, and the
+    /// send trace is off (see [`first_pick`](Self::first_pick)). Anything else — a booking, a
+    /// wait, a half-open probe, a tenant's breaker — and every attempt after a failure goes
+    /// through the general attempt loop, boxed: its state is large (every suspension point of
+    /// every kind of job) and moving or reading it back costs the common request more than
+    /// its work.
+    ///
+    /// Not an `async fn`: the returned future is the request itself, not one more layer
+    /// around it.
     pub(crate) fn execute<'a>(
         self: &'a Arc<Self>,
         work: Work,
@@ -188,328 +207,180 @@ impl Router {
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        self.attempt_loop(work, opts, span.clone()).instrument(span)
-    }
-
-    /// The loop itself. Records on `span` how many requests were sent and the outcome, and
-    /// puts the number of sends on the error.
-    ///
-    /// An `async` block rather than an `async fn`: the block uses its captures in place,
-    /// where an `async fn` would keep a second copy of its arguments (the request among them)
-    /// in its state.
-    #[allow(clippy::manual_async_fn)] // deliberate: see above
-    fn attempt_loop<'a>(
-        self: &'a Arc<Self>,
-        work: Work,
-        opts: &'a RequestOptions,
-        span: tracing::Span,
-    ) -> impl Future<Output = Result<Done>> + Send + 'a {
+        let recorded = span.clone();
         async move {
-            let job = work.job();
-            let mut attempts: u32 = 0;
-            let result: Result<Done> = 'run: {
+            let (result, attempts) = 'run: {
                 let policy = &self.settings.policy;
                 let started = self.clock.now();
                 let deadline = started + opts.deadline.unwrap_or(policy.deadline);
-                let order = match self.order(job.capability(), opts) {
+                let order = match self.order(work.job().capability(), opts) {
                     Ok(order) => order,
-                    Err(e) => break 'run Err(e),
+                    Err(e) => break 'run (Err(e), 0),
                 };
-                // One entry per slot of `order`, allocated at the first failure: a request answered
-                // at once never needs it.
-                let mut tried: Vec<Tried> = Vec::new();
-                let mut errors: Vec<Error> = Vec::new();
-                let mut previous: Option<usize> = None;
-                let mut costs = Costs::default();
                 self.budget.deposit(started);
-                // The first pass reads no clock again: `started` is its now.
-                let mut first_now = Some(started);
-
-                loop {
-                    let now = first_now.take().unwrap_or_else(|| self.clock.now());
-                    if now >= deadline {
-                        let waited = deadline.saturating_duration_since(started);
-                        let err = Error::new(
-                            ErrorKind::Timeout,
-                            format!(
-                                "the request's deadline of {:.3}s has passed",
-                                waited.as_secs_f64()
-                            ),
-                        );
-                        break 'run Err(if errors.is_empty() {
-                            err
-                        } else {
-                            errors.push(err);
-                            Error::all_failed(errors)
-                        });
-                    }
-                    let go = match self
-                        .pick(&order, &tried, &job, &mut costs, opts, now, deadline)
-                        .await
-                    {
-                        Err(e) => break 'run Err(e),
-                        Ok(Pick::Go(go)) => go,
-                        Ok(Pick::Never(e)) => {
-                            break 'run Err(if errors.is_empty() {
-                                e
-                            } else {
-                                errors.push(e);
-                                Error::all_failed(errors)
-                            })
-                        }
-                        Ok(Pick::Wait(at)) => {
-                            let now = self.clock.now();
-                            let wait = at.saturating_duration_since(now);
-                            if at > deadline || wait > policy.max_retry_after {
-                                break 'run Err(Error::all_unavailable(at, wait, errors));
-                            }
-                            tracing::debug!(
-                                wait_ms = wait.as_millis() as u64,
-                                "every provider is cooling down; waiting"
-                            );
-                            self.clock.sleep_until(at).await;
-                            continue;
-                        }
+                let mut run = Run::new(started, deadline, order);
+                let handed = 'first: {
+                    let Job::Chat(r) = work.job() else {
+                        break 'first None;
                     };
-                    let Go {
-                        slot,
-                        entry: idx,
-                        key,
+                    let Some(go) = self.first_pick(&run, r, opts) else {
+                        break 'first None;
+                    };
+                    // Sent from here, the exchange awaited in this future's own state.
+                    let adapter = self.entries[go.entry].adapter.as_ref();
+                    let cost = Cost::one_request();
+                    let (ctx, timeout, span) = self.prepare(
+                        go.entry,
+                        go.key,
+                        opts,
+                        deadline,
+                        started,
+                        1,
+                        Duration::ZERO,
                         cost,
-                        pricing,
-                        permit,
-                        probe,
-                    } = *go;
-                    let entry = &self.entries[idx];
-                    let provider = entry.adapter.id();
-                    let admission_wait = permit.as_deref().map_or(Duration::ZERO, Permit::wait);
-                    if let Some(p) = &permit {
-                        p.ready().await;
-                    }
-                    if !admission_wait.is_zero() {
-                        entry.counters.here().add_wait(admission_wait);
-                    }
-                    let attempt_no = attempts + 1;
-
-                    // The provider may have said "not now" to another request while this one waited
-                    // for its slot: never send into an open breaker, and if it has become half-open,
-                    // send only as its one probe. Otherwise the slot goes back and we pick again.
-                    let Some(stamp) = self.claim(idx, &key.account, probe) else {
-                        drop(permit);
-                        continue;
-                    };
-                    tracing::debug!(
-                        target: "llm_failover::send",
-                        provider = %provider,
-                        seq = stamp.seq,
-                        wall_ms = stamp.wall_ms,
-                        probe = stamp.probe,
-                        "sending"
-                    );
-                    let timeout = entry
-                        .timeout
-                        .unwrap_or(policy.request_timeout)
-                        .min(deadline.saturating_duration_since(stamp.at))
-                        .max(Duration::from_millis(1));
-                    let credential = opts.credential_for(provider).or(entry.credential.as_ref());
-                    let model = key.model.as_str();
-                    let ctx = RequestContext::new(model, credential);
-                    let attempt_span = tracing::info_span!(
-                        "attempt",
-                        provider = %provider,
-                        model = %model,
-                        attempt = attempt_no,
-                        admission_wait_ms = admission_wait.as_millis() as u64,
-                        estimated_tokens = cost.tokens(),
-                        status = field::Empty,
-                        retry_after_ms = field::Empty,
-                        actual_tokens = field::Empty,
                     );
                     let clock = &self.clock;
-                    let now_fn = move || clock.both();
-                    let adapter = entry.adapter.as_ref();
-                    // Each kind awaited here directly (instrumented), not through one more
-                    // future around all three.
-                    let (result, report, sent) = match job {
-                        Job::Chat(r) => {
-                            let x = chat_once(adapter, &self.transport, r, ctx, timeout, now_fn)
-                                .instrument(attempt_span.clone())
-                                .await;
-                            (x.result.map(Done::Chat), x.report, x.sent)
-                        }
-                        Job::Transcribe(r) => {
-                            let x =
-                                transcribe_once(adapter, &self.transport, r, ctx, timeout, now_fn)
-                                    .instrument(attempt_span.clone())
-                                    .await;
-                            (x.result.map(Done::Transcript), x.report, x.sent)
-                        }
-                        Job::Stream(r) => {
-                            let x =
-                                chat_stream_once(adapter, &self.transport, r, ctx, timeout, now_fn)
-                                    .instrument(attempt_span.clone())
-                                    .await;
-                            let result = match x.result {
-                                Ok(stream) => {
-                                    first_content(stream).instrument(attempt_span.clone()).await
-                                }
-                                Err(e) => Err(e),
-                            };
-                            (
-                                result.map(|(buffered, rest)| {
-                                    Done::Stream(Box::new(ChatStream::new(
-                                        buffered,
-                                        rest,
-                                        self.clone(),
-                                        idx,
-                                        key.clone().into_owned(),
-                                        job.booked(cost),
-                                    )))
-                                }),
-                                x.report,
-                                x.sent,
-                            )
-                        }
-                    };
-
-                    if sent {
-                        if let Some(p) = permit {
-                            p.commit();
-                        }
-                        attempts = attempt_no;
-                        if let Some(prev) = previous.filter(|p| *p != idx) {
-                            Counters::add(&self.entries[prev].counters.here().failovers, 1);
-                        }
-                        previous = Some(idx);
-                        Counters::add(&entry.counters.here().sent, 1);
-                        pricing.record(entry);
-                    } else {
-                        // Could not even be built: nothing went out, the slot goes back.
-                        drop(permit);
+                    let x = chat_once(adapter, &self.transport, r, ctx, timeout, move || {
+                        clock.both()
+                    })
+                    .instrument(span.clone())
+                    .await;
+                    match self.first_answer(&mut run, r, go, x, span) {
+                        First::Done(result) => break 'run (result, run.attempts),
+                        First::Settle(settled) => break 'run (settled.await, run.attempts),
+                        First::Failed(f) => Some(*f),
                     }
-
-                    // The answer is settled before anything is awaited: no result is kept in the
-                    // loop's state across a store call (a cold copy to write and read back).
-                    let err = match result {
-                        Ok(done) => {
-                            attempt_span.record("status", "ok");
-                            self.on_success(idx, &key.account, stamp.probe);
-                            Counters::add(&entry.counters.here().ok, 1);
-                            let booked = job.booked(cost);
-                            let (done, used) =
-                                self.finish(done, attempts, entry, booked, &attempt_span);
-                            if report.is_none() && used.is_none() {
-                                break 'run Ok(done);
-                            }
-                            break 'run self
-                                .settle(done, report.as_deref(), used, entry, &key, booked)
-                                .await;
-                        }
-                        Err(e) => e,
-                    };
-                    if let Some(report) = report.as_deref() {
-                        if let Err(e) = self.learn(entry, &key, report).await {
-                            break 'run Err(e);
-                        }
-                    }
-                    let now = self.clock.now();
-                    if let Some(s) = err.status() {
-                        attempt_span.record("status", s);
-                    }
-                    if let Some(r) = err.retry_after() {
-                        attempt_span.record("retry_after_ms", r.as_millis() as u64);
-                    }
-                    tracing::debug!(parent: &attempt_span, kind = err.kind().as_str(), "attempt failed");
-                    if tried.is_empty() {
-                        tried = vec![Tried::default(); order.len()];
-                    }
-                    let failures = tried[slot].failures;
-                    tried[slot].failures += 1;
-                    match err.disposition() {
-                        Disposition::Terminal => {
-                            Counters::add(&entry.counters.here().terminal, 1);
-                            if err.status().is_some() {
-                                // The provider answered: it is up, whatever it thought of the request.
-                                self.on_success(idx, &key.account, stamp.probe);
-                            } else {
-                                self.with_breaker(idx, &key.account, Breaker::release_probe);
-                            }
-                            break 'run Err(explain_auth(err, credential));
-                        }
-                        Disposition::RateLimited => {
-                            Counters::add(&entry.counters.here().rate_limited, 1);
-                            let delay =
-                                stated_delay(&err, report.as_deref(), now).unwrap_or_else(|| {
-                                    self.settings.backoff.delay(failures, self.rng.as_ref())
-                                });
-                            let until = now + delay;
-                            let drain = Tightening {
-                                gate_until: Some(until),
-                                drain: true,
-                                report: None,
-                            };
-                            if let Err(e) = self.tighten(entry, &key, drain).await {
-                                break 'run Err(e);
-                            }
-                            if self.transition(idx, &key.account, |b, now| b.open_until(until, now))
-                            {
-                                Counters::add(&entry.counters.here().breaker_opens, 1);
-                            }
-                            if delay > policy.max_retry_after {
-                                tracing::info!(
-                                    provider = %provider,
-                                    wait_s = delay.as_secs(),
-                                    "provider asks to wait longer than max_retry_after; skipping it until then"
-                                );
-                            }
-                        }
-                        Disposition::QuotaExhausted => {
-                            Counters::add(&entry.counters.here().quota_exhausted, 1);
-                            let until = now + err.retry_after().unwrap_or(policy.quota_cooldown);
-                            if self.transition(idx, &key.account, |b, now| b.open_until(until, now))
-                            {
-                                Counters::add(&entry.counters.here().breaker_opens, 1);
-                            }
-                        }
-                        Disposition::Transient => {
-                            Counters::add(&entry.counters.here().transient, 1);
-                            if err.status().is_some_and(|s| s >= 500) {
-                                Counters::add(&entry.counters.here().server_errors, 1);
-                            }
-                            if self.transition(idx, &key.account, |b, now| b.on_transient(now)) {
-                                Counters::add(&entry.counters.here().breaker_opens, 1);
-                            }
-                            tried[slot].ready_at = Some(
-                                now + self.settings.backoff.delay(failures, self.rng.as_ref()),
-                            );
-                            errors.push(err);
-                            if attempts >= policy.max_attempts || !self.budget.withdraw(now) {
-                                break 'run Err(Error::all_failed(errors));
-                            }
-                            continue;
-                        }
-                    }
-                    errors.push(err);
-                    if attempts >= policy.max_attempts {
-                        break 'run Err(Error::all_failed(errors));
-                    }
-                }
+                };
+                Box::pin(self.attempt_loop(work, opts, run, handed)).await
             };
             let result = result.map_err(|e| e.with_sends(attempts));
-            span.record("attempts", attempts);
+            recorded.record("attempts", attempts);
             match &result {
-                Ok(_) => span.record("outcome", "ok"),
-                Err(e) => span.record("outcome", e.kind().as_str()),
+                Ok(_) => recorded.record("outcome", "ok"),
+                Err(e) => recorded.record("outcome", e.kind().as_str()),
             };
             result
         }
+        .instrument(span)
+    }
+
+    /// The answer to a first attempt sent at once (see [`first_pick`](Self::first_pick)):
+    /// counted, and returned, or to be settled with the limiter first, or handed to the
+    /// attempt loop as a failure.
+    fn first_answer<'a>(
+        &'a self,
+        run: &mut Run<'a>,
+        req: &ChatRequest,
+        go: AtOnce<'a>,
+        x: Exchange<ChatResponse>,
+        span: tracing::Span,
+    ) -> First<'a> {
+        let AtOnce { entry: idx, key } = go;
+        if x.sent {
+            self.record_send(run, idx, 1, Pricing::Requests);
+        }
+        let err = match x.result {
+            Ok(answer) => {
+                let booked = Job::Chat(req).booked(Cost::one_request());
+                let (done, used) = self.succeeded(
+                    Done::Chat(answer),
+                    run.attempts,
+                    idx,
+                    key,
+                    false,
+                    booked,
+                    &span,
+                );
+                if x.report.is_none() && used.is_none() {
+                    return First::Done(Ok(done));
+                }
+                // Rare here: the first answer that states limits engages the limiter, and
+                // from then on requests take the attempt loop.
+                let entry = &self.entries[idx];
+                return First::Settle(Box::pin(async move {
+                    self.settle(done, x.report.as_deref(), used, entry, key, booked)
+                        .await
+                }));
+            }
+            Err(err) => err,
+        };
+        First::Failed(Box::new(Failed {
+            slot: 0,
+            entry: idx,
+            key: Cow::Borrowed(key),
+            probe: false,
+            err,
+            report: x.report,
+            span,
+        }))
+    }
+
+    /// What an attempt to `idx` sends with: the request context (model and credential), its
+    /// timeout (the provider's or the policy's, within the deadline) and its span.
+    #[allow(clippy::too_many_arguments)] // the attempt's facts, each recorded on its span
+    pub(super) fn prepare<'k>(
+        &'k self,
+        idx: usize,
+        key: &'k LimitKey,
+        opts: &'k RequestOptions,
+        deadline: Instant,
+        at: Instant,
+        attempt_no: u32,
+        admission_wait: Duration,
+        cost: Cost,
+    ) -> (RequestContext<'k>, Duration, tracing::Span) {
+        let entry = &self.entries[idx];
+        let provider = entry.adapter.id();
+        let timeout = entry
+            .timeout
+            .unwrap_or(self.settings.policy.request_timeout)
+            .min(deadline.saturating_duration_since(at))
+            .max(Duration::from_millis(1));
+        let credential = opts.credential_for(provider).or(entry.credential.as_ref());
+        let span = tracing::info_span!(
+            "attempt",
+            provider = %provider,
+            model = %key.model,
+            attempt = attempt_no,
+            admission_wait_ms = admission_wait.as_millis() as u64,
+            estimated_tokens = cost.tokens(),
+            status = field::Empty,
+            retry_after_ms = field::Empty,
+            actual_tokens = field::Empty,
+        );
+        (RequestContext::new(&key.model, credential), timeout, span)
+    }
+
+    /// A successful attempt: the breaker hears of it, the answer is counted and stamped.
+    /// Returns it with the tokens to reconcile its booking with (see [`finish`](Self::finish)).
+    #[allow(clippy::too_many_arguments)] // the attempt's facts
+    pub(super) fn succeeded(
+        &self,
+        done: Done,
+        attempts: u32,
+        idx: usize,
+        key: &LimitKey,
+        probe: bool,
+        booked: Booked,
+        span: &tracing::Span,
+    ) -> (Done, Option<u64>) {
+        span.record("status", "ok");
+        self.on_success(idx, &key.account, probe);
+        let entry = &self.entries[idx];
+        Counters::add(&entry.counters.here().ok, 1);
+        self.finish(done, attempts, entry, booked, span)
     }
 
     /// Claims the right to send to `idx` now: `None` when its breaker is open (or its probe is
     /// out); a held probe stays the probe. The verdict is taken under the breakers' lock with a
     /// sequence number, so the trace of sends and openings shows their real order (the number
     /// and the wall-clock time are taken only when that trace is enabled).
-    fn claim(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) -> Option<Stamp> {
+    pub(super) fn claim(
+        &self,
+        idx: usize,
+        account: &Option<Arc<str>>,
+        probe: bool,
+    ) -> Option<Stamp> {
         let traced = tracing::enabled!(target: "llm_failover::send", tracing::Level::DEBUG);
         if !probe && !traced {
             // The breaker's verdict alone (a calm breaker gives it without its lock).
@@ -562,7 +433,7 @@ impl Router {
     }
 
     /// A request to `idx` was answered ([`Breaker::on_success`], as [`acquire`](Self::acquire)).
-    fn on_success(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) {
+    pub(super) fn on_success(&self, idx: usize, account: &Option<Arc<str>>, probe: bool) {
         match account {
             None => self.entries[idx].breaker.on_success(probe),
             Some(_) => self.with_breaker(idx, account, |b| b.on_success(probe)),
@@ -572,7 +443,7 @@ impl Router {
     /// Applies `f` to a breaker under its lock, then reports where the breaker stands if it is
     /// open (for operators, and for the soak test that checks nothing is ever sent into an
     /// open breaker). Returns `f`'s answer: whether this opened a closed breaker.
-    fn transition(
+    pub(super) fn transition(
         &self,
         idx: usize,
         account: &Option<Arc<str>>,
@@ -608,7 +479,7 @@ impl Router {
     /// to reconcile the booking with: `Some` only where tokens were booked and the answer
     /// reports its usage. Not `async`: most answers have nothing to reconcile, and the
     /// caller awaits the store only for those that do.
-    fn finish(
+    pub(super) fn finish(
         &self,
         done: Done,
         attempts: u32,
@@ -642,7 +513,7 @@ impl Router {
     /// Not an `async fn` (nor is [`tighten`](Self::tighten)): what is awaited is the store's
     /// own boxed future, so the attempt loop holds a pointer, not two more state machines
     /// carrying a copy of the report.
-    fn learn<'a>(
+    pub(super) fn learn<'a>(
         &'a self,
         entry: &Entry,
         key: &'a LimitKey,
@@ -666,7 +537,7 @@ impl Router {
 
     /// The one way the router tightens the limiter: the provider's admission goes through
     /// the store from now on (see [`Router::admits_freely`]), then the store learns.
-    fn tighten<'a>(
+    pub(super) fn tighten<'a>(
         &'a self,
         entry: &Entry,
         key: &'a LimitKey,
@@ -679,7 +550,7 @@ impl Router {
     /// A successful answer that stated limits or booked tokens: the limiter learns the
     /// former and reconciles the latter before the answer is returned (a store error, from a
     /// caller's store, ends the request).
-    async fn settle(
+    pub(super) async fn settle(
         &self,
         done: Done,
         report: Option<&LimitReport>,
@@ -737,7 +608,11 @@ fn wall_ms(t: std::time::SystemTime) -> u64 {
 
 /// The delay the provider stated: `retry-after-ms`/`Retry-After` or a body/message delay (on
 /// the error), else the reset of an exhausted window.
-fn stated_delay(err: &Error, report: Option<&LimitReport>, now: Instant) -> Option<Duration> {
+pub(super) fn stated_delay(
+    err: &Error,
+    report: Option<&LimitReport>,
+    now: Instant,
+) -> Option<Duration> {
     err.retry_after().or_else(|| {
         report
             .or(err.limits())
@@ -748,7 +623,7 @@ fn stated_delay(err: &Error, report: Option<&LimitReport>, now: Instant) -> Opti
 }
 
 /// An `Auth` error names where the key came from (never the key).
-fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
+pub(super) fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
     if err.kind() != ErrorKind::Auth {
         return err;
     }
@@ -756,26 +631,5 @@ fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
         Some(src @ CredentialSource::Env(_)) => err.note(&format!("the key comes from {src}")),
         Some(src) => err.note(&format!("the key is a {src}")),
         None => err.note("no key was sent"),
-    }
-}
-
-/// Reads a stream until its first content (text or a finish), so a failure before any
-/// content can still fail over. Returns what was read and the rest.
-async fn first_content(
-    mut stream: crate::provider::ChunkStream,
-) -> Result<(Vec<ChatChunk>, crate::provider::ChunkStream)> {
-    let mut buffered = Vec::new();
-    loop {
-        match stream.next().await {
-            Some(Ok(chunk)) => {
-                let content = !chunk.delta.is_empty() || chunk.finish_reason.is_some();
-                buffered.push(chunk);
-                if content {
-                    return Ok((buffered, stream));
-                }
-            }
-            Some(Err(e)) => return Err(e),
-            None => return Ok((buffered, stream)),
-        }
     }
 }

@@ -53,6 +53,7 @@ mod breaker;
 pub(crate) mod engine;
 pub(crate) mod options;
 mod pick;
+mod run;
 mod stream;
 
 pub(crate) use breaker::SharedBreaker;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::breaker::{Allow, Breaker};
 use super::engine::{Entry, Router, PROBE_POLL};
 use super::options::RequestOptions;
+use super::run::Run;
 use super::stream::ChatStream;
 use crate::config::Limits;
 use crate::error::{Error, ErrorKind, Result};
@@ -224,6 +225,14 @@ pub(super) struct Go<'a> {
     pub(super) probe: bool,
 }
 
+/// A chat request's first attempt that goes at once (see [`Router::first_pick`]): to the
+/// first provider of the order, for its default model, priced as one request, slot 0.
+#[derive(Clone, Copy)]
+pub(super) struct AtOnce<'a> {
+    pub(super) entry: usize,
+    pub(super) key: &'a LimitKey,
+}
+
 pub(super) enum Pick<'a> {
     Go(Box<Go<'a>>),
     /// Nothing can start now; something might at this instant.
@@ -342,6 +351,42 @@ impl Router {
             Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
             _ => (costs.exact(job, &key.model), Pricing::Count),
         })
+    }
+
+    /// The provider of a chat request's first attempt when it can be sent at once, with
+    /// nothing to book, wait for or claim: the first of the order, whose breaker is calm
+    /// (closed with no failure counted: its verdict is `Yes` and needs no lock), for the
+    /// configured account and the adapter's default model, admitted freely (see
+    /// [`admits_freely`](Self::admits_freely)) and so priced as one request, within the
+    /// deadline, with the send trace off (a traced send takes the breaker's lock for its
+    /// sequence number). `None`: [`pick`](Self::pick) decides.
+    ///
+    /// Exactly the choice `pick` would make for such a request, without its future.
+    pub(super) fn first_pick(
+        &self,
+        run: &Run<'_>,
+        req: &ChatRequest,
+        opts: &RequestOptions,
+    ) -> Option<AtOnce<'_>> {
+        if run.started >= run.deadline
+            || tracing::enabled!(target: "llm_failover::send", tracing::Level::DEBUG)
+        {
+            return None;
+        }
+        let &idx = run.order.first()?;
+        let entry = &self.entries[idx];
+        if !entry.breaker.is_calm() || opts.account_for(entry.adapter.id()).is_some() {
+            return None;
+        }
+        let key = entry.default_key(Capability::Chat)?;
+        if req.model.as_deref().is_some_and(|m| m != key.model) {
+            return None;
+        }
+        let limits = entry.limits_for(&key.model);
+        if !self.admits_freely(entry, &limits) || entry.counts_tokens(&limits) {
+            return None;
+        }
+        Some(AtOnce { entry: idx, key })
     }
 
     /// Chooses the next provider and books its admission. See the module docs for the order.
