@@ -272,3 +272,87 @@ async fn a_terminal_error_after_a_failover_counts_every_send() {
         .unwrap_err();
     assert_eq!(err.sends(), Some(0), "{err}");
 }
+
+/// A plain request's first attempt is sent at once, without the general attempt loop; with
+/// the send trace on (which needs the breaker's lock for its sequence numbers) it goes through
+/// the loop. Given the same answers, both must end the same way, send the same requests, count
+/// the same and leave the limiter knowing the same.
+#[tokio::test]
+async fn a_first_attempt_sent_at_once_ends_and_counts_as_the_attempt_loop_does() {
+    /// A name and the first answer of provider `a`.
+    type Case = (&'static str, fn() -> Reply);
+    let first_answers: [Case; 8] = [
+        ("500", || {
+            Reply::json(500, error_body("server_error", None, "boom"))
+        }),
+        ("429", || rate_limited().header("retry-after", "30")),
+        ("429 without a delay", rate_limited),
+        ("429 stating its window", || {
+            rate_limited()
+                .header("x-ratelimit-limit-requests", "100")
+                .header("x-ratelimit-remaining-requests", "0")
+                .header("x-ratelimit-reset-requests", "20s")
+        }),
+        ("quota", || {
+            Reply::json(
+                429,
+                error_body(
+                    "insufficient_quota",
+                    Some("insufficient_quota"),
+                    "You exceeded your current quota",
+                ),
+            )
+        }),
+        ("400", || {
+            Reply::json(400, error_body("invalid_request_error", None, "bad"))
+        }),
+        ("200", || ok("from a")),
+        ("200 stating its windows", || {
+            ok("from a")
+                .header("x-ratelimit-limit-requests", "100")
+                .header("x-ratelimit-remaining-requests", "40")
+                .header("x-ratelimit-reset-requests", "36s")
+                .header("x-ratelimit-limit-tokens", "10000")
+                .header("x-ratelimit-remaining-tokens", "9000")
+                .header("x-ratelimit-reset-tokens", "6s")
+        }),
+    ];
+    for (name, first) in first_answers {
+        let mut runs = Vec::new();
+        for through_the_loop in [false, true] {
+            let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+            a.push(CHAT, first());
+            b.push(CHAT, ok("from b"));
+            let h = client(&[("a", &a), ("b", &b)], policy());
+            let _trace = through_the_loop.then(|| {
+                tracing::subscriber::set_default(
+                    tracing_subscriber::fmt()
+                        .with_env_filter("llm_failover::send=debug")
+                        .with_writer(std::io::sink)
+                        .finish(),
+                )
+            });
+            let answer = h
+                .client
+                .chat(req())
+                .await
+                .map(|r| (r.text, r.provider.as_str().to_owned(), r.attempts))
+                .map_err(|e| (e.kind(), e.status(), e.attempts().len()));
+            let stats = h.client.stats();
+            runs.push((
+                answer,
+                (a.count(CHAT), b.count(CHAT)),
+                stats.provider("a").cloned(),
+                stats.provider("b").cloned(),
+                // What the limiter learned, in durations (each harness has its own clock).
+                h.client
+                    .limits("a", "gpt-4o-mini")
+                    .await
+                    .map(|l| format!("{:?}", (l.requests, l.tokens, l.wait, l.token_room)))
+                    .unwrap(),
+                h.clock.sleeps(),
+            ));
+        }
+        assert_eq!(runs[0], runs[1], "first answer {name}: at once vs the loop");
+    }
+}

@@ -48,6 +48,14 @@
 //!
 //! Streaming fails over only until the first content arrives; after that an error surfaces on
 //! the stream.
+//!
+//! **The common request takes a shortcut.** A chat request whose first provider is calm
+//! (breaker closed, no failure counted), for the configured key and the adapter's default
+//! model, with nothing configured or ever stated about that provider's limits (so nothing would
+//! be booked) and the send trace off, is sent at once: the choice above made without its
+//! machinery, in a compact future. Its answer, or its failure handed to the attempt loop,
+//! ends and counts exactly as it would through the loop (checked answer by answer in
+//! `tests/failover.rs`). Everything else runs the general loop, boxed.
 
 mod breaker;
 pub(crate) mod engine;
