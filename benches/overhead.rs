@@ -20,10 +20,13 @@
 //! # Where the overhead lives: a third client, the SDK's OpenAI adapter and transport called
 //! # directly (build the request, send, read the limit headers, parse) without the router.
 //! B2_LAYERS=1 cargo bench --bench overhead
+//! # The sizes of the futures each side's caller holds (and moves) per request, then exit.
+//! B2_SIZES=1 cargo bench --bench overhead
 //! ```
 
 mod common;
 
+use std::mem::size_of_val;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -270,6 +273,11 @@ fn main() {
         }
     });
 
+    if std::env::var_os("B2_SIZES").is_some() {
+        let _runtime = client_rt.enter();
+        print_sizes(&clients);
+        return;
+    }
     // Profiling mode: a fixed number of requests from one client (`B2_PROFILE_CONCURRENCY`
     // loops, default 1), no table.
     if let Ok(only) = std::env::var("B2_ONLY") {
@@ -373,6 +381,51 @@ fn main() {
         record["sdk_vs_layers"] = json!(router);
     }
     common::record("overhead", &machine, record);
+}
+
+/// `B2_SIZES`: how many bytes each side's request future is as its caller holds it — what a
+/// caller writes into its own state (and copies, each time the future is moved) per request.
+/// Nothing is polled.
+fn print_sizes(c: &Clients) {
+    let req = request();
+    let ctx = RequestContext::new(MODEL, Some(&c.layers.credential));
+    let http = c
+        .layers
+        .adapter
+        .chat_request(&req, &ctx)
+        .expect("the request builds");
+    let exchange = llm_failover::provider::chat_once(
+        &*c.layers.adapter,
+        &c.layers.transport,
+        &req,
+        ctx,
+        TIMEOUT,
+        || TokioClock.both(),
+    );
+    let mut t = Table::new(["future", "bytes"]);
+    for (what, bytes) in [
+        (
+            "Client::chat (the SDK)",
+            size_of_val(&c.sdk.chat(request())),
+        ),
+        (
+            "raw reqwest request (the baseline)",
+            size_of_val(&c.raw(&c.http)),
+        ),
+        ("adapter + transport (B2_LAYERS)", size_of_val(&c.layers())),
+        ("provider::chat_once (one attempt)", size_of_val(&exchange)),
+        (
+            "http::Transport::send",
+            size_of_val(&c.layers.transport.send(http, TIMEOUT)),
+        ),
+        (
+            "reqwest RequestBuilder::send",
+            size_of_val(&c.http.post(&*c.url).send()),
+        ),
+    ] {
+        t.row([what.to_owned(), bytes.to_string()]);
+    }
+    t.print();
 }
 
 /// What the segments of one side at one level measured.
