@@ -8,7 +8,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use url::Url;
 
 use crate::clock::{Clock, TokioClock};
@@ -19,7 +18,7 @@ use crate::provider::{Capability, Credential, Provider, ProviderId};
 use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
 use crate::retry::{Backoff, RetryBudget, SharedBudget};
 use crate::rng::{Rng, SeededRng};
-use crate::router::engine::{Entry, Router, Settings, Work};
+use crate::router::engine::{Done, Entry, Router, Settings, Work};
 use crate::router::options::NO_OPTIONS;
 use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions, SharedBreaker};
 use crate::stats::{Counters, Stats};
@@ -106,9 +105,7 @@ impl Client {
         req: ChatRequest,
         opts: &'a RequestOptions,
     ) -> impl Future<Output = Result<ChatResponse>> + Send + 'a {
-        self.router
-            .execute(Work::Chat(req), opts)
-            .map(|done| done?.into_chat())
+        self.router.execute(Work::Chat(req), opts, Done::into_chat)
     }
 
     /// A streamed chat completion. Fails over until the first content arrives.
@@ -140,8 +137,7 @@ impl Client {
         opts: &'a RequestOptions,
     ) -> impl Future<Output = Result<ChatStream>> + Send + 'a {
         self.router
-            .execute(Work::Stream(req), opts)
-            .map(|done| done?.into_stream())
+            .execute(Work::Stream(req), opts, Done::into_stream)
     }
 
     /// A transcription through the speech-to-text failover order.
@@ -172,8 +168,7 @@ impl Client {
         opts: &'a RequestOptions,
     ) -> impl Future<Output = Result<Transcript>> + Send + 'a {
         self.router
-            .execute(Work::Transcribe(req), opts)
-            .map(|done| done?.into_transcript())
+            .execute(Work::Transcribe(req), opts, Done::into_transcript)
     }
 
     /// Per-provider counters since the client was built.

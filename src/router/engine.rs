@@ -193,11 +193,15 @@ impl Router {
     ///
     /// Not an `async fn`: the returned future is the request itself, not one more layer
     /// around it.
-    pub(crate) fn execute<'a>(
+    ///
+    /// `answer` takes the job's answer out of [`Done`] (in here, so that no combinator around
+    /// this future is one more copy of it for the caller to make).
+    pub(crate) fn execute<'a, T: 'a>(
         self: &'a Arc<Self>,
         work: Work,
         opts: &'a RequestOptions,
-    ) -> impl Future<Output = Result<Done>> + Send + 'a {
+        answer: fn(Done) -> Result<T>,
+    ) -> impl Future<Output = Result<T>> + Send + 'a {
         // The id is taken only when the span is enabled (tracing evaluates fields then): a
         // counter shared by every request is not touched for nothing.
         let span = tracing::info_span!(
@@ -253,7 +257,7 @@ impl Router {
                 };
                 Box::pin(self.attempt_loop(work, opts, run, handed)).await
             };
-            let result = result.map_err(|e| e.with_sends(attempts));
+            let result = result.and_then(answer).map_err(|e| e.with_sends(attempts));
             recorded.record("attempts", attempts);
             match &result {
                 Ok(_) => recorded.record("outcome", "ok"),
