@@ -18,11 +18,9 @@ pub(crate) use super::pick::{Done, Job, Work};
 use super::run::{Failed, Run};
 use crate::clock::Clock;
 use crate::config::{Limits, Policy};
-use crate::error::{Disposition, Error, ErrorKind, Result};
+use crate::error::{Disposition, ErrorKind, Result};
 use crate::http::Transport;
-use crate::provider::{
-    chat_once, Capability, Credential, CredentialSource, Exchange, Provider, RequestContext,
-};
+use crate::provider::{chat_once, Capability, Credential, Exchange, Provider, RequestContext};
 use crate::ratelimit::{Cost, LimitKey, LimitReport, Limiter, Tightening};
 use crate::retry::{Backoff, SharedBudget};
 use crate::rng::Rng;
@@ -182,14 +180,15 @@ impl Router {
 
     /// Runs one request to completion, inside the request's span.
     ///
-    /// The common request is sent at once by a compact future: its first provider in the
-    /// order is calm (closed, no failure counted), nothing is configured or has been stated
-    /// about its limits (so nothing is booked), it is for the configured account, and the
-    /// send trace is off (see [`first_pick`](Self::first_pick)). Anything else — a booking, a
-    /// wait, a half-open probe, a tenant's breaker — and every attempt after a failure goes
-    /// through the general attempt loop, boxed: its state is large (every suspension point of
-    /// every kind of job) and moving or reading it back costs the common request more than
-    /// its work.
+    /// The common chat request is sent at once by a compact future: its first provider in
+    /// the order is calm (closed, no failure counted), nothing is configured or has been
+    /// stated about its limits (so nothing is booked), it is for the configured account and
+    /// the adapter's default model, and the send trace is off (see
+    /// [`first_pick`](Self::first_pick)). Anything else — a booking, a wait, a half-open
+    /// probe, a tenant's breaker, a stream, a transcription — and every attempt after a
+    /// failure goes through the general attempt loop, boxed: its state is large (every
+    /// suspension point of every kind of job), and moving it and reading it back cost the
+    /// common request more than its work.
     ///
     /// Not an `async fn`: the returned future is the request itself, not one more layer
     /// around it.
@@ -608,32 +607,4 @@ impl Router {
 fn wall_ms(t: std::time::SystemTime) -> u64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The delay the provider stated: `retry-after-ms`/`Retry-After` or a body/message delay (on
-/// the error), else the reset of an exhausted window.
-pub(super) fn stated_delay(
-    err: &Error,
-    report: Option<&LimitReport>,
-    now: Instant,
-) -> Option<Duration> {
-    err.retry_after().or_else(|| {
-        report
-            .or(err.limits())
-            .and_then(LimitReport::exhausted_until)
-            .map(|t| t.saturating_duration_since(now))
-            .filter(|d| !d.is_zero())
-    })
-}
-
-/// An `Auth` error names where the key came from (never the key).
-pub(super) fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
-    if err.kind() != ErrorKind::Auth {
-        return err;
-    }
-    match credential.map(Credential::source) {
-        Some(src @ CredentialSource::Env(_)) => err.note(&format!("the key comes from {src}")),
-        Some(src) => err.note(&format!("the key is a {src}")),
-        None => err.note("no key was sent"),
-    }
 }

@@ -10,12 +10,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::breaker::Breaker;
-use super::engine::{explain_auth, stated_delay, Router};
+use super::engine::Router;
 use super::options::RequestOptions;
 use super::pick::{Costs, Done, Go, Job, Pick, Pricing, Tried, Work};
 use super::stream::ChatStream;
-use crate::error::{Disposition, Error, Result};
-use crate::provider::{chat_once, chat_stream_once, transcribe_once, ChunkStream};
+use crate::error::{Disposition, Error, ErrorKind, Result};
+use crate::provider::{
+    chat_once, chat_stream_once, transcribe_once, ChunkStream, Credential, CredentialSource,
+};
 use crate::ratelimit::{LimitKey, LimitReport, Permit, Tightening};
 use crate::stats::Counters;
 use crate::types::ChatChunk;
@@ -124,7 +126,7 @@ impl Router {
                 if now >= run.deadline {
                     let waited = run.deadline.saturating_duration_since(run.started);
                     break 'run Err(run.ends_with(Error::new(
-                        crate::error::ErrorKind::Timeout,
+                        ErrorKind::Timeout,
                         format!(
                             "the request's deadline of {:.3}s has passed",
                             waited.as_secs_f64()
@@ -410,6 +412,30 @@ impl Router {
             return Some(Err(run.all_failed()));
         }
         None
+    }
+}
+
+/// The delay the provider stated: `retry-after-ms`/`Retry-After` or a body/message delay (on
+/// the error), else the reset of an exhausted window.
+fn stated_delay(err: &Error, report: Option<&LimitReport>, now: Instant) -> Option<Duration> {
+    err.retry_after().or_else(|| {
+        report
+            .or(err.limits())
+            .and_then(LimitReport::exhausted_until)
+            .map(|t| t.saturating_duration_since(now))
+            .filter(|d| !d.is_zero())
+    })
+}
+
+/// An `Auth` error names where the key came from (never the key).
+fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
+    if err.kind() != ErrorKind::Auth {
+        return err;
+    }
+    match credential.map(Credential::source) {
+        Some(src @ CredentialSource::Env(_)) => err.note(&format!("the key comes from {src}")),
+        Some(src) => err.note(&format!("the key is a {src}")),
+        None => err.note("no key was sent"),
     }
 }
 
