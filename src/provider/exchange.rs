@@ -131,14 +131,16 @@ pub fn chat_once<'a>(
     timeout: Duration,
     now: impl Fn() -> Now + Send + 'a,
 ) -> impl Future<Output = Exchange<ChatResponse>> + Send + 'a {
-    match provider.chat_request(req, &ctx) {
-        Ok(http) => Either::Left(transport.send(http, timeout).map(move |raw| {
-            finish(provider, &ctx, now(), raw, |raw| {
-                provider.chat_response(raw, ctx.model)
-            })
-        })),
-        Err(e) => Either::Right(ready(unsent(e, provider, &ctx))),
-    }
+    let built = provider.chat_request(req, &ctx);
+    send_whole(
+        provider,
+        transport,
+        built,
+        ctx,
+        timeout,
+        now,
+        |p, raw, model| p.chat_response(raw, model),
+    )
 }
 
 /// Sends one transcription request and reads the whole answer.
@@ -152,10 +154,34 @@ pub fn transcribe_once<'a>(
     timeout: Duration,
     now: impl Fn() -> Now + Send + 'a,
 ) -> impl Future<Output = Exchange<Transcript>> + Send + 'a {
-    match provider.transcription_request(req, &ctx) {
+    let built = provider.transcription_request(req, &ctx);
+    send_whole(
+        provider,
+        transport,
+        built,
+        ctx,
+        timeout,
+        now,
+        |p, raw, model| p.transcription_response(raw, model),
+    )
+}
+
+/// Hands a `built` request to the transport now; the future reads the whole answer and
+/// `parse`s a 2xx body for the model in `ctx` (`parse` captures nothing: the future carries
+/// no more than the provider, the context and the clock).
+fn send_whole<'a, T: Send + 'a>(
+    provider: &'a dyn Provider,
+    transport: &Transport,
+    built: Result<crate::http::HttpRequest>,
+    ctx: RequestContext<'a>,
+    timeout: Duration,
+    now: impl Fn() -> Now + Send + 'a,
+    parse: impl FnOnce(&dyn Provider, RawResponse, &str) -> Result<T> + Send + 'a,
+) -> impl Future<Output = Exchange<T>> + Send + 'a {
+    match built {
         Ok(http) => Either::Left(transport.send(http, timeout).map(move |raw| {
             finish(provider, &ctx, now(), raw, |raw| {
-                provider.transcription_response(raw, ctx.model)
+                parse(provider, raw, ctx.model)
             })
         })),
         Err(e) => Either::Right(ready(unsent(e, provider, &ctx))),
