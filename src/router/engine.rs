@@ -1,4 +1,5 @@
-//! The attempt loop: pick a provider, admit, send, classify, act.
+//! The router itself: its providers, a request from start to end (the common first attempt
+//! sent at once, the rest handed to the attempt loop in `run.rs`), breakers and the limiter.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -579,7 +580,7 @@ impl Router {
         }
     }
 
-    /// Called by a [`ChatStream`] when it ends: reconcile usage, or record a mid-stream error.
+    /// Called by a [`ChatStream`](super::stream::ChatStream) when it ends: reconcile usage, or record a mid-stream error.
     pub(crate) async fn stream_ended(
         &self,
         entry: usize,

@@ -30,7 +30,8 @@ pub(crate) enum Job<'a> {
 }
 
 /// A request, owned by the router for the length of its attempts: the caller's future is
-/// then the attempt loop itself, with no layer around it holding the request.
+/// then the request's own (see [`Router::execute`]), with no layer around it holding the
+/// request.
 #[derive(Debug)]
 pub(crate) enum Work {
     Chat(ChatRequest),
