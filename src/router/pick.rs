@@ -228,7 +228,6 @@ pub(super) struct Go<'a> {
 
 /// A chat request's first attempt that goes at once (see [`Router::first_pick`]): to the
 /// first provider of the order, for its default model, priced as one request, slot 0.
-#[derive(Clone, Copy)]
 pub(super) struct AtOnce<'a> {
     pub(super) entry: usize,
     pub(super) key: &'a LimitKey,
@@ -379,10 +378,10 @@ impl Router {
         if !entry.breaker.is_calm() || opts.account_for(entry.adapter.id()).is_some() {
             return None;
         }
-        let key = entry.default_key(Capability::Chat)?;
-        if req.model.as_deref().is_some_and(|m| m != key.model) {
+        // The entry's own key (default model, configured account), as `pick` would lend it.
+        let Ok(Cow::Borrowed(key)) = self.key_for(entry, &Job::Chat(req), &None) else {
             return None;
-        }
+        };
         let limits = entry.limits_for(&key.model);
         if !self.admits_freely(entry, &limits) || entry.counts_tokens(&limits) {
             return None;
