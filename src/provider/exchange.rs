@@ -201,51 +201,46 @@ pub fn chat_stream_once<'a>(
     now: impl Fn() -> Now + Send + 'a,
 ) -> impl Future<Output = Exchange<ChunkStream>> + Send + 'a {
     let ctx = ctx.streaming();
-    let sending = provider
-        .chat_request(req, &ctx)
-        .map(|http| transport.send_streaming(http, timeout));
-    async move {
-        let sending = match sending {
-            Ok(sending) => sending,
-            Err(e) => return unsent(e, provider, &ctx),
-        };
-        match sending.await {
-            Err(e) => Exchange {
-                result: Err(decorate(e, provider, &ctx, None)),
-                report: None,
+    let sending = match provider.chat_request(req, &ctx) {
+        Ok(http) => transport.send_streaming(http, timeout),
+        Err(e) => return Either::Right(ready(unsent(e, provider, &ctx))),
+    };
+    Either::Left(sending.map(move |sent| match sent {
+        Err(e) => Exchange {
+            result: Err(decorate(e, provider, &ctx, None)),
+            report: None,
+            sent: true,
+        },
+        Ok(Streamed::Err(raw)) => finish(provider, &ctx, now(), Ok(raw), |_| {
+            Err(Error::decode(
+                "unreachable: error response parsed as a stream",
+            ))
+        }),
+        Ok(Streamed::Ok(resp)) => {
+            let now = now();
+            let report = provider.limit_report(&resp.headers, now);
+            let mut err_ctx = ErrorContext {
+                provider: provider.id().clone(),
+                model: ctx.model.to_owned(),
+                status: resp.status,
+                request_id: provider.request_id(&resp.headers),
+                secret: ctx.credential.map(|c| c.expose().to_owned()),
+            };
+            err_ctx.secret = err_ctx.secret.filter(|s| !s.is_empty());
+            Exchange {
+                result: Ok(ChunkStream {
+                    body: resp.body,
+                    parser: SseParser::new(),
+                    decoder: provider.stream_decoder(ctx.model),
+                    ready: VecDeque::new(),
+                    ended: false,
+                    err_ctx,
+                }),
+                report: stated(report),
                 sent: true,
-            },
-            Ok(Streamed::Err(raw)) => finish(provider, &ctx, now(), Ok(raw), |_| {
-                Err(Error::decode(
-                    "unreachable: error response parsed as a stream",
-                ))
-            }),
-            Ok(Streamed::Ok(resp)) => {
-                let now = now();
-                let report = provider.limit_report(&resp.headers, now);
-                let mut err_ctx = ErrorContext {
-                    provider: provider.id().clone(),
-                    model: ctx.model.to_owned(),
-                    status: resp.status,
-                    request_id: provider.request_id(&resp.headers),
-                    secret: ctx.credential.map(|c| c.expose().to_owned()),
-                };
-                err_ctx.secret = err_ctx.secret.filter(|s| !s.is_empty());
-                Exchange {
-                    result: Ok(ChunkStream {
-                        body: resp.body,
-                        parser: SseParser::new(),
-                        decoder: provider.stream_decoder(ctx.model),
-                        ready: VecDeque::new(),
-                        ended: false,
-                        err_ctx,
-                    }),
-                    report: stated(report),
-                    sent: true,
-                }
             }
         }
-    }
+    }))
 }
 
 struct ErrorContext {
