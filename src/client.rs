@@ -14,7 +14,8 @@ use crate::clock::{Clock, TokioClock};
 use crate::config::{Config, Limits, Policy};
 use crate::error::{Error, Result};
 use crate::http::{Transport, TransportOptions};
-use crate::provider::{Capability, Credential, Provider, ProviderId};
+use crate::id::{Capability, Credential, ProviderId};
+use crate::provider::Provider;
 use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
 use crate::retry::{Backoff, RetryBudget, SharedBudget};
 use crate::rng::{Rng, SeededRng};
@@ -464,7 +465,7 @@ impl ClientBuilder {
                 return Err(Error::config(format!("provider `{}` added twice", a.id())));
             }
         }
-        let index = |names: &[String], cap: crate::provider::Capability| -> Result<Vec<usize>> {
+        let index = |names: &[String], cap: crate::id::Capability| -> Result<Vec<usize>> {
             names
                 .iter()
                 .map(|n| {
@@ -481,8 +482,8 @@ impl ClientBuilder {
                 })
                 .collect()
         };
-        let chat = index(&chat, crate::provider::Capability::Chat)?;
-        let transcription = index(&transcription, crate::provider::Capability::Transcription)?;
+        let chat = index(&chat, crate::id::Capability::Chat)?;
+        let transcription = index(&transcription, crate::id::Capability::Transcription)?;
 
         let backoff = Backoff::try_new(policy.backoff_base, policy.backoff_cap)
             .map_err(|e| Error::config(format!("policy: {e}")))?;

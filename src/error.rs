@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::provider::ProviderId;
-use crate::ratelimit::LimitReport;
+use crate::id::ProviderId;
 
 /// A `Result` alias where the error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -207,7 +206,6 @@ struct Inner {
     retry_at: Option<Instant>,
     request_id: Option<String>,
     should_retry: Option<bool>,
-    limits: Option<Box<LimitReport>>,
     sends: Option<u32>,
     attempts: Vec<Error>,
     source: Option<Box<dyn StdError + Send + Sync>>,
@@ -229,7 +227,6 @@ impl Error {
                 retry_at: None,
                 request_id: None,
                 should_retry: None,
-                limits: None,
                 sends: None,
                 attempts: Vec::new(),
                 source: None,
@@ -330,11 +327,6 @@ impl Error {
 
     pub(crate) fn with_sends(mut self, sends: u32) -> Self {
         self.inner.sends = Some(sends);
-        self
-    }
-
-    pub(crate) fn with_limits(mut self, limits: LimitReport) -> Self {
-        self.inner.limits = Some(Box::new(limits));
         self
     }
 
@@ -508,11 +500,6 @@ impl Error {
     /// [`Client`](crate::Client); `None` for errors of a single exchange.
     pub fn sends(&self) -> Option<u32> {
         self.inner.sends
-    }
-
-    /// The rate-limit state the failed response reported, when it had any.
-    pub fn limits(&self) -> Option<&LimitReport> {
-        self.inner.limits.as_deref()
     }
 
     /// For [`ErrorKind::AllProvidersFailed`] and [`ErrorKind::AllProvidersUnavailable`]:

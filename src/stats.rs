@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::provider::ProviderId;
+use crate::id::ProviderId;
 use crate::striped::Striped;
 
 /// One thread stripe of a provider's counters (see [`Counters`]).

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::input::InputError;
 use crate::error::{Error, ErrorKind};
-use crate::provider::ProviderId;
+use crate::id::ProviderId;
 use crate::types::{ChatResponse, Usage};
 
 /// How one item ended: exactly one per item that was started.

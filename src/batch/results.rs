@@ -336,7 +336,7 @@ mod tests {
     use super::*;
     use crate::batch::outcome::{Answer, Failure, FailureKind};
     use crate::error::ErrorKind;
-    use crate::provider::ProviderId;
+    use crate::id::ProviderId;
 
     fn ok(id: &str) -> Outcome {
         Outcome::ok(

@@ -15,7 +15,7 @@ use super::sink::OutcomeSink;
 use super::stop::Stop;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
-use crate::provider::ProviderId;
+use crate::id::ProviderId;
 use crate::router::RequestOptions;
 use crate::types::Usage;
 

@@ -73,7 +73,8 @@ mod source;
 mod types;
 mod validate;
 
-pub use types::{Config, Environment, KeySource, Limits, Policy, ProviderConfig, ProviderKind};
+pub use crate::ratelimit::Limits;
+pub use types::{Config, Environment, KeySource, Policy, ProviderConfig, ProviderKind};
 
 use std::path::Path;
 use std::str::FromStr;
@@ -81,7 +82,7 @@ use std::str::FromStr;
 use url::Url;
 
 use crate::error::{Error, Result};
-use crate::provider::{Credential, ProviderId};
+use crate::id::{Credential, ProviderId};
 use keys::{check_key_value, shown};
 use source::{Document, TomlPath};
 

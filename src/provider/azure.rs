@@ -19,10 +19,11 @@ use super::openai::{
     chat_http, chat_result, check_base_url, classify, endpoint, transcription_http,
     transcription_result, ChunkDecoder,
 };
-use super::{Capabilities, Capability, Provider, ProviderId, RequestContext, StreamDecoder};
+use super::{Provider, RequestContext, StreamDecoder};
 use crate::clock::Now;
 use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
+use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
@@ -238,7 +239,7 @@ impl Provider for Azure {
 mod tests {
     use super::*;
     use crate::config::{Limits, ProviderConfig, ProviderKind};
-    use crate::provider::Credential;
+    use crate::id::Credential;
     use reqwest::header::HeaderValue;
     use std::collections::BTreeMap;
 

@@ -26,13 +26,12 @@ use serde::Deserialize;
 use url::Url;
 
 use super::body::{decode_json, kind_for_status, snippet};
-use super::{
-    Capabilities, Capability, Provider, ProviderId, RequestContext, SseEvent, StreamDecoder,
-};
+use super::{Provider, RequestContext, SseEvent, StreamDecoder};
 use crate::clock::Now;
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{Body, HttpRequest, RawResponse};
+use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, Segment, Transcript, TranscriptionRequest,

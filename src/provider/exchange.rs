@@ -93,9 +93,6 @@ fn decorate(
         e = e.with_model(ctx.model);
     }
     if let Some(r) = report {
-        if e.limits().is_none() && !r.is_empty() {
-            e = e.with_limits(r.clone());
-        }
         if e.retry_after().is_none() {
             e = e.with_retry_after(r.retry_after);
         }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::store::{Cost, LimitKey, LimiterStore, Reservation, Tightening};
+use super::Limits;
 use crate::clock::Clock;
-use crate::config::Limits;
 use crate::error::Result;
 
 /// Admission control for every (provider, model): a thin async layer over a store.
@@ -202,7 +202,7 @@ impl Drop for Permit {
 mod tests {
     use super::*;
     use crate::clock::TokioClock;
-    use crate::provider::ProviderId;
+    use crate::id::ProviderId;
     use crate::ratelimit::store::MemoryStore;
     use crate::ratelimit::{LimitReport, Per, Window};
 

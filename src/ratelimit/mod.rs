@@ -30,6 +30,7 @@ mod estimate;
 mod headers;
 mod ietf;
 mod limiter;
+mod limits;
 mod message;
 mod report;
 mod retry_after;
@@ -47,6 +48,7 @@ pub use estimate::{
 };
 pub use headers::{parse_limit_headers, RATE_LIMIT_HEADERS};
 pub use limiter::{Admission, Limiter, Permit};
+pub use limits::Limits;
 pub use message::delay_in_message;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
 pub use retry_after::{retry_after, should_retry, MAX_SANE_RETRY_AFTER};

@@ -15,10 +15,10 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::bucket::{Bucket, InsufficientCapacity};
+use super::Limits;
 use super::{LimitReport, Per, Window};
-use crate::config::Limits;
 use crate::error::Result;
-use crate::provider::ProviderId;
+use crate::id::ProviderId;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);

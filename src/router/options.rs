@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::provider::{Credential, ProviderId};
+use crate::id::{Credential, ProviderId};
 
 /// Options for one request: deadline, provider pin, credential override.
 ///

@@ -14,7 +14,7 @@ use super::run::Run;
 use super::stream::ChatStream;
 use crate::config::Limits;
 use crate::error::{Error, ErrorKind, Result};
-use crate::provider::Capability;
+use crate::id::Capability;
 use crate::ratelimit::{
     chat_cost_bound, estimate_chat, input_floor, Admission, Cost, LimitKey, Permit, Reservation,
 };
@@ -535,7 +535,7 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ProviderId;
+    use crate::id::ProviderId;
 
     #[test]
     fn an_answer_of_another_kind_is_an_internal_error_not_a_panic() {

@@ -15,9 +15,8 @@ use super::options::RequestOptions;
 use super::pick::{Costs, Done, Go, Job, Pick, Pricing, Tried, Work};
 use super::stream::ChatStream;
 use crate::error::{Disposition, Error, ErrorKind, Result};
-use crate::provider::{
-    chat_once, chat_stream_once, transcribe_once, ChunkStream, Credential, CredentialSource,
-};
+use crate::id::{Credential, CredentialSource};
+use crate::provider::{chat_once, chat_stream_once, transcribe_once, ChunkStream};
 use crate::ratelimit::{LimitKey, LimitReport, Permit, Tightening};
 use crate::stats::Counters;
 use crate::types::ChatChunk;
@@ -420,7 +419,6 @@ impl Router {
 fn stated_delay(err: &Error, report: Option<&LimitReport>, now: Instant) -> Option<Duration> {
     err.retry_after().or_else(|| {
         report
-            .or(err.limits())
             .and_then(LimitReport::exhausted_until)
             .map(|t| t.saturating_duration_since(now))
             .filter(|d| !d.is_zero())

@@ -11,7 +11,8 @@ use futures_util::Stream;
 use super::engine::Router;
 use super::pick::Booked;
 use crate::error::{ErrorKind, Result};
-use crate::provider::{ChunkStream, ProviderId};
+use crate::id::ProviderId;
+use crate::provider::ChunkStream;
 use crate::ratelimit::LimitKey;
 use crate::types::{ChatChunk, Usage};
 

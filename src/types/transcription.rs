@@ -8,7 +8,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::provider::ProviderId;
+use crate::id::ProviderId;
 
 /// Audio to transcribe, held as [`Bytes`] so retries and failover can send it again without
 /// copying.

@@ -16,7 +16,7 @@ use super::keys::{check_variable_name, shown};
 use super::raw::{RawConfig, RawEnvironment, RawProvider};
 use super::source::{Issue, TomlPath};
 use super::types::{Config, Environment, KeySource, ProviderConfig, ProviderKind};
-use crate::provider::{Capability, ProviderId};
+use crate::id::{Capability, ProviderId};
 
 /// The longest duration accepted anywhere: 30 days, in milliseconds.
 const MAX_MS: i64 = 30 * 24 * 60 * 60 * 1000;

@@ -12,9 +12,10 @@ use super::Check;
 use crate::config::keys::shown;
 use crate::config::raw::{RawLimits, RawProvider};
 use crate::config::source::{Issue, TomlPath};
-use crate::config::types::{Limits, ProviderConfig, ProviderKind};
-use crate::provider::ProviderId;
+use crate::config::types::{ProviderConfig, ProviderKind};
+use crate::id::ProviderId;
 use crate::ratelimit::HeaderDialect;
+use crate::ratelimit::Limits;
 
 /// `anthropic-version` sent when `api_version` is not given.
 const ANTHROPIC_DEFAULT_VERSION: &str = "2023-06-01";

@@ -27,11 +27,12 @@ mod wire;
 use reqwest::header::{HeaderMap, HeaderValue};
 use url::Url;
 
-use super::{Capabilities, Capability, Provider, ProviderId, RequestContext, StreamDecoder};
+use super::{Provider, RequestContext, StreamDecoder};
 use crate::clock::Now;
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
+use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse};
 

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::{error, DEFAULT_MAX_TOKENS};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::RawResponse;
+use crate::id::ProviderId;
 use crate::provider::body::{decode_json, json_f32};
-use crate::provider::{ProviderId, RequestContext};
+use crate::provider::RequestContext;
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Role, Usage};
 
 /// The body of `POST /v1/messages`.

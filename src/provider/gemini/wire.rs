@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error;
 use crate::error::{Error, ErrorKind, Result};
+use crate::id::ProviderId;
 use crate::provider::body::{decode_json, json_f32};
-use crate::provider::ProviderId;
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Role, Usage};
 
 #[derive(Debug, Serialize)]

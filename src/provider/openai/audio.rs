@@ -8,7 +8,8 @@ use super::error::{from_api_error, snippet, ApiError};
 use super::wire::TranscriptionWire;
 use crate::error::{Error, Result};
 use crate::http::{Body, FormPart, HttpRequest, RawResponse};
-use crate::provider::{ProviderId, RequestContext};
+use crate::id::ProviderId;
+use crate::provider::RequestContext;
 use crate::types::{Segment, Transcript, TranscriptionRequest};
 
 /// Builds `POST url` with the multipart form (no credential header). The form is a list of

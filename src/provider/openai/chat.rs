@@ -12,7 +12,8 @@ use super::wire::{
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
-use crate::provider::{ProviderId, RequestContext};
+use crate::id::ProviderId;
+use crate::provider::RequestContext;
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Usage};
 
 /// Builds `POST url` with the Chat Completions body (no credential header: the caller adds

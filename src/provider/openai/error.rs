@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, MAX_MESSAGE_LEN};
 use crate::http::RawResponse;
-use crate::provider::ProviderId;
+use crate::id::ProviderId;
 use crate::ratelimit::{delay_in_message, parse_limit_headers, HeaderDialect};
 
 /// What an error body said.

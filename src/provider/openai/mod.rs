@@ -28,9 +28,8 @@ use url::Url;
 use crate::clock::Now;
 use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
-use crate::provider::{
-    Capabilities, Capability, Provider, ProviderId, RequestContext, StreamDecoder,
-};
+use crate::id::{Capabilities, Capability, ProviderId};
+use crate::provider::{Provider, RequestContext, StreamDecoder};
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
@@ -278,7 +277,7 @@ impl Provider for OpenAi {
 mod tests {
     use super::*;
     use crate::config::{Limits, ProviderConfig, ProviderKind};
-    use crate::provider::Credential;
+    use crate::id::Credential;
     use std::collections::BTreeMap;
 
     fn url(s: &str) -> Url {

@@ -8,7 +8,8 @@ use super::chat::{ended_with_error, finish_reason, usage};
 use super::error::{from_api_error, ApiError};
 use super::wire::ChunkWire;
 use crate::error::{Error, Result};
-use crate::provider::{ProviderId, SseEvent, StreamDecoder};
+use crate::id::ProviderId;
+use crate::provider::{SseEvent, StreamDecoder};
 use crate::types::ChatChunk;
 
 /// Decodes one OpenAI-style stream.

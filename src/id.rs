@@ -1,0 +1,186 @@
+//! Names and secrets every layer shares: provider ids, capabilities and credentials.
+//!
+//! The bottom layer of the crate: it depends on nothing else here.
+
+use std::fmt;
+use std::sync::Arc;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+/// The name of a provider as configured in `providers.toml` (`openai`, `anthropic`, …).
+///
+/// Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProviderId(Arc<str>);
+
+impl ProviderId {
+    /// A provider id.
+    pub fn new(name: impl AsRef<str>) -> Self {
+        ProviderId(Arc::from(name.as_ref()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ProviderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for ProviderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for ProviderId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a request asks of a provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// Chat completions.
+    Chat,
+    /// Speech to text.
+    Transcription,
+}
+
+impl Capability {
+    /// Every capability, in the order of [`index`](Self::index).
+    pub const ALL: [Capability; 2] = [Capability::Chat, Capability::Transcription];
+
+    /// This capability's position in [`ALL`](Self::ALL): the one table per-capability
+    /// state is kept in.
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Capability::Chat => 0,
+            Capability::Transcription => 1,
+        }
+    }
+}
+
+/// One value per [`Capability`], indexed by it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PerCapability<T>([T; 2]);
+
+impl<T> PerCapability<T> {
+    /// The value of each capability, made by `f`.
+    pub(crate) fn from_fn(mut f: impl FnMut(Capability) -> T) -> Self {
+        PerCapability(Capability::ALL.map(&mut f))
+    }
+
+    /// The value for `capability`.
+    pub(crate) fn get(&self, capability: Capability) -> &T {
+        &self.0[capability.index()]
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Capability::Chat => "chat",
+            Capability::Transcription => "transcription",
+        })
+    }
+}
+
+/// What a provider can do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Chat completions (and streaming).
+    pub chat: bool,
+    /// Speech to text.
+    pub transcription: bool,
+}
+
+impl Capabilities {
+    /// True when the provider offers `capability`.
+    pub fn supports(&self, capability: Capability) -> bool {
+        match capability {
+            Capability::Chat => self.chat,
+            Capability::Transcription => self.transcription,
+        }
+    }
+}
+
+/// Where a credential came from; named in errors instead of the key itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CredentialSource {
+    /// Read from this environment variable.
+    Env(String),
+    /// Passed in code (builder or per-request override).
+    Explicit,
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialSource::Env(var) => write!(f, "environment variable `{var}`"),
+            CredentialSource::Explicit => f.write_str("credential passed in code"),
+        }
+    }
+}
+
+/// An API key and where it came from. `Debug` never shows the key.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::Credential;
+///
+/// let key = Credential::new("sk-live-123");
+/// assert!(!format!("{key:?}").contains("sk-live-123"));
+/// ```
+#[derive(Clone)]
+pub struct Credential {
+    secret: SecretString,
+    source: CredentialSource,
+}
+
+impl Credential {
+    /// A key passed in code (e.g. a tenant's own key).
+    pub fn new(key: impl Into<String>) -> Self {
+        Credential {
+            secret: SecretString::from(key.into()),
+            source: CredentialSource::Explicit,
+        }
+    }
+
+    /// A key read from environment variable `var`.
+    pub(crate) fn from_env(key: String, var: impl Into<String>) -> Self {
+        Credential {
+            secret: SecretString::from(key),
+            source: CredentialSource::Env(var.into()),
+        }
+    }
+
+    /// Where the key came from.
+    pub fn source(&self) -> &CredentialSource {
+        &self.source
+    }
+
+    /// The key itself, for adapters building headers. Never log it.
+    pub fn expose(&self) -> &str {
+        self.secret.expose_secret()
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credential")
+            .field("key", &"[redacted]")
+            .field("source", &self.source)
+            .finish()
+    }
+}
