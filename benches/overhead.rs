@@ -36,7 +36,7 @@ use common::wire::{WireMessage, WireRequest, WireResponse};
 use common::{f, median, Table};
 use emulator::Emulator;
 use llm_failover::clock::{Clock, TokioClock};
-use llm_failover::http::{Transport, TransportOptions};
+use llm_failover::http::{HttpTransport, Transport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::provider::{Provider, RequestContext};
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
@@ -87,7 +87,7 @@ fn request() -> ChatRequest {
 #[derive(Clone)]
 struct Layers {
     adapter: Arc<OpenAi>,
-    transport: Transport,
+    transport: HttpTransport,
     credential: Credential,
 }
 
@@ -266,7 +266,7 @@ fn main() {
                         OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
                             .with_chat_model(MODEL),
                     ),
-                    transport: Transport::new(&opts).expect("the transport builds"),
+                    transport: HttpTransport::new(&opts).expect("the transport builds"),
                     credential: Credential::new(emu.key("openai")),
                 }
             },

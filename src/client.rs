@@ -2,27 +2,21 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use url::Url;
 
 use crate::clock::{Clock, TokioClock};
-use crate::config::{Config, Limits, Policy};
-use crate::error::{Error, Result};
-use crate::http::{Transport, TransportOptions};
-use crate::id::{Capability, Credential, ProviderId};
+use crate::config::{Config, Limits, Policy, ProviderSettings};
+use crate::error::Result;
+use crate::http::Transport;
+use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::provider::Provider;
-use crate::ratelimit::{Cost, LimitKey, LimitSnapshot, Limiter, LimiterStore, MemoryStore};
-use crate::retry::{Backoff, RetryBudget, SharedBudget};
+use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore};
 use crate::rng::{Rng, SeededRng};
-use crate::router::engine::{Done, Entry, Router, Settings, Work};
-use crate::router::options::NO_OPTIONS;
-use crate::router::{Breaker, BreakerSettings, ChatStream, RequestOptions, SharedBreaker};
-use crate::stats::{Counters, Stats};
+use crate::router::{self, ChatStream, Parts, RequestOptions, Router, NO_OPTIONS};
+use crate::stats::Stats;
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
 /// Sends chat and speech-to-text requests through the configured providers, pacing each to
@@ -55,15 +49,7 @@ impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("environment", &self.environment)
-            .field(
-                "providers",
-                &self
-                    .router
-                    .entries
-                    .iter()
-                    .map(|e| e.adapter.id())
-                    .collect::<Vec<_>>(),
-            )
+            .field("providers", &self.router.providers().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -86,11 +72,8 @@ impl Client {
     /// The terminal error of a request that can only fail again (sent once), or
     /// `AllProvidersFailed` with every attempt's error, or `AllProvidersUnavailable` when
     /// every provider is cooling down past the deadline, or `RequestTooLarge`.
-    ///
-    /// (Not an `async fn`: it returns [`chat_with`](Self::chat_with)'s future itself
-    /// rather than one more layer around it.)
-    pub fn chat(&self, req: ChatRequest) -> impl Future<Output = Result<ChatResponse>> + Send + '_ {
-        self.chat_with(req, &NO_OPTIONS)
+    pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse> {
+        self.chat_with(req, &NO_OPTIONS).await
     }
 
     /// [`chat`](Self::chat) with per-request options.
@@ -98,15 +81,8 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    ///
-    /// (Not an `async fn`: the returned future is the request's attempt loop itself, which
-    /// owns `req`, rather than one more layer around it.)
-    pub fn chat_with<'a>(
-        &'a self,
-        req: ChatRequest,
-        opts: &'a RequestOptions,
-    ) -> impl Future<Output = Result<ChatResponse>> + Send + 'a {
-        self.router.execute(Work::Chat(req), opts, Done::into_chat)
+    pub async fn chat_with(&self, req: ChatRequest, opts: &RequestOptions) -> Result<ChatResponse> {
+        self.router.run(router::Chat(req), opts).await
     }
 
     /// A streamed chat completion. Fails over until the first content arrives.
@@ -115,14 +91,8 @@ impl Client {
     ///
     /// As [`chat`](Self::chat) for failures before the first content; later errors come out
     /// of the stream.
-    ///
-    /// (Not an `async fn`: it returns [`chat_stream_with`](Self::chat_stream_with)'s future itself
-    /// rather than one more layer around it.)
-    pub fn chat_stream(
-        &self,
-        req: ChatRequest,
-    ) -> impl Future<Output = Result<ChatStream>> + Send + '_ {
-        self.chat_stream_with(req, &NO_OPTIONS)
+    pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream> {
+        self.chat_stream_with(req, &NO_OPTIONS).await
     }
 
     /// [`chat_stream`](Self::chat_stream) with per-request options.
@@ -130,15 +100,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat_stream`](Self::chat_stream).
-    ///
-    /// (Not an `async fn`, as [`chat_with`](Self::chat_with).)
-    pub fn chat_stream_with<'a>(
-        &'a self,
+    pub async fn chat_stream_with(
+        &self,
         req: ChatRequest,
-        opts: &'a RequestOptions,
-    ) -> impl Future<Output = Result<ChatStream>> + Send + 'a {
-        self.router
-            .execute(Work::Stream(req), opts, Done::into_stream)
+        opts: &RequestOptions,
+    ) -> Result<ChatStream> {
+        self.router.run(router::Stream(req), opts).await
     }
 
     /// A transcription through the speech-to-text failover order.
@@ -146,14 +113,8 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    ///
-    /// (Not an `async fn`: it returns [`transcribe_with`](Self::transcribe_with)'s future itself
-    /// rather than one more layer around it.)
-    pub fn transcribe(
-        &self,
-        req: TranscriptionRequest,
-    ) -> impl Future<Output = Result<Transcript>> + Send + '_ {
-        self.transcribe_with(req, &NO_OPTIONS)
+    pub async fn transcribe(&self, req: TranscriptionRequest) -> Result<Transcript> {
+        self.transcribe_with(req, &NO_OPTIONS).await
     }
 
     /// [`transcribe`](Self::transcribe) with per-request options.
@@ -161,15 +122,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    ///
-    /// (Not an `async fn`, as [`chat_with`](Self::chat_with).)
-    pub fn transcribe_with<'a>(
-        &'a self,
+    pub async fn transcribe_with(
+        &self,
         req: TranscriptionRequest,
-        opts: &'a RequestOptions,
-    ) -> impl Future<Output = Result<Transcript>> + Send + 'a {
-        self.router
-            .execute(Work::Transcribe(req), opts, Done::into_transcript)
+        opts: &RequestOptions,
+    ) -> Result<Transcript> {
+        self.router.run(router::Transcribe(req), opts).await
     }
 
     /// Per-provider counters since the client was built.
@@ -179,19 +137,14 @@ impl Client {
 
     /// The chat providers, in failover order.
     pub fn chat_providers(&self) -> Vec<ProviderId> {
-        self.router
-            .chat
-            .iter()
-            .map(|&i| self.router.entries[i].adapter.id().clone())
-            .collect()
+        self.router.order(Capability::Chat).cloned().collect()
     }
 
     /// The speech-to-text providers, in failover order.
     pub fn transcription_providers(&self) -> Vec<ProviderId> {
         self.router
-            .transcription
-            .iter()
-            .map(|&i| self.router.entries[i].adapter.id().clone())
+            .order(Capability::Transcription)
+            .cloned()
             .collect()
     }
 
@@ -202,64 +155,14 @@ impl Client {
     ///
     /// When the limiter store fails (never for the in-memory store).
     pub async fn limits(&self, provider: &str, model: &str) -> Result<LimitSnapshot> {
-        let key = LimitKey::new(ProviderId::new(provider), model);
-        let now = self.router.clock.now();
         self.router
-            .limiter
-            .store()
-            .peek(&key, Cost::default(), now)
+            .limits(&LimitKey::new(ProviderId::new(provider), model))
             .await
     }
 
     /// The limits configured for `provider` (not what was learned from headers).
     pub fn configured_limits(&self, provider: &str) -> Option<Limits> {
-        self.router
-            .entries
-            .iter()
-            .find(|e| e.adapter.id().as_str() == provider)
-            .map(|e| e.limits)
-    }
-}
-
-/// Settings of one provider added in code with [`ClientBuilder::provider`].
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
-pub struct ProviderSettings {
-    /// Stated limits (unknown ones are learned from headers).
-    pub limits: Limits,
-    /// Limits of specific models.
-    pub model_limits: HashMap<String, Limits>,
-    /// Per-attempt timeout, overriding the policy's.
-    pub timeout: Option<Duration>,
-    /// The key to send (none for local hosts).
-    pub credential: Option<Credential>,
-}
-
-impl ProviderSettings {
-    /// No limits, no key.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sets the limits.
-    #[must_use]
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Sets the key.
-    #[must_use]
-    pub fn credential(mut self, credential: Credential) -> Self {
-        self.credential = Some(credential);
-        self
-    }
-
-    /// Sets the per-attempt timeout.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
+        self.router.configured_limits(provider)
     }
 }
 
@@ -277,6 +180,7 @@ pub struct ClientBuilder {
     clock: Option<Arc<dyn Clock>>,
     rng: Option<Arc<dyn Rng>>,
     store: Option<Arc<dyn LimiterStore>>,
+    transport: Option<Arc<dyn Transport>>,
     providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
     chat_order: Option<Vec<String>>,
     transcription_order: Option<Vec<String>>,
@@ -338,6 +242,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Sends through `transport` instead of reqwest (tests: a scripted transport).
+    #[cfg(any(test, feature = "test-util"))]
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    pub(crate) fn transport(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
     /// Adds a provider built in code. Unless an order is set, providers serve their
     /// capabilities in the order they were added.
     pub fn provider(mut self, adapter: Arc<dyn Provider>, settings: ProviderSettings) -> Self {
@@ -388,185 +300,128 @@ impl ClientBuilder {
     /// `Config` when the configuration is invalid, names an unknown provider or environment,
     /// or a key's environment variable is missing (the message names the variable, never a
     /// key).
-    pub fn build(self) -> Result<Client> {
-        let lookup: EnvLookup = self
-            .env_lookup
-            .clone()
-            .unwrap_or_else(|| Arc::new(|name: &str| std::env::var(name).ok()));
-        let mut providers = self.providers;
-        let mut chat: Vec<String> = Vec::new();
-        let mut transcription: Vec<String> = Vec::new();
-        let mut policy = None;
-        let mut environment = self
-            .environment
-            .clone()
-            .unwrap_or_else(|| "code".to_owned());
-
-        if let Some(config) = self.config {
-            let mut config = config?;
-            for (name, url) in &self.base_urls {
-                config.set_base_url(name, url)?;
-            }
-            let env = config
-                .select_environment_with(self.environment.as_deref(), &*lookup)?
-                .clone();
-            environment = env.name.clone();
-            chat = env.chat.iter().map(|p| p.to_string()).collect();
-            transcription = env.transcription.iter().map(|p| p.to_string()).collect();
-            // In failover order, so the first problem reported is the first provider's.
-            let mut used: Vec<&ProviderId> = Vec::new();
-            for id in env.chat.iter().chain(&env.transcription) {
-                if !used.contains(&id) {
-                    used.push(id);
-                }
-            }
-            for id in used {
-                let name = id.as_str();
-                let pc = config.provider(name)?;
-                let credential = match self.credentials.get(name) {
-                    Some(c) => Some(c.clone()),
-                    None => config.credential(name, &env.name, &*lookup)?,
-                };
-                let adapter = crate::provider::from_config(pc)?;
-                let settings = ProviderSettings {
-                    limits: pc.limits,
-                    model_limits: pc.model_limits.clone().into_iter().collect(),
-                    timeout: pc.timeout,
-                    credential,
-                };
-                providers.push((adapter, settings));
-            }
-            policy = Some(config.policy.clone());
-        } else {
-            for (adapter, settings) in &mut providers {
-                if let Some(c) = self.credentials.get(adapter.id().as_str()) {
-                    settings.credential = Some(c.clone());
-                }
-                let caps = adapter.capabilities();
-                if caps.chat {
-                    chat.push(adapter.id().to_string());
-                }
-                if caps.transcription {
-                    transcription.push(adapter.id().to_string());
-                }
-            }
-        }
-        if let Some(order) = self.chat_order {
-            chat = order;
-        }
-        if let Some(order) = self.transcription_order {
-            transcription = order;
-        }
-        let policy = self.policy.or(policy).unwrap_or_default();
-
-        let mut seen = std::collections::HashSet::new();
-        for (a, _) in &providers {
-            if !seen.insert(a.id().clone()) {
-                return Err(Error::config(format!("provider `{}` added twice", a.id())));
-            }
-        }
-        let index = |names: &[String], cap: crate::id::Capability| -> Result<Vec<usize>> {
-            names
-                .iter()
-                .map(|n| {
-                    let i = providers
-                        .iter()
-                        .position(|(a, _)| a.id().as_str() == n)
-                        .ok_or_else(|| {
-                            Error::config(format!("unknown provider `{n}` in the {cap} order"))
-                        })?;
-                    if !providers[i].0.capabilities().supports(cap) {
-                        return Err(Error::config(format!("provider `{n}` cannot serve {cap}")));
-                    }
-                    Ok(i)
-                })
-                .collect()
+    pub fn build(mut self) -> Result<Client> {
+        let resolved = match self.config.take() {
+            Some(config) => self.resolve_config(config?)?,
+            None => self.resolve_code(),
         };
-        let chat = index(&chat, crate::id::Capability::Chat)?;
-        let transcription = index(&transcription, crate::id::Capability::Transcription)?;
-
-        let backoff = Backoff::try_new(policy.backoff_base, policy.backoff_cap)
-            .map_err(|e| Error::config(format!("policy: {e}")))?;
-        let transport = Transport::new(&TransportOptions {
-            connect_timeout: policy.connect_timeout,
-            // The request timeout bounds every send as a whole (a stream's body included):
-            // a silence limit of the same length could never fire first.
-            read_timeout: None,
-            // Set once on the HTTP client: most attempts use exactly this timeout.
-            usual_timeout: Some(policy.request_timeout),
-            max_response_bytes: policy.max_response_bytes,
+        let Resolved {
+            environment,
+            mut providers,
+            mut orders,
+            policy,
+        } = resolved;
+        providers.splice(0..0, std::mem::take(&mut self.providers));
+        if let Some(order) = self.chat_order.take() {
+            orders.set(
+                Capability::Chat,
+                order.iter().map(ProviderId::new).collect(),
+            );
+        }
+        if let Some(order) = self.transcription_order.take() {
+            orders.set(
+                Capability::Transcription,
+                order.iter().map(ProviderId::new).collect(),
+            );
+        }
+        let router = Router::new(Parts {
+            providers,
+            orders,
+            policy: self.policy.take().or(policy).unwrap_or_default(),
+            clock: self.clock.take().unwrap_or_else(|| Arc::new(TokioClock)),
+            rng: self
+                .rng
+                .take()
+                .unwrap_or_else(|| Arc::new(SeededRng::from_entropy())),
+            store: self.store.take(),
+            transport: self.transport.take(),
         })?;
-        let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock));
-        let rng = self
-            .rng
-            .unwrap_or_else(|| Arc::new(SeededRng::from_entropy()));
-        // A store given by the caller may be shared with other processes: always consulted.
-        let local_store = self.store.is_none();
-        let store = self.store.unwrap_or_else(|| {
-            Arc::new(MemoryStore::with_latency_allowance(
-                policy.latency_allowance,
-            ))
-        });
-        let settings = Settings {
-            breaker: BreakerSettings {
-                failure_threshold: policy.failure_threshold,
-                cooldown: policy.breaker_cooldown,
-                cooldown_max: policy.breaker_cooldown_max,
-            },
-            backoff,
-            spill_after: policy.spill_after,
-            policy: policy.clone(),
-        };
-        for (adapter, s) in &providers {
-            // A configured token limit means counts will be needed: load the encoder now, off
-            // the request path.
-            if s.limits.limits_tokens() {
-                if let Some(m) = adapter.default_model(Capability::Chat) {
-                    crate::ratelimit::preload(m);
-                }
-            }
-            for (m, l) in &s.model_limits {
-                if l.limits_tokens() {
-                    crate::ratelimit::preload(m);
-                }
-            }
-        }
-        let entries = providers
-            .into_iter()
-            .map(|(adapter, s)| Entry {
-                default_keys: Entry::default_keys_of(adapter.as_ref()),
-                adapter,
-                limits: s.limits,
-                model_limits: s.model_limits,
-                timeout: s.timeout,
-                credential: s.credential,
-                counters: Counters::default(),
-                token_limits_seen: std::sync::atomic::AtomicBool::new(false),
-                breaker: SharedBreaker::new(Breaker::new(settings.breaker)),
-                limiter_engaged: std::sync::atomic::AtomicBool::new(false),
-            })
-            .collect();
-        let budget = SharedBudget::new(RetryBudget::new(policy.retry_budget, 10), clock.now());
-        let router = Router {
-            entries,
-            chat,
-            transcription,
-            limiter: Limiter::new(store, clock.clone()),
-            local_store,
-            transport,
-            clock,
-            rng,
-            budget,
-            tenant_breakers: Mutex::new(HashMap::new()),
-            breaker_seq: AtomicU64::new(0),
-            request_ids: AtomicU64::new(0),
-            settings,
-        };
         Ok(Client {
             router: Arc::new(router),
             environment: Arc::from(environment),
         })
     }
+
+    /// The environment, providers, orders and policy `config` names (the builder's base URLs,
+    /// keys and environment applied).
+    fn resolve_config(&self, mut config: Config) -> Result<Resolved> {
+        let lookup = self.lookup();
+        for (name, url) in &self.base_urls {
+            config.set_base_url(name, url)?;
+        }
+        let env = config
+            .select_environment_with(self.environment.as_deref(), &*lookup)?
+            .clone();
+        // In failover order, so the first problem reported is the first provider's.
+        let mut used: Vec<&ProviderId> = Vec::new();
+        for id in env.chat.iter().chain(&env.transcription) {
+            if !used.contains(&id) {
+                used.push(id);
+            }
+        }
+        let mut providers = Vec::new();
+        for id in used {
+            let pc = config.provider(id.as_str())?;
+            let credential = match self.credentials.get(id.as_str()) {
+                Some(c) => Some(c.clone()),
+                None => config.credential(id.as_str(), &env.name, &*lookup)?,
+            };
+            let settings = ProviderSettings {
+                limits: pc.limits,
+                model_limits: pc.model_limits.clone().into_iter().collect(),
+                timeout: pc.timeout,
+                credential,
+            };
+            providers.push((crate::provider::from_config(pc)?, settings));
+        }
+        Ok(Resolved {
+            orders: PerCapability::from_fn(|c| env.providers(c).to_vec()),
+            environment: env.name,
+            providers,
+            policy: Some(config.policy),
+        })
+    }
+
+    /// The providers added in code serve their capabilities in the order they were added;
+    /// keys given with [`credential`](Self::credential) apply.
+    fn resolve_code(&mut self) -> Resolved {
+        for (adapter, settings) in &mut self.providers {
+            if let Some(c) = self.credentials.get(adapter.id().as_str()) {
+                settings.credential = Some(c.clone());
+            }
+        }
+        let orders = PerCapability::from_fn(|cap| {
+            self.providers
+                .iter()
+                .filter(|(a, _)| a.capabilities().supports(cap))
+                .map(|(a, _)| a.id().clone())
+                .collect()
+        });
+        Resolved {
+            environment: self
+                .environment
+                .clone()
+                .unwrap_or_else(|| "code".to_owned()),
+            providers: Vec::new(),
+            orders,
+            policy: None,
+        }
+    }
+
+    fn lookup(&self) -> EnvLookup {
+        self.env_lookup
+            .clone()
+            .unwrap_or_else(|| Arc::new(|name: &str| std::env::var(name).ok()))
+    }
+}
+
+/// What the builder's configuration resolves to.
+struct Resolved {
+    environment: String,
+    /// The configuration's providers (the ones added in code come first).
+    providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
+    orders: PerCapability<Vec<ProviderId>>,
+    policy: Option<Policy>,
 }
 
 #[cfg(test)]

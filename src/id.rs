@@ -83,6 +83,11 @@ impl<T> PerCapability<T> {
     pub(crate) fn get(&self, capability: Capability) -> &T {
         &self.0[capability.index()]
     }
+
+    /// Replaces the value for `capability`.
+    pub(crate) fn set(&mut self, capability: Capability, value: T) {
+        self.0[capability.index()] = value;
+    }
 }
 
 impl fmt::Display for Capability {

@@ -46,13 +46,14 @@ pub mod provider;
 pub mod ratelimit;
 pub mod retry;
 pub mod rng;
-pub mod router;
+mod router;
 pub mod stats;
 mod striped;
 pub mod types;
 
-pub use client::{Client, ClientBuilder, ProviderSettings};
+pub use client::{Client, ClientBuilder};
 pub use config::Config;
+pub use config::ProviderSettings;
 pub use error::{Disposition, Error, ErrorKind, Result};
 pub use id::{Capability, Credential, ProviderId};
 pub use ratelimit::LimitReport;

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::clock::{Clock, ManualClock};
-use llm_failover::http::{Transport, TransportOptions};
+use llm_failover::http::{HttpTransport, TransportOptions};
 use llm_failover::provider::azure::Azure;
 use llm_failover::provider::{
     chat_once, chat_stream_once, transcribe_once, Capability, Exchange, Provider, RequestContext,
@@ -38,7 +38,7 @@ const SENTINEL: &str = "sk-SENTINEL-abc123";
 struct Harness {
     server: ScriptedServer,
     provider: Azure,
-    transport: Transport,
+    transport: HttpTransport,
     clock: ManualClock,
 }
 
@@ -59,7 +59,7 @@ impl Harness {
         Harness {
             server,
             provider,
-            transport: Transport::new(&TransportOptions::default()).unwrap(),
+            transport: HttpTransport::new(&TransportOptions::default()).unwrap(),
             clock: ManualClock::new(),
         }
     }

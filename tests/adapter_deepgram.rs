@@ -27,8 +27,8 @@ const MODEL: &str = "nova-3";
 const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
 const PATH: &str = "/v1/listen";
 
-fn transport() -> llm_failover::http::Transport {
-    llm_failover::http::Transport::new(&Default::default()).unwrap()
+fn transport() -> llm_failover::http::HttpTransport {
+    llm_failover::http::HttpTransport::new(&Default::default()).unwrap()
 }
 
 fn provider(server: &ScriptedServer) -> Deepgram {

@@ -34,8 +34,8 @@ const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
 const PATH: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
 const STREAM_PATH: &str = "/v1beta/models/gemini-2.5-flash:streamGenerateContent";
 
-fn transport() -> llm_failover::http::Transport {
-    llm_failover::http::Transport::new(&Default::default()).unwrap()
+fn transport() -> llm_failover::http::HttpTransport {
+    llm_failover::http::HttpTransport::new(&Default::default()).unwrap()
 }
 
 fn provider(server: &ScriptedServer) -> Gemini {

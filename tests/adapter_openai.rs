@@ -22,7 +22,7 @@ use bytes::Bytes;
 use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::clock::{Clock, ManualClock};
-use llm_failover::http::{Transport, TransportOptions};
+use llm_failover::http::{HttpTransport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::provider::{
     chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
@@ -41,7 +41,7 @@ const SENTINEL: &str = "sk-SENTINEL-abc123";
 struct Harness {
     server: ScriptedServer,
     provider: OpenAi,
-    transport: Transport,
+    transport: HttpTransport,
     clock: ManualClock,
 }
 
@@ -58,7 +58,7 @@ impl Harness {
                 .with_chat_model("gpt-4o-mini")
                 .with_transcription_model("whisper-1"),
             server,
-            transport: Transport::new(&TransportOptions::default()).unwrap(),
+            transport: HttpTransport::new(&TransportOptions::default()).unwrap(),
             clock: ManualClock::new(),
         }
     }

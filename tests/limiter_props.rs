@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::config::Limits;
-use llm_failover::ratelimit::{Admission, Cost, LimitKey, Limiter, MemoryStore};
+use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, MemoryStore, Reservation};
 use llm_failover::ProviderId;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PropConfig, RngAlgorithm, TestRng, TestRunner};
@@ -19,19 +19,15 @@ fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
         .unwrap();
     rt.block_on(async move {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock);
-        let limiter = Limiter::new(Arc::new(MemoryStore::new()), clock.clone());
+        let store: Arc<dyn LimiterStore> = Arc::new(MemoryStore::new());
         let limits = Limits::none().with_tpm(tpm).with_rpm(rpm);
         let key = LimitKey::new(ProviderId::new("p"), "m");
         let start = clock.now();
         let admitted = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for cost in costs {
-            let (limiter, key, admitted, clock) = (
-                limiter.clone(),
-                key.clone(),
-                admitted.clone(),
-                clock.clone(),
-            );
+            let (store, key, admitted, clock) =
+                (store.clone(), key.clone(), admitted.clone(), clock.clone());
             tasks.push(tokio::spawn(async move {
                 let c = Cost {
                     requests: 1,
@@ -39,15 +35,15 @@ fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
                     output_tokens: 0,
                     audio_seconds: 0,
                 };
-                match limiter
-                    .try_admit(&key, &limits, c, Duration::from_secs(86_400))
+                let booked = clock.now();
+                match store
+                    .reserve(&key, &limits, c, Duration::from_secs(86_400), booked)
                     .await
                     .unwrap()
                 {
-                    Admission::Granted(p) => {
-                        p.ready().await;
+                    Reservation::Granted { wait, .. } => {
+                        clock.sleep_until(booked + wait).await;
                         admitted.lock().unwrap().push((clock.now() - start, cost));
-                        p.commit();
                     }
                     other => panic!("unexpected {other:?}"),
                 }

@@ -4,7 +4,8 @@
 //!
 //! * every request ends in exactly one outcome, and no task panics;
 //! * nothing is ever sent to a provider whose breaker is open (from the SDK's own `sending`
-//!   and `breaker open` trace events, timed on its clock);
+//!   and `breaker open` trace events, ordered by the breaker's version and timed on its
+//!   clock);
 //! * every request ends within its attempts' timeouts on the wall clock (at most
 //!   `max_attempts × request_timeout`, plus slack), and the whole soak within the sum of them.
 //!
@@ -30,7 +31,7 @@ use tracing_subscriber::Layer;
 #[derive(Clone, Debug, Default)]
 struct Seen {
     kind: &'static str,
-    seq: u64,
+    version: u64,
     provider: String,
     wall_ms: u64,
     until_wall_ms: u64,
@@ -55,7 +56,7 @@ impl Visit for Fields<'_> {
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         match field.name() {
-            "seq" => self.0.seq = value,
+            "version" => self.0.version = value,
             "wall_ms" => self.0.wall_ms = value,
             "until_wall_ms" => self.0.until_wall_ms = value,
             _ => {}
@@ -240,11 +241,12 @@ async fn thousands_of_requests_through_mixed_faults_each_end_once_and_never_hit_
     let ok = outcomes.get("ok").copied().unwrap_or(0);
     assert!(ok * 100 >= n * 95, "{outcomes:?}");
 
-    // Nothing sent into an open breaker. Events carry the order in which the SDK took its
-    // breaker decisions (`seq`): a send decided after an opening must come at or after that
-    // opening's end (then it is the half-open probe, or the breaker has closed since).
+    // Nothing sent into an open breaker. Events carry the version of the breaker's state
+    // they saw (a send) or made (an opening): a send that saw an opening's state or a later
+    // one must come at or after that opening's end (then it is the half-open probe, or the
+    // breaker has closed since). At equal versions the opening comes first: the send saw it.
     let mut events = recorder.0.lock().unwrap().clone();
-    events.sort_by_key(|e| e.seq);
+    events.sort_by_key(|e| (e.provider.clone(), e.version, e.kind != "open"));
     let opens = events.iter().filter(|e| e.kind == "open").count();
     let sends = events.iter().filter(|e| e.kind == "send").count();
     let mut open_until: HashMap<String, u64> = HashMap::new();
@@ -273,7 +275,7 @@ async fn thousands_of_requests_through_mixed_faults_each_end_once_and_never_hit_
     if let Some(first) = violations.first() {
         let context: Vec<_> = events
             .iter()
-            .filter(|e| e.provider == first.provider && e.seq <= first.seq)
+            .filter(|e| e.provider == first.provider && e.version <= first.version)
             .rev()
             .take(8)
             .collect();

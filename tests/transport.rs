@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use emulator::scripted::{Reply, ReplyBody, ScriptedServer};
-use llm_failover::http::{FormPart, HttpRequest, Transport, TransportOptions};
+use llm_failover::http::{FormPart, HttpRequest, HttpTransport, Transport, TransportOptions};
 use llm_failover::ErrorKind;
 
-fn transport(cap: usize) -> Transport {
+fn transport(cap: usize) -> HttpTransport {
     let mut opts = TransportOptions::default();
     opts.max_response_bytes = cap;
-    Transport::new(&opts).unwrap()
+    HttpTransport::new(&opts).unwrap()
 }
 
 fn url(server: &ScriptedServer, path: &str) -> url::Url {
@@ -124,7 +124,7 @@ async fn a_silence_limit_when_set_ends_a_stalled_send_before_its_timeout() {
     opts.read_timeout = Some(Duration::from_millis(150));
     let req = HttpRequest::new(reqwest::Method::GET, url(&server, "/slow"));
     // The overall timeout is far away: only the silence limit can end this send.
-    let err = Transport::new(&opts)
+    let err = HttpTransport::new(&opts)
         .unwrap()
         .send(req, Duration::from_secs(30))
         .await

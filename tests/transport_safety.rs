@@ -10,7 +10,7 @@ use bytes::Bytes;
 use emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::config::Policy;
-use llm_failover::http::{HttpRequest, Transport, TransportOptions};
+use llm_failover::http::{HttpRequest, HttpTransport, Transport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::FixedRng;
 use llm_failover::{
@@ -406,7 +406,7 @@ async fn every_transport_call_is_bounded_by_its_timeout() {
         "/b",
         Reply::status(200).with_body(trickle(Bytes::new(), b"x")),
     );
-    let transport = Transport::new(&TransportOptions::default()).unwrap();
+    let transport = HttpTransport::new(&TransportOptions::default()).unwrap();
     let get = |path: &str| {
         HttpRequest::new(
             reqwest::Method::GET,

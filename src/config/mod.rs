@@ -69,11 +69,13 @@
 
 mod keys;
 mod raw;
+mod settings;
 mod source;
 mod types;
 mod validate;
 
 pub use crate::ratelimit::Limits;
+pub use settings::ProviderSettings;
 pub use types::{Config, Environment, KeySource, Policy, ProviderConfig, ProviderKind};
 
 use std::path::Path;

@@ -120,9 +120,10 @@ fn unsent<T>(e: Error, provider: &dyn Provider, ctx: &RequestContext<'_>) -> Exc
 /// The request is built and handed to the transport when this is called; the future only
 /// awaits the answer and reads it (it holds neither `req` nor a copy of the request, and is
 /// no `async fn` state machine keeping its arguments twice).
-pub fn chat_once<'a>(
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) fn chat_once<'a>(
     provider: &'a dyn Provider,
-    transport: &Transport,
+    transport: &dyn Transport,
     req: &ChatRequest,
     ctx: RequestContext<'a>,
     timeout: Duration,
@@ -143,9 +144,10 @@ pub fn chat_once<'a>(
 /// Sends one transcription request and reads the whole answer.
 ///
 /// Built and handed to the transport when called, as [`chat_once`].
-pub fn transcribe_once<'a>(
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) fn transcribe_once<'a>(
     provider: &'a dyn Provider,
-    transport: &Transport,
+    transport: &dyn Transport,
     req: &TranscriptionRequest,
     ctx: RequestContext<'a>,
     timeout: Duration,
@@ -168,7 +170,7 @@ pub fn transcribe_once<'a>(
 /// no more than the provider, the context and the clock).
 fn send_whole<'a, T: Send + 'a>(
     provider: &'a dyn Provider,
-    transport: &Transport,
+    transport: &dyn Transport,
     built: Result<crate::http::HttpRequest>,
     ctx: RequestContext<'a>,
     timeout: Duration,
@@ -189,9 +191,10 @@ fn send_whole<'a, T: Send + 'a>(
 /// back here; errors after it come out of the stream.
 ///
 /// Built and handed to the transport when called, as [`chat_once`].
-pub fn chat_stream_once<'a>(
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) fn chat_stream_once<'a>(
     provider: &'a dyn Provider,
-    transport: &Transport,
+    transport: &dyn Transport,
     req: &ChatRequest,
     ctx: RequestContext<'a>,
     timeout: Duration,

@@ -14,7 +14,9 @@ pub mod gemini;
 pub mod openai;
 mod sse;
 
-pub use exchange::{chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
+pub use exchange::{ChunkStream, Exchange};
 pub use sse::{SseEvent, SseParser};
 
 use std::fmt;

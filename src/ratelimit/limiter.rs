@@ -1,5 +1,6 @@
-//! Async admission over a [`LimiterStore`]: book a slot, wait for it through the injected
-//! [`Clock`] with no lock held, and give the slot back if the caller goes away first.
+//! Admission over a [`LimiterStore`]: book a slot (one store call), wait for it through the
+//! injected [`Clock`] with no lock held, and give the slot back if the caller goes away
+//! before sending.
 
 use std::fmt;
 use std::future::Future;
@@ -8,14 +9,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::{Cost, LimitKey, LimiterStore, Reservation, Tightening};
+use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use super::Limits;
 use crate::clock::Clock;
 use crate::error::Result;
 
-/// Admission control for every (provider, model): a thin async layer over a store.
+/// Admission control for every (provider, model, account): a thin layer over a store.
 #[derive(Clone)]
-pub struct Limiter {
+pub(crate) struct Limiter {
     store: Arc<dyn LimiterStore>,
     clock: Arc<dyn Clock>,
 }
@@ -28,67 +29,38 @@ impl fmt::Debug for Limiter {
     }
 }
 
-/// The outcome of [`Limiter::try_admit`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Admission {
-    /// A slot is booked; wait for it with [`Permit::ready`].
-    Granted(Permit),
-    /// The wait would exceed the allowed one; nothing was booked.
-    NotUntil(Duration),
-    /// Can never be admitted.
-    TooLarge(Reservation),
-}
-
 impl Limiter {
-    /// A limiter over `store`, waiting through `clock`.
-    pub fn new(store: Arc<dyn LimiterStore>, clock: Arc<dyn Clock>) -> Self {
+    /// A limiter over `store`, timed by `clock`.
+    pub(crate) fn new(store: Arc<dyn LimiterStore>, clock: Arc<dyn Clock>) -> Self {
         Limiter { store, clock }
     }
 
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn LimiterStore> {
-        &self.store
-    }
-
-    /// Books `cost` for `key` if it can start within `max_wait`.
+    /// Books `cost` for `key` if it can start within `max_wait` of `now`. A grant must be
+    /// held in a [`Permit`] at once, so that it goes back if the request is not sent.
     ///
     /// # Errors
     ///
     /// When the store fails (never for the in-memory store).
-    pub async fn try_admit(
+    pub(crate) async fn reserve(
         &self,
         key: &LimitKey,
         limits: &Limits,
         cost: Cost,
         max_wait: Duration,
-    ) -> Result<Admission> {
-        let now = self.clock.now();
-        Ok(
-            match self.store.reserve(key, limits, cost, max_wait, now).await? {
-                Reservation::Granted { wait } => Admission::Granted(Permit {
-                    key: key.clone(),
-                    cost,
-                    ready_at: now + wait,
-                    wait,
-                    armed: true,
-                    store: self.store.clone(),
-                    clock: self.clock.clone(),
-                }),
-                Reservation::NotUntil { wait } => Admission::NotUntil(wait),
-                other => Admission::TooLarge(other),
-            },
-        )
+        now: Instant,
+    ) -> Result<Reservation> {
+        self.store.reserve(key, limits, cost, max_wait, now).await
     }
 
-    /// See [`LimitSnapshot::token_room`](super::LimitSnapshot::token_room).
+    /// What the store knows of `key` now, without booking.
     ///
     /// # Errors
     ///
     /// When the store fails.
-    pub async fn token_room(&self, key: &LimitKey) -> Result<Option<u64>> {
-        let now = self.clock.now();
-        Ok(self.store.peek(key, Cost::default(), now).await?.token_room)
+    pub(crate) async fn peek(&self, key: &LimitKey) -> Result<LimitSnapshot> {
+        self.store
+            .peek(key, Cost::default(), self.clock.now())
+            .await
     }
 
     /// Tightens the view of `key` (a report, a 429).
@@ -96,10 +68,7 @@ impl Limiter {
     /// # Errors
     ///
     /// When the store fails.
-    ///
-    /// Not an `async fn`: the store's own (boxed) future is returned, so an awaiting caller
-    /// holds a pointer rather than one more state machine around it.
-    pub fn raise<'a>(
+    pub(crate) fn raise<'a>(
         &'a self,
         key: &'a LimitKey,
         tightening: Tightening,
@@ -113,80 +82,61 @@ impl Limiter {
     /// # Errors
     ///
     /// When the store fails.
-    ///
-    /// Not an `async fn`, for the reason given at [`raise`](Self::raise).
-    pub fn reconcile<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        reserved: u64,
-        used: u64,
-    ) -> impl Future<Output = Result<()>> + Send + 'a {
+    pub(crate) async fn reconcile(&self, key: &LimitKey, reserved: u64, used: u64) -> Result<()> {
         let delta = reserved as i64 - used as i64;
-        let refund = (delta != 0).then(|| self.store.refund(key, 0, delta, self.clock.now()));
-        async move {
-            match refund {
-                Some(refund) => refund.await,
-                None => Ok(()),
-            }
+        if delta == 0 {
+            return Ok(());
         }
+        self.store.refund(key, 0, delta, self.clock.now()).await
     }
 }
 
-/// A booked slot. Dropping it before [`commit`](Permit::commit) gives the slot back.
-pub struct Permit {
-    key: LimitKey,
+/// A granted reservation, until its request is sent. Dropping it before
+/// [`commit`](Permit::commit) — the request was never sent, or its future was dropped —
+/// gives the slot back.
+pub(crate) struct Permit<'a> {
+    limiter: &'a Limiter,
+    key: &'a LimitKey,
     cost: Cost,
-    ready_at: Instant,
-    wait: Duration,
     armed: bool,
-    store: Arc<dyn LimiterStore>,
-    clock: Arc<dyn Clock>,
 }
 
-impl fmt::Debug for Permit {
+impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("key", &self.key)
+            .field("key", self.key)
             .field("cost", &self.cost)
-            .field("wait", &self.wait)
             .field("armed", &self.armed)
             .finish()
     }
 }
 
-impl Permit {
-    /// How long this slot had to wait when booked.
-    pub fn wait(&self) -> Duration {
-        self.wait
-    }
-
-    /// The cost booked.
-    pub fn cost(&self) -> Cost {
-        self.cost
-    }
-
-    /// Waits until the slot's time (no lock held).
-    pub async fn ready(&self) {
-        if !self.wait.is_zero() {
-            self.clock.sleep_until(self.ready_at).await;
+impl<'a> Permit<'a> {
+    /// Holds a grant of `cost` for `key`.
+    pub(crate) fn new(limiter: &'a Limiter, key: &'a LimitKey, cost: Cost) -> Self {
+        Permit {
+            limiter,
+            key,
+            cost,
+            armed: true,
         }
     }
 
     /// The request is being sent: the slot is used and will not be given back.
-    pub fn commit(mut self) {
+    pub(crate) fn commit(mut self) {
         self.armed = false;
     }
 }
 
-impl Drop for Permit {
+impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        let store = self.store.clone();
+        let store = self.limiter.store.clone();
         let key = self.key.clone();
         let cost = self.cost;
-        let now = self.clock.now();
+        let now = self.limiter.clock.now();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 let tokens = i64::try_from(cost.tokens()).unwrap_or(i64::MAX);
@@ -226,10 +176,7 @@ mod tests {
     const FOREVER: Duration = Duration::from_secs(3600);
 
     async fn snapshot(l: &Limiter) -> crate::ratelimit::LimitSnapshot {
-        l.store()
-            .peek(&key(), cost(0), Instant::now())
-            .await
-            .unwrap()
+        l.peek(&key()).await.unwrap()
     }
 
     /// Applies a report stating `requests` for `key()`.
@@ -249,9 +196,18 @@ mod tests {
         .unwrap();
     }
 
-    async fn grant(l: &Limiter, limits: &Limits, c: Cost) -> Permit {
-        match l.try_admit(&key(), limits, c, FOREVER).await.unwrap() {
-            Admission::Granted(p) => p,
+    /// Books `c` for `key()` and returns its wait; the slot is used (committed).
+    async fn grant(l: &Limiter, limits: &Limits, c: Cost) -> Duration {
+        grant_for(l, &key(), limits, c).await
+    }
+
+    async fn grant_for(l: &Limiter, k: &LimitKey, limits: &Limits, c: Cost) -> Duration {
+        match l
+            .reserve(k, limits, c, FOREVER, Instant::now())
+            .await
+            .unwrap()
+        {
+            Reservation::Granted { wait, .. } => wait,
             other => panic!("expected a grant, got {other:?}"),
         }
     }
@@ -260,23 +216,20 @@ mod tests {
     async fn unknown_limits_admit_freely() {
         let l = limiter();
         for _ in 0..10_000 {
-            let p = grant(&l, &Limits::none(), cost(1_000_000)).await;
-            assert_eq!(p.wait(), Duration::ZERO);
-            p.commit();
+            let wait = grant(&l, &Limits::none(), cost(1_000_000)).await;
+            assert_eq!(wait, Duration::ZERO);
         }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn waits_for_the_token_bucket_and_sleeps_through_the_clock() {
+    async fn waits_for_the_token_bucket() {
         let l = limiter();
         let limits = Limits::none().with_tpm(6000);
-        grant(&l, &limits, cost(6000)).await.commit();
-        let p = grant(&l, &limits, cost(3000)).await;
-        assert_eq!(p.wait(), Duration::from_secs(30));
-        let t0 = Instant::now();
-        p.ready().await;
-        assert_eq!(Instant::now() - t0, Duration::from_secs(30));
-        p.commit();
+        grant(&l, &limits, cost(6000)).await;
+        assert_eq!(
+            grant(&l, &limits, cost(3000)).await,
+            Duration::from_secs(30)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -284,17 +237,17 @@ mod tests {
         let l = limiter();
         let limits = Limits::none().with_tpm(1000);
         let a = l
-            .try_admit(&key(), &limits, cost(1001), FOREVER)
+            .reserve(&key(), &limits, cost(1001), FOREVER, Instant::now())
             .await
             .unwrap();
         assert!(
             matches!(
                 a,
-                Admission::TooLarge(Reservation::TooLarge {
+                Reservation::TooLarge {
                     cost: 1001,
                     capacity: 1000,
                     ..
-                })
+                }
             ),
             "{a:?}"
         );
@@ -305,25 +258,35 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn token_room_is_what_keeps_every_token_bucket_half_full() {
         let l = limiter();
+        let room = |k: LimitKey| {
+            let l = l.clone();
+            async move { l.peek(&k).await.unwrap().token_room }
+        };
         // Unknown key: no room known, and looking does not create it.
-        assert_eq!(l.token_room(&key()).await.unwrap(), None);
+        assert_eq!(room(key()).await, None);
         let limits = Limits::none().with_tpm(1000).with_tpd(10_000);
-        grant(&l, &limits, cost(100)).await.commit();
-        // Minute: 900 - 500; day: 9900 - 5000.
-        assert_eq!(l.token_room(&key()).await.unwrap(), Some(400));
-        grant(&l, &limits, cost(600)).await.commit();
-        assert_eq!(l.token_room(&key()).await.unwrap(), Some(0));
+        let booked = |c: Cost| {
+            let (l, limits) = (l.clone(), limits);
+            async move {
+                match l
+                    .reserve(&key(), &limits, c, FOREVER, Instant::now())
+                    .await
+                    .unwrap()
+                {
+                    Reservation::Granted { token_room, .. } => token_room,
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        // Minute: 900 - 500; day: 9900 - 5000. The grant reports the room it leaves.
+        assert_eq!(booked(cost(100)).await, Some(400));
+        assert_eq!(room(key()).await, Some(400));
+        assert_eq!(booked(cost(600)).await, Some(0));
+        assert_eq!(room(key()).await, Some(0));
         // A requests-only key has no token room.
         let k = LimitKey::new(ProviderId::new("p"), "rpm-only");
-        match l
-            .try_admit(&k, &Limits::none().with_rpm(5), cost(1), FOREVER)
-            .await
-            .unwrap()
-        {
-            Admission::Granted(p) => p.commit(),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(l.token_room(&k).await.unwrap(), None);
+        grant_for(&l, &k, &Limits::none().with_rpm(5), cost(1)).await;
+        assert_eq!(room(k).await, None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -331,9 +294,7 @@ mod tests {
         let l = limiter();
         let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, None);
-        grant(&l, &Limits::none().with_tpm(1000), cost(10))
-            .await
-            .commit();
+        grant(&l, &Limits::none().with_tpm(1000), cost(10)).await;
         let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, Some((990.0, 1000)));
     }
@@ -342,29 +303,38 @@ mod tests {
     async fn not_until_books_nothing() {
         let l = limiter();
         let limits = Limits::none().with_rpm(1);
-        grant(&l, &limits, cost(0)).await.commit();
-        let a = l
-            .try_admit(&key(), &limits, cost(0), Duration::from_secs(1))
-            .await
-            .unwrap();
+        grant(&l, &limits, cost(0)).await;
+        let refused = || {
+            let (l, limits) = (l.clone(), limits);
+            async move {
+                l.reserve(
+                    &key(),
+                    &limits,
+                    cost(0),
+                    Duration::from_secs(1),
+                    Instant::now(),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let a = refused().await;
         assert!(
-            matches!(a, Admission::NotUntil(w) if w == Duration::from_secs(60)),
+            matches!(a, Reservation::NotUntil { wait } if wait == Duration::from_secs(60)),
             "{a:?}"
         );
         // A second refusal sees the same wait: nothing was booked by the first.
-        let a = l
-            .try_admit(&key(), &limits, cost(0), Duration::from_secs(1))
-            .await
-            .unwrap();
-        assert!(matches!(a, Admission::NotUntil(w) if w == Duration::from_secs(60)));
+        let a = refused().await;
+        assert!(matches!(a, Reservation::NotUntil { wait } if wait == Duration::from_secs(60)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_permit_gives_its_reservation_back() {
         let l = limiter();
         let limits = Limits::none().with_rpm(2).with_tpm(1000);
-        let p = grant(&l, &limits, cost(800)).await;
-        drop(p);
+        grant(&l, &limits, cost(800)).await;
+        let k = key();
+        drop(Permit::new(&l, &k, cost(800)));
         tokio::task::yield_now().await;
         let snap = snapshot(&l).await;
         assert_eq!(snap.tokens, Some((1000.0, 1000)));
@@ -375,11 +345,13 @@ mod tests {
     async fn a_request_cancelled_while_waiting_gives_its_slot_back() {
         let l = limiter();
         let limits = Limits::none().with_rpm(1);
-        grant(&l, &limits, cost(0)).await.commit();
+        grant(&l, &limits, cost(0)).await;
         let l2 = l.clone();
         let waiting = tokio::spawn(async move {
-            let p = grant(&l2, &limits, cost(0)).await;
-            p.ready().await;
+            let k = key();
+            let wait = grant(&l2, &limits, cost(0)).await;
+            let p = Permit::new(&l2, &k, cost(0));
+            TokioClock.sleep_until(Instant::now() + wait).await;
             p.commit();
         });
         tokio::task::yield_now().await;
@@ -405,15 +377,17 @@ mod tests {
             },
         )
         .await;
-        let p = grant(&l, &Limits::none(), cost(0)).await;
-        assert_eq!(p.wait(), Duration::from_millis(600));
+        assert_eq!(
+            grant(&l, &Limits::none(), cost(0)).await,
+            Duration::from_millis(600)
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_stated_limit_lowers_a_configured_one_but_never_raises_it() {
         let l = limiter();
         let limits = Limits::none().with_rpm(60);
-        grant(&l, &limits, cost(0)).await.commit();
+        grant(&l, &limits, cost(0)).await;
         for (stated, expected) in [(600, 60), (30, 30)] {
             teach(
                 &l,
@@ -450,15 +424,17 @@ mod tests {
             .await
             .unwrap();
         }
-        let p = grant(&l, &Limits::none(), cost(0)).await;
-        assert_eq!(p.wait(), Duration::from_secs(20));
+        assert_eq!(
+            grant(&l, &Limits::none(), cost(0)).await,
+            Duration::from_secs(20)
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn reconcile_returns_unused_tokens_and_charges_excess() {
         let l = limiter();
         let limits = Limits::none().with_tpm(1000);
-        grant(&l, &limits, cost(600)).await.commit();
+        grant(&l, &limits, cost(600)).await;
         l.reconcile(&key(), 600, 100).await.unwrap();
         let snap = snapshot(&l).await;
         assert_eq!(snap.tokens.unwrap().0, 900.0);

@@ -47,7 +47,7 @@ pub use estimate::{
     REPLY_PRIMING, TOKENS_PER_MESSAGE,
 };
 pub use headers::{parse_limit_headers, RATE_LIMIT_HEADERS};
-pub use limiter::{Admission, Limiter, Permit};
+pub(crate) use limiter::{Limiter, Permit};
 pub use limits::Limits;
 pub use message::delay_in_message;
 pub use report::{HeaderDialect, LimitReport, Per, Window};

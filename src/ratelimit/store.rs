@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -143,6 +144,9 @@ pub enum Reservation {
     Granted {
         /// The wait before sending (zero: now).
         wait: Duration,
+        /// [`LimitSnapshot::token_room`] after this booking: the caller prices its next
+        /// request from it without asking again.
+        token_room: Option<u64>,
     },
     /// Not booked: the wait would exceed the caller's `max_wait`.
     NotUntil {
@@ -424,10 +428,14 @@ impl KeyState {
 
 /// The default store: buckets in this process's memory.
 ///
-/// One short-lived lock per key guards arithmetic only; nobody waits while holding it.
+/// One short-lived lock per key guards arithmetic only; nobody waits while holding it. A key
+/// with nothing configured that no response has ever described is unknown, and unknown
+/// admits freely: until the first key exists, a reservation of such a key reads one flag.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    keys: Mutex<HashMap<LimitKey, Arc<Mutex<KeyState>>>>,
+    keys: RwLock<HashMap<LimitKey, Arc<Mutex<KeyState>>>>,
+    /// Some key exists (set once, before the first is inserted).
+    any: AtomicBool,
     allowance: Duration,
 }
 
@@ -446,14 +454,26 @@ impl MemoryStore {
         }
     }
 
+    fn existing(&self, key: &LimitKey) -> Option<Arc<Mutex<KeyState>>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        keys.get(key).cloned()
+    }
+
     fn state(&self, key: &LimitKey, limits: Option<&Limits>, now: Instant) -> Arc<Mutex<KeyState>> {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = self.existing(key) {
+            return s;
+        }
+        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = keys.get(key) {
             return s.clone();
         }
         let state = Arc::new(Mutex::new(limits.map_or_else(KeyState::default, |l| {
             KeyState::from_limits(l, self.allowance, now)
         })));
+        self.any.store(true, Ordering::Release);
         keys.insert(key.clone(), state.clone());
         state
     }
@@ -481,20 +501,36 @@ impl LimiterStore for MemoryStore {
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
+        if *limits == Limits::none() && self.existing(key).is_none() {
+            // Unknown: nothing would be booked, so nothing is created.
+            return Ok(Reservation::Granted {
+                wait: Duration::ZERO,
+                token_room: None,
+            });
+        }
         Ok(
             self.with(key, Some(limits), now, |s| match s.wait(cost, now) {
                 Err(too_large) => too_large,
                 Ok(wait) if wait > max_wait => Reservation::NotUntil { wait },
                 Ok(wait) => {
                     s.book(cost, now);
-                    Reservation::Granted { wait }
+                    Reservation::Granted {
+                        wait,
+                        token_room: s.token_room(now),
+                    }
                 }
             }),
         )
     }
 
     async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
-        self.with(key, None, now, |s| {
+        // An unknown key has no bucket to give back to.
+        let Some(state) = self.existing(key) else {
+            return Ok(());
+        };
+        let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+        {
+            let s = &mut *guard;
             let give = |b: &mut Option<Bucket>, n: i64| {
                 if let Some(b) = b {
                     if n >= 0 {
@@ -510,7 +546,7 @@ impl LimiterStore for MemoryStore {
             give(&mut s.tokens_day, tokens);
             // What was reserved beyond use is output (`max_tokens`) in the common case.
             give(&mut s.output_tokens, tokens);
-        });
+        }
         Ok(())
     }
 
@@ -533,11 +569,7 @@ impl LimiterStore for MemoryStore {
     async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
         // A key never booked is not created by a look at it: its configured limits are only
         // known to `reserve`, which must be the one to create it.
-        let state = {
-            let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-            keys.get(key).cloned()
-        };
-        let Some(state) = state else {
+        let Some(state) = self.existing(key) else {
             return Ok(LimitSnapshot {
                 wait: Some(Duration::ZERO),
                 ..LimitSnapshot::default()

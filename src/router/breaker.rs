@@ -17,16 +17,13 @@
 //! * At `until` the breaker lets exactly one probe through; its success closes the breaker,
 //!   its failure reopens it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 /// The breaker's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BreakerState {
+pub(crate) enum BreakerState {
     /// Requests flow; `failures` consecutive transient failures so far.
     Closed {
         /// Consecutive transient failures.
@@ -46,7 +43,7 @@ pub enum BreakerState {
 
 /// What the breaker allows now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Allow {
+pub(crate) enum Allow {
     /// Send normally.
     Yes,
     /// Send as the single half-open probe.
@@ -57,31 +54,38 @@ pub enum Allow {
     ProbeBusy,
 }
 
-impl Allow {
-    /// `Some(is the probe)` when a request may be sent, `None` when not.
-    pub(crate) fn sends(self) -> Option<bool> {
-        match self {
-            Allow::Yes => Some(false),
-            Allow::Probe => Some(true),
-            Allow::No(_) | Allow::ProbeBusy => None,
-        }
-    }
-}
-
 /// Breaker settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BreakerSettings {
+pub(crate) struct BreakerSettings {
     /// Consecutive transient failures that open the breaker (0: never).
-    pub failure_threshold: u32,
+    pub(crate) failure_threshold: u32,
     /// First cooldown after the threshold trip.
-    pub cooldown: Duration,
+    pub(crate) cooldown: Duration,
     /// Longest cooldown.
-    pub cooldown_max: Duration,
+    pub(crate) cooldown_max: Duration,
+}
+
+/// A change to a breaker, as the router decides it (see `decide.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BreakerEvent {
+    /// The provider answered — a success, or a terminal error it gave (it is up, whatever it
+    /// thought of the request). `probe`: this request was the half-open probe.
+    Answered {
+        /// The request was the probe.
+        probe: bool,
+    },
+    /// A claimed probe got no answer (never sent, or failed before the provider answered):
+    /// another request may probe.
+    ReleaseProbe,
+    /// Throttled or out of quota: open until this instant (or later, if it already is).
+    OpenUntil(Instant),
+    /// A transient failure: counts toward the threshold; a failed probe re-trips.
+    Transient,
 }
 
 /// One provider's breaker.
-#[derive(Clone, Debug)]
-pub struct Breaker {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Breaker {
     state: BreakerState,
     settings: BreakerSettings,
     /// Consecutive threshold trips without a success (grows the cooldown).
@@ -92,7 +96,7 @@ pub struct Breaker {
 
 impl Breaker {
     /// A closed breaker.
-    pub fn new(settings: BreakerSettings) -> Self {
+    pub(crate) fn new(settings: BreakerSettings) -> Self {
         Breaker {
             state: BreakerState::Closed { failures: 0 },
             settings,
@@ -104,12 +108,12 @@ impl Breaker {
     /// Closed with no failure counted: the state every request of a healthy provider finds,
     /// and which nothing but a failure changes (`acquire` answers `Yes` and `on_success` of a
     /// non-probe leaves it as it is). Independent of time.
-    pub fn is_calm(&self) -> bool {
+    pub(crate) fn is_calm(&self) -> bool {
         self.state == BreakerState::Closed { failures: 0 }
     }
 
     /// The state at `now` (an expired Open reads as HalfOpen).
-    pub fn state(&mut self, now: Instant) -> BreakerState {
+    pub(crate) fn state(&mut self, now: Instant) -> BreakerState {
         self.tick(now);
         self.state
     }
@@ -125,7 +129,7 @@ impl Breaker {
     }
 
     /// Whether a request may be sent at `now`, without claiming anything.
-    pub fn check(&mut self, now: Instant) -> Allow {
+    pub(crate) fn check(&mut self, now: Instant) -> Allow {
         self.tick(now);
         match self.state {
             BreakerState::Closed { .. } => Allow::Yes,
@@ -141,7 +145,7 @@ impl Breaker {
 
     /// Claims the right to send at `now`: `Yes`, or the one `Probe` (after which others see
     /// `ProbeBusy` until it reports).
-    pub fn acquire(&mut self, now: Instant) -> Allow {
+    pub(crate) fn acquire(&mut self, now: Instant) -> Allow {
         let allow = self.check(now);
         if allow == Allow::Probe {
             self.state = BreakerState::HalfOpen {
@@ -153,7 +157,7 @@ impl Breaker {
 
     /// A claimed probe was not sent after all (cancelled, or admission refused): let another
     /// request probe.
-    pub fn release_probe(&mut self) {
+    pub(crate) fn release_probe(&mut self) {
         if let BreakerState::HalfOpen {
             probe_in_flight: true,
         } = self.state
@@ -168,7 +172,7 @@ impl Breaker {
     /// closed resets the failure count. A success while open — an answer to a request sent
     /// before the breaker opened — changes nothing: the provider's stated reset (or the
     /// cooldown) still stands. `probe` says whether this request was the probe.
-    pub fn on_success(&mut self, probe: bool) {
+    pub(crate) fn on_success(&mut self, probe: bool) {
         match self.state {
             BreakerState::Closed { .. } => self.state = BreakerState::Closed { failures: 0 },
             BreakerState::HalfOpen { .. } if probe => {
@@ -181,7 +185,7 @@ impl Breaker {
 
     /// The provider throttled us or exhausted a quota: open until `until` (or later, if it
     /// already is). Returns true when this opened a closed breaker.
-    pub fn open_until(&mut self, until: Instant, now: Instant) -> bool {
+    pub(crate) fn open_until(&mut self, until: Instant, now: Instant) -> bool {
         self.tick(now);
         let was_closed = matches!(self.state, BreakerState::Closed { .. });
         let until = self.open_until.map_or(until, |u| u.max(until));
@@ -198,7 +202,7 @@ impl Breaker {
 
     /// A transient failure (5xx, 529, timeout, connection). Returns true when it opened the
     /// breaker.
-    pub fn on_transient(&mut self, now: Instant) -> bool {
+    pub(crate) fn on_transient(&mut self, now: Instant) -> bool {
         self.tick(now);
         match self.state {
             BreakerState::Closed { failures } => {
@@ -223,6 +227,22 @@ impl Breaker {
         }
     }
 
+    /// Applies `event`; returns true when it opened a closed breaker.
+    pub(crate) fn apply(&mut self, event: BreakerEvent, now: Instant) -> bool {
+        match event {
+            BreakerEvent::Answered { probe } => {
+                self.on_success(probe);
+                false
+            }
+            BreakerEvent::ReleaseProbe => {
+                self.release_probe();
+                false
+            }
+            BreakerEvent::OpenUntil(until) => self.open_until(until, now),
+            BreakerEvent::Transient => self.on_transient(now),
+        }
+    }
+
     fn trip(&mut self, now: Instant) {
         let factor = 2u32.saturating_pow(self.trips.min(30));
         let cooldown = self
@@ -232,59 +252,6 @@ impl Breaker {
             .min(self.settings.cooldown_max);
         self.trips = self.trips.saturating_add(1);
         self.open_until(now + cooldown, now);
-    }
-}
-
-/// A breaker under its lock, with whether it is calm ([`Breaker::is_calm`]: closed, no
-/// failure counted) readable without the lock. That is the state every request of a healthy
-/// provider finds and leaves unchanged, so those requests only read the flag: two threads'
-/// requests do not pass the lock's cache line back and forth three times each. Anything else
-/// takes the lock; the flag is rewritten, under it, only when it flips.
-#[derive(Debug)]
-pub(crate) struct SharedBreaker {
-    calm: AtomicBool,
-    inner: Mutex<Breaker>,
-}
-
-impl SharedBreaker {
-    pub(crate) fn new(breaker: Breaker) -> Self {
-        SharedBreaker {
-            calm: AtomicBool::new(breaker.is_calm()),
-            inner: Mutex::new(breaker),
-        }
-    }
-
-    /// Calm as of the last change. A transition that happens after this read is ordered after
-    /// the request that read it, exactly as if that request had taken the lock first.
-    pub(crate) fn is_calm(&self) -> bool {
-        self.calm.load(Ordering::Acquire)
-    }
-
-    /// [`Breaker::acquire`]; a calm breaker answers `Yes` without its lock.
-    pub(crate) fn acquire(&self, now: Instant) -> Allow {
-        if self.is_calm() {
-            Allow::Yes
-        } else {
-            self.update(|b| b.acquire(now))
-        }
-    }
-
-    /// [`Breaker::on_success`]; nothing to do, and no lock, for a non-probe of a calm breaker.
-    pub(crate) fn on_success(&self, probe: bool) {
-        if probe || !self.is_calm() {
-            self.update(|b| b.on_success(probe));
-        }
-    }
-
-    /// Applies `f` under the lock, then brings the flag up to date.
-    pub(crate) fn update<T>(&self, f: impl FnOnce(&mut Breaker) -> T) -> T {
-        let mut breaker = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let out = f(&mut breaker);
-        let calm = breaker.is_calm();
-        if calm != self.calm.load(Ordering::Relaxed) {
-            self.calm.store(calm, Ordering::Release);
-        }
-        out
     }
 }
 
@@ -392,48 +359,5 @@ mod tests {
         assert_eq!(b.acquire(t1), Allow::Probe);
         b.release_probe();
         assert_eq!(b.acquire(t1), Allow::Probe);
-    }
-
-    #[test]
-    fn a_shared_breaker_is_calm_exactly_while_closed_with_no_failure() {
-        let t0 = Instant::now();
-        let b = SharedBreaker::new(Breaker::new(settings(2)));
-        assert!(b.is_calm());
-        // One transient failure: still closed, but no longer calm (the count must be reset).
-        assert!(!b.update(|b| b.on_transient(t0)));
-        assert!(!b.is_calm());
-        b.update(|b| b.on_success(false));
-        assert!(b.is_calm());
-        // Opened by a 429: not calm while open, nor while half-open.
-        assert!(b.update(|b| b.open_until(t0 + Duration::from_secs(30), t0)));
-        assert!(!b.is_calm());
-        let later = t0 + Duration::from_secs(31);
-        assert_eq!(b.update(|b| b.acquire(later)), Allow::Probe);
-        assert!(!b.is_calm());
-        // The probe's success closes it: calm again.
-        b.on_success(true);
-        assert!(b.is_calm());
-        assert_eq!(b.acquire(later), Allow::Yes);
-    }
-
-    #[test]
-    fn a_shared_breaker_answers_as_its_breaker_does_calm_or_not() {
-        let t0 = Instant::now();
-        let b = SharedBreaker::new(Breaker::new(settings(1)));
-        assert_eq!(b.acquire(t0), Allow::Yes);
-        b.on_success(false);
-        assert!(b.is_calm());
-        // Tripped (threshold 1): the lock-free answer must not be used.
-        assert!(b.update(|b| b.on_transient(t0)));
-        assert!(matches!(b.acquire(t0), Allow::No(_)));
-        // A late success of a request sent before the trip changes nothing.
-        b.on_success(false);
-        assert!(matches!(b.acquire(t0), Allow::No(_)));
-        let later = t0 + Duration::from_secs(3600);
-        assert_eq!(b.acquire(later), Allow::Probe);
-        assert_eq!(b.acquire(later), Allow::ProbeBusy);
-        b.on_success(true);
-        assert_eq!(b.acquire(later), Allow::Yes);
-        assert!(b.is_calm());
     }
 }

@@ -3,18 +3,19 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
 
-use super::engine::Router;
-use super::pick::Booked;
 use crate::error::{ErrorKind, Result};
 use crate::id::ProviderId;
 use crate::provider::ChunkStream;
-use crate::ratelimit::LimitKey;
 use crate::types::{ChatChunk, Usage};
+
+/// Called once when a stream ends (or is dropped): the usage it reported, and the kind of
+/// the error that ended it, if one did. The router reconciles the booking and tells the
+/// breaker.
+pub(crate) type StreamEnd = Box<dyn FnOnce(Option<Usage>, Option<ErrorKind>) + Send>;
 
 /// The chunks of a streamed chat answer.
 ///
@@ -37,20 +38,19 @@ use crate::types::{ChatChunk, Usage};
 pub struct ChatStream {
     buffered: VecDeque<ChatChunk>,
     rest: ChunkStream,
-    router: Arc<Router>,
-    entry: usize,
-    key: LimitKey,
-    booked: Booked,
+    provider: ProviderId,
+    model: String,
     attempts: u32,
     usage: Option<Usage>,
-    finished: bool,
+    /// `None` once ended.
+    on_end: Option<StreamEnd>,
 }
 
 impl fmt::Debug for ChatStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChatStream")
-            .field("provider", &self.key.provider)
-            .field("model", &self.key.model)
+            .field("provider", &self.provider)
+            .field("model", &self.model)
             .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }
@@ -60,21 +60,18 @@ impl ChatStream {
     pub(crate) fn new(
         buffered: Vec<ChatChunk>,
         rest: ChunkStream,
-        router: Arc<Router>,
-        entry: usize,
-        key: LimitKey,
-        booked: Booked,
+        provider: ProviderId,
+        model: &str,
+        on_end: StreamEnd,
     ) -> Self {
         ChatStream {
             buffered: buffered.into(),
             rest,
-            router,
-            entry,
-            key,
-            booked,
+            provider,
+            model: model.to_owned(),
             attempts: 1,
             usage: None,
-            finished: false,
+            on_end: Some(on_end),
         }
     }
 
@@ -84,12 +81,12 @@ impl ChatStream {
 
     /// The provider streaming this answer.
     pub fn provider(&self) -> &ProviderId {
-        &self.key.provider
+        &self.provider
     }
 
     /// The model requested.
     pub fn model(&self) -> &str {
-        &self.key.model
+        &self.model
     }
 
     /// How many attempts the router made before this stream started.
@@ -98,14 +95,8 @@ impl ChatStream {
     }
 
     fn end(&mut self, error: Option<ErrorKind>) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
-        let router = self.router.clone();
-        let (entry, key, booked, usage) = (self.entry, self.key.clone(), self.booked, self.usage);
-        if let Ok(h) = tokio::runtime::Handle::try_current() {
-            h.spawn(async move { router.stream_ended(entry, &key, booked, usage, error).await });
+        if let Some(on_end) = self.on_end.take() {
+            on_end(self.usage, error);
         }
     }
 
@@ -125,7 +116,7 @@ impl Stream for ChatStream {
             this.seen(&chunk);
             return Poll::Ready(Some(Ok(chunk)));
         }
-        if this.finished {
+        if this.on_end.is_none() {
             return Poll::Ready(None);
         }
         match Pin::new(&mut this.rest).poll_next(cx) {

@@ -1,301 +1,21 @@
-//! The one place that performs HTTP I/O.
-//!
-//! Adapters build an [`HttpRequest`] (a plain description, cheap to clone and re-send);
-//! [`Transport`] sends it with reqwest and returns a [`RawResponse`] (status, headers, body
-//! read up to a size cap) or, for streams, a [`StreamingResponse`]. Transport failures map
-//! to [`ErrorKind::Timeout`] or [`ErrorKind::Connect`]. Redirects are never followed, so a
-//! key never travels to another host; a 3xx is reported as a configuration problem.
+//! [`HttpTransport`]: the transport over reqwest (rustls), the one place that awaits it.
 
-use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::{Stream, StreamExt};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use reqwest::Method;
-use url::Url;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use reqwest::header::{HeaderValue, CONTENT_TYPE};
 
+use super::{Body, FormPart, HttpRequest, RawResponse, Streamed, StreamingResponse, Transport};
 use crate::error::{Error, ErrorKind, Result};
 
-/// A request body, kept in a form that can be sent again (retries, failover).
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum Body {
-    /// No body.
-    Empty,
-    /// A JSON document (sent with `Content-Type: application/json`).
-    Json(Bytes),
-    /// Raw bytes with their content type (Deepgram audio uploads).
-    Bytes {
-        /// The payload.
-        bytes: Bytes,
-        /// Its MIME type.
-        content_type: String,
-    },
-    /// A `multipart/form-data` form, rebuilt for every send.
-    Multipart(Vec<FormPart>),
-}
-
-impl fmt::Debug for Body {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Body::Empty => f.write_str("Empty"),
-            Body::Json(b) => write!(f, "Json({} bytes)", b.len()),
-            Body::Bytes {
-                bytes,
-                content_type,
-            } => {
-                write!(f, "Bytes({} bytes of {content_type})", bytes.len())
-            }
-            Body::Multipart(parts) => f.debug_list().entries(parts).finish(),
-        }
-    }
-}
-
-/// One field of a multipart form.
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum FormPart {
-    /// A text field.
-    Text {
-        /// Field name.
-        name: String,
-        /// Field value.
-        value: String,
-    },
-    /// A file field.
-    File {
-        /// Field name.
-        name: String,
-        /// The file's bytes.
-        bytes: Bytes,
-        /// The file name sent.
-        file_name: String,
-        /// The file's MIME type.
-        mime_type: String,
-    },
-}
-
-impl FormPart {
-    /// A text field.
-    pub fn text(name: impl Into<String>, value: impl Into<String>) -> Self {
-        FormPart::Text {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
-
-    /// A file field.
-    pub fn file(
-        name: impl Into<String>,
-        bytes: Bytes,
-        file_name: impl Into<String>,
-        mime_type: impl Into<String>,
-    ) -> Self {
-        FormPart::File {
-            name: name.into(),
-            bytes,
-            file_name: file_name.into(),
-            mime_type: mime_type.into(),
-        }
-    }
-}
-
-impl fmt::Debug for FormPart {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FormPart::Text { name, value } => write!(f, "{name}=({} bytes)", value.len()),
-            FormPart::File {
-                name,
-                bytes,
-                file_name,
-                mime_type,
-            } => write!(
-                f,
-                "{name}=file({file_name}, {mime_type}, {} bytes)",
-                bytes.len()
-            ),
-        }
-    }
-}
-
-/// An HTTP request as an adapter describes it. `Debug` shows no body and no secret header.
-#[derive(Clone)]
-pub struct HttpRequest {
-    /// The method.
-    pub method: Method,
-    /// The full URL.
-    pub url: Url,
-    /// Headers; credentials are marked sensitive.
-    pub headers: HeaderMap,
-    /// The body.
-    pub body: Body,
-}
-
-impl HttpRequest {
-    /// A request with no headers and no body.
-    pub fn new(method: Method, url: Url) -> Self {
-        HttpRequest {
-            method,
-            url,
-            headers: HeaderMap::new(),
-            body: Body::Empty,
-        }
-    }
-
-    /// A `POST` of `body` as JSON.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidRequest` if `body` cannot be serialised.
-    pub fn post_json(url: Url, body: &impl serde::Serialize) -> Result<Self> {
-        let json = serde_json::to_vec(body).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                format!("cannot serialise request: {e}"),
-            )
-        })?;
-        Ok(HttpRequest {
-            body: Body::Json(Bytes::from(json)),
-            ..Self::new(Method::POST, url)
-        })
-    }
-
-    /// Adds a header.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidRequest` if the value is not a valid header value.
-    pub fn header(mut self, name: &'static str, value: &str) -> Result<Self> {
-        let v = HeaderValue::from_str(value).map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                format!("invalid value for header `{name}`"),
-            )
-        })?;
-        self.headers.insert(HeaderName::from_static(name), v);
-        Ok(self)
-    }
-
-    /// Adds a header holding a secret: marked sensitive, and an invalid value is reported
-    /// without echoing it.
-    ///
-    /// # Errors
-    ///
-    /// `Auth` if the key contains characters a header cannot carry.
-    pub fn secret_header(mut self, name: &'static str, value: &str) -> Result<Self> {
-        let mut v = HeaderValue::from_str(value).map_err(|_| {
-            Error::new(
-                ErrorKind::Auth,
-                format!(
-                    "the key for header `{name}` contains characters not allowed in HTTP headers"
-                ),
-            )
-        })?;
-        v.set_sensitive(true);
-        self.headers.insert(HeaderName::from_static(name), v);
-        Ok(self)
-    }
-
-    /// The JSON body, if it is one (for tests and tracing of sizes).
-    pub fn json_body(&self) -> Option<&[u8]> {
-        match &self.body {
-            Body::Json(b) => Some(b),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Debug for HttpRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HttpRequest")
-            .field("method", &self.method)
-            .field("url", &self.url.as_str())
-            .field("headers", &self.headers) // sensitive values print as `Sensitive`
-            .field("body", &self.body)
-            .finish()
-    }
-}
-
-/// A complete response: status, headers and the body (at most the transport's cap).
-#[derive(Clone)]
-pub struct RawResponse {
-    /// HTTP status.
-    pub status: u16,
-    /// Response headers.
-    pub headers: HeaderMap,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl RawResponse {
-    /// A response (for tests and adapters' unit tests).
-    pub fn new(status: u16, headers: HeaderMap, body: impl Into<Bytes>) -> Self {
-        RawResponse {
-            status,
-            headers,
-            body: body.into(),
-        }
-    }
-
-    /// True for 2xx.
-    pub fn is_success(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The body as text (lossy), for error messages.
-    pub fn text_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-impl fmt::Debug for RawResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawResponse")
-            .field("status", &self.status)
-            .field("headers", &self.headers)
-            .field("body_len", &self.body.len())
-            .finish()
-    }
-}
-
-/// A byte stream of a response body.
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
-
-/// A successful response whose body is still arriving.
-pub struct StreamingResponse {
-    /// HTTP status (2xx).
-    pub status: u16,
-    /// Response headers.
-    pub headers: HeaderMap,
-    /// The body, piece by piece.
-    pub body: ByteStream,
-}
-
-impl fmt::Debug for StreamingResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StreamingResponse")
-            .field("status", &self.status)
-            .field("headers", &self.headers)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What a send returned: a streaming body for a 2xx, or the whole (error) response.
-#[derive(Debug)]
-pub enum Streamed {
-    /// 2xx: the body streams.
-    Ok(StreamingResponse),
-    /// Not 2xx: the complete response, for classification.
-    Err(RawResponse),
-}
-
-/// Transport settings.
+/// Settings of an [`HttpTransport`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct TransportOptions {
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) struct TransportOptions {
     /// Time allowed to establish a connection.
     pub connect_timeout: Duration,
     /// Longest silence while waiting for or reading a response, on top of each send's
@@ -321,21 +41,23 @@ impl Default for TransportOptions {
     }
 }
 
-/// Sends [`HttpRequest`]s. Cheap to clone (reqwest's client is an `Arc`).
+/// Sends [`HttpRequest`]s with reqwest. Cheap to clone (reqwest's client is an `Arc`).
 #[derive(Clone, Debug)]
-pub struct Transport {
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) struct HttpTransport {
     client: reqwest::Client,
     max_body: usize,
     usual_timeout: Option<Duration>,
 }
 
-impl Transport {
+impl HttpTransport {
     /// A transport with the given settings.
     ///
     /// # Errors
     ///
     /// `Config` if the TLS backend cannot be initialised.
-    pub fn new(opts: &TransportOptions) -> Result<Self> {
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    pub(crate) fn new(opts: &TransportOptions) -> Result<Self> {
         let mut builder = reqwest::Client::builder().connect_timeout(opts.connect_timeout);
         if let Some(t) = opts.read_timeout {
             builder = builder.read_timeout(t);
@@ -348,7 +70,7 @@ impl Transport {
             .user_agent(concat!("llm-failover/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Transport {
+        Ok(HttpTransport {
             client,
             max_body: opts.max_response_bytes,
             usual_timeout: opts.usual_timeout,
@@ -411,12 +133,8 @@ impl Transport {
         self.client.execute(r)
     }
 
-    /// Sends `req` and reads the whole response within `timeout`.
-    ///
-    /// # Errors
-    ///
-    /// `Timeout`, `Connect`, `Decode` (body over the cap), `Config` (a redirect).
-    pub fn send(
+    /// Sends `req` and reads the whole response within `timeout` (see [`Transport::send`]).
+    fn whole(
         &self,
         req: HttpRequest,
         timeout: Duration,
@@ -441,13 +159,8 @@ impl Transport {
         }
     }
 
-    /// Sends `req`; a 2xx body streams (bounded by `timeout` as a whole), anything else is
-    /// read completely.
-    ///
-    /// # Errors
-    ///
-    /// As [`send`](Self::send).
-    pub fn send_streaming(
+    /// Sends `req`; a 2xx body streams (see [`Transport::send_streaming`]).
+    fn streaming(
         &self,
         req: HttpRequest,
         timeout: Duration,
@@ -473,6 +186,20 @@ impl Transport {
                 body,
             }))
         }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&self, req: HttpRequest, timeout: Duration) -> BoxFuture<'static, Result<RawResponse>> {
+        self.whole(req, timeout).boxed()
+    }
+
+    fn send_streaming(
+        &self,
+        req: HttpRequest,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Streamed>> {
+        self.streaming(req, timeout).boxed()
     }
 }
 

@@ -1,0 +1,285 @@
+//! What crosses the wire: requests as adapters describe them, responses as they arrived.
+
+use std::fmt;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::Method;
+use url::Url;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A request body, kept in a form that can be sent again (retries, failover).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Body {
+    /// No body.
+    Empty,
+    /// A JSON document (sent with `Content-Type: application/json`).
+    Json(Bytes),
+    /// Raw bytes with their content type (Deepgram audio uploads).
+    Bytes {
+        /// The payload.
+        bytes: Bytes,
+        /// Its MIME type.
+        content_type: String,
+    },
+    /// A `multipart/form-data` form, rebuilt for every send.
+    Multipart(Vec<FormPart>),
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Empty => f.write_str("Empty"),
+            Body::Json(b) => write!(f, "Json({} bytes)", b.len()),
+            Body::Bytes {
+                bytes,
+                content_type,
+            } => {
+                write!(f, "Bytes({} bytes of {content_type})", bytes.len())
+            }
+            Body::Multipart(parts) => f.debug_list().entries(parts).finish(),
+        }
+    }
+}
+
+/// One field of a multipart form.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum FormPart {
+    /// A text field.
+    Text {
+        /// Field name.
+        name: String,
+        /// Field value.
+        value: String,
+    },
+    /// A file field.
+    File {
+        /// Field name.
+        name: String,
+        /// The file's bytes.
+        bytes: Bytes,
+        /// The file name sent.
+        file_name: String,
+        /// The file's MIME type.
+        mime_type: String,
+    },
+}
+
+impl FormPart {
+    /// A text field.
+    pub fn text(name: impl Into<String>, value: impl Into<String>) -> Self {
+        FormPart::Text {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    /// A file field.
+    pub fn file(
+        name: impl Into<String>,
+        bytes: Bytes,
+        file_name: impl Into<String>,
+        mime_type: impl Into<String>,
+    ) -> Self {
+        FormPart::File {
+            name: name.into(),
+            bytes,
+            file_name: file_name.into(),
+            mime_type: mime_type.into(),
+        }
+    }
+}
+
+impl fmt::Debug for FormPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormPart::Text { name, value } => write!(f, "{name}=({} bytes)", value.len()),
+            FormPart::File {
+                name,
+                bytes,
+                file_name,
+                mime_type,
+            } => write!(
+                f,
+                "{name}=file({file_name}, {mime_type}, {} bytes)",
+                bytes.len()
+            ),
+        }
+    }
+}
+
+/// An HTTP request as an adapter describes it. `Debug` shows no body and no secret header.
+#[derive(Clone)]
+pub struct HttpRequest {
+    /// The method.
+    pub method: Method,
+    /// The full URL.
+    pub url: Url,
+    /// Headers; credentials are marked sensitive.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Body,
+}
+
+impl HttpRequest {
+    /// A request with no headers and no body.
+    pub fn new(method: Method, url: Url) -> Self {
+        HttpRequest {
+            method,
+            url,
+            headers: HeaderMap::new(),
+            body: Body::Empty,
+        }
+    }
+
+    /// A `POST` of `body` as JSON.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` if `body` cannot be serialised.
+    pub fn post_json(url: Url, body: &impl serde::Serialize) -> Result<Self> {
+        let json = serde_json::to_vec(body).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("cannot serialise request: {e}"),
+            )
+        })?;
+        Ok(HttpRequest {
+            body: Body::Json(Bytes::from(json)),
+            ..Self::new(Method::POST, url)
+        })
+    }
+
+    /// Adds a header.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` if the value is not a valid header value.
+    pub fn header(mut self, name: &'static str, value: &str) -> Result<Self> {
+        let v = HeaderValue::from_str(value).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("invalid value for header `{name}`"),
+            )
+        })?;
+        self.headers.insert(HeaderName::from_static(name), v);
+        Ok(self)
+    }
+
+    /// Adds a header holding a secret: marked sensitive, and an invalid value is reported
+    /// without echoing it.
+    ///
+    /// # Errors
+    ///
+    /// `Auth` if the key contains characters a header cannot carry.
+    pub fn secret_header(mut self, name: &'static str, value: &str) -> Result<Self> {
+        let mut v = HeaderValue::from_str(value).map_err(|_| {
+            Error::new(
+                ErrorKind::Auth,
+                format!(
+                    "the key for header `{name}` contains characters not allowed in HTTP headers"
+                ),
+            )
+        })?;
+        v.set_sensitive(true);
+        self.headers.insert(HeaderName::from_static(name), v);
+        Ok(self)
+    }
+
+    /// The JSON body, if it is one (for tests and tracing of sizes).
+    pub fn json_body(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Json(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for HttpRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpRequest")
+            .field("method", &self.method)
+            .field("url", &self.url.as_str())
+            .field("headers", &self.headers) // sensitive values print as `Sensitive`
+            .field("body", &self.body)
+            .finish()
+    }
+}
+
+/// A complete response: status, headers and the body (at most the transport's cap).
+#[derive(Clone)]
+pub struct RawResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl RawResponse {
+    /// A response (for tests and adapters' unit tests).
+    pub fn new(status: u16, headers: HeaderMap, body: impl Into<Bytes>) -> Self {
+        RawResponse {
+            status,
+            headers,
+            body: body.into(),
+        }
+    }
+
+    /// True for 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as text (lossy), for error messages.
+    pub fn text_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+impl fmt::Debug for RawResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawResponse")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
+/// A byte stream of a response body.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
+
+/// A successful response whose body is still arriving.
+pub struct StreamingResponse {
+    /// HTTP status (2xx).
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// The body, piece by piece.
+    pub body: ByteStream,
+}
+
+impl fmt::Debug for StreamingResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamingResponse")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a send returned: a streaming body for a 2xx, or the whole (error) response.
+#[derive(Debug)]
+pub enum Streamed {
+    /// 2xx: the body streams.
+    Ok(StreamingResponse),
+    /// Not 2xx: the complete response, for classification.
+    Err(RawResponse),
+}

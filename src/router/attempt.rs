@@ -1,0 +1,396 @@
+//! The attempt loop — the one way every request goes: pick, wait for the booked slot, send,
+//! then settle a success or apply what [`decide`] says about a failure.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tracing::{field, Instrument};
+
+use super::breaker::BreakerEvent;
+use super::choose::{Pick, Ticket};
+use super::core::{Booked, Entry, Router};
+use super::decide::{decide, Action, Count, Next, Outcome};
+use super::job::{Attempt, Job};
+use super::options::RequestOptions;
+use super::request::Run;
+use crate::error::{Error, ErrorKind, Result};
+use crate::id::{Credential, CredentialSource, ProviderId};
+use crate::provider::{Exchange, RequestContext};
+use crate::ratelimit::{LimitReport, Permit};
+use crate::stats::Counters;
+
+/// The loop goes on, or the request ends with this.
+type Step<T> = ControlFlow<Result<T>>;
+
+/// A sent attempt, with what it needs to be settled.
+struct Sent<'r, T> {
+    ticket: Ticket<'r>,
+    probe: bool,
+    exchange: Exchange<T>,
+    span: tracing::Span,
+}
+
+impl Router {
+    /// Runs one request to its end, inside the request's span.
+    pub(crate) async fn run<J: Job>(
+        self: &Arc<Self>,
+        job: J,
+        opts: &RequestOptions,
+    ) -> Result<J::Output> {
+        let span = tracing::info_span!(
+            "llm_failover.request",
+            request = self.next_request_id(),
+            capability = %job.capability(),
+            attempts = field::Empty,
+            outcome = field::Empty,
+        );
+        let (result, sends) = self.attempts(&job, opts).instrument(span.clone()).await;
+        span.record("attempts", sends);
+        match &result {
+            Ok(_) => span.record("outcome", "ok"),
+            Err(e) => span.record("outcome", e.kind().as_str()),
+        };
+        result.map_err(|e| e.with_sends(sends))
+    }
+
+    /// Every attempt of one request; returns its result and the requests sent.
+    async fn attempts<J: Job>(
+        self: &Arc<Self>,
+        job: &J,
+        opts: &RequestOptions,
+    ) -> (Result<J::Output>, u32) {
+        let started = self.clock.now();
+        let mut run = match Run::start(self, job.capability(), opts, started) {
+            Ok(run) => run,
+            Err(e) => return (Err(e), 0),
+        };
+        self.budget.deposit(started);
+        let result = loop {
+            if let ControlFlow::Break(result) = self.step(job, &mut run).await {
+                break result;
+            }
+        };
+        (result, run.sends)
+    }
+
+    /// One pass of the loop: pick, then send or wait.
+    async fn step<'r, J: Job>(self: &'r Arc<Self>, job: &J, run: &mut Run<'r>) -> Step<J::Output> {
+        let now = self.clock.now();
+        if now >= run.deadline {
+            return ControlFlow::Break(Err(run.timed_out()));
+        }
+        match self.pick(job, run, now).await {
+            Err(e) => ControlFlow::Break(Err(e)),
+            Ok(Pick::Never(e)) => ControlFlow::Break(Err(run.ends_with(e))),
+            Ok(Pick::Wait(at)) => Box::pin(self.wait_for_reopen(run, at)).await,
+            Ok(Pick::Go(ticket)) => match self.send(job, run, ticket).await {
+                None => ControlFlow::Continue(()),
+                Some(sent) => self.settle(job, run, sent).await,
+            },
+        }
+    }
+
+    /// Every provider is closed until `at`: waits for it if that is within the deadline and
+    /// `max_retry_after`, else ends the request.
+    async fn wait_for_reopen<T>(&self, run: &mut Run<'_>, at: Instant) -> Step<T> {
+        let wait = at.saturating_duration_since(self.clock.now());
+        if at > run.deadline || wait > self.policy.max_retry_after {
+            return ControlFlow::Break(Err(run.unavailable(at, wait)));
+        }
+        tracing::debug!(
+            wait_ms = wait.as_millis() as u64,
+            "every provider is cooling down; waiting"
+        );
+        self.clock.sleep_until(at).await;
+        ControlFlow::Continue(())
+    }
+
+    /// Waits for the ticket's slot, claims the breaker again if it waited (the provider may
+    /// have said "not now" to another request meanwhile: never send into an open breaker),
+    /// and sends. `None`: the slot went back without a send.
+    async fn send<'r, J: Job>(
+        self: &'r Arc<Self>,
+        job: &J,
+        run: &mut Run<'r>,
+        ticket: Ticket<'r>,
+    ) -> Option<Sent<'r, J::Output>> {
+        let c = &run.candidates[ticket.slot];
+        let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
+        let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost);
+        let verdict = if ticket.wait.is_zero() {
+            ticket.verdict
+        } else {
+            self.clock.sleep_until(ticket.ready_at).await;
+            entry.counters.here().add_wait(ticket.wait);
+            breaker
+                .get()
+                .reclaim(ticket.verdict.is_probe(), self.clock.now())?
+        };
+        let probe = verdict.is_probe();
+        tracing::debug!(
+            target: "llm_failover::send",
+            provider = %entry.id(),
+            version = verdict.version,
+            wall_ms = wall_ms(self.clock.wall()),
+            probe,
+            "sending"
+        );
+        let span = self.attempt_span(run, &ticket);
+        let at = self.clock.now();
+        let timeout = entry
+            .timeout()
+            .unwrap_or(self.policy.request_timeout)
+            .min(run.deadline.saturating_duration_since(at))
+            .max(std::time::Duration::from_millis(1));
+        let on_end = || {
+            let booked = Booked::new(ticket.cost, || job.floor());
+            let slot = &run.candidates[ticket.slot];
+            self.stream_end(
+                slot.index,
+                ticket.key.clone().into_owned(),
+                booked,
+                breaker.to_arc(),
+            )
+        };
+        let exchange = job
+            .send(Attempt {
+                adapter: entry.adapter.as_ref(),
+                transport: self.transport.as_ref(),
+                ctx: RequestContext::new(&ticket.key.model, credential),
+                timeout,
+                clock: self.clock.as_ref(),
+                span: &span,
+                on_end: &on_end,
+            })
+            .instrument(span.clone())
+            .await;
+        if exchange.sent {
+            permit.commit();
+            run.record_send(ticket.slot, ticket.pricing);
+        } else {
+            // Could not even be built: nothing went out, the slot goes back.
+            drop(permit);
+        }
+        Some(Sent {
+            ticket,
+            probe,
+            exchange,
+            span,
+        })
+    }
+
+    /// The span of the attempt `ticket` is about to send.
+    fn attempt_span(&self, run: &Run<'_>, ticket: &Ticket<'_>) -> tracing::Span {
+        tracing::info_span!(
+            "attempt",
+            provider = %ticket.key.provider,
+            model = %ticket.key.model,
+            attempt = run.sends + 1,
+            admission_wait_ms = ticket.wait.as_millis() as u64,
+            estimated_tokens = ticket.cost.tokens(),
+            status = field::Empty,
+            retry_after_ms = field::Empty,
+            actual_tokens = field::Empty,
+        )
+    }
+
+    /// A sent attempt's answer: a success ends the request; a failure is decided on.
+    async fn settle<'r, J: Job>(
+        &self,
+        job: &J,
+        run: &mut Run<'r>,
+        sent: Sent<'r, J::Output>,
+    ) -> Step<J::Output> {
+        let Sent {
+            ticket,
+            probe,
+            exchange,
+            span,
+        } = sent;
+        let report = exchange.report;
+        match exchange.result {
+            Ok(out) => ControlFlow::Break(
+                self.succeeded(job, run, &ticket, probe, out, report.as_deref(), &span)
+                    .await,
+            ),
+            Err(err) => {
+                self.failed(run, &ticket, probe, err, report.as_deref(), &span)
+                    .await
+            }
+        }
+    }
+
+    /// A success: the breaker hears of it, the answer is counted and stamped, and the limiter
+    /// learns what it stated and reconciles the booking (a store error, from a caller's
+    /// store, ends the request).
+    #[allow(clippy::too_many_arguments)] // the attempt's facts, each used once
+    async fn succeeded<J: Job>(
+        &self,
+        job: &J,
+        run: &Run<'_>,
+        ticket: &Ticket<'_>,
+        probe: bool,
+        mut out: J::Output,
+        report: Option<&LimitReport>,
+        span: &tracing::Span,
+    ) -> Result<J::Output> {
+        span.record("status", "ok");
+        let c = &run.candidates[ticket.slot];
+        c.breaker
+            .get()
+            .apply(BreakerEvent::Answered { probe }, self.clock.now());
+        Counters::add(&c.entry.counters.here().ok, 1);
+        let booked = Booked::new(ticket.cost, || job.floor());
+        let used = J::finish(&mut out, run.sends).and_then(|u| {
+            span.record("actual_tokens", u.total());
+            booked.spend(c.entry, u)
+        });
+        if let Some(report) = report {
+            self.learn(c.entry, &ticket.key, report).await?;
+        }
+        if let Some(used) = used {
+            self.reconcile(&ticket.key, booked, used).await;
+        }
+        Ok(out)
+    }
+
+    /// A failure: the limiter learns what the response stated, then the decision is applied.
+    async fn failed<T>(
+        &self,
+        run: &mut Run<'_>,
+        ticket: &Ticket<'_>,
+        probe: bool,
+        err: Error,
+        report: Option<&LimitReport>,
+        span: &tracing::Span,
+    ) -> Step<T> {
+        let entry = run.candidates[ticket.slot].entry;
+        if let Some(report) = report {
+            if let Err(e) = self.learn(entry, &ticket.key, report).await {
+                return ControlFlow::Break(Err(e));
+            }
+        }
+        if let Some(s) = err.status() {
+            span.record("status", s);
+        }
+        if let Some(r) = err.retry_after() {
+            span.record("retry_after_ms", r.as_millis() as u64);
+        }
+        tracing::debug!(parent: span, kind = err.kind().as_str(), "attempt failed");
+        let now = self.clock.now();
+        let sends = run.sends;
+        let tried = run.tried_mut(ticket.slot);
+        let outcome = Outcome {
+            error: &err,
+            report,
+            probe,
+            failures: tried.failures,
+            sends,
+        };
+        tried.failures += 1;
+        let action = decide(&outcome, &self.rules, now, self.rng.as_ref());
+        self.apply(run, ticket, err, action, now).await
+    }
+
+    /// Does what the decision says: counts, tells the limiter and the breaker, backs the
+    /// provider off for this request, and ends the request or lets it go on.
+    async fn apply<T>(
+        &self,
+        run: &mut Run<'_>,
+        ticket: &Ticket<'_>,
+        err: Error,
+        action: Action,
+        now: Instant,
+    ) -> Step<T> {
+        let c = &run.candidates[ticket.slot];
+        let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
+        count(entry, action.count);
+        if let Some(t) = action.tighten {
+            if let Err(e) = self.limiter.raise(&ticket.key, t).await {
+                return ControlFlow::Break(Err(e));
+            }
+        }
+        let moved = breaker.get().apply(action.breaker, self.clock.now());
+        if moved.opened {
+            Counters::add(&entry.counters.here().breaker_opens, 1);
+        }
+        if let Some(until) = moved.open_until {
+            self.log_open(entry.id(), until, moved.version);
+        }
+        if let Some(until) = action.back_off_until {
+            run.tried_mut(ticket.slot).ready_at = Some(until);
+        }
+        match action.next {
+            Next::Return => ControlFlow::Break(Err(explain_auth(err, credential))),
+            Next::GiveUp => {
+                run.push_error(err);
+                ControlFlow::Break(Err(run.all_failed()))
+            }
+            Next::Retry if !self.budget.withdraw(now) => {
+                run.push_error(err);
+                ControlFlow::Break(Err(run.all_failed()))
+            }
+            Next::Retry | Next::FailOver => {
+                run.push_error(err);
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    /// Reports where an open breaker stands (for operators, and for the soak test that checks
+    /// nothing is ever sent into an open breaker).
+    fn log_open(&self, provider: &ProviderId, until: Instant, version: u64) {
+        let now = self.clock.both();
+        let wait = until.saturating_duration_since(now.instant);
+        tracing::info!(
+            target: "llm_failover::breaker",
+            provider = %provider,
+            version,
+            wall_ms = wall_ms(now.wall),
+            until_wall_ms = wall_ms(now.wall + wait),
+            "breaker open"
+        );
+        if wait > self.policy.max_retry_after {
+            tracing::info!(
+                provider = %provider,
+                wait_s = wait.as_secs(),
+                "provider asks to wait longer than max_retry_after; skipping it until then"
+            );
+        }
+    }
+}
+
+/// Adds a failure to its counter.
+fn count(entry: &Entry, count: Count) {
+    let tally = entry.counters.here();
+    match count {
+        Count::Terminal => Counters::add(&tally.terminal, 1),
+        Count::RateLimited => Counters::add(&tally.rate_limited, 1),
+        Count::QuotaExhausted => Counters::add(&tally.quota_exhausted, 1),
+        Count::Transient { server_error } => {
+            Counters::add(&tally.transient, 1);
+            if server_error {
+                Counters::add(&tally.server_errors, 1);
+            }
+        }
+    }
+}
+
+/// An `Auth` error names where the key came from (never the key).
+fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
+    if err.kind() != ErrorKind::Auth {
+        return err;
+    }
+    match credential.map(Credential::source) {
+        Some(src @ CredentialSource::Env(_)) => err.note(&format!("the key comes from {src}")),
+        Some(src) => err.note(&format!("the key is a {src}")),
+        None => err.note("no key was sent"),
+    }
+}
+
+/// Milliseconds since the Unix epoch, for log fields.
+fn wall_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,295 @@
+//! Choosing the next attempt's provider: a synchronous look at each candidate — its backoff
+//! in this request, its breaker, its limit key and price — then admission, one store call,
+//! for the first that can start soon enough.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker::{Allow, BreakerEvent};
+use super::breaker_store::Verdict;
+use super::core::{Entry, Router};
+use super::job::{Job, Pricing, Tokens};
+use super::request::Run;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ratelimit::{Cost, LimitKey, Limits, Reservation};
+
+/// How long a request that finds a half-open provider's probe in flight waits before looking
+/// again.
+pub(crate) const PROBE_POLL: Duration = Duration::from_millis(250);
+
+/// A candidate chosen and admitted for the next attempt.
+#[derive(Debug)]
+pub(crate) struct Ticket<'r> {
+    pub(crate) slot: usize,
+    /// The provider, model (`key.model`) and account.
+    pub(crate) key: Cow<'r, LimitKey>,
+    pub(crate) cost: Cost,
+    pub(crate) pricing: Pricing,
+    /// How long to wait for the booked slot before sending, and until when.
+    pub(crate) wait: Duration,
+    pub(crate) ready_at: Instant,
+    /// The breaker's verdict (the probe, or not) when it was chosen.
+    pub(crate) verdict: Verdict,
+}
+
+/// The choice for the next attempt.
+#[derive(Debug)]
+pub(crate) enum Pick<'r> {
+    Go(Ticket<'r>),
+    /// Nothing can start now; something might at this instant.
+    Wait(Instant),
+    /// Nothing can ever serve this request.
+    Never(Error),
+}
+
+/// A candidate that may be sent to, not yet admitted.
+struct Chosen<'r> {
+    slot: usize,
+    entry: &'r Entry,
+    key: Cow<'r, LimitKey>,
+    limits: Limits,
+    cost: Cost,
+    pricing: Pricing,
+    verdict: Verdict,
+}
+
+/// What a look at one candidate found.
+enum Look<'r> {
+    Ready(Chosen<'r>),
+    /// Not before this instant (backing off, breaker open, probe out).
+    Skip(Instant),
+    Never(Error),
+}
+
+/// What the passes over the candidates learned, for when none can go now.
+#[derive(Default)]
+struct Survey {
+    soonest: Option<Instant>,
+    /// The candidate whose admission wait is shortest, and that wait.
+    paced: Option<(usize, Duration)>,
+    never: Option<Error>,
+}
+
+impl Survey {
+    fn sooner(&mut self, t: Instant) {
+        self.soonest = Some(self.soonest.map_or(t, |s| s.min(t)));
+    }
+
+    fn into_pick<'r>(self) -> Pick<'r> {
+        match self.soonest {
+            Some(t) => Pick::Wait(t),
+            None => Pick::Never(
+                self.never
+                    .unwrap_or_else(|| Error::config("no provider can serve this request")),
+            ),
+        }
+    }
+}
+
+impl Router {
+    /// Chooses and admits the next attempt's provider: the first candidate (fewer failures
+    /// first) that can start within `spill_after`; if every wait is longer, the one that can
+    /// start soonest, within the deadline. `now` is the loop's reading of the clock.
+    pub(crate) async fn pick<'r, J: Job>(
+        &'r self,
+        job: &J,
+        run: &mut Run<'r>,
+        now: Instant,
+    ) -> Result<Pick<'r>> {
+        let remaining = run.deadline.saturating_duration_since(now);
+        let mut survey = Survey::default();
+        let first_wait = remaining.min(self.policy.spill_after);
+        for &slot in run.ranked().iter() {
+            if let Some(t) = self
+                .try_slot(job, run, slot, now, first_wait, &mut survey)
+                .await?
+            {
+                return Ok(Pick::Go(t));
+            }
+        }
+        if let Some((slot, _)) = survey.paced.take().filter(|(_, w)| *w <= remaining) {
+            if let Some(t) = self
+                .try_slot(job, run, slot, now, remaining, &mut survey)
+                .await?
+            {
+                return Ok(Pick::Go(t));
+            }
+        }
+        Ok(survey.into_pick())
+    }
+
+    /// Looks at `slot` and, if it may be sent to, books it for at most `max_wait`.
+    async fn try_slot<'r, J: Job>(
+        &'r self,
+        job: &J,
+        run: &mut Run<'r>,
+        slot: usize,
+        now: Instant,
+        max_wait: Duration,
+        survey: &mut Survey,
+    ) -> Result<Option<Ticket<'r>>> {
+        match self.look(job, run, slot, now) {
+            Look::Ready(c) => self.admit(run, c, now, max_wait, survey).await,
+            Look::Skip(until) => {
+                survey.sooner(until);
+                Ok(None)
+            }
+            Look::Never(e) => {
+                survey.never.get_or_insert(e);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Whether `slot` may be sent to now, and for what key and price (no store call).
+    fn look<'r, J: Job>(
+        &'r self,
+        job: &J,
+        run: &mut Run<'r>,
+        slot: usize,
+        now: Instant,
+    ) -> Look<'r> {
+        if let Some(ready) = run.tried(slot).ready_at.filter(|r| *r > now) {
+            return Look::Skip(ready);
+        }
+        let c = &run.candidates[slot];
+        let verdict = c.breaker.get().acquire(now);
+        match verdict.allow {
+            Allow::No(until) => return Look::Skip(until),
+            Allow::ProbeBusy => return Look::Skip(now + PROBE_POLL),
+            Allow::Yes | Allow::Probe => {}
+        }
+        let entry = c.entry;
+        let key = match key_for(entry, job, c.account.as_ref()) {
+            Ok(k) => k,
+            Err(e) => {
+                self.release(run, slot, verdict, now);
+                return Look::Never(e);
+            }
+        };
+        let limits = entry.limits_for(&key.model);
+        let tokens = if entry.counts_tokens(&limits) {
+            Tokens::Counted {
+                room: entry.room_for(&key),
+            }
+        } else {
+            Tokens::Uncounted
+        };
+        let (cost, pricing) = job.price(&key.model, tokens, &mut run.costs);
+        Look::Ready(Chosen {
+            slot,
+            entry,
+            key,
+            limits,
+            cost,
+            pricing,
+            verdict,
+        })
+    }
+
+    /// Books `c` if it can start within `max_wait`; otherwise notes why not in `survey`.
+    async fn admit<'r>(
+        &'r self,
+        run: &Run<'r>,
+        c: Chosen<'r>,
+        now: Instant,
+        max_wait: Duration,
+        survey: &mut Survey,
+    ) -> Result<Option<Ticket<'r>>> {
+        let reserved = self
+            .limiter
+            .reserve(&c.key, &c.limits, c.cost, max_wait, now)
+            .await;
+        let wait = match reserved {
+            Ok(Reservation::Granted { wait, token_room }) => {
+                c.entry.note_room(&c.key, token_room);
+                wait
+            }
+            other => {
+                self.release(run, c.slot, c.verdict, now);
+                match other? {
+                    Reservation::NotUntil { wait } => {
+                        survey.sooner(now + wait);
+                        if survey.paced.is_none_or(|(_, w)| wait < w) {
+                            survey.paced = Some((c.slot, wait));
+                        }
+                    }
+                    r => {
+                        survey
+                            .never
+                            .get_or_insert(too_large(c.entry, &c.key.model, r));
+                    }
+                }
+                return Ok(None);
+            }
+        };
+        Ok(Some(Ticket {
+            slot: c.slot,
+            key: c.key,
+            cost: c.cost,
+            pricing: c.pricing,
+            wait,
+            ready_at: now + wait,
+            verdict: c.verdict,
+        }))
+    }
+
+    /// A claimed probe that will not be sent goes back.
+    pub(crate) fn release(&self, run: &Run<'_>, slot: usize, verdict: Verdict, now: Instant) {
+        if verdict.is_probe() {
+            run.candidates[slot]
+                .breaker
+                .get()
+                .apply(BreakerEvent::ReleaseProbe, now);
+        }
+    }
+}
+
+/// The limit key of `job` on `entry` for `account`: the entry's own for its default model
+/// and the configured account (lent: nothing allocated), otherwise a new one.
+fn key_for<'e, J: Job>(
+    entry: &'e Entry,
+    job: &J,
+    account: Option<&std::sync::Arc<str>>,
+) -> Result<Cow<'e, LimitKey>> {
+    let cap = job.capability();
+    if account.is_none() {
+        if let Some(k) = entry.default_key(cap) {
+            if job.model().is_none_or(|m| m == k.model) {
+                return Ok(Cow::Borrowed(k));
+            }
+        }
+    }
+    let model = job
+        .model()
+        .or_else(|| entry.adapter.default_model(cap))
+        .ok_or_else(|| {
+            Error::config(format!(
+                "provider `{}` has no default {cap} model: set `model` in providers.toml or on \
+                 the request",
+                entry.id(),
+            ))
+        })?;
+    Ok(Cow::Owned(
+        LimitKey::new(entry.id().clone(), model).with_account(account.cloned()),
+    ))
+}
+
+fn too_large(entry: &Entry, model: &str, r: Reservation) -> Error {
+    let msg = match r {
+        Reservation::TooLarge {
+            dimension,
+            cost,
+            capacity,
+        } => format!(
+            "this request needs {cost} against a limit of {capacity} {dimension}; it can \
+             never be admitted"
+        ),
+        _ => "this request can never be admitted".to_owned(),
+    };
+    Error::new(ErrorKind::RequestTooLarge, msg)
+        .with_provider(entry.id().clone())
+        .with_model(model)
+}

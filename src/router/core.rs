@@ -1,0 +1,417 @@
+//! The router's state — its providers as it sees them ([`Entry`]), the limiter, the breakers,
+//! the transport, clock, jitter and policy — built once from resolved settings ([`Parts`]),
+//! and the few operations on it that the attempt loop and a stream share.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::breaker::{BreakerEvent, BreakerSettings};
+use super::breaker_store::{BreakerCell, BreakerStore, MemoryBreakers};
+use super::decide::Rules;
+use super::stream::StreamEnd;
+use crate::clock::Clock;
+use crate::config::{Policy, ProviderSettings};
+use crate::error::{Disposition, Error, ErrorKind, Result};
+use crate::http::{HttpTransport, Transport, TransportOptions};
+use crate::id::{Capability, Credential, PerCapability, ProviderId};
+use crate::provider::Provider;
+use crate::ratelimit::{
+    preload, Cost, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits,
+    MemoryStore, Tightening,
+};
+use crate::retry::{Backoff, RetryBudget, SharedBudget};
+use crate::rng::Rng;
+use crate::stats::{Counters, Stats};
+use crate::types::Usage;
+
+/// Everything the router is built from, resolved by the client's builder.
+pub(crate) struct Parts {
+    /// Every provider, each once.
+    pub(crate) providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
+    /// The failover order of each capability.
+    pub(crate) orders: PerCapability<Vec<ProviderId>>,
+    pub(crate) policy: Policy,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rng: Arc<dyn Rng>,
+    /// `None`: this process's memory.
+    pub(crate) store: Option<Arc<dyn LimiterStore>>,
+    /// `None`: reqwest, configured from the policy.
+    pub(crate) transport: Option<Arc<dyn Transport>>,
+}
+
+/// One provider, as the router sees it.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) adapter: Arc<dyn Provider>,
+    limits: Limits,
+    model_limits: HashMap<String, Limits>,
+    timeout: Option<Duration>,
+    pub(crate) credential: Option<Credential>,
+    pub(crate) counters: Counters,
+    /// Set once a response of this provider states a token window: from then on its requests
+    /// are priced in tokens even where no token limit is configured.
+    token_limits_seen: AtomicBool,
+    /// The breaker of the configured account.
+    pub(crate) breaker: Arc<dyn BreakerCell>,
+    /// The limit key of the adapter's default model and the configured account, per
+    /// capability: what most requests are keyed by, lent rather than built per request.
+    default_keys: PerCapability<Option<LimitKey>>,
+    /// The token room the store reported after the last booking of the default chat key
+    /// (`u64::MAX`: none known), so pricing needs no store call of its own.
+    room: AtomicU64,
+}
+
+impl Entry {
+    fn new(adapter: Arc<dyn Provider>, s: ProviderSettings, breakers: &dyn BreakerStore) -> Self {
+        let default_keys = PerCapability::from_fn(|c| {
+            adapter
+                .default_model(c)
+                .map(|m| LimitKey::new(adapter.id().clone(), m))
+        });
+        Entry {
+            breaker: breakers.breaker(adapter.id(), None),
+            default_keys,
+            adapter,
+            limits: s.limits,
+            model_limits: s.model_limits,
+            timeout: s.timeout,
+            credential: s.credential,
+            counters: Counters::default(),
+            token_limits_seen: AtomicBool::new(false),
+            room: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    pub(crate) fn id(&self) -> &ProviderId {
+        self.adapter.id()
+    }
+
+    /// The key of `capability`'s default model for the configured account.
+    pub(crate) fn default_key(&self, capability: Capability) -> Option<&LimitKey> {
+        self.default_keys.get(capability).as_ref()
+    }
+
+    /// The configured limits of `model`.
+    pub(crate) fn limits_for(&self, model: &str) -> Limits {
+        if self.model_limits.is_empty() {
+            return self.limits;
+        }
+        self.model_limits.get(model).copied().unwrap_or(self.limits)
+    }
+
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Whether admission under `limits` counts tokens: a token limit is configured, or the
+    /// provider stated one. When neither, no bucket would read a count, so none is made
+    /// (tokenizing is the costliest step of admission).
+    pub(crate) fn counts_tokens(&self, limits: &Limits) -> bool {
+        limits.limits_tokens() || self.token_limits_seen.load(Ordering::Relaxed)
+    }
+
+    /// The token room last reported for `key`, when it is the default chat key.
+    pub(crate) fn room_for(&self, key: &LimitKey) -> Option<u64> {
+        let own = self.default_key(Capability::Chat).is_some_and(|k| k == key);
+        let room = self.room.load(Ordering::Relaxed);
+        (own && room != u64::MAX).then_some(room)
+    }
+
+    /// Keeps the room a booking of `key` left (see [`room_for`](Self::room_for)).
+    pub(crate) fn note_room(&self, key: &LimitKey, room: Option<u64>) {
+        if self.default_key(Capability::Chat).is_some_and(|k| k == key) {
+            let room = room.unwrap_or(u64::MAX);
+            if self.room.load(Ordering::Relaxed) != room {
+                self.room.store(room, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A response stated a token window: price in tokens from now on (and load the
+    /// encoder, off the request path).
+    fn saw_token_limits(&self, model: &str) {
+        if !self.token_limits_seen.load(Ordering::Relaxed)
+            && !self.token_limits_seen.swap(true, Ordering::Relaxed)
+        {
+            preload(model);
+        }
+    }
+}
+
+/// What an attempt booked, reconciled with the usage its answer reports.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Booked {
+    pub(crate) cost: Cost,
+    /// See [`input_floor`](crate::ratelimit::input_floor).
+    pub(crate) floor: u64,
+}
+
+impl Booked {
+    /// A booking of `cost`; the floor is read (it walks the prompt) only where tokens were
+    /// booked.
+    pub(crate) fn new(cost: Cost, floor: impl FnOnce() -> u64) -> Self {
+        let floor = if cost.tokens() > 0 { floor() } else { 0 };
+        Booked { cost, floor }
+    }
+
+    /// Counts `usage` on `entry` and returns the tokens to reconcile the booking with:
+    /// `None` where no tokens were booked (the response's own headers, if any, already set
+    /// the level).
+    pub(crate) fn spend(self, entry: &Entry, usage: Usage) -> Option<u64> {
+        let tally = entry.counters.here();
+        Counters::add(&tally.input_tokens, usage.input_tokens);
+        Counters::add(&tally.output_tokens, usage.output_tokens);
+        (self.cost.tokens() > 0).then(|| usage.input_tokens.max(self.floor) + usage.output_tokens)
+    }
+}
+
+/// The engine behind [`Client`](crate::Client).
+#[derive(Debug)]
+pub(crate) struct Router {
+    pub(super) entries: Vec<Entry>,
+    pub(super) orders: PerCapability<Vec<usize>>,
+    pub(super) limiter: Limiter,
+    pub(super) breakers: Arc<dyn BreakerStore>,
+    pub(super) transport: Arc<dyn Transport>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) rng: Arc<dyn Rng>,
+    pub(super) policy: Policy,
+    pub(super) rules: Rules,
+    pub(super) budget: SharedBudget,
+    request_ids: AtomicU64,
+}
+
+impl Router {
+    /// A router over `parts`.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when a provider is added twice, an order names an unknown provider or one
+    /// that cannot serve its capability, the backoff is invalid, or the HTTP client cannot
+    /// be built.
+    pub(crate) fn new(parts: Parts) -> Result<Self> {
+        let Parts {
+            providers,
+            orders,
+            policy,
+            clock,
+            rng,
+            store,
+            transport,
+        } = parts;
+        let mut seen = HashSet::new();
+        if let Some((a, _)) = providers.iter().find(|(a, _)| !seen.insert(a.id().clone())) {
+            return Err(Error::config(format!("provider `{}` added twice", a.id())));
+        }
+        let indices = resolve_orders(&providers, &orders)?;
+        let backoff = Backoff::try_new(policy.backoff_base, policy.backoff_cap)
+            .map_err(|e| Error::config(format!("policy: {e}")))?;
+        let transport = match transport {
+            Some(t) => t,
+            None => Arc::new(HttpTransport::new(&transport_options(&policy))?),
+        };
+        let store = store.unwrap_or_else(|| {
+            Arc::new(MemoryStore::with_latency_allowance(
+                policy.latency_allowance,
+            ))
+        });
+        let breakers = Arc::new(MemoryBreakers::new(BreakerSettings {
+            failure_threshold: policy.failure_threshold,
+            cooldown: policy.breaker_cooldown,
+            cooldown_max: policy.breaker_cooldown_max,
+        }));
+        preload_configured(&providers);
+        let entries = providers
+            .into_iter()
+            .map(|(adapter, s)| Entry::new(adapter, s, breakers.as_ref()))
+            .collect();
+        Ok(Router {
+            entries,
+            orders: indices,
+            limiter: Limiter::new(store, clock.clone()),
+            breakers,
+            transport,
+            budget: SharedBudget::new(RetryBudget::new(policy.retry_budget, 10), clock.now()),
+            clock,
+            rng,
+            rules: Rules {
+                max_attempts: policy.max_attempts,
+                quota_cooldown: policy.quota_cooldown,
+                backoff,
+            },
+            policy,
+            request_ids: AtomicU64::new(0),
+        })
+    }
+
+    /// Per-provider counters.
+    pub(crate) fn stats(&self) -> Stats {
+        Stats::collect(self.entries.iter().map(|e| (e.id(), &e.counters)))
+    }
+
+    /// The providers serving `capability`, in failover order.
+    pub(crate) fn order(&self, capability: Capability) -> impl Iterator<Item = &ProviderId> {
+        self.orders
+            .get(capability)
+            .iter()
+            .map(|&i| self.entries[i].id())
+    }
+
+    /// Every provider.
+    pub(crate) fn providers(&self) -> impl Iterator<Item = &ProviderId> {
+        self.entries.iter().map(Entry::id)
+    }
+
+    /// The limits configured for `provider`.
+    pub(crate) fn configured_limits(&self, provider: &str) -> Option<Limits> {
+        let entry = self.entries.iter().find(|e| e.id().as_str() == provider)?;
+        Some(entry.limits)
+    }
+
+    /// What the limiter knows of `key` now.
+    pub(crate) async fn limits(&self, key: &LimitKey) -> Result<LimitSnapshot> {
+        self.limiter.peek(key).await
+    }
+
+    /// The next request's number, for its span.
+    pub(super) fn next_request_id(&self) -> u64 {
+        self.request_ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Teaches the limiter what a response stated; from the first token window on, this
+    /// provider's requests are priced in tokens.
+    pub(super) async fn learn(
+        &self,
+        entry: &Entry,
+        key: &LimitKey,
+        report: &LimitReport,
+    ) -> Result<()> {
+        let states_tokens = report.tokens.is_some()
+            || report.input_tokens.is_some()
+            || report.output_tokens.is_some();
+        if states_tokens {
+            entry.saw_token_limits(&key.model);
+        }
+        let learned = Tightening {
+            report: Some(report.clone()),
+            ..Tightening::default()
+        };
+        self.limiter.raise(key, learned).await
+    }
+
+    /// Gives back what a booking reserved beyond `used` tokens, or charges the excess. A
+    /// store error is logged, not returned: the answer is already in hand.
+    pub(super) async fn reconcile(&self, key: &LimitKey, booked: Booked, used: u64) {
+        if let Err(e) = self
+            .limiter
+            .reconcile(key, booked.cost.tokens(), used)
+            .await
+        {
+            tracing::warn!(error = %e, "could not reconcile token usage");
+        }
+    }
+
+    /// What a stream of `entry` calls when it ends: reconcile its usage; a transient error
+    /// mid-stream counts toward the breaker.
+    pub(super) fn stream_end(
+        self: &Arc<Self>,
+        entry: usize,
+        key: LimitKey,
+        booked: Booked,
+        breaker: Arc<dyn BreakerCell>,
+    ) -> StreamEnd {
+        let router = self.clone();
+        Box::new(move |usage, error| {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                h.spawn(async move {
+                    router
+                        .stream_ended(entry, key, booked, breaker, usage, error)
+                        .await
+                });
+            }
+        })
+    }
+
+    async fn stream_ended(
+        &self,
+        entry: usize,
+        key: LimitKey,
+        booked: Booked,
+        breaker: Arc<dyn BreakerCell>,
+        usage: Option<Usage>,
+        error: Option<ErrorKind>,
+    ) {
+        let e = &self.entries[entry];
+        if let Some(used) = usage.and_then(|u| booked.spend(e, u)) {
+            self.reconcile(&key, booked, used).await;
+        }
+        if error.is_some_and(|k| k.disposition() == Disposition::Transient) {
+            Counters::add(&e.counters.here().transient, 1);
+            if breaker
+                .apply(BreakerEvent::Transient, self.clock.now())
+                .opened
+            {
+                Counters::add(&e.counters.here().breaker_opens, 1);
+            }
+        }
+    }
+}
+
+/// Each capability's order as indices into `providers`.
+fn resolve_orders(
+    providers: &[(Arc<dyn Provider>, ProviderSettings)],
+    orders: &PerCapability<Vec<ProviderId>>,
+) -> Result<PerCapability<Vec<usize>>> {
+    let mut resolved = PerCapability::from_fn(|_| Vec::new());
+    for cap in Capability::ALL {
+        let mut indices = Vec::new();
+        for name in orders.get(cap) {
+            let i = providers
+                .iter()
+                .position(|(a, _)| a.id() == name)
+                .ok_or_else(|| {
+                    Error::config(format!("unknown provider `{name}` in the {cap} order"))
+                })?;
+            if !providers[i].0.capabilities().supports(cap) {
+                return Err(Error::config(format!(
+                    "provider `{name}` cannot serve {cap}"
+                )));
+            }
+            indices.push(i);
+        }
+        resolved.set(cap, indices);
+    }
+    Ok(resolved)
+}
+
+/// The HTTP client's settings from the policy.
+fn transport_options(policy: &Policy) -> TransportOptions {
+    TransportOptions {
+        connect_timeout: policy.connect_timeout,
+        // The request timeout bounds every send as a whole (a stream's body included): a
+        // silence limit of the same length could never fire first.
+        read_timeout: None,
+        // Set once on the HTTP client: most attempts use exactly this timeout.
+        usual_timeout: Some(policy.request_timeout),
+        max_response_bytes: policy.max_response_bytes,
+    }
+}
+
+/// A configured token limit means counts will be needed: load the encoder now, off the
+/// request path.
+fn preload_configured(providers: &[(Arc<dyn Provider>, ProviderSettings)]) {
+    for (adapter, s) in providers {
+        if s.limits.limits_tokens() {
+            if let Some(m) = adapter.default_model(Capability::Chat) {
+                preload(m);
+            }
+        }
+        for (m, l) in &s.model_limits {
+            if l.limits_tokens() {
+                preload(m);
+            }
+        }
+    }
+}

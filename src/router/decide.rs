@@ -1,0 +1,477 @@
+//! What to do after a failed attempt: a pure function of what happened, the policy, `now`
+//! and the jitter source, returning an [`Action`] value that the attempt loop applies.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker::BreakerEvent;
+use crate::error::{Disposition, Error};
+use crate::ratelimit::{LimitReport, Tightening};
+use crate::retry::Backoff;
+use crate::rng::Rng;
+
+/// What happened to one attempt.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Outcome<'a> {
+    pub(crate) error: &'a Error,
+    /// What the response stated about limits, if a response arrived and stated anything.
+    pub(crate) report: Option<&'a LimitReport>,
+    /// The attempt was the breaker's half-open probe.
+    pub(crate) probe: bool,
+    /// This request's earlier failures at this provider (the backoff's exponent).
+    pub(crate) failures: u32,
+    /// Requests this request has sent, this one included.
+    pub(crate) sends: u32,
+}
+
+/// The policy the decision follows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rules {
+    pub(crate) max_attempts: u32,
+    pub(crate) quota_cooldown: Duration,
+    pub(crate) backoff: Backoff,
+}
+
+/// Which counter the failure adds to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Count {
+    Terminal,
+    RateLimited,
+    QuotaExhausted,
+    /// A transient fault; `server_error` when the provider answered 5xx.
+    Transient {
+        server_error: bool,
+    },
+}
+
+/// How the request goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// It ends with this error: sending it again anywhere is pointless.
+    Return,
+    /// It ends with every error so far: the attempts are spent.
+    GiveUp,
+    /// Fail over (or wait for a reopen) at once; throttling spends no retry budget.
+    FailOver,
+    /// Try again, if the retry budget allows one more retry; else give up.
+    Retry,
+}
+
+/// What the attempt loop does about a failed attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Action {
+    pub(crate) count: Count,
+    pub(crate) breaker: BreakerEvent,
+    /// What the limiter is told (a 429's drain and gate).
+    pub(crate) tighten: Option<Tightening>,
+    /// This provider is not tried again by this request before then.
+    pub(crate) back_off_until: Option<Instant>,
+    pub(crate) next: Next,
+}
+
+/// Decides what a failed attempt leads to (see the module docs of [`router`](super)).
+pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng) -> Action {
+    let spent = o.sends >= rules.max_attempts;
+    let go_on = if spent { Next::GiveUp } else { Next::FailOver };
+    match o.error.disposition() {
+        Disposition::Terminal => Action {
+            count: Count::Terminal,
+            // The provider answered: it is up, whatever it thought of the request.
+            breaker: if o.error.status().is_some() {
+                BreakerEvent::Answered { probe: o.probe }
+            } else {
+                BreakerEvent::ReleaseProbe
+            },
+            tighten: None,
+            back_off_until: None,
+            next: Next::Return,
+        },
+        Disposition::RateLimited => {
+            let delay = stated_delay(o.error, o.report, now)
+                .unwrap_or_else(|| rules.backoff.delay(o.failures, rng));
+            let until = now + delay;
+            Action {
+                count: Count::RateLimited,
+                breaker: BreakerEvent::OpenUntil(until),
+                tighten: Some(Tightening {
+                    gate_until: Some(until),
+                    drain: true,
+                    report: None,
+                }),
+                back_off_until: None,
+                next: go_on,
+            }
+        }
+        Disposition::QuotaExhausted => Action {
+            count: Count::QuotaExhausted,
+            breaker: BreakerEvent::OpenUntil(
+                now + o.error.retry_after().unwrap_or(rules.quota_cooldown),
+            ),
+            tighten: None,
+            back_off_until: None,
+            next: go_on,
+        },
+        Disposition::Transient => Action {
+            count: Count::Transient {
+                server_error: o.error.status().is_some_and(|s| s >= 500),
+            },
+            breaker: BreakerEvent::Transient,
+            tighten: None,
+            back_off_until: Some(now + rules.backoff.delay(o.failures, rng)),
+            next: if spent { Next::GiveUp } else { Next::Retry },
+        },
+    }
+}
+
+/// The delay the provider stated: `retry-after-ms`/`Retry-After` or a body/message delay (on
+/// the error), else the reset of an exhausted window.
+fn stated_delay(err: &Error, report: Option<&LimitReport>, now: Instant) -> Option<Duration> {
+    err.retry_after().or_else(|| {
+        report
+            .and_then(LimitReport::exhausted_until)
+            .map(|t| t.saturating_duration_since(now))
+            .filter(|d| !d.is_zero())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use crate::ratelimit::{Per, Window};
+    use crate::rng::FixedRng;
+    use crate::router::breaker::{Breaker, BreakerSettings, BreakerState};
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn rules() -> Rules {
+        Rules {
+            max_attempts: 4,
+            quota_cooldown: 900 * S,
+            backoff: Backoff::try_new(S, 60 * S).unwrap(),
+        }
+    }
+
+    fn err(kind: ErrorKind, status: Option<u16>) -> Error {
+        let e = Error::new(kind, "x");
+        match status {
+            Some(s) => e.with_status(s),
+            None => e,
+        }
+    }
+
+    /// One row: what happened, and what must follow.
+    struct Row {
+        name: &'static str,
+        error: Error,
+        report: Option<LimitReport>,
+        probe: bool,
+        failures: u32,
+        sends: u32,
+        expect: fn(Instant) -> Action,
+    }
+
+    fn drain(until: Instant) -> Option<Tightening> {
+        Some(Tightening {
+            gate_until: Some(until),
+            drain: true,
+            report: None,
+        })
+    }
+
+    fn rows(t0: Instant) -> Vec<Row> {
+        let exhausted = LimitReport {
+            requests: Some(Window {
+                limit: Some(100),
+                remaining: Some(0),
+                reset_at: Some(t0 + 20 * S),
+                per: Per::Minute,
+            }),
+            ..LimitReport::default()
+        };
+        vec![
+            Row {
+                name: "a 400 ends the request; the provider answered, so the probe closes it",
+                error: err(ErrorKind::InvalidRequest, Some(400)),
+                report: None,
+                probe: true,
+                failures: 0,
+                sends: 1,
+                expect: |_| Action {
+                    count: Count::Terminal,
+                    breaker: BreakerEvent::Answered { probe: true },
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::Return,
+                },
+            },
+            Row {
+                name: "a local terminal error (no status) releases a claimed probe",
+                error: err(ErrorKind::Config, None),
+                report: None,
+                probe: true,
+                failures: 0,
+                sends: 0,
+                expect: |_| Action {
+                    count: Count::Terminal,
+                    breaker: BreakerEvent::ReleaseProbe,
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::Return,
+                },
+            },
+            Row {
+                name: "a 429 with Retry-After: 30 drains, gates and opens for 30 s; fail over",
+                error: err(ErrorKind::RateLimited, Some(429)).with_retry_after(Some(30 * S)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |t0| Action {
+                    count: Count::RateLimited,
+                    breaker: BreakerEvent::OpenUntil(t0 + 30 * S),
+                    tighten: drain(t0 + 30 * S),
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a 429 without a delay waits for its exhausted window's reset",
+                error: err(ErrorKind::RateLimited, Some(429)),
+                report: Some(exhausted),
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |t0| Action {
+                    count: Count::RateLimited,
+                    breaker: BreakerEvent::OpenUntil(t0 + 20 * S),
+                    tighten: drain(t0 + 20 * S),
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a bare 429 backs off with full jitter (third failure: half of 4 s)",
+                error: err(ErrorKind::RateLimited, Some(429)),
+                report: None,
+                probe: false,
+                failures: 2,
+                sends: 3,
+                expect: |t0| Action {
+                    count: Count::RateLimited,
+                    breaker: BreakerEvent::OpenUntil(t0 + 2 * S),
+                    tighten: drain(t0 + 2 * S),
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a 429 on the last attempt gives up with every error",
+                error: err(ErrorKind::RateLimited, Some(429)).with_retry_after(Some(S)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 4,
+                expect: |t0| Action {
+                    count: Count::RateLimited,
+                    breaker: BreakerEvent::OpenUntil(t0 + S),
+                    tighten: drain(t0 + S),
+                    back_off_until: None,
+                    next: Next::GiveUp,
+                },
+            },
+            Row {
+                name: "x-should-retry: false makes a 429 terminal",
+                error: err(ErrorKind::RateLimited, Some(429)).with_should_retry(Some(false)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |_| Action {
+                    count: Count::Terminal,
+                    breaker: BreakerEvent::Answered { probe: false },
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::Return,
+                },
+            },
+            Row {
+                name: "an exhausted quota opens until its stated reset; no drain",
+                error: err(ErrorKind::QuotaExhausted, Some(429)).with_retry_after(Some(3600 * S)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |t0| Action {
+                    count: Count::QuotaExhausted,
+                    breaker: BreakerEvent::OpenUntil(t0 + 3600 * S),
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "an exhausted quota with no reset opens for the quota cooldown",
+                error: err(ErrorKind::QuotaExhausted, Some(429)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |t0| Action {
+                    count: Count::QuotaExhausted,
+                    breaker: BreakerEvent::OpenUntil(t0 + 900 * S),
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a 500 counts toward the breaker, backs this provider off, retries on budget",
+                error: err(ErrorKind::Server, Some(500)),
+                report: None,
+                probe: false,
+                failures: 1,
+                sends: 2,
+                expect: |t0| Action {
+                    count: Count::Transient { server_error: true },
+                    breaker: BreakerEvent::Transient,
+                    tighten: None,
+                    back_off_until: Some(t0 + S),
+                    next: Next::Retry,
+                },
+            },
+            Row {
+                name: "a timeout is transient but not a server error",
+                error: err(ErrorKind::Timeout, None),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |t0| Action {
+                    count: Count::Transient {
+                        server_error: false,
+                    },
+                    breaker: BreakerEvent::Transient,
+                    tighten: None,
+                    back_off_until: Some(t0 + S / 2),
+                    next: Next::Retry,
+                },
+            },
+            Row {
+                name: "a transient failure on the last attempt gives up",
+                error: err(ErrorKind::Overloaded, Some(529)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 4,
+                expect: |t0| Action {
+                    count: Count::Transient { server_error: true },
+                    breaker: BreakerEvent::Transient,
+                    tighten: None,
+                    back_off_until: Some(t0 + S / 2),
+                    next: Next::GiveUp,
+                },
+            },
+            Row {
+                name: "x-should-retry: true makes a 400 transient",
+                error: err(ErrorKind::InvalidRequest, Some(400)).with_should_retry(Some(true)),
+                report: None,
+                probe: false,
+                failures: 0,
+                sends: 1,
+                expect: |t0| Action {
+                    count: Count::Transient {
+                        server_error: false,
+                    },
+                    breaker: BreakerEvent::Transient,
+                    tighten: None,
+                    back_off_until: Some(t0 + S / 2),
+                    next: Next::Retry,
+                },
+            },
+        ]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_disposition_leads_to_its_action() {
+        let t0 = Instant::now();
+        let rng = FixedRng::new([0.5]);
+        for row in rows(t0) {
+            let o = Outcome {
+                error: &row.error,
+                report: row.report.as_ref(),
+                probe: row.probe,
+                failures: row.failures,
+                sends: row.sends,
+            };
+            assert_eq!(
+                decide(&o, &rules(), t0, &rng),
+                (row.expect)(t0),
+                "{}",
+                row.name
+            );
+        }
+    }
+
+    /// The breaker's re-trip rule, through the actions the decision makes: an opening
+    /// extends, never shortens; a failed probe reopens for longer; a late answer from before
+    /// the opening changes nothing; the probe's answer closes.
+    #[tokio::test(start_paused = true)]
+    async fn actions_move_the_breaker_by_its_re_trip_rule() {
+        let t0 = Instant::now();
+        let rng = FixedRng::new([0.5]);
+        let settings = BreakerSettings {
+            failure_threshold: 1,
+            cooldown: 5 * S,
+            cooldown_max: 60 * S,
+        };
+        let after = |b: &mut Breaker, e: Error, probe: bool, now: Instant| {
+            let o = Outcome {
+                error: &e,
+                report: None,
+                probe,
+                failures: 0,
+                sends: 1,
+            };
+            b.apply(decide(&o, &rules(), now, &rng).breaker, now);
+            b.state(now)
+        };
+        let throttled =
+            |secs| err(ErrorKind::RateLimited, Some(429)).with_retry_after(Some(secs * S));
+        let mut b = Breaker::new(settings);
+        let open = |until| BreakerState::Open { until };
+        assert_eq!(after(&mut b, throttled(20), false, t0), open(t0 + 20 * S));
+        // An older, shorter answer does not move the reopening earlier.
+        assert_eq!(after(&mut b, throttled(5), false, t0), open(t0 + 20 * S));
+        // A longer one extends it.
+        assert_eq!(after(&mut b, throttled(30), false, t0), open(t0 + 30 * S));
+        // A late success of a request sent before the opening changes nothing.
+        let ok = |b: &mut Breaker, probe| {
+            b.apply(BreakerEvent::Answered { probe }, t0);
+        };
+        ok(&mut b, false);
+        assert_eq!(b.state(t0), open(t0 + 30 * S));
+        // At the reopening one probe goes; a transient failure of it re-trips for the
+        // cooldown (5 s), the next failed probe for twice that.
+        let t1 = t0 + 30 * S;
+        assert!(b.acquire(t1) == crate::router::breaker::Allow::Probe);
+        assert_eq!(
+            after(&mut b, err(ErrorKind::Server, Some(503)), true, t1),
+            open(t1 + 5 * S)
+        );
+        let t2 = t1 + 5 * S;
+        b.acquire(t2);
+        assert_eq!(
+            after(&mut b, err(ErrorKind::Server, Some(503)), true, t2),
+            open(t2 + 10 * S)
+        );
+        // The probe's answer, even a terminal one, closes it.
+        let t3 = t2 + 10 * S;
+        b.acquire(t3);
+        assert_eq!(
+            after(&mut b, err(ErrorKind::InvalidRequest, Some(400)), true, t3),
+            BreakerState::Closed { failures: 0 }
+        );
+    }
+}

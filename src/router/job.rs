@@ -1,0 +1,292 @@
+//! What one request asks for — a chat answer, a streamed one or a transcript — as a [`Job`]
+//! whose `Output` is what the router returns: a chat job cannot be answered with a transcript.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tracing::Instrument;
+
+use super::stream::{ChatStream, StreamEnd};
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::http::Transport;
+use crate::id::Capability;
+use crate::provider::{
+    chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
+};
+use crate::ratelimit::{chat_cost_bound, estimate_chat, input_floor, Cost};
+use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest, Usage};
+
+/// Whether admission counts tokens for a request, and the room known in its token buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tokens {
+    /// No token limit applies (none configured, none ever stated): nothing reads a count.
+    Uncounted,
+    /// A token limit applies. `room`: what the buckets could take while staying at least half
+    /// full, as of the last booking (`None`: not known).
+    Counted { room: Option<u64> },
+}
+
+/// How an attempt's admission cost was reckoned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pricing {
+    /// No token limit applies: one request.
+    Requests,
+    /// The tokenizer-free bound ([`chat_cost_bound`]).
+    Bound,
+    /// The tiktoken count ([`estimate_chat`]).
+    Count,
+}
+
+/// The tiktoken estimate of one request, counted at most once per model however many
+/// providers and attempts price it.
+#[derive(Debug, Default)]
+pub(crate) struct Costs(Vec<(String, Cost)>);
+
+impl Costs {
+    fn known(&self, model: &str) -> Option<Cost> {
+        self.0.iter().find(|(m, _)| m == model).map(|(_, c)| *c)
+    }
+
+    fn exact(&mut self, req: &ChatRequest, model: &str) -> Cost {
+        if let Some(c) = self.known(model) {
+            return c;
+        }
+        let c = estimate_chat(req, model);
+        self.0.push((model.to_owned(), c));
+        c
+    }
+}
+
+/// What one attempt sends with.
+pub(crate) struct Attempt<'a> {
+    pub(crate) adapter: &'a dyn Provider,
+    pub(crate) transport: &'a dyn Transport,
+    pub(crate) ctx: RequestContext<'a>,
+    pub(crate) timeout: Duration,
+    pub(crate) clock: &'a dyn Clock,
+    pub(crate) span: &'a tracing::Span,
+    /// Makes what a stream calls when it ends (only a stream job calls it).
+    pub(crate) on_end: &'a (dyn Fn() -> StreamEnd + Sync),
+}
+
+/// One kind of request.
+pub(crate) trait Job: Sync {
+    /// What the request returns.
+    type Output: Send;
+
+    /// What it asks of a provider.
+    fn capability(&self) -> Capability;
+
+    /// The model it names (`None`: each provider's default).
+    fn model(&self) -> Option<&str>;
+
+    /// What admission books for `model`.
+    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing);
+
+    /// The fewest input tokens the request can have been counted as (see [`input_floor`]);
+    /// read only where tokens were booked.
+    fn floor(&self) -> u64 {
+        0
+    }
+
+    /// Sends one attempt.
+    fn send<'a>(
+        &'a self,
+        a: Attempt<'a>,
+    ) -> impl Future<Output = Exchange<Self::Output>> + Send + 'a;
+
+    /// Stamps the answer with the number of requests sent; returns the usage it reports.
+    fn finish(out: &mut Self::Output, sends: u32) -> Option<Usage>;
+}
+
+/// Prices a chat request: one request where tokens are not counted; the bound where it fits
+/// the known room (admitted at once either way, the excess held only until the answer's
+/// usage gives it back); else the counted estimate.
+fn price_chat(
+    req: &ChatRequest,
+    model: &str,
+    tokens: Tokens,
+    costs: &mut Costs,
+) -> (Cost, Pricing) {
+    let Tokens::Counted { room } = tokens else {
+        return (Cost::one_request(), Pricing::Requests);
+    };
+    if let Some(c) = costs.known(model) {
+        return (c, Pricing::Count);
+    }
+    let bound = chat_cost_bound(req, model);
+    match room {
+        Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
+        _ => (costs.exact(req, model), Pricing::Count),
+    }
+}
+
+/// A chat completion.
+#[derive(Debug)]
+pub(crate) struct Chat(pub(crate) ChatRequest);
+
+impl Job for Chat {
+    type Output = ChatResponse;
+
+    fn capability(&self) -> Capability {
+        Capability::Chat
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.0.model.as_deref()
+    }
+
+    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing) {
+        price_chat(&self.0, model, tokens, costs)
+    }
+
+    fn floor(&self) -> u64 {
+        input_floor(&self.0)
+    }
+
+    fn send<'a>(
+        &'a self,
+        a: Attempt<'a>,
+    ) -> impl Future<Output = Exchange<ChatResponse>> + Send + 'a {
+        let clock = a.clock;
+        chat_once(
+            a.adapter,
+            a.transport,
+            &self.0,
+            a.ctx,
+            a.timeout,
+            move || clock.both(),
+        )
+    }
+
+    fn finish(out: &mut ChatResponse, sends: u32) -> Option<Usage> {
+        out.attempts = sends;
+        out.usage
+    }
+}
+
+/// A streamed chat completion: fails over until its first content.
+#[derive(Debug)]
+pub(crate) struct Stream(pub(crate) ChatRequest);
+
+impl Job for Stream {
+    type Output = ChatStream;
+
+    fn capability(&self) -> Capability {
+        Capability::Chat
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.0.model.as_deref()
+    }
+
+    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing) {
+        price_chat(&self.0, model, tokens, costs)
+    }
+
+    fn floor(&self) -> u64 {
+        input_floor(&self.0)
+    }
+
+    async fn send<'a>(&'a self, a: Attempt<'a>) -> Exchange<ChatStream> {
+        let clock = a.clock;
+        let model = a.ctx.model;
+        let x = chat_stream_once(
+            a.adapter,
+            a.transport,
+            &self.0,
+            a.ctx,
+            a.timeout,
+            move || clock.both(),
+        )
+        .await;
+        let result =
+            match x.result {
+                Ok(stream) => first_content(stream).instrument(a.span.clone()).await.map(
+                    |(buffered, rest)| {
+                        ChatStream::new(buffered, rest, a.adapter.id().clone(), model, (a.on_end)())
+                    },
+                ),
+                Err(e) => Err(e),
+            };
+        Exchange {
+            result,
+            report: x.report,
+            sent: x.sent,
+        }
+    }
+
+    fn finish(out: &mut ChatStream, sends: u32) -> Option<Usage> {
+        out.set_attempts(sends);
+        // Usage arrives at the stream's end; the stream reconciles it then.
+        None
+    }
+}
+
+/// A transcription.
+#[derive(Debug)]
+pub(crate) struct Transcribe(pub(crate) TranscriptionRequest);
+
+impl Job for Transcribe {
+    type Output = Transcript;
+
+    fn capability(&self) -> Capability {
+        Capability::Transcription
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.0.model.as_deref()
+    }
+
+    /// The audio's seconds (cheap to read, and they have their own bucket); audio whose
+    /// length cannot be read (not WAV) costs its request only.
+    fn price(&self, _: &str, _: Tokens, _: &mut Costs) -> (Cost, Pricing) {
+        let seconds = self
+            .0
+            .audio
+            .duration()
+            .map_or(0, |d| d.as_secs_f64().ceil() as u64);
+        (Cost::audio(seconds), Pricing::Requests)
+    }
+
+    fn send<'a>(
+        &'a self,
+        a: Attempt<'a>,
+    ) -> impl Future<Output = Exchange<Transcript>> + Send + 'a {
+        let clock = a.clock;
+        transcribe_once(
+            a.adapter,
+            a.transport,
+            &self.0,
+            a.ctx,
+            a.timeout,
+            move || clock.both(),
+        )
+    }
+
+    fn finish(out: &mut Transcript, sends: u32) -> Option<Usage> {
+        out.attempts = sends;
+        None
+    }
+}
+
+/// Reads a stream until its first content (text or a finish), so a failure before any
+/// content can still fail over. Returns what was read and the rest.
+async fn first_content(mut stream: ChunkStream) -> Result<(Vec<ChatChunk>, ChunkStream)> {
+    let mut buffered = Vec::new();
+    loop {
+        match stream.next().await {
+            Some(Ok(chunk)) => {
+                let content = !chunk.delta.is_empty() || chunk.finish_reason.is_some();
+                buffered.push(chunk);
+                if content {
+                    return Ok((buffered, stream));
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => return Ok((buffered, stream)),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! One request's state across its attempts: its candidates in failover order (each with its
+//! breaker and credential, resolved once), what each has cost it, the errors so far.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker_store::BreakerCell;
+use super::core::{Entry, Router};
+use super::job::{Costs, Pricing};
+use super::options::RequestOptions;
+use crate::error::{Error, ErrorKind, Result};
+use crate::id::{Capability, Credential};
+use crate::stats::Counters;
+
+/// A breaker lent by the router (the configured account's) or owned (a tenant's).
+#[derive(Clone, Debug)]
+pub(crate) enum BreakerRef<'r> {
+    Lent(&'r Arc<dyn BreakerCell>),
+    Own(Arc<dyn BreakerCell>),
+}
+
+impl BreakerRef<'_> {
+    pub(crate) fn get(&self) -> &dyn BreakerCell {
+        match self {
+            BreakerRef::Lent(b) => b.as_ref(),
+            BreakerRef::Own(b) => b.as_ref(),
+        }
+    }
+
+    /// A handle that outlives the request (a stream's).
+    pub(crate) fn to_arc(&self) -> Arc<dyn BreakerCell> {
+        match self {
+            BreakerRef::Lent(b) => Arc::clone(b),
+            BreakerRef::Own(b) => b.clone(),
+        }
+    }
+}
+
+/// A provider that may serve this request.
+#[derive(Debug)]
+pub(crate) struct Candidate<'r> {
+    /// Its index among the router's providers.
+    pub(crate) index: usize,
+    pub(crate) entry: &'r Entry,
+    /// The breaker of the account this request spends there.
+    pub(crate) breaker: BreakerRef<'r>,
+    /// That account: `None` for the configured key, a tenant's for its own key.
+    pub(crate) account: Option<Arc<str>>,
+    /// The key sent: the request's own, else the configured one.
+    pub(crate) credential: Option<&'r Credential>,
+}
+
+/// What this request has learned of one candidate.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tried {
+    pub(crate) failures: u32,
+    /// Not tried again before then (a transient failure's backoff).
+    pub(crate) ready_at: Option<Instant>,
+}
+
+/// One request, from its first attempt to its last.
+#[derive(Debug)]
+pub(crate) struct Run<'r> {
+    pub(crate) started: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) candidates: Vec<Candidate<'r>>,
+    /// One per candidate, made at the first failure (a request answered at once needs none).
+    tried: Vec<Tried>,
+    errors: Vec<Error>,
+    /// The candidate of the last send (a send to another one after it is a failover).
+    previous: Option<usize>,
+    /// Requests sent so far.
+    pub(crate) sends: u32,
+    pub(crate) costs: Costs,
+}
+
+impl<'r> Run<'r> {
+    /// A request for `capability` with `opts`, starting now.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when no provider serves `capability`, or the pinned one is unknown;
+    /// `Unsupported` when the pinned one cannot serve it.
+    pub(crate) fn start(
+        router: &'r Router,
+        capability: Capability,
+        opts: &'r RequestOptions,
+        started: Instant,
+    ) -> Result<Self> {
+        let order = candidates_order(router, capability, opts)?;
+        let candidates = order
+            .iter()
+            .map(|&index| {
+                let entry = &router.entries[index];
+                let account = opts.account_for(entry.id());
+                let breaker = match &account {
+                    None => BreakerRef::Lent(&entry.breaker),
+                    Some(a) => BreakerRef::Own(router.breakers.breaker(entry.id(), Some(a))),
+                };
+                let credential = opts
+                    .credential_for(entry.id())
+                    .or(entry.credential.as_ref());
+                Candidate {
+                    index,
+                    entry,
+                    breaker,
+                    account,
+                    credential,
+                }
+            })
+            .collect();
+        Ok(Run {
+            started,
+            deadline: started + opts.deadline.unwrap_or(router.policy.deadline),
+            candidates,
+            tried: Vec::new(),
+            errors: Vec::new(),
+            previous: None,
+            sends: 0,
+            costs: Costs::default(),
+        })
+    }
+
+    /// The candidates to consider, fewer failures first (on a first attempt: the order).
+    pub(crate) fn ranked(&self) -> Cow<'static, [usize]> {
+        const IDENTITY: [usize; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+        let n = self.candidates.len();
+        if n <= IDENTITY.len() && self.tried.iter().all(|t| t.failures == 0) {
+            return Cow::Borrowed(&IDENTITY[..n]);
+        }
+        let mut r: Vec<usize> = (0..n).collect();
+        r.sort_by_key(|&i| self.tried(i).failures);
+        Cow::Owned(r)
+    }
+
+    pub(crate) fn tried(&self, slot: usize) -> Tried {
+        self.tried.get(slot).copied().unwrap_or_default()
+    }
+
+    pub(crate) fn tried_mut(&mut self, slot: usize) -> &mut Tried {
+        if self.tried.is_empty() {
+            self.tried = vec![Tried::default(); self.candidates.len()];
+        }
+        &mut self.tried[slot]
+    }
+
+    /// Counts a request sent to `slot`, priced as `pricing`.
+    pub(crate) fn record_send(&mut self, slot: usize, pricing: Pricing) {
+        self.sends += 1;
+        if let Some(prev) = self.previous.filter(|p| *p != slot) {
+            Counters::add(&self.candidates[prev].entry.counters.here().failovers, 1);
+        }
+        self.previous = Some(slot);
+        let tally = self.candidates[slot].entry.counters.here();
+        Counters::add(&tally.sent, 1);
+        match pricing {
+            Pricing::Requests => {}
+            Pricing::Bound => Counters::add(&tally.priced_by_bound, 1),
+            Pricing::Count => Counters::add(&tally.priced_by_count, 1),
+        }
+    }
+
+    /// Keeps a failure for the final error.
+    pub(crate) fn push_error(&mut self, err: Error) {
+        self.errors.push(err);
+    }
+
+    /// `err` ends the request: alone, or after the failures before it.
+    pub(crate) fn ends_with(&mut self, err: Error) -> Error {
+        if self.errors.is_empty() {
+            err
+        } else {
+            self.errors.push(err);
+            self.all_failed()
+        }
+    }
+
+    /// Every failure so far ends the request.
+    pub(crate) fn all_failed(&mut self) -> Error {
+        Error::all_failed(std::mem::take(&mut self.errors))
+    }
+
+    /// The deadline has passed.
+    pub(crate) fn timed_out(&mut self) -> Error {
+        let waited = self.deadline.saturating_duration_since(self.started);
+        self.ends_with(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "the request's deadline of {:.3}s has passed",
+                waited.as_secs_f64()
+            ),
+        ))
+    }
+
+    /// Nothing reopens before `at`, `wait` from now: too late to wait for.
+    pub(crate) fn unavailable(&mut self, at: Instant, wait: Duration) -> Error {
+        Error::all_unavailable(at, wait, std::mem::take(&mut self.errors))
+    }
+}
+
+/// The providers that may serve a request, as indices: the environment's order for the
+/// capability, or the one pinned provider.
+fn candidates_order<'r>(
+    router: &'r Router,
+    cap: Capability,
+    opts: &RequestOptions,
+) -> Result<Cow<'r, [usize]>> {
+    let order = router.orders.get(cap);
+    let Some(pin) = &opts.provider else {
+        if order.is_empty() {
+            return Err(Error::config(format!(
+                "no provider is configured for {cap} in this environment"
+            )));
+        }
+        return Ok(Cow::Borrowed(order));
+    };
+    let Some(idx) = router.entries.iter().position(|e| e.id() == pin) else {
+        return Err(Error::config(format!("unknown provider `{pin}`")));
+    };
+    if !router.entries[idx].adapter.capabilities().supports(cap) {
+        return Err(Error::unsupported(pin, &cap.to_string()));
+    }
+    Ok(Cow::Owned(vec![idx]))
+}
