@@ -3,17 +3,19 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::{field, Instrument};
 
 use super::breaker::BreakerEvent;
+use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booked, Entry, Router};
 use super::decide::{decide, Action, Count, Next, Outcome};
 use super::job::{Attempt, Job};
 use super::options::RequestOptions;
-use super::request::Run;
+use super::request::{BreakerRef, Run};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Credential, CredentialSource, ProviderId};
 use crate::provider::{Exchange, RequestContext};
@@ -118,15 +120,7 @@ impl Router {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost);
-        let verdict = if ticket.wait.is_zero() {
-            ticket.verdict
-        } else {
-            self.clock.sleep_until(ticket.ready_at).await;
-            entry.counters.here().add_wait(ticket.wait);
-            breaker
-                .get()
-                .reclaim(ticket.verdict.is_probe(), self.clock.now())?
-        };
+        let verdict = self.claim(entry, &breaker, &ticket).await?;
         let probe = verdict.is_probe();
         tracing::debug!(
             target: "llm_failover::send",
@@ -137,12 +131,7 @@ impl Router {
             "sending"
         );
         let span = self.attempt_span(run, &ticket);
-        let at = self.clock.now();
-        let timeout = entry
-            .timeout()
-            .unwrap_or(self.policy.request_timeout)
-            .min(run.deadline.saturating_duration_since(at))
-            .max(std::time::Duration::from_millis(1));
+        let timeout = self.timeout(entry, run);
         let on_end = || {
             let booked = Booked::new(ticket.cost, || job.floor());
             let slot = &run.candidates[ticket.slot];
@@ -178,6 +167,35 @@ impl Router {
             exchange,
             span,
         })
+    }
+
+    /// Waits for the ticket's slot, then asks the breaker again: `None` when it may no
+    /// longer send (the slot goes back when the caller drops its permit).
+    async fn claim(
+        &self,
+        entry: &Entry,
+        breaker: &BreakerRef<'_>,
+        ticket: &Ticket<'_>,
+    ) -> Option<Verdict> {
+        if ticket.wait.is_zero() {
+            return Some(ticket.verdict);
+        }
+        self.clock.sleep_until(ticket.ready_at).await;
+        entry.counters.here().add_wait(ticket.wait);
+        breaker
+            .get()
+            .reclaim(ticket.verdict.is_probe(), self.clock.now())
+    }
+
+    /// An attempt's timeout: the provider's or the policy's, within what is left of the
+    /// deadline (at least a millisecond).
+    fn timeout(&self, entry: &Entry, run: &Run<'_>) -> Duration {
+        let left = run.deadline.saturating_duration_since(self.clock.now());
+        entry
+            .timeout()
+            .unwrap_or(self.policy.request_timeout)
+            .min(left)
+            .max(Duration::from_millis(1))
     }
 
     /// The span of the attempt `ticket` is about to send.
