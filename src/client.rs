@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -72,8 +73,9 @@ impl Client {
     /// The terminal error of a request that can only fail again (sent once), or
     /// `AllProvidersFailed` with every attempt's error, or `AllProvidersUnavailable` when
     /// every provider is cooling down past the deadline, or `RequestTooLarge`.
-    pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse> {
-        self.chat_with(req, &NO_OPTIONS).await
+    pub fn chat(&self, req: ChatRequest) -> impl Future<Output = Result<ChatResponse>> + Send + '_ {
+        // The router's future itself, not one more state machine around it.
+        self.router.run(router::Chat(req), &NO_OPTIONS)
     }
 
     /// [`chat`](Self::chat) with per-request options.
@@ -81,8 +83,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    pub async fn chat_with(&self, req: ChatRequest, opts: &RequestOptions) -> Result<ChatResponse> {
-        self.router.run(router::Chat(req), opts).await
+    pub fn chat_with<'a>(
+        &'a self,
+        req: ChatRequest,
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<ChatResponse>> + Send + 'a {
+        self.router.run(router::Chat(req), opts)
     }
 
     /// A streamed chat completion. Fails over until the first content arrives.
@@ -91,8 +97,11 @@ impl Client {
     ///
     /// As [`chat`](Self::chat) for failures before the first content; later errors come out
     /// of the stream.
-    pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream> {
-        self.chat_stream_with(req, &NO_OPTIONS).await
+    pub fn chat_stream(
+        &self,
+        req: ChatRequest,
+    ) -> impl Future<Output = Result<ChatStream>> + Send + '_ {
+        self.router.run(router::Stream(req), &NO_OPTIONS)
     }
 
     /// [`chat_stream`](Self::chat_stream) with per-request options.
@@ -100,12 +109,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat_stream`](Self::chat_stream).
-    pub async fn chat_stream_with(
-        &self,
+    pub fn chat_stream_with<'a>(
+        &'a self,
         req: ChatRequest,
-        opts: &RequestOptions,
-    ) -> Result<ChatStream> {
-        self.router.run(router::Stream(req), opts).await
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<ChatStream>> + Send + 'a {
+        self.router.run(router::Stream(req), opts)
     }
 
     /// A transcription through the speech-to-text failover order.
@@ -113,8 +122,11 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    pub async fn transcribe(&self, req: TranscriptionRequest) -> Result<Transcript> {
-        self.transcribe_with(req, &NO_OPTIONS).await
+    pub fn transcribe(
+        &self,
+        req: TranscriptionRequest,
+    ) -> impl Future<Output = Result<Transcript>> + Send + '_ {
+        self.router.run(router::Transcribe(req), &NO_OPTIONS)
     }
 
     /// [`transcribe`](Self::transcribe) with per-request options.
@@ -122,12 +134,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`chat`](Self::chat).
-    pub async fn transcribe_with(
-        &self,
+    pub fn transcribe_with<'a>(
+        &'a self,
         req: TranscriptionRequest,
-        opts: &RequestOptions,
-    ) -> Result<Transcript> {
-        self.router.run(router::Transcribe(req), opts).await
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<Transcript>> + Send + 'a {
+        self.router.run(router::Transcribe(req), opts)
     }
 
     /// Per-provider counters since the client was built.

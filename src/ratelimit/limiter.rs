@@ -52,6 +52,12 @@ impl Limiter {
         self.store.reserve(key, limits, cost, max_wait, now).await
     }
 
+    /// Whether a reservation of `key` under `limits` would book nothing (the store says so
+    /// without a call): then there is nothing to admit.
+    pub(crate) fn admits_freely(&self, key: &LimitKey, limits: &Limits) -> bool {
+        self.store.admits_freely(key, limits)
+    }
+
     /// What the store knows of `key` now, without booking.
     ///
     /// # Errors

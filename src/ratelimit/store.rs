@@ -218,6 +218,15 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
 
     /// Reads the state of `key` and the wait `cost` would have, without booking.
     async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot>;
+
+    /// Whether a reservation for `key` under `limits` would book nothing and be granted at
+    /// once, known without a call: the caller may then skip [`reserve`](Self::reserve).
+    /// `false` (the default) whenever in doubt — a store shared with other processes must
+    /// always be asked.
+    fn admits_freely(&self, key: &LimitKey, limits: &Limits) -> bool {
+        let _ = (key, limits);
+        false
+    }
 }
 
 fn _obj_safe(_: &dyn LimiterStore) {}
@@ -501,7 +510,7 @@ impl LimiterStore for MemoryStore {
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
-        if *limits == Limits::none() && self.existing(key).is_none() {
+        if self.admits_freely(key, limits) {
             // Unknown: nothing would be booked, so nothing is created.
             return Ok(Reservation::Granted {
                 wait: Duration::ZERO,
@@ -564,6 +573,12 @@ impl LimiterStore for MemoryStore {
             }
         });
         Ok(())
+    }
+
+    /// A key with nothing configured that no response has described is unknown, and unknown
+    /// admits freely.
+    fn admits_freely(&self, key: &LimitKey, limits: &Limits) -> bool {
+        *limits == Limits::none() && self.existing(key).is_none()
     }
 
     async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {

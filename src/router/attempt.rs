@@ -1,6 +1,7 @@
 //! The attempt loop — the one way every request goes: pick, wait for the booked slot, send,
 //! then settle a success or apply what [`decide`] says about a failure.
 
+use std::future::Future;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,28 +19,24 @@ use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Credential, CredentialSource, ProviderId};
-use crate::provider::{Exchange, RequestContext};
+use crate::provider::RequestContext;
 use crate::ratelimit::{LimitReport, Permit};
 use crate::stats::Counters;
 
 /// The loop goes on, or the request ends with this.
 type Step<T> = ControlFlow<Result<T>>;
 
-/// A sent attempt, with what it needs to be settled.
-struct Sent<'r, T> {
-    ticket: Ticket<'r>,
-    probe: bool,
-    exchange: Exchange<T>,
-    span: tracing::Span,
-}
-
 impl Router {
     /// Runs one request to its end, inside the request's span.
-    pub(crate) async fn run<J: Job>(
-        self: &Arc<Self>,
+    pub(crate) fn run<'a, J: Job + 'a>(
+        self: &'a Arc<Self>,
         job: J,
-        opts: &RequestOptions,
-    ) -> Result<J::Output> {
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<J::Output>> + Send + 'a
+    where
+        J: Send,
+    {
+        // Not an `async fn`: its arguments would be kept twice in the request's future.
         let span = tracing::info_span!(
             "llm_failover.request",
             request = self.next_request_id(),
@@ -47,13 +44,15 @@ impl Router {
             attempts = field::Empty,
             outcome = field::Empty,
         );
-        let (result, sends) = self.attempts(&job, opts).instrument(span.clone()).await;
-        span.record("attempts", sends);
-        match &result {
-            Ok(_) => span.record("outcome", "ok"),
-            Err(e) => span.record("outcome", e.kind().as_str()),
-        };
-        result.map_err(|e| e.with_sends(sends))
+        async move {
+            let (result, sends) = self.attempts(&job, opts).instrument(span.clone()).await;
+            span.record("attempts", sends);
+            match &result {
+                Ok(_) => span.record("outcome", "ok"),
+                Err(e) => span.record("outcome", e.kind().as_str()),
+            };
+            result.map_err(|e| e.with_sends(sends))
+        }
     }
 
     /// Every attempt of one request; returns its result and the requests sent.
@@ -82,15 +81,13 @@ impl Router {
         if now >= run.deadline {
             return ControlFlow::Break(Err(run.timed_out()));
         }
-        match self.pick(job, run, now).await {
-            Err(e) => ControlFlow::Break(Err(e)),
-            Ok(Pick::Never(e)) => ControlFlow::Break(Err(run.ends_with(e))),
-            Ok(Pick::Wait(at)) => Box::pin(self.wait_for_reopen(run, at)).await,
-            Ok(Pick::Go(ticket)) => match self.send(job, run, ticket).await {
-                None => ControlFlow::Continue(()),
-                Some(sent) => self.settle(job, run, sent).await,
-            },
-        }
+        let ticket = match self.pick(job, run, now).await {
+            Ok(Pick::Go(ticket)) => ticket,
+            Ok(Pick::Wait(at)) => return Box::pin(self.wait_for_reopen(run, at)).await,
+            Ok(Pick::Never(e)) => return ControlFlow::Break(Err(run.ends_with(e))),
+            Err(e) => return ControlFlow::Break(Err(e)),
+        };
+        self.attempt(job, run, &ticket).await
     }
 
     /// Every provider is closed until `at`: waits for it if that is within the deadline and
@@ -108,36 +105,38 @@ impl Router {
         ControlFlow::Continue(())
     }
 
-    /// Waits for the ticket's slot, claims the breaker again if it waited (the provider may
-    /// have said "not now" to another request meanwhile: never send into an open breaker),
-    /// and sends. `None`: the slot went back without a send.
-    async fn send<'r, J: Job>(
+    /// One attempt: waits for the ticket's slot, asks the breaker again if it waited (the
+    /// provider may have said "not now" to another request meanwhile: never send into an
+    /// open breaker), sends, and settles the answer — a success ends the request, a failure
+    /// is decided on.
+    async fn attempt<'r, J: Job>(
         self: &'r Arc<Self>,
         job: &J,
         run: &mut Run<'r>,
-        ticket: Ticket<'r>,
-    ) -> Option<Sent<'r, J::Output>> {
+        ticket: &Ticket<'r>,
+    ) -> Step<J::Output> {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost);
-        let verdict = self.claim(entry, &breaker, &ticket).await?;
-        let probe = verdict.is_probe();
+        let Some(verdict) = self.claim(entry, &breaker, ticket).await else {
+            // The slot goes back with the permit; pick again.
+            return ControlFlow::Continue(());
+        };
         tracing::debug!(
             target: "llm_failover::send",
             provider = %entry.id(),
             version = verdict.version,
             wall_ms = wall_ms(self.clock.wall()),
-            probe,
+            probe = verdict.is_probe(),
             "sending"
         );
-        let span = self.attempt_span(run, &ticket);
-        let timeout = self.timeout(entry, run);
+        let span = self.attempt_span(run, ticket);
         let on_end = || {
             let booked = Booked::new(ticket.cost, || job.floor());
-            let slot = &run.candidates[ticket.slot];
+            let key = ticket.key.clone().into_owned();
             self.stream_end(
-                slot.index,
-                ticket.key.clone().into_owned(),
+                run.candidates[ticket.slot].index,
+                key,
                 booked,
                 breaker.to_arc(),
             )
@@ -147,7 +146,7 @@ impl Router {
                 adapter: entry.adapter.as_ref(),
                 transport: self.transport.as_ref(),
                 ctx: RequestContext::new(&ticket.key.model, credential),
-                timeout,
+                timeout: self.timeout(entry, run),
                 clock: self.clock.as_ref(),
                 span: &span,
                 on_end: &on_end,
@@ -161,12 +160,42 @@ impl Router {
             // Could not even be built: nothing went out, the slot goes back.
             drop(permit);
         }
-        Some(Sent {
-            ticket,
-            probe,
-            exchange,
-            span,
-        })
+        let (report, probe) = (exchange.report, verdict.is_probe());
+        match exchange.result {
+            Ok(out) => {
+                let (out, used) = self.succeeded(job, run, ticket, probe, out, &span);
+                if report.is_none() && used.is_none() {
+                    return ControlFlow::Break(Ok(out));
+                }
+                let settled = self.settle_limits(job, run, ticket, report.as_deref(), used);
+                ControlFlow::Break(Box::pin(settled).await.map(|()| out))
+            }
+            // Rare, and its state is large: boxed.
+            Err(err) => {
+                Box::pin(self.failed(run, ticket, probe, err, report.as_deref(), &span)).await
+            }
+        }
+    }
+
+    /// After a success that stated limits or booked tokens: the limiter learns the former
+    /// and reconciles the latter (a store error, from a caller's store, ends the request).
+    async fn settle_limits<J: Job>(
+        &self,
+        job: &J,
+        run: &Run<'_>,
+        ticket: &Ticket<'_>,
+        report: Option<&LimitReport>,
+        used: Option<u64>,
+    ) -> Result<()> {
+        if let Some(report) = report {
+            self.learn(run.candidates[ticket.slot].entry, &ticket.key, report)
+                .await?;
+        }
+        if let Some(used) = used {
+            let booked = Booked::new(ticket.cost, || job.floor());
+            self.reconcile(&ticket.key, booked, used).await;
+        }
+        Ok(())
     }
 
     /// Waits for the ticket's slot, then asks the breaker again: `None` when it may no
@@ -213,46 +242,18 @@ impl Router {
         )
     }
 
-    /// A sent attempt's answer: a success ends the request; a failure is decided on.
-    async fn settle<'r, J: Job>(
-        &self,
-        job: &J,
-        run: &mut Run<'r>,
-        sent: Sent<'r, J::Output>,
-    ) -> Step<J::Output> {
-        let Sent {
-            ticket,
-            probe,
-            exchange,
-            span,
-        } = sent;
-        let report = exchange.report;
-        match exchange.result {
-            Ok(out) => ControlFlow::Break(
-                self.succeeded(job, run, &ticket, probe, out, report.as_deref(), &span)
-                    .await,
-            ),
-            Err(err) => {
-                self.failed(run, &ticket, probe, err, report.as_deref(), &span)
-                    .await
-            }
-        }
-    }
-
-    /// A success: the breaker hears of it, the answer is counted and stamped, and the limiter
-    /// learns what it stated and reconciles the booking (a store error, from a caller's
-    /// store, ends the request).
-    #[allow(clippy::too_many_arguments)] // the attempt's facts, each used once
-    async fn succeeded<J: Job>(
+    /// A success: the breaker hears of it, the answer is counted and stamped. Returns it
+    /// with the tokens to reconcile the booking with (`Some` only where tokens were booked
+    /// and the answer reports its usage).
+    fn succeeded<J: Job>(
         &self,
         job: &J,
         run: &Run<'_>,
         ticket: &Ticket<'_>,
         probe: bool,
         mut out: J::Output,
-        report: Option<&LimitReport>,
         span: &tracing::Span,
-    ) -> Result<J::Output> {
+    ) -> (J::Output, Option<u64>) {
         span.record("status", "ok");
         let c = &run.candidates[ticket.slot];
         c.breaker
@@ -264,13 +265,7 @@ impl Router {
             span.record("actual_tokens", u.total());
             booked.spend(c.entry, u)
         });
-        if let Some(report) = report {
-            self.learn(c.entry, &ticket.key, report).await?;
-        }
-        if let Some(used) = used {
-            self.reconcile(&ticket.key, booked, used).await;
-        }
-        Ok(out)
+        (out, used)
     }
 
     /// A failure: the limiter learns what the response stated, then the decision is applied.

@@ -55,6 +55,21 @@ struct Chosen<'r> {
     verdict: Verdict,
 }
 
+impl<'r> Chosen<'r> {
+    /// Admitted, to send after `wait` from `now`.
+    fn into_ticket(self, wait: Duration, now: Instant) -> Ticket<'r> {
+        Ticket {
+            slot: self.slot,
+            key: self.key,
+            cost: self.cost,
+            pricing: self.pricing,
+            wait,
+            ready_at: now + wait,
+            verdict: self.verdict,
+        }
+    }
+}
+
 /// What a look at one candidate found.
 enum Look<'r> {
     Ready(Chosen<'r>),
@@ -120,7 +135,9 @@ impl Router {
         Ok(survey.into_pick())
     }
 
-    /// Looks at `slot` and, if it may be sent to, books it for at most `max_wait`.
+    /// Looks at `slot` and, if it may be sent to, admits it: at once where the store says a
+    /// reservation would book nothing, else by booking it for at most `max_wait` (a store
+    /// call, boxed: a request that books nothing carries none of its state).
     async fn try_slot<'r, J: Job>(
         &'r self,
         job: &J,
@@ -131,7 +148,10 @@ impl Router {
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
         match self.look(job, run, slot, now) {
-            Look::Ready(c) => self.admit(run, c, now, max_wait, survey).await,
+            Look::Ready(c) if self.limiter.admits_freely(&c.key, &c.limits) => {
+                Ok(Some(c.into_ticket(Duration::ZERO, now)))
+            }
+            Look::Ready(c) => Box::pin(self.admit(run, c, now, max_wait, survey)).await,
             Look::Skip(until) => {
                 survey.sooner(until);
                 Ok(None)
@@ -225,15 +245,7 @@ impl Router {
                 return Ok(None);
             }
         };
-        Ok(Some(Ticket {
-            slot: c.slot,
-            key: c.key,
-            cost: c.cost,
-            pricing: c.pricing,
-            wait,
-            ready_at: now + wait,
-            verdict: c.verdict,
-        }))
+        Ok(Some(c.into_ticket(wait, now)))
     }
 
     /// A claimed probe that will not be sent goes back.
