@@ -28,14 +28,11 @@ type Step<T> = ControlFlow<Result<T>>;
 
 impl Router {
     /// Runs one request to its end, inside the request's span.
-    pub(crate) fn run<'a, J: Job + 'a>(
+    pub(crate) fn run<'a, J: Job + Send + 'a>(
         self: &'a Arc<Self>,
         job: J,
         opts: &'a RequestOptions,
-    ) -> impl Future<Output = Result<J::Output>> + Send + 'a
-    where
-        J: Send,
-    {
+    ) -> impl Future<Output = Result<J::Output>> + Send + 'a {
         // Not an `async fn`: its arguments would be kept twice in the request's future.
         let span = tracing::info_span!(
             "llm_failover.request",
