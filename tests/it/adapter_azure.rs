@@ -98,7 +98,7 @@ async fn chat_goes_to_the_deployment_with_api_version_and_api_key() {
     let h = Harness::new().await;
     h.server.push(
         CHAT,
-        Reply::json(200, include_str!("fixtures/azure/chat_completion.json"))
+        Reply::json(200, include_str!("../fixtures/azure/chat_completion.json"))
             .header("apim-request-id", "apim-1")
             .header("x-request-id", "xr-1"),
     );
@@ -140,7 +140,7 @@ async fn a_trailing_slash_in_the_endpoint_does_not_double_the_path_separator() {
     let h = Harness::with_base(|url| format!("{url}/")).await;
     h.server.push(
         CHAT,
-        Reply::json(200, include_str!("fixtures/azure/chat_completion.json")),
+        Reply::json(200, include_str!("../fixtures/azure/chat_completion.json")),
     );
     h.chat().await.result.unwrap();
     assert_eq!(h.only_request().path, CHAT);
@@ -152,7 +152,7 @@ async fn deployment_names_are_escaped_in_the_path() {
     let path = "/openai/deployments/gpt%204o%2Fprod%3F/chat/completions";
     h.server.push(
         path,
-        Reply::json(200, include_str!("fixtures/azure/chat_completion.json")),
+        Reply::json(200, include_str!("../fixtures/azure/chat_completion.json")),
     );
     h.chat_as("gpt 4o/prod?").await.result.unwrap();
     let got = h.only_request();
@@ -167,7 +167,7 @@ async fn transcription_goes_to_the_whisper_deployment() {
         AUDIO,
         Reply::json(
             200,
-            include_str!("fixtures/openai/transcription_verbose.json"),
+            include_str!("../fixtures/openai/transcription_verbose.json"),
         )
         .header("x-ms-request-id", "ms-7"),
     );
@@ -211,7 +211,7 @@ async fn transcription_goes_to_the_whisper_deployment() {
 #[tokio::test]
 async fn streams_through_azure_skipping_the_filter_only_first_chunk() {
     let h = Harness::new().await;
-    let sse = include_str!("fixtures/azure/chat_stream.sse");
+    let sse = include_str!("../fixtures/azure/chat_stream.sse");
     let chunks = sse
         .as_bytes()
         .chunks(13)
@@ -258,7 +258,7 @@ async fn streams_through_azure_skipping_the_filter_only_first_chunk() {
 #[tokio::test]
 async fn a_429_waits_for_the_header_first_and_the_message_otherwise() {
     let h = Harness::new().await;
-    let body = include_str!("fixtures/azure/error_429.json");
+    let body = include_str!("../fixtures/azure/error_429.json");
     h.server.push(
         CHAT,
         Reply::json(429, body)
@@ -292,7 +292,7 @@ async fn azure_error_bodies_are_classified() {
     let cases = [
         (
             400,
-            include_str!("fixtures/azure/error_content_filter.json"),
+            include_str!("../fixtures/azure/error_content_filter.json"),
             ErrorKind::ContentFiltered,
             Some("content_filter"),
         ),
@@ -305,7 +305,7 @@ async fn azure_error_bodies_are_classified() {
         ),
         (
             404,
-            include_str!("fixtures/azure/error_deployment_not_found.json"),
+            include_str!("../fixtures/azure/error_deployment_not_found.json"),
             ErrorKind::NotFound,
             Some("DeploymentNotFound"),
         ),
@@ -374,7 +374,7 @@ async fn sends_no_key_header_without_a_credential() {
     let h = Harness::new().await;
     h.server.push(
         CHAT,
-        Reply::json(200, include_str!("fixtures/azure/chat_completion.json")),
+        Reply::json(200, include_str!("../fixtures/azure/chat_completion.json")),
     );
     let ctx = RequestContext::new("gpt4o-prod", None);
     chat_once(

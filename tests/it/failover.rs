@@ -1,13 +1,11 @@
 //! Failover order, terminal errors, deadlines and attempt bookkeeping, over real loopback
 //! HTTP with a manual clock.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::{ChatRequest, ErrorKind, RequestOptions};
-use support::*;
 
 fn req() -> ChatRequest {
     ChatRequest::from_prompt("hello").max_tokens(16)

@@ -14,8 +14,11 @@ async fn transcribes_json_and_sends_every_multipart_field() {
     let h = Harness::new().await;
     h.server.push(
         AUDIO,
-        Reply::json(200, include_str!("../fixtures/openai/transcription.json"))
-            .header("x-request-id", "req_t"),
+        Reply::json(
+            200,
+            include_str!("../../fixtures/openai/transcription.json"),
+        )
+        .header("x-request-id", "req_t"),
     );
     let t = h.transcribe(&audio_request()).await.result.unwrap();
     assert!(t.text.starts_with("Imagine the wildest idea"), "{t:?}");
@@ -55,7 +58,7 @@ async fn transcribes_verbose_json_with_language_duration_and_segments() {
         AUDIO,
         Reply::json(
             200,
-            include_str!("../fixtures/openai/transcription_verbose.json"),
+            include_str!("../../fixtures/openai/transcription_verbose.json"),
         ),
     );
     let req = audio_request().response_format(TranscriptFormat::VerboseJson);
@@ -85,7 +88,7 @@ async fn transcribes_plain_text() {
         AUDIO,
         Reply::status(200)
             .header("content-type", "text/plain; charset=utf-8")
-            .body(include_str!("../fixtures/openai/transcription.txt")),
+            .body(include_str!("../../fixtures/openai/transcription.txt")),
     );
     let req = TranscriptionRequest::new(AudioInput::from_bytes(wav(), "memo.wav").unwrap())
         .response_format(TranscriptFormat::Text);
@@ -104,7 +107,10 @@ async fn the_same_transcription_request_can_be_sent_again() {
     for _ in 0..2 {
         h.server.push(
             AUDIO,
-            Reply::json(200, include_str!("../fixtures/openai/transcription.json")),
+            Reply::json(
+                200,
+                include_str!("../../fixtures/openai/transcription.json"),
+            ),
         );
     }
     let req = audio_request();

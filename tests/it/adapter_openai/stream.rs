@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn streams_chunks_split_across_writes_until_done() {
-    let sse = include_str!("../fixtures/openai/chat_stream.sse");
+    let sse = include_str!("../../fixtures/openai/chat_stream.sse");
     // 1 byte per write cuts every line, every JSON value and the two-byte `ö`.
     for size in [1, 7, 64, sse.len()] {
         let h = Harness::new().await;
@@ -144,7 +144,7 @@ async fn a_streamed_request_that_fails_before_the_first_event_is_classified() {
         CHAT,
         Reply::json(
             429,
-            include_str!("../fixtures/openai/error_rate_limit_tokens.json"),
+            include_str!("../../fixtures/openai/error_rate_limit_tokens.json"),
         )
         .header("retry-after", "1"),
     );

@@ -30,10 +30,6 @@ use proptest::test_runner::RngSeed;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use serde_json::Value;
 
-#[path = "fixtures/config/catalogue.rs"]
-#[allow(dead_code)]
-mod catalogue;
-
 /// Cases per property unless `PROPTEST_CASES` says otherwise; the seed is fixed unless
 /// `PROPTEST_RNG_SEED` says otherwise, so CI sees the same inputs on every run.
 fn config(cases: u32) -> ProptestConfig {
@@ -664,7 +660,7 @@ fn mangled_config() -> impl Strategy<Value = String> {
         "allow_http = 1",
         "x = 1",
     ]);
-    let lines: Vec<&'static str> = catalogue::GOOD.lines().collect();
+    let lines: Vec<&'static str> = crate::catalogue::GOOD.lines().collect();
     let n = lines.len();
     (0..n, 0u8..4, token, any::<Index>()).prop_map(move |(line, op, token, at)| {
         let mut l: Vec<String> = lines.iter().map(|s| (*s).to_owned()).collect();
@@ -695,7 +691,7 @@ proptest! {
         if let Err(err) = Config::from_toml_str(&text) {
             prop_assert_eq!(err.kind(), ErrorKind::Config);
             let message = err.message();
-            prop_assert!(catalogue::says_where(message), "no path or position in: {}", message);
+            prop_assert!(crate::catalogue::says_where(message), "no path or position in: {}", message);
             prop_assert!(!message.contains("sk-abc"), "a key was repeated: {}", message);
         }
     }
@@ -716,7 +712,7 @@ proptest! {
     ) {
         if let Err(err) = Config::from_toml_str(&text) {
             prop_assert_eq!(err.kind(), ErrorKind::Config);
-            prop_assert!(catalogue::says_where(err.message()), "no path or position in: {}", err.message());
+            prop_assert!(crate::catalogue::says_where(err.message()), "no path or position in: {}", err.message());
         }
     }
 }

@@ -2,15 +2,13 @@
 //! Whisper-style multipart upload, failover to Deepgram's raw-body format, the same audio
 //! re-sent intact.
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::error_body;
 use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::clock::ManualClock;
 use llm_failover::rng::FixedRng;
 use llm_failover::{AudioInput, Client, Config, Credential, ErrorKind, TranscriptionRequest};
-use support::error_body;
 
 const WHISPER: &str = "/openai/v1/audio/transcriptions";
 const LISTEN: &str = "/deepgram/v1/listen";

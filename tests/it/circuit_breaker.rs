@@ -1,13 +1,11 @@
 //! The breaker over real HTTP: consecutive transient failures open it, requests skip it, a
 //! single probe closes it.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::{ChatRequest, ErrorKind};
-use support::*;
 
 fn req() -> ChatRequest {
     ChatRequest::from_prompt("hello").max_tokens(16)

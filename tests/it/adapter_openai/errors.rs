@@ -76,14 +76,14 @@ async fn quota_and_oversized_requests_are_not_retried_like_throttling() {
         CHAT,
         Reply::json(
             429,
-            include_str!("../fixtures/openai/error_insufficient_quota.json"),
+            include_str!("../../fixtures/openai/error_insufficient_quota.json"),
         ),
     );
     h.server.push(
         CHAT,
         Reply::json(
             429,
-            include_str!("../fixtures/openai/error_request_too_large.json"),
+            include_str!("../../fixtures/openai/error_request_too_large.json"),
         ),
     );
     let quota = h.chat(&prompt()).await.result.unwrap_err();
@@ -190,7 +190,7 @@ async fn an_error_object_in_a_200_is_classified() {
         CHAT,
         Reply::json(
             200,
-            include_str!("../fixtures/openai/error_overloaded.json"),
+            include_str!("../../fixtures/openai/error_overloaded.json"),
         ),
     );
     let err = h.chat(&prompt()).await.result.unwrap_err();
@@ -219,7 +219,7 @@ async fn the_message_delay_is_used_when_headers_state_none() {
         CHAT,
         Reply::json(
             429,
-            include_str!("../fixtures/openai/error_rate_limit_tokens.json"),
+            include_str!("../../fixtures/openai/error_rate_limit_tokens.json"),
         ),
     );
     let err = h.chat(&prompt()).await.result.unwrap_err();

@@ -1,11 +1,10 @@
 //! 429 handling: stated delays honoured (asserted through the manual clock), gates never
 //! moved earlier, quota exhaustion never retried, oversize requests never sent.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::*;
 use async_trait::async_trait;
 use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::clock::ManualClock;
@@ -14,7 +13,6 @@ use llm_failover::ratelimit::{
     Cost, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
 };
 use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderSettings, RequestOptions};
-use support::*;
 use tokio::time::Instant;
 
 fn req() -> ChatRequest {

@@ -100,7 +100,7 @@ async fn sends_a_messages_request_with_system_separated_and_max_tokens_always_pr
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/anthropic/message_ok.json")),
+        Reply::json(200, include_str!("../fixtures/anthropic/message_ok.json")),
     );
     let req = ChatRequest::new()
         .system("You are terse.")
@@ -142,7 +142,7 @@ async fn sends_the_requests_max_tokens_and_no_key_header_without_a_credential() 
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/anthropic/message_ok.json")),
+        Reply::json(200, include_str!("../fixtures/anthropic/message_ok.json")),
     );
     chat_with(
         &server,
@@ -162,7 +162,7 @@ async fn sends_the_configured_anthropic_version() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/anthropic/message_ok.json")),
+        Reply::json(200, include_str!("../fixtures/anthropic/message_ok.json")),
     );
     let clock = ManualClock::new();
     let p = provider(&server).with_version("2024-10-22");
@@ -189,7 +189,7 @@ async fn json_mode_becomes_a_system_instruction() {
     for _ in 0..2 {
         server.push(
             PATH,
-            Reply::json(200, include_str!("fixtures/anthropic/message_ok.json")),
+            Reply::json(200, include_str!("../fixtures/anthropic/message_ok.json")),
         );
     }
     let plain = ChatRequest::new()
@@ -220,7 +220,7 @@ async fn reads_text_usage_stop_reason_model_and_request_id() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/anthropic/message_ok.json"))
+        Reply::json(200, include_str!("../fixtures/anthropic/message_ok.json"))
             .header("request-id", "req_018EeWyXxfu5pfWkrYcMdjWG"),
     );
     let resp = chat(&server, &ChatRequest::from_prompt("Hello"))
@@ -272,7 +272,7 @@ async fn joins_text_blocks_and_maps_every_stop_reason() {
 #[tokio::test]
 async fn streams_typed_events_into_text_usage_and_stop_reason() {
     let server = ScriptedServer::start().await;
-    let events: Vec<String> = include_str!("fixtures/anthropic/stream_ok.txt")
+    let events: Vec<String> = include_str!("../fixtures/anthropic/stream_ok.txt")
         .split_inclusive("\n\n")
         .map(str::to_owned)
         .collect();
@@ -302,7 +302,7 @@ async fn streams_typed_events_into_text_usage_and_stop_reason() {
 #[tokio::test]
 async fn an_error_event_mid_stream_ends_it_with_the_classified_error() {
     let server = ScriptedServer::start().await;
-    let overloaded = include_str!("fixtures/anthropic/error_overloaded.json").trim();
+    let overloaded = include_str!("../fixtures/anthropic/error_overloaded.json").trim();
     let rate_limited = error_body("rate_limit_error", "Number of request tokens exceeded");
     for body in [overloaded.to_owned(), rate_limited] {
         server.push(
@@ -379,11 +379,11 @@ async fn classifies_each_error_class_by_status_and_type() {
         (400, error_body("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."), ErrorKind::QuotaExhausted, Some("invalid_request_error")),
         (401, error_body("authentication_error", "invalid x-api-key"), ErrorKind::Auth, Some("authentication_error")),
         (403, error_body("permission_error", "Your API key does not have permission to use the specified resource."), ErrorKind::PermissionDenied, Some("permission_error")),
-        (404, include_str!("fixtures/anthropic/error_not_found.json").to_owned(), ErrorKind::NotFound, Some("not_found_error")),
+        (404, include_str!("../fixtures/anthropic/error_not_found.json").to_owned(), ErrorKind::NotFound, Some("not_found_error")),
         (413, error_body("request_too_large", "Request exceeds the maximum allowed number of bytes."), ErrorKind::PayloadTooLarge, Some("request_too_large")),
         (429, error_body("rate_limit_error", "Number of requests has exceeded your rate limit"), ErrorKind::RateLimited, Some("rate_limit_error")),
         (500, error_body("api_error", "Internal server error"), ErrorKind::Server, Some("api_error")),
-        (529, include_str!("fixtures/anthropic/error_overloaded.json").to_owned(), ErrorKind::Overloaded, Some("overloaded_error")),
+        (529, include_str!("../fixtures/anthropic/error_overloaded.json").to_owned(), ErrorKind::Overloaded, Some("overloaded_error")),
         (502, html.to_owned(), ErrorKind::Server, None),
         (503, String::new(), ErrorKind::Overloaded, None),
         (413, "<html>413 Request Entity Too Large</html>".to_owned(), ErrorKind::PayloadTooLarge, None),
@@ -409,7 +409,10 @@ async fn the_not_found_error_keeps_the_body_request_id_and_message() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(404, include_str!("fixtures/anthropic/error_not_found.json")),
+        Reply::json(
+            404,
+            include_str!("../fixtures/anthropic/error_not_found.json"),
+        ),
     );
     let err = chat(&server, &ChatRequest::from_prompt("x"))
         .await
@@ -426,7 +429,7 @@ async fn a_529_overloaded_is_transient_and_a_429_carries_its_retry_after() {
         PATH,
         Reply::json(
             529,
-            include_str!("fixtures/anthropic/error_overloaded.json"),
+            include_str!("../fixtures/anthropic/error_overloaded.json"),
         )
         .header("request-id", "req_529"),
     );
@@ -514,7 +517,7 @@ async fn an_error_object_inside_a_200_is_classified() {
         PATH,
         Reply::json(
             200,
-            include_str!("fixtures/anthropic/error_overloaded.json"),
+            include_str!("../fixtures/anthropic/error_overloaded.json"),
         ),
     );
     let err = chat(&server, &ChatRequest::from_prompt("x"))

@@ -24,6 +24,7 @@ use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::SeededRng;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
 use tracing::field::{Field, Visit};
+use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
 
@@ -149,8 +150,9 @@ async fn thousands_of_requests_through_mixed_faults_each_end_once_and_never_hit_
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000);
     let recorder = Recorder::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(recorder.clone()))
-        .unwrap();
+    // The recorder sees this test's requests only (the other tests of the binary run
+    // alongside): it is the subscriber of each request's task, wherever it is polled.
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(recorder.clone()));
 
     let clock = ManualClock::new();
     let emu = Emulator::builder()
@@ -206,14 +208,17 @@ async fn thousands_of_requests_through_mixed_faults_each_end_once_and_never_hit_
     let tasks: Vec<_> = (0..n)
         .map(|i| {
             let (client, sem, clock) = (client.clone(), sem.clone(), clock.clone());
-            tokio::spawn(async move {
-                let _slot = sem.acquire_owned().await.unwrap();
-                let (t0, real0) = (clock.now(), tokio::time::Instant::now());
-                let r = client
-                    .chat(ChatRequest::from_prompt(format!("soak item {i}")).max_tokens(16))
-                    .await;
-                (r, clock.now() - t0, real0.elapsed())
-            })
+            tokio::spawn(
+                async move {
+                    let _slot = sem.acquire_owned().await.unwrap();
+                    let (t0, real0) = (clock.now(), tokio::time::Instant::now());
+                    let r = client
+                        .chat(ChatRequest::from_prompt(format!("soak item {i}")).max_tokens(16))
+                        .await;
+                    (r, clock.now() - t0, real0.elapsed())
+                }
+                .with_subscriber(dispatch.clone()),
+            )
         })
         .collect();
 

@@ -83,7 +83,7 @@ async fn posts_the_raw_audio_with_its_content_type_model_language_and_token() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json")),
+        Reply::json(200, include_str!("../fixtures/deepgram/listen_ok.json")),
     );
     let req = wav_request()
         .language("en")
@@ -119,7 +119,7 @@ async fn asks_for_language_detection_when_no_language_is_given() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json")),
+        Reply::json(200, include_str!("../fixtures/deepgram/listen_ok.json")),
     );
     let audio = AudioInput::from_bytes(vec![0xFF, 0xFB, 0x90, 0x44, 1, 2, 3], "clip.mp3").unwrap();
     transcribe_with(&server, &TranscriptionRequest::new(audio), None)
@@ -143,7 +143,7 @@ async fn the_same_request_can_be_sent_twice() {
     server.push(PATH, Reply::status(503));
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json")),
+        Reply::json(200, include_str!("../fixtures/deepgram/listen_ok.json")),
     );
     let req = wav_request();
     assert!(transcribe(&server, &req).await.is_err());
@@ -157,7 +157,7 @@ async fn reads_transcript_sentences_duration_language_and_request_id() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/deepgram/listen_ok.json"))
+        Reply::json(200, include_str!("../fixtures/deepgram/listen_ok.json"))
             .header("dg-request-id", "dg-header-id"),
     );
     let t = transcribe(&server, &wav_request()).await.unwrap();
@@ -177,7 +177,7 @@ async fn reads_transcript_sentences_duration_language_and_request_id() {
 async fn falls_back_to_one_segment_per_word_and_the_body_request_id() {
     let server = ScriptedServer::start().await;
     let mut body: serde_json::Value =
-        serde_json::from_str(include_str!("fixtures/deepgram/listen_ok.json")).unwrap();
+        serde_json::from_str(include_str!("../fixtures/deepgram/listen_ok.json")).unwrap();
     body["results"]["channels"][0]["alternatives"][0]
         .as_object_mut()
         .unwrap()
@@ -199,8 +199,8 @@ async fn classifies_each_error_class_by_status_and_code() {
         serde_json::json!({"err_code": code, "err_msg": msg, "request_id": "uuid"}).to_string()
     };
     let cases: Vec<(u16, String, ErrorKind, Option<&str>)> = vec![
-        (400, include_str!("fixtures/deepgram/error_corrupt_audio.json").to_owned(), ErrorKind::InvalidRequest, Some("Bad Request")),
-        (401, include_str!("fixtures/deepgram/error_invalid_auth.json").to_owned(), ErrorKind::Auth, Some("INVALID_AUTH")),
+        (400, include_str!("../fixtures/deepgram/error_corrupt_audio.json").to_owned(), ErrorKind::InvalidRequest, Some("Bad Request")),
+        (401, include_str!("../fixtures/deepgram/error_invalid_auth.json").to_owned(), ErrorKind::Auth, Some("INVALID_AUTH")),
         (401, dg("INSUFFICIENT_PERMISSIONS", "User does not have sufficient permissions."), ErrorKind::PermissionDenied, Some("INSUFFICIENT_PERMISSIONS")),
         (402, dg("ASR_PAYMENT_REQUIRED", "Project does not have enough credits for an ASR request and does not have an overage agreement."), ErrorKind::QuotaExhausted, Some("ASR_PAYMENT_REQUIRED")),
         (403, dg("FORBIDDEN", "Insufficient permissions."), ErrorKind::PermissionDenied, Some("FORBIDDEN")),

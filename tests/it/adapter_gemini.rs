@@ -96,7 +96,7 @@ async fn sends_contents_system_instruction_and_generation_config_with_the_key_in
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+        Reply::json(200, include_str!("../fixtures/gemini/generate_ok.json")),
     );
     let req = ChatRequest::new()
         .system("You are terse.")
@@ -138,7 +138,7 @@ async fn sends_no_generation_config_or_key_when_there_is_none() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+        Reply::json(200, include_str!("../fixtures/gemini/generate_ok.json")),
     );
     chat_with(&server, &ChatRequest::from_prompt("hi"), None)
         .await
@@ -156,11 +156,11 @@ async fn json_mode_sets_response_mime_type_and_schema() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+        Reply::json(200, include_str!("../fixtures/gemini/generate_ok.json")),
     );
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+        Reply::json(200, include_str!("../fixtures/gemini/generate_ok.json")),
     );
     chat(
         &server,
@@ -194,7 +194,7 @@ async fn reads_text_usage_finish_reason_model_version_and_response_id() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/gemini/generate_ok.json")),
+        Reply::json(200, include_str!("../fixtures/gemini/generate_ok.json")),
     );
     let resp = chat(&server, &ChatRequest::from_prompt("Explain AI"))
         .await
@@ -245,7 +245,7 @@ async fn a_blocked_prompt_is_a_content_filtered_error() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(200, include_str!("fixtures/gemini/prompt_blocked.json")),
+        Reply::json(200, include_str!("../fixtures/gemini/prompt_blocked.json")),
     );
     let err = chat(&server, &ChatRequest::from_prompt("x"))
         .await
@@ -258,7 +258,7 @@ async fn a_blocked_prompt_is_a_content_filtered_error() {
 #[tokio::test]
 async fn streams_sse_responses_until_a_finish_reason() {
     let server = ScriptedServer::start().await;
-    let events: Vec<String> = include_str!("fixtures/gemini/stream_ok.txt")
+    let events: Vec<String> = include_str!("../fixtures/gemini/stream_ok.txt")
         .split_inclusive("\n\n")
         .map(str::to_owned)
         .collect();
@@ -329,7 +329,10 @@ async fn a_per_day_quota_is_exhausted_whatever_retry_info_says() {
     let server = ScriptedServer::start().await;
     server.push(
         PATH,
-        Reply::json(429, include_str!("fixtures/gemini/quota_per_day_429.json")),
+        Reply::json(
+            429,
+            include_str!("../fixtures/gemini/quota_per_day_429.json"),
+        ),
     );
     let err = chat(&server, &ChatRequest::from_prompt("x"))
         .await
@@ -358,7 +361,7 @@ async fn a_per_minute_quota_is_rate_limited_for_the_retry_info_delay() {
         PATH,
         Reply::json(
             429,
-            include_str!("fixtures/gemini/quota_per_minute_429.json"),
+            include_str!("../fixtures/gemini/quota_per_minute_429.json"),
         ),
     );
     let err = chat(&server, &ChatRequest::from_prompt("x"))
@@ -375,7 +378,7 @@ async fn a_retry_after_header_takes_precedence_over_retry_info() {
         PATH,
         Reply::json(
             429,
-            include_str!("fixtures/gemini/quota_per_minute_429.json"),
+            include_str!("../fixtures/gemini/quota_per_minute_429.json"),
         )
         .header("retry-after", "7"),
     );
@@ -397,7 +400,7 @@ async fn classifies_each_error_class_by_status_and_details() {
         (400, google_error(400, "INVALID_ARGUMENT", "Invalid JSON payload received. Unknown name \"foo\""), ErrorKind::InvalidRequest, Some("INVALID_ARGUMENT")),
         (400, google_error(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."), ErrorKind::ContextLengthExceeded, Some("INVALID_ARGUMENT")),
         (400, google_error(400, "FAILED_PRECONDITION", "User location is not supported for the API use without a billing account linked."), ErrorKind::InvalidRequest, Some("FAILED_PRECONDITION")),
-        (400, include_str!("fixtures/gemini/api_key_invalid_400.json").to_owned(), ErrorKind::Auth, Some("API_KEY_INVALID")),
+        (400, include_str!("../fixtures/gemini/api_key_invalid_400.json").to_owned(), ErrorKind::Auth, Some("API_KEY_INVALID")),
         (401, google_error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."), ErrorKind::Auth, Some("UNAUTHENTICATED")),
         (403, google_error(403, "PERMISSION_DENIED", "You do not have permission to access tuned model."), ErrorKind::PermissionDenied, Some("PERMISSION_DENIED")),
         (404, google_error(404, "NOT_FOUND", "models/gemini-9 is not found for API version v1beta"), ErrorKind::NotFound, Some("NOT_FOUND")),

@@ -1,17 +1,15 @@
 //! Secret hygiene: a sentinel key passes through config, requests, every error path, `Debug`,
 //! results and tracing at TRACE, and appears nowhere. Prompts and answers never reach logs.
 
-mod support;
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use crate::support::{error_body, ok_body, CHAT, SENTINEL};
 use emulator::scripted::{Reply, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::clock::ManualClock;
 use llm_failover::rng::FixedRng;
 use llm_failover::{AudioInput, ChatRequest, Client, Config, TranscriptionRequest};
-use support::{error_body, ok_body, CHAT, SENTINEL};
 
 const PROMPT: &str = "PROMPT-SENTINEL-the user's private words";
 const ANSWER: &str = "ANSWER-SENTINEL-the model's private words";

@@ -7,8 +7,11 @@ async fn sends_a_chat_completion_and_reads_text_usage_model_and_request_id() {
     let h = Harness::new().await;
     h.server.push(
         CHAT,
-        Reply::json(200, include_str!("../fixtures/openai/chat_completion.json"))
-            .header("x-request-id", "req_abc"),
+        Reply::json(
+            200,
+            include_str!("../../fixtures/openai/chat_completion.json"),
+        )
+        .header("x-request-id", "req_abc"),
     );
     let ex = h.chat(&prompt()).await;
     let resp = ex.result.unwrap();
@@ -93,7 +96,10 @@ async fn sends_no_authorization_header_without_a_credential() {
     let h = Harness::new().await;
     h.server.push(
         CHAT,
-        Reply::json(200, include_str!("../fixtures/openai/chat_completion.json")),
+        Reply::json(
+            200,
+            include_str!("../../fixtures/openai/chat_completion.json"),
+        ),
     );
     h.chat_with(&ChatRequest::from_prompt("hi"), None)
         .await
@@ -111,7 +117,7 @@ async fn null_content_is_empty_text_not_a_panic() {
         CHAT,
         Reply::json(
             200,
-            include_str!("../fixtures/openai/chat_completion_tool_call.json"),
+            include_str!("../../fixtures/openai/chat_completion_tool_call.json"),
         ),
     );
     let resp = h.chat(&prompt()).await.result.unwrap();
@@ -125,7 +131,10 @@ async fn keeps_the_version_path_of_compatible_hosts() {
     let h = Harness::at("/openai/v1/").await;
     h.server.push(
         "/openai/v1/chat/completions",
-        Reply::json(200, include_str!("../fixtures/openai/chat_completion.json")),
+        Reply::json(
+            200,
+            include_str!("../../fixtures/openai/chat_completion.json"),
+        ),
     );
     h.chat(&prompt()).await.result.unwrap();
     assert_eq!(h.only_request().path, "/openai/v1/chat/completions");
@@ -136,10 +145,13 @@ async fn a_reply_that_states_limits_comes_with_its_report() {
     let h = Harness::new().await;
     h.server.push(
         CHAT,
-        Reply::json(200, include_str!("../fixtures/openai/chat_completion.json"))
-            .header("x-ratelimit-limit-requests", "500")
-            .header("x-ratelimit-remaining-requests", "499")
-            .header("x-ratelimit-reset-requests", "120ms"),
+        Reply::json(
+            200,
+            include_str!("../../fixtures/openai/chat_completion.json"),
+        )
+        .header("x-ratelimit-limit-requests", "500")
+        .header("x-ratelimit-remaining-requests", "499")
+        .header("x-ratelimit-reset-requests", "120ms"),
     );
     let ex = h.chat(&prompt()).await;
     assert!(ex.result.is_ok());

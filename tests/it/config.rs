@@ -8,14 +8,7 @@ use llm_failover::config::{Config, KeySource, Policy, ProviderKind, ENVIRONMENT_
 use llm_failover::ratelimit::HeaderDialect;
 use llm_failover::{Capability, Error, ErrorKind};
 
-#[path = "fixtures/config/catalogue.rs"]
-#[allow(
-    dead_code,
-    reason = "shared with the property tests, which use all of it"
-)]
-mod catalogue;
-
-use catalogue::{broken_variants, in_openai, mutate, GOOD, OPENAI_HEAD, SENTINEL};
+use crate::catalogue::{broken_variants, in_openai, mutate, GOOD, OPENAI_HEAD, SENTINEL};
 
 fn parse_err(toml: &str) -> Error {
     match Config::from_toml_str(toml) {
@@ -92,7 +85,7 @@ fn allow_http_opts_in_to_a_non_loopback_http_host() {
 
 #[test]
 fn the_shipped_providers_toml_parses() {
-    let config = Config::from_toml_str(include_str!("../providers.toml")).unwrap();
+    let config = Config::from_toml_str(include_str!("../../providers.toml")).unwrap();
     assert_eq!(config.default_environment, "demo");
     for env in ["demo", "dev", "prod"] {
         let env = config.environment(env).unwrap();

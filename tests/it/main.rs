@@ -1,0 +1,30 @@
+//! The integration tests, in one binary (one link, one run): a module per behaviour area,
+//! `support` for what they share. Everything binds loopback port 0 or runs on a scripted
+//! transport; no test reaches the internet or sleeps on the wall clock to wait for logic.
+//!
+//! One area: `cargo test --test it failover::` (a module path filters its tests).
+
+#[path = "../fixtures/config/catalogue.rs"]
+mod catalogue;
+mod support;
+
+mod adapter_anthropic;
+mod adapter_azure;
+mod adapter_deepgram;
+mod adapter_gemini;
+mod adapter_openai;
+mod batch;
+mod circuit_breaker;
+mod config;
+mod e2e;
+mod failover;
+mod layers;
+mod limiter_props;
+mod proptests;
+mod rate_limits;
+mod secrets;
+mod soak;
+mod streaming;
+mod transcription;
+mod transport;
+mod transport_safety;
