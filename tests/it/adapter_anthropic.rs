@@ -15,24 +15,19 @@
 
 use std::time::Duration;
 
-use emulator::scripted::{Recorded, Reply, ScriptedServer};
-use futures_util::StreamExt;
-use llm_failover::clock::{Clock, ManualClock};
+use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::provider::anthropic::{Anthropic, DEFAULT_MAX_TOKENS};
-use llm_failover::provider::{chat_once, chat_stream_once, RequestContext};
 use llm_failover::{
     ChatRequest, ChatResponse, Credential, Disposition, Error, ErrorKind, FinishReason, ProviderId,
     ResponseFormat, Result, Usage,
 };
 use serde_json::json;
 
+use crate::support::adapter::{self, only_request};
+
 const MODEL: &str = "claude-sonnet-4-5";
 const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
 const PATH: &str = "/v1/messages";
-
-fn transport() -> llm_failover::http::HttpTransport {
-    llm_failover::http::HttpTransport::new(&Default::default()).unwrap()
-}
 
 fn provider(server: &ScriptedServer) -> Anthropic {
     Anthropic::new(ProviderId::new("claude"), server.url().parse().unwrap()).with_model(MODEL)
@@ -43,17 +38,9 @@ async fn chat_with(
     req: &ChatRequest,
     key: Option<&Credential>,
 ) -> Result<ChatResponse> {
-    let clock = ManualClock::new();
-    chat_once(
-        &provider(server),
-        &transport(),
-        req,
-        RequestContext::new(MODEL, key),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result
+    adapter::chat(&provider(server), req, MODEL, key)
+        .await
+        .result
 }
 
 async fn chat(server: &ScriptedServer, req: &ChatRequest) -> Result<ChatResponse> {
@@ -65,25 +52,8 @@ async fn stream(
     server: &ScriptedServer,
     req: &ChatRequest,
 ) -> Result<Vec<Result<llm_failover::ChatChunk>>> {
-    let clock = ManualClock::new();
     let key = Credential::new(SENTINEL);
-    let chunks = chat_stream_once(
-        &provider(server),
-        &transport(),
-        req,
-        RequestContext::new(MODEL, Some(&key)),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result?;
-    Ok(chunks.collect().await)
-}
-
-fn only_request(server: &ScriptedServer) -> Recorded {
-    let reqs = server.requests();
-    assert_eq!(reqs.len(), 1, "expected exactly one request");
-    reqs.into_iter().next().unwrap()
+    adapter::stream_items(&provider(server), req, MODEL, Some(&key)).await
 }
 
 fn error_body(vendor_type: &str, message: &str) -> String {
@@ -164,19 +134,11 @@ async fn sends_the_configured_anthropic_version() {
         PATH,
         Reply::json(200, include_str!("../fixtures/anthropic/message_ok.json")),
     );
-    let clock = ManualClock::new();
     let p = provider(&server).with_version("2024-10-22");
-    chat_once(
-        &p,
-        &transport(),
-        &ChatRequest::from_prompt("hi"),
-        RequestContext::new(MODEL, None),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result
-    .unwrap();
+    adapter::chat(&p, &ChatRequest::from_prompt("hi"), MODEL, None)
+        .await
+        .result
+        .unwrap();
     assert_eq!(
         only_request(&server).header("anthropic-version"),
         Some("2024-10-22")

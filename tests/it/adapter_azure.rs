@@ -17,19 +17,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
-use llm_failover::clock::{Clock, ManualClock};
-use llm_failover::http::{HttpTransport, TransportOptions};
 use llm_failover::provider::azure::Azure;
-use llm_failover::provider::{
-    chat_once, chat_stream_once, transcribe_once, Capability, Exchange, Provider, RequestContext,
-};
+use llm_failover::provider::{Capability, Exchange, Provider};
 use llm_failover::ratelimit::delay_in_message;
 use llm_failover::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
     ProviderId, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+use crate::support::adapter;
+
 const API_VERSION: &str = "2024-10-21";
 const CHAT: &str = "/openai/deployments/gpt4o-prod/chat/completions";
 const AUDIO: &str = "/openai/deployments/whisper-prod/audio/transcriptions";
@@ -38,8 +35,6 @@ const SENTINEL: &str = "sk-SENTINEL-abc123";
 struct Harness {
     server: ScriptedServer,
     provider: Azure,
-    transport: HttpTransport,
-    clock: ManualClock,
 }
 
 impl Harness {
@@ -56,24 +51,15 @@ impl Harness {
         )
         .with_chat_model("gpt4o-prod")
         .with_transcription_model("whisper-prod");
-        Harness {
-            server,
-            provider,
-            transport: HttpTransport::new(&TransportOptions::default()).unwrap(),
-            clock: ManualClock::new(),
-        }
+        Harness { server, provider }
     }
 
     async fn chat_as(&self, deployment: &str) -> Exchange<ChatResponse> {
         let key = Credential::new(SENTINEL);
-        let ctx = RequestContext::new(deployment, Some(&key));
         let req = ChatRequest::new()
             .system("Be brief.")
             .user("Does Azure support CMK?");
-        chat_once(&self.provider, &self.transport, &req, ctx, TIMEOUT, || {
-            self.clock.both()
-        })
-        .await
+        adapter::chat(&self.provider, &req, deployment, Some(&key)).await
     }
 
     async fn chat(&self) -> Exchange<ChatResponse> {
@@ -81,9 +67,7 @@ impl Harness {
     }
 
     fn only_request(&self) -> Recorded {
-        let mut all = self.server.requests();
-        assert_eq!(all.len(), 1, "expected exactly one request");
-        all.remove(0)
+        adapter::only_request(&self.server)
     }
 }
 
@@ -176,16 +160,11 @@ async fn transcription_goes_to_the_whisper_deployment() {
         .language("en")
         .response_format(TranscriptFormat::VerboseJson);
     let key = Credential::new(SENTINEL);
-    let ctx = RequestContext::new(
-        h.provider.default_model(Capability::Transcription).unwrap(),
-        Some(&key),
-    );
-    let t: Transcript = transcribe_once(&h.provider, &h.transport, &req, ctx, TIMEOUT, || {
-        h.clock.both()
-    })
-    .await
-    .result
-    .unwrap();
+    let model = h.provider.default_model(Capability::Transcription).unwrap();
+    let t: Transcript = adapter::transcribe(&h.provider, &req, model, Some(&key))
+        .await
+        .result
+        .unwrap();
     assert_eq!(t.segments.len(), 2);
     assert_eq!(t.request_id.as_deref(), Some("ms-7"));
     assert_eq!(t.model, "whisper-prod");
@@ -224,14 +203,11 @@ async fn streams_through_azure_skipping_the_filter_only_first_chunk() {
             .with_body(ReplyBody::Chunks(chunks)),
     );
     let key = Credential::new(SENTINEL);
-    let ctx = RequestContext::new("gpt4o-prod", Some(&key));
     let req = ChatRequest::from_prompt("Does Azure support CMK?");
-    let stream = chat_stream_once(&h.provider, &h.transport, &req, ctx, TIMEOUT, || {
-        h.clock.both()
-    })
-    .await
-    .result
-    .unwrap();
+    let stream = adapter::stream(&h.provider, &req, "gpt4o-prod", Some(&key))
+        .await
+        .result
+        .unwrap();
     let chunks: Vec<ChatChunk> = stream
         .collect::<Vec<Result<ChatChunk, Error>>>()
         .await
@@ -376,14 +352,11 @@ async fn sends_no_key_header_without_a_credential() {
         CHAT,
         Reply::json(200, include_str!("../fixtures/azure/chat_completion.json")),
     );
-    let ctx = RequestContext::new("gpt4o-prod", None);
-    chat_once(
+    adapter::chat(
         &h.provider,
-        &h.transport,
         &ChatRequest::from_prompt("x"),
-        ctx,
-        TIMEOUT,
-        || h.clock.both(),
+        "gpt4o-prod",
+        None,
     )
     .await
     .result

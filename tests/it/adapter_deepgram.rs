@@ -15,21 +15,18 @@
 use std::time::Duration;
 
 use emulator::scripted::{Recorded, Reply, ScriptedServer};
-use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::provider::deepgram::Deepgram;
-use llm_failover::provider::{chat_once, transcribe_once, Provider, RequestContext};
+use llm_failover::provider::Provider;
 use llm_failover::{
     AudioInput, ChatRequest, Credential, Disposition, ErrorKind, ProviderId, Result, Transcript,
     TranscriptionRequest,
 };
 
+use crate::support::adapter::{self, only_request};
+
 const MODEL: &str = "nova-3";
 const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
 const PATH: &str = "/v1/listen";
-
-fn transport() -> llm_failover::http::HttpTransport {
-    llm_failover::http::HttpTransport::new(&Default::default()).unwrap()
-}
 
 fn provider(server: &ScriptedServer) -> Deepgram {
     Deepgram::new(ProviderId::new("deepgram"), server.url().parse().unwrap()).with_model(MODEL)
@@ -49,27 +46,13 @@ async fn transcribe_with(
     req: &TranscriptionRequest,
     key: Option<&Credential>,
 ) -> Result<Transcript> {
-    let clock = ManualClock::new();
-    transcribe_once(
-        &provider(server),
-        &transport(),
-        req,
-        RequestContext::new(MODEL, key),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result
+    adapter::transcribe(&provider(server), req, MODEL, key)
+        .await
+        .result
 }
 
 async fn transcribe(server: &ScriptedServer, req: &TranscriptionRequest) -> Result<Transcript> {
     transcribe_with(server, req, Some(&Credential::new(SENTINEL))).await
-}
-
-fn only_request(server: &ScriptedServer) -> Recorded {
-    let reqs = server.requests();
-    assert_eq!(reqs.len(), 1, "expected exactly one request");
-    reqs.into_iter().next().unwrap()
 }
 
 fn query_pairs(got: &Recorded) -> Vec<(String, String)> {
@@ -286,21 +269,13 @@ async fn bad_success_bodies_are_decode_errors_naming_provider_and_status() {
 #[tokio::test]
 async fn chat_is_unsupported_and_sends_nothing() {
     let server = ScriptedServer::start().await;
-    let clock = ManualClock::new();
     let p = provider(&server);
     assert!(!p.capabilities().chat);
     assert!(p.capabilities().transcription);
-    let err = chat_once(
-        &p,
-        &transport(),
-        &ChatRequest::from_prompt("hi"),
-        RequestContext::new(MODEL, None),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result
-    .unwrap_err();
+    let err = adapter::chat(&p, &ChatRequest::from_prompt("hi"), MODEL, None)
+        .await
+        .result
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported);
     assert!(server.requests().is_empty());
 }

@@ -18,25 +18,20 @@
 
 use std::time::Duration;
 
-use emulator::scripted::{Recorded, Reply, ScriptedServer};
-use futures_util::StreamExt;
-use llm_failover::clock::{Clock, ManualClock};
+use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::provider::gemini::Gemini;
-use llm_failover::provider::{chat_once, chat_stream_once, RequestContext};
 use llm_failover::{
     ChatChunk, ChatRequest, ChatResponse, Credential, Disposition, Error, ErrorKind, FinishReason,
     ProviderId, ResponseFormat, Result, Usage,
 };
 use serde_json::json;
 
+use crate::support::adapter::{self, only_request};
+
 const MODEL: &str = "gemini-2.5-flash";
 const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
 const PATH: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
 const STREAM_PATH: &str = "/v1beta/models/gemini-2.5-flash:streamGenerateContent";
-
-fn transport() -> llm_failover::http::HttpTransport {
-    llm_failover::http::HttpTransport::new(&Default::default()).unwrap()
-}
 
 fn provider(server: &ScriptedServer) -> Gemini {
     let base = format!("{}/v1beta", server.url());
@@ -48,17 +43,9 @@ async fn chat_with(
     req: &ChatRequest,
     key: Option<&Credential>,
 ) -> Result<ChatResponse> {
-    let clock = ManualClock::new();
-    chat_once(
-        &provider(server),
-        &transport(),
-        req,
-        RequestContext::new(MODEL, key),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result
+    adapter::chat(&provider(server), req, MODEL, key)
+        .await
+        .result
 }
 
 async fn chat(server: &ScriptedServer, req: &ChatRequest) -> Result<ChatResponse> {
@@ -66,25 +53,8 @@ async fn chat(server: &ScriptedServer, req: &ChatRequest) -> Result<ChatResponse
 }
 
 async fn stream(server: &ScriptedServer, req: &ChatRequest) -> Result<Vec<Result<ChatChunk>>> {
-    let clock = ManualClock::new();
     let key = Credential::new(SENTINEL);
-    let chunks = chat_stream_once(
-        &provider(server),
-        &transport(),
-        req,
-        RequestContext::new(MODEL, Some(&key)),
-        Duration::from_secs(5),
-        || clock.both(),
-    )
-    .await
-    .result?;
-    Ok(chunks.collect().await)
-}
-
-fn only_request(server: &ScriptedServer) -> Recorded {
-    let reqs = server.requests();
-    assert_eq!(reqs.len(), 1, "expected exactly one request");
-    reqs.into_iter().next().unwrap()
+    adapter::stream_items(&provider(server), req, MODEL, Some(&key)).await
 }
 
 fn google_error(code: u16, status: &str, message: &str) -> String {
@@ -527,18 +497,10 @@ async fn requests_that_cannot_be_expressed_are_rejected_before_sending() {
         ChatRequest::from_prompt("x").model(" "),
     ] {
         let model = req.model.clone().unwrap_or_else(|| MODEL.to_owned());
-        let clock = ManualClock::new();
-        let err = chat_once(
-            &provider(&server),
-            &transport(),
-            &req,
-            RequestContext::new(&model, None),
-            Duration::from_secs(5),
-            || clock.both(),
-        )
-        .await
-        .result
-        .unwrap_err();
+        let err = adapter::chat(&provider(&server), &req, &model, None)
+            .await
+            .result
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");
     }
     assert!(server.requests().is_empty());

@@ -21,19 +21,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
-use llm_failover::clock::{Clock, ManualClock};
-use llm_failover::http::{HttpTransport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::provider::{
-    chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
-};
+use llm_failover::provider::{ChunkStream, Exchange, Provider};
 use llm_failover::ratelimit::delay_in_message;
 use llm_failover::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
     ProviderId, ResponseFormat, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+use crate::support::adapter;
+
 const CHAT: &str = "/v1/chat/completions";
 const AUDIO: &str = "/v1/audio/transcriptions";
 const SENTINEL: &str = "sk-SENTINEL-abc123";
@@ -41,8 +38,6 @@ const SENTINEL: &str = "sk-SENTINEL-abc123";
 struct Harness {
     server: ScriptedServer,
     provider: OpenAi,
-    transport: HttpTransport,
-    clock: ManualClock,
 }
 
 impl Harness {
@@ -58,8 +53,6 @@ impl Harness {
                 .with_chat_model("gpt-4o-mini")
                 .with_transcription_model("whisper-1"),
             server,
-            transport: HttpTransport::new(&TransportOptions::default()).unwrap(),
-            clock: ManualClock::new(),
         }
     }
 
@@ -68,11 +61,7 @@ impl Harness {
         req: &ChatRequest,
         key: Option<&Credential>,
     ) -> Exchange<ChatResponse> {
-        let ctx = RequestContext::new("gpt-4o-mini", key);
-        chat_once(&self.provider, &self.transport, req, ctx, TIMEOUT, || {
-            self.clock.both()
-        })
-        .await
+        adapter::chat(&self.provider, req, "gpt-4o-mini", key).await
     }
 
     async fn chat(&self, req: &ChatRequest) -> Exchange<ChatResponse> {
@@ -82,26 +71,16 @@ impl Harness {
 
     async fn stream(&self, req: &ChatRequest) -> Exchange<ChunkStream> {
         let key = Credential::new(SENTINEL);
-        let ctx = RequestContext::new("gpt-4o-mini", Some(&key));
-        chat_stream_once(&self.provider, &self.transport, req, ctx, TIMEOUT, || {
-            self.clock.both()
-        })
-        .await
+        adapter::stream(&self.provider, req, "gpt-4o-mini", Some(&key)).await
     }
 
     async fn transcribe(&self, req: &TranscriptionRequest) -> Exchange<Transcript> {
         let key = Credential::new(SENTINEL);
-        let ctx = RequestContext::new("whisper-1", Some(&key));
-        transcribe_once(&self.provider, &self.transport, req, ctx, TIMEOUT, || {
-            self.clock.both()
-        })
-        .await
+        adapter::transcribe(&self.provider, req, "whisper-1", Some(&key)).await
     }
 
     fn only_request(&self) -> Recorded {
-        let mut all = self.server.requests();
-        assert_eq!(all.len(), 1, "expected exactly one request");
-        all.remove(0)
+        adapter::only_request(&self.server)
     }
 }
 

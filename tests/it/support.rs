@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: clients over loopback scripted servers with an
-//! injected manual clock and a fixed jitter source.
+//! injected manual clock and a fixed jitter source; [`adapter`] for the adapters' tests.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod adapter;
 
 use std::sync::Arc;
 use std::time::Duration;
