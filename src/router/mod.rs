@@ -66,3 +66,6 @@ pub(crate) use job::{Chat, Stream, Transcribe};
 pub use options::RequestOptions;
 pub(crate) use options::NO_OPTIONS;
 pub use stream::ChatStream;
+
+#[cfg(test)]
+mod tests;

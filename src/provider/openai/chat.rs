@@ -13,6 +13,7 @@ use super::wire::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::ProviderId;
+use crate::provider::body::json_f32;
 use crate::provider::RequestContext;
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Usage};
 
@@ -59,7 +60,10 @@ pub(crate) fn build_request(
             })
             .collect(),
         max_tokens: req.max_tokens,
-        temperature: req.temperature,
+        temperature: req
+            .temperature
+            .map(|t| json_f32(t, "temperature"))
+            .transpose()?,
         stop: &req.stop,
         response_format,
         stream: ctx.stream,
@@ -258,6 +262,22 @@ mod tests {
             serde_json::json!({"type": "json_object"})
         );
         assert!(body.get("stream").is_none());
+    }
+
+    /// Found by the router's scripted tests: an infinite temperature went out as `null` (a
+    /// silent default), and `0.7` as `0.699999988079071`.
+    #[test]
+    fn a_temperature_is_sent_as_written_and_a_non_finite_one_is_refused() {
+        let ctx = RequestContext::new("m", None);
+        let body = body_of(&ChatRequest::from_prompt("x").temperature(0.7), &ctx);
+        assert_eq!(body["temperature"].to_string(), "0.7");
+        let url: Url = "http://127.0.0.1:1/".parse().unwrap();
+        for bad in [f32::INFINITY, f32::NAN] {
+            let req = ChatRequest::from_prompt("x").temperature(bad);
+            let err = build_request(&id(), url.clone(), &req, &ctx).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+            assert!(err.message().contains("temperature"), "{err}");
+        }
     }
 
     #[test]

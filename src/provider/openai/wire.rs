@@ -17,7 +17,7 @@ pub(super) struct ChatBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) temperature: Option<f32>,
+    pub(super) temperature: Option<f64>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub(super) stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
