@@ -4,7 +4,7 @@
 //! typed accessors for what the server said — HTTP status, the vendor's error code, its
 //! `Retry-After`, its request id — so neither the router nor a caller ever has to look inside
 //! the message text. A key never appears in an error: messages from providers are scrubbed
-//! of the credential that was sent and truncated (see [`MAX_MESSAGE_LEN`]).
+//! of the credential that was sent and truncated to 512 bytes.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -19,7 +19,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Longest provider message kept on an error, in bytes; longer ones are cut at a character
 /// boundary and end with `…`.
-pub const MAX_MESSAGE_LEN: usize = 512;
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) const MAX_MESSAGE_LEN: usize = 512;
 
 /// What went wrong, as a condition the caller (and the router) can act on.
 ///

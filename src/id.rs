@@ -56,7 +56,7 @@ pub enum Capability {
 }
 
 impl Capability {
-    /// Every capability, in the order of [`index`](Self::index).
+    /// Every capability.
     pub const ALL: [Capability; 2] = [Capability::Chat, Capability::Transcription];
 
     /// This capability's position in [`ALL`](Self::ALL): the one table per-capability

@@ -24,9 +24,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! How a request travels: [`router`] (failover order, breakers, the attempt loop),
-//! [`ratelimit`] (header dialects, buckets, admission), [`retry`] (backoff and budgets),
-//! [`provider`] (one adapter per wire format), [`config`] (`providers.toml`).
+//! Where things are: [`Client`] sends every request through the providers' failover order;
+//! [`ratelimit`] reads the limits providers state and holds the buckets (a
+//! [`LimiterStore`](ratelimit::LimiterStore) of your own can hold them elsewhere);
+//! [`provider`] has one adapter per wire format (and the [`Provider`](provider::Provider)
+//! trait for your own); [`config`] reads `providers.toml` or takes settings in code;
+//! [`batch`] runs prompt files that resume where they stopped.
 //!
 //! Errors are one opaque [`Error`] with a [`kind`](Error::kind): a request that can only
 //! fail again (`400`, `401`, `403`, `404`, `413`, `422`, context too long, content
@@ -44,7 +47,10 @@ pub mod http;
 mod id;
 pub mod provider;
 pub mod ratelimit;
+#[cfg(feature = "test-util")]
 pub mod retry;
+#[cfg(not(feature = "test-util"))]
+mod retry;
 pub mod rng;
 mod router;
 pub mod stats;
@@ -55,7 +61,7 @@ pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use config::ProviderSettings;
 pub use error::{Disposition, Error, ErrorKind, Result};
-pub use id::{Capability, Credential, ProviderId};
+pub use id::{Capabilities, Capability, Credential, CredentialSource, ProviderId};
 pub use ratelimit::LimitReport;
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};

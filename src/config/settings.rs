@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::id::Credential;
 use crate::ratelimit::Limits;
 
-/// Settings of one provider added in code with [`ClientBuilder::provider`].
+/// Settings of one provider added in code with
+/// [`ClientBuilder::provider`](crate::ClientBuilder::provider).
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ProviderSettings {

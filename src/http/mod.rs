@@ -1,22 +1,24 @@
-//! The one place that performs HTTP I/O.
+//! What an adapter hands over and gets back: an [`HttpRequest`] it builds (a plain
+//! description, cheap to clone and send again on retries and failover) and the
+//! [`RawResponse`] it parses (status, headers, the body read up to a size cap).
 //!
-//! Adapters build an [`HttpRequest`] (a plain description, cheap to clone and re-send);
-//! [`Transport`] sends it with reqwest and returns a [`RawResponse`] (status, headers, body
-//! read up to a size cap) or, for streams, a [`StreamingResponse`]. Transport failures map
-//! to [`ErrorKind::Timeout`] or [`ErrorKind::Connect`]. Redirects are never followed, so a
-//! key never travels to another host; a 3xx is reported as a configuration problem.
+//! The client sends requests with reqwest (rustls), with connect and total timeouts on every
+//! call; transport failures are `Timeout` or `Connect` errors. Redirects are never followed,
+//! so a key never travels to another host: a 3xx is reported as a configuration problem.
 
 mod request;
 #[cfg(any(test, feature = "test-util"))]
 mod scripted;
 mod transport;
 
-pub use request::{
-    Body, ByteStream, FormPart, HttpRequest, RawResponse, Streamed, StreamingResponse,
-};
+pub use request::{Body, FormPart, HttpRequest, RawResponse};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use request::{ByteStream, Streamed, StreamingResponse};
 #[cfg(any(test, feature = "test-util"))]
 pub use scripted::{Script, ScriptedTransport};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use transport::{HttpTransport, TransportOptions};
 
 use std::fmt;

@@ -254,10 +254,12 @@ impl fmt::Debug for RawResponse {
 }
 
 /// A byte stream of a response body.
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
 
 /// A successful response whose body is still arriving.
-pub struct StreamingResponse {
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) struct StreamingResponse {
     /// HTTP status (2xx).
     pub status: u16,
     /// Response headers.
@@ -277,7 +279,8 @@ impl fmt::Debug for StreamingResponse {
 
 /// What a send returned: a streaming body for a 2xx, or the whole (error) response.
 #[derive(Debug)]
-pub enum Streamed {
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) enum Streamed {
     /// 2xx: the body streams.
     Ok(StreamingResponse),
     /// Not 2xx: the complete response, for classification.

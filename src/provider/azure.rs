@@ -36,7 +36,8 @@ pub const PROVIDER_TYPE: &str = "azure";
 ///
 /// ```
 /// use llm_failover::provider::azure::Azure;
-/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::provider::Provider;
+/// use llm_failover::Capability;
 /// use llm_failover::ProviderId;
 ///
 /// let azure = Azure::new(

@@ -49,7 +49,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.deepgram.com";
 ///
 /// ```
 /// use llm_failover::provider::deepgram::{Deepgram, DEFAULT_BASE_URL};
-/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::provider::Provider;
+/// use llm_failover::Capability;
 /// use llm_failover::ProviderId;
 ///
 /// let dg = Deepgram::new(ProviderId::new("deepgram"), DEFAULT_BASE_URL.parse().unwrap())

@@ -3,6 +3,10 @@
 //! The router calls these for every attempt; adapter tests call them directly to drive an
 //! adapter over real HTTP. They never retry and never wait beyond the attempt's timeout.
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;

@@ -15,16 +15,22 @@ pub mod openai;
 mod sse;
 
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
-pub use exchange::{ChunkStream, Exchange};
-pub use sse::{SseEvent, SseParser};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use exchange::{ChunkStream, Exchange};
+pub use sse::SseEvent;
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use sse::SseParser;
 
 use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::HeaderMap;
 
-pub use crate::id::{Capabilities, Capability, Credential, CredentialSource, ProviderId};
+use crate::id::{Capabilities, Capability, Credential, ProviderId};
 
 use crate::clock::Now;
 use crate::error::{Error, Result};

@@ -5,6 +5,10 @@
 //! several `data:` lines join with `\n`. A line longer than the parser's cap, or one that is
 //! not UTF-8, is an error rather than unbounded memory or a panic.
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use crate::error::{Error, Result};
 
 /// One event of a server-sent event stream.

@@ -7,6 +7,10 @@
 //! booked after it wait behind it. A cost larger than the capacity can never be admitted
 //! ([`InsufficientCapacity`]): "never" is not "not now".
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use std::time::Duration;
 
 use tokio::time::Instant;

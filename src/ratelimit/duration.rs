@@ -4,6 +4,10 @@
 //! Everything is parsed by hand into exact integer nanoseconds (no float rounding: `59.56s` is
 //! 59 s 560 ms), with checked arithmetic, so no input can panic or overflow.
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use std::time::Duration;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;

@@ -18,6 +18,10 @@
 //! spent, where a request's size decides when it can be sent. Either way the reservation is
 //! reconciled with the usage the provider reports.
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use tiktoken_rs::CoreBPE;
 
 use super::store::Cost;

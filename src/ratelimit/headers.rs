@@ -15,7 +15,9 @@ use crate::clock::Now;
 
 /// Every response header the rate-limit parsers read, in every dialect (lower case): useful
 /// to a proxy that must forward them, and to tests and fuzzers that aim at the parsers.
-pub const RATE_LIMIT_HEADERS: [&str; 34] = [
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(dead_code))]
+pub(crate) const RATE_LIMIT_HEADERS: [&str; 34] = [
     "x-ratelimit-limit-requests",
     "x-ratelimit-limit-tokens",
     "x-ratelimit-remaining-requests",
@@ -73,7 +75,8 @@ pub const RATE_LIMIT_HEADERS: [&str; 34] = [
 ///
 /// Wall-clock resets are converted to a `tokio::time::Instant` here, once, through `now`;
 /// relative resets are added to `now.instant`. Also fills
-/// [`retry_after`](LimitReport::retry_after) (see [`retry_after`](super::retry_after())) and
+/// [`retry_after`](LimitReport::retry_after) (`retry-after-ms` first, then `Retry-After` in
+/// seconds or as an HTTP date; a negative, unparseable, past or absurd value is none) and
 /// [`should_retry`](LimitReport::should_retry).
 ///
 /// Never fails: an absent or malformed header leaves its field `None`.

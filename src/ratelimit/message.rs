@@ -1,5 +1,9 @@
 //! Delays that only live in an error message's text.
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use std::time::Duration;
 
 use super::duration::{decimal_prefix_in, go_duration_prefix};

@@ -1,7 +1,7 @@
 //! Rate limits: what providers state, and how we pace ourselves to fit.
 //!
 //! Every provider states its limits in response headers (or, for Gemini, in the 429 body).
-//! Adapters turn them into a [`LimitReport`]; the [`Limiter`] keeps, per provider and model,
+//! Adapters turn them into a [`LimitReport`]; the limiter keeps, per provider and model,
 //! a request bucket and a token bucket (and per-day buckets when stated) that every report
 //! tightens and every 429 drains.
 //!
@@ -40,18 +40,33 @@ mod value;
 #[cfg(test)]
 mod random_input_tests;
 
-pub use bucket::{Bucket, InsufficientCapacity};
-pub use duration::go_duration;
-pub use estimate::{
-    chat_cost_bound, estimate_chat, input_floor, preload, Encoding, DEFAULT_OUTPUT_TOKENS,
-    REPLY_PRIMING, TOKENS_PER_MESSAGE,
-};
-pub use headers::{parse_limit_headers, RATE_LIMIT_HEADERS};
-pub(crate) use limiter::{Limiter, Permit};
+pub use headers::parse_limit_headers;
 pub use limits::Limits;
-pub use message::delay_in_message;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
-pub use retry_after::{retry_after, should_retry, MAX_SANE_RETRY_AFTER};
 pub use store::{
     Cost, Dimension, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
 };
+
+// Internals, public with `test-util` for tests, benches and fuzzers.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use bucket::{Bucket, InsufficientCapacity};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use duration::go_duration;
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use estimate::{
+    chat_cost_bound, estimate_chat, input_floor, preload, Encoding, DEFAULT_OUTPUT_TOKENS,
+    REPLY_PRIMING, TOKENS_PER_MESSAGE,
+};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use headers::RATE_LIMIT_HEADERS;
+pub(crate) use limiter::{Limiter, Permit};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use message::delay_in_message;
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use retry_after::{retry_after, should_retry, MAX_SANE_RETRY_AFTER};

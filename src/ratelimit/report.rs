@@ -109,7 +109,8 @@ impl LimitReport {
     /// (`None`: nothing): no empty window, no reset before `now`, a `retry_after` that is
     /// positive and at most [`MAX_SANE_RETRY_AFTER`](super::MAX_SANE_RETRY_AFTER). The
     /// property tests and fuzzers check every report against it.
-    pub fn invariant_violation(&self, now: Instant) -> Option<String> {
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    pub(crate) fn invariant_violation(&self, now: Instant) -> Option<String> {
         for w in self.windows() {
             if w.is_empty() {
                 return Some(format!("an empty window was kept: {w:?}"));

@@ -1,5 +1,9 @@
 //! `retry-after-ms`, `Retry-After` and `x-should-retry`.
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;

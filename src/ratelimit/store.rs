@@ -190,8 +190,8 @@ pub struct LimitSnapshot {
     pub wait: Option<Duration>,
     /// Tokens that could be booked now while every token bucket (per minute, input per
     /// minute, per day) stays at least half full; `None` when no token bucket is known.
-    /// Where a request fits in this room, a generous estimate admits it as an exact one would
-    /// (see [`chat_cost_bound`](super::chat_cost_bound)).
+    /// Where a request fits in this room, a generous tokenizer-free estimate admits it as an
+    /// exact count would.
     pub token_room: Option<u64>,
 }
 

@@ -1,5 +1,9 @@
 //! Exponential backoff with full jitter over an injected [`Rng`].
 
+// Internal: reachable from outside only with the `test-util` feature (tests, benches and
+// fuzzers); without it every `pub` here is crate-private.
+#![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
+
 use std::fmt;
 use std::time::Duration;
 

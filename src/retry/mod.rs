@@ -19,6 +19,10 @@
 mod backoff;
 mod budget;
 
-pub use backoff::{Backoff, InvalidBackoff};
-pub use budget::RetryBudget;
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use backoff::{Backoff, InvalidBackoff};
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use budget::RetryBudget;
 pub(crate) use budget::SharedBudget;

@@ -18,8 +18,9 @@ use bytes::Bytes;
 use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::provider::azure::Azure;
-use llm_failover::provider::{Capability, Exchange, Provider};
+use llm_failover::provider::{Exchange, Provider};
 use llm_failover::ratelimit::delay_in_message;
+use llm_failover::Capability;
 use llm_failover::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
     ProviderId, Transcript, TranscriptFormat, TranscriptionRequest, Usage,

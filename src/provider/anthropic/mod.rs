@@ -55,7 +55,8 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 ///
 /// ```
 /// use llm_failover::provider::anthropic::{Anthropic, DEFAULT_BASE_URL};
-/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::provider::Provider;
+/// use llm_failover::Capability;
 /// use llm_failover::ProviderId;
 ///
 /// let claude = Anthropic::new(ProviderId::new("claude"), DEFAULT_BASE_URL.parse().unwrap())

@@ -47,7 +47,8 @@ pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1
 ///
 /// ```
 /// use llm_failover::provider::gemini::{Gemini, DEFAULT_BASE_URL};
-/// use llm_failover::provider::{Capability, Provider};
+/// use llm_failover::provider::Provider;
+/// use llm_failover::Capability;
 /// use llm_failover::ProviderId;
 ///
 /// let gemini = Gemini::new(ProviderId::new("gemini"), DEFAULT_BASE_URL.parse().unwrap())
