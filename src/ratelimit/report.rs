@@ -110,6 +110,7 @@ impl LimitReport {
     /// positive and at most [`MAX_SANE_RETRY_AFTER`](super::MAX_SANE_RETRY_AFTER). The
     /// property tests and fuzzers check every report against it.
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     pub(crate) fn invariant_violation(&self, now: Instant) -> Option<String> {
         for w in self.windows() {
             if w.is_empty() {

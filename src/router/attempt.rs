@@ -14,7 +14,7 @@ use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booked, Entry, Router};
 use super::decide::{decide, Action, Count, Next, Outcome};
-use super::job::{Attempt, Job};
+use super::job::{Attempt, Job, Priced};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
 use crate::error::{Error, ErrorKind, Result};
@@ -37,7 +37,7 @@ impl Router {
         let span = tracing::info_span!(
             "llm_failover.request",
             request = self.next_request_id(),
-            capability = %job.capability(),
+            capability = %job.request().capability(),
             attempts = field::Empty,
             outcome = field::Empty,
         );
@@ -59,7 +59,7 @@ impl Router {
         opts: &RequestOptions,
     ) -> (Result<J::Output>, u32) {
         let started = self.clock.now();
-        let mut run = match Run::start(self, job.capability(), opts, started) {
+        let mut run = match Run::start(self, job.request().capability(), opts, started) {
             Ok(run) => run,
             Err(e) => return (Err(e), 0),
         };
@@ -129,7 +129,7 @@ impl Router {
         );
         let span = self.attempt_span(run, ticket);
         let on_end = || {
-            let booked = Booked::new(ticket.cost, || job.floor());
+            let booked = Booked::new(ticket.cost, || job.request().floor());
             let key = ticket.key.clone().into_owned();
             self.stream_end(
                 run.candidates[ticket.slot].index,
@@ -189,7 +189,7 @@ impl Router {
                 .await?;
         }
         if let Some(used) = used {
-            let booked = Booked::new(ticket.cost, || job.floor());
+            let booked = Booked::new(ticket.cost, || job.request().floor());
             self.reconcile(&ticket.key, booked, used).await;
         }
         Ok(())
@@ -257,7 +257,7 @@ impl Router {
             .get()
             .apply(BreakerEvent::Answered { probe }, self.clock.now());
         Counters::add(&c.entry.counters.here().ok, 1);
-        let booked = Booked::new(ticket.cost, || job.floor());
+        let booked = Booked::new(ticket.cost, || job.request().floor());
         let used = J::finish(&mut out, run.sends).and_then(|u| {
             span.record("actual_tokens", u.total());
             booked.spend(c.entry, u)

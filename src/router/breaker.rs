@@ -256,10 +256,11 @@ impl Breaker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn settings(threshold: u32) -> BreakerSettings {
+    /// Settings with `threshold`, a 5 s cooldown and a 60 s cap (the breaker tests' own).
+    pub(crate) fn settings(threshold: u32) -> BreakerSettings {
         BreakerSettings {
             failure_threshold: threshold,
             cooldown: Duration::from_secs(5),

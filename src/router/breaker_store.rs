@@ -195,13 +195,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn settings(threshold: u32) -> BreakerSettings {
-        BreakerSettings {
-            failure_threshold: threshold,
-            cooldown: Duration::from_secs(5),
-            cooldown_max: Duration::from_secs(60),
-        }
-    }
+    use crate::router::breaker::tests::settings;
 
     fn calm(b: &SharedBreaker) -> bool {
         b.read().0

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::breaker::{Allow, BreakerEvent};
 use super::breaker_store::Verdict;
 use super::core::{Entry, Router};
-use super::job::{Job, Pricing, Tokens};
+use super::job::{Job, Priced, Pricing, Tokens};
 use super::request::Run;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ratelimit::{Cost, LimitKey, Limits, Reservation};
@@ -197,7 +197,7 @@ impl Router {
         } else {
             Tokens::Uncounted
         };
-        let (cost, pricing) = job.price(&key.model, tokens, &mut run.costs);
+        let (cost, pricing) = job.request().price(&key.model, tokens, &mut run.costs);
         Look::Ready(Chosen {
             slot,
             entry,
@@ -266,15 +266,16 @@ fn key_for<'e, J: Job>(
     job: &J,
     account: Option<&std::sync::Arc<str>>,
 ) -> Result<Cow<'e, LimitKey>> {
-    let cap = job.capability();
+    let cap = job.request().capability();
     if account.is_none() {
         if let Some(k) = entry.default_key(cap) {
-            if job.model().is_none_or(|m| m == k.model) {
+            if job.request().model().is_none_or(|m| m == k.model) {
                 return Ok(Cow::Borrowed(k));
             }
         }
     }
     let model = job
+        .request()
         .model()
         .or_else(|| entry.adapter.default_model(cap))
         .ok_or_else(|| {

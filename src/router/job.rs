@@ -71,11 +71,8 @@ pub(crate) struct Attempt<'a> {
     pub(crate) on_end: &'a (dyn Fn() -> StreamEnd + Sync),
 }
 
-/// One kind of request.
-pub(crate) trait Job: Sync {
-    /// What the request returns.
-    type Output: Send;
-
+/// What admission and limit keys need of a request, whatever kind of answer it asks for.
+pub(crate) trait Priced: Sync {
     /// What it asks of a provider.
     fn capability(&self) -> Capability;
 
@@ -90,6 +87,68 @@ pub(crate) trait Job: Sync {
     fn floor(&self) -> u64 {
         0
     }
+}
+
+/// A chat request: one request where tokens are not counted; the bound where it fits the
+/// known room (admitted at once either way, the excess held only until the answer's usage
+/// gives it back); else the counted estimate.
+impl Priced for ChatRequest {
+    fn capability(&self) -> Capability {
+        Capability::Chat
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing) {
+        let Tokens::Counted { room } = tokens else {
+            return (Cost::one_request(), Pricing::Requests);
+        };
+        if let Some(c) = costs.known(model) {
+            return (c, Pricing::Count);
+        }
+        let bound = chat_cost_bound(self, model);
+        match room {
+            Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
+            _ => (costs.exact(self, model), Pricing::Count),
+        }
+    }
+
+    fn floor(&self) -> u64 {
+        input_floor(self)
+    }
+}
+
+/// A transcription costs its request and its audio's seconds (cheap to read, and they have
+/// their own bucket); audio whose length cannot be read (not WAV) costs its request only.
+impl Priced for TranscriptionRequest {
+    fn capability(&self) -> Capability {
+        Capability::Transcription
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    fn price(&self, _: &str, _: Tokens, _: &mut Costs) -> (Cost, Pricing) {
+        let seconds = self
+            .audio
+            .duration()
+            .map_or(0, |d| d.as_secs_f64().ceil() as u64);
+        (Cost::audio(seconds), Pricing::Requests)
+    }
+}
+
+/// One kind of request: what it sends and what it returns.
+pub(crate) trait Job: Sync {
+    /// What the request returns.
+    type Output: Send;
+
+    /// The request, as admission sees it.
+    type Request: Priced;
+
+    fn request(&self) -> &Self::Request;
 
     /// Sends one attempt.
     fn send<'a>(
@@ -101,49 +160,16 @@ pub(crate) trait Job: Sync {
     fn finish(out: &mut Self::Output, sends: u32) -> Option<Usage>;
 }
 
-/// Prices a chat request: one request where tokens are not counted; the bound where it fits
-/// the known room (admitted at once either way, the excess held only until the answer's
-/// usage gives it back); else the counted estimate.
-fn price_chat(
-    req: &ChatRequest,
-    model: &str,
-    tokens: Tokens,
-    costs: &mut Costs,
-) -> (Cost, Pricing) {
-    let Tokens::Counted { room } = tokens else {
-        return (Cost::one_request(), Pricing::Requests);
-    };
-    if let Some(c) = costs.known(model) {
-        return (c, Pricing::Count);
-    }
-    let bound = chat_cost_bound(req, model);
-    match room {
-        Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
-        _ => (costs.exact(req, model), Pricing::Count),
-    }
-}
-
 /// A chat completion.
 #[derive(Debug)]
 pub(crate) struct Chat(pub(crate) ChatRequest);
 
 impl Job for Chat {
     type Output = ChatResponse;
+    type Request = ChatRequest;
 
-    fn capability(&self) -> Capability {
-        Capability::Chat
-    }
-
-    fn model(&self) -> Option<&str> {
-        self.0.model.as_deref()
-    }
-
-    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing) {
-        price_chat(&self.0, model, tokens, costs)
-    }
-
-    fn floor(&self) -> u64 {
-        input_floor(&self.0)
+    fn request(&self) -> &ChatRequest {
+        &self.0
     }
 
     fn send<'a>(
@@ -173,21 +199,10 @@ pub(crate) struct Stream(pub(crate) ChatRequest);
 
 impl Job for Stream {
     type Output = ChatStream;
+    type Request = ChatRequest;
 
-    fn capability(&self) -> Capability {
-        Capability::Chat
-    }
-
-    fn model(&self) -> Option<&str> {
-        self.0.model.as_deref()
-    }
-
-    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing) {
-        price_chat(&self.0, model, tokens, costs)
-    }
-
-    fn floor(&self) -> u64 {
-        input_floor(&self.0)
+    fn request(&self) -> &ChatRequest {
+        &self.0
     }
 
     async fn send<'a>(&'a self, a: Attempt<'a>) -> Exchange<ChatStream> {
@@ -231,24 +246,10 @@ pub(crate) struct Transcribe(pub(crate) TranscriptionRequest);
 
 impl Job for Transcribe {
     type Output = Transcript;
+    type Request = TranscriptionRequest;
 
-    fn capability(&self) -> Capability {
-        Capability::Transcription
-    }
-
-    fn model(&self) -> Option<&str> {
-        self.0.model.as_deref()
-    }
-
-    /// The audio's seconds (cheap to read, and they have their own bucket); audio whose
-    /// length cannot be read (not WAV) costs its request only.
-    fn price(&self, _: &str, _: Tokens, _: &mut Costs) -> (Cost, Pricing) {
-        let seconds = self
-            .0
-            .audio
-            .duration()
-            .map_or(0, |d| d.as_secs_f64().ceil() as u64);
-        (Cost::audio(seconds), Pricing::Requests)
+    fn request(&self) -> &TranscriptionRequest {
+        &self.0
     }
 
     fn send<'a>(
