@@ -119,14 +119,7 @@ impl Router {
             // The slot goes back with the permit; pick again.
             return ControlFlow::Continue(());
         };
-        tracing::debug!(
-            target: "llm_failover::send",
-            provider = %entry.id(),
-            version = verdict.version,
-            wall_ms = wall_ms(self.clock.wall()),
-            probe = verdict.is_probe(),
-            "sending"
-        );
+        self.trace_send(entry, verdict);
         let span = self.attempt_span(run, ticket);
         let on_end = || {
             let booked = Booked::new(ticket.cost, || job.request().floor());
@@ -222,6 +215,19 @@ impl Router {
             .unwrap_or(self.policy.request_timeout)
             .min(left)
             .max(Duration::from_millis(1))
+    }
+
+    /// Records a send with the breaker version it was allowed at (the soak test orders sends
+    /// and openings by it).
+    fn trace_send(&self, entry: &Entry, verdict: Verdict) {
+        tracing::debug!(
+            target: "llm_failover::send",
+            provider = %entry.id(),
+            version = verdict.version,
+            wall_ms = wall_ms(self.clock.wall()),
+            probe = verdict.is_probe(),
+            "sending"
+        );
     }
 
     /// The span of the attempt `ticket` is about to send.
