@@ -183,6 +183,27 @@ type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// Builds a [`Client`] from `providers.toml` or from providers added in code.
 ///
 /// Errors are deferred to [`build`](Self::build).
+///
+/// # Examples
+///
+/// Providers added in code serve in the order they were added:
+///
+/// ```
+/// use std::sync::Arc;
+/// use llm_failover::provider::openai::OpenAi;
+/// use llm_failover::ratelimit::Limits;
+/// use llm_failover::{Client, ProviderId, ProviderSettings};
+///
+/// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?)
+///     .with_chat_model("llama3.2");
+/// let client = Client::builder()
+///     .provider(Arc::new(local), ProviderSettings::new().limits(Limits::none().with_rpm(60)))
+///     .environment("dev")
+///     .build()?;
+/// assert_eq!(client.chat_providers(), [ProviderId::new("local")]);
+/// assert_eq!(client.environment(), "dev");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use]
 #[derive(Default)]
 pub struct ClientBuilder {

@@ -14,6 +14,19 @@ use tokio::time::Instant;
 
 /// A moment seen by both clocks: the monotonic instant used for every decision and the wall
 /// time used once, when a header carries a wall-clock reset (HTTP-date, RFC 3339, epoch).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use llm_failover::clock::{Clock, TokioClock};
+///
+/// let now = TokioClock.both();
+/// let reset = now.wall + Duration::from_secs(30); // e.g. a header's HTTP-date
+/// assert_eq!(now.until_wall(reset), Some(Duration::from_secs(30)));
+/// assert_eq!(now.instant_at(reset), now.instant + Duration::from_secs(30));
+/// assert_eq!(now.until_wall(SystemTime::UNIX_EPOCH), None); // in the past
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Now {
     /// The monotonic instant.
@@ -74,6 +87,26 @@ pub trait Clock: Send + Sync + fmt::Debug {
 fn _obj_safe(_: &dyn Clock) {}
 
 /// The default clock: `tokio::time` for instants and sleeping, the system clock for wall time.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use llm_failover::clock::{Clock, TokioClock};
+/// use llm_failover::Client;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let clock = TokioClock;
+/// let start = clock.now();
+/// clock.sleep_until(start + Duration::from_millis(5)).await;
+/// assert!(clock.now() >= start + Duration::from_millis(5));
+///
+/// let client = Client::builder().clock(Arc::new(clock)).build()?; // the default clock
+/// # let _ = client;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioClock;
 

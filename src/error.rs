@@ -15,6 +15,22 @@ use tokio::time::Instant;
 use crate::id::ProviderId;
 
 /// A `Result` alias where the error is [`Error`].
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ChatRequest, Client, Config, Result};
+///
+/// async fn ask(client: &Client, question: &str) -> Result<String> {
+///     Ok(client.chat(ChatRequest::from_prompt(question)).await?.text)
+/// }
+///
+/// fn environments(toml: &str) -> Result<usize> {
+///     Ok(Config::from_toml_str(toml)?.environments.len())
+/// }
+/// assert!(environments("not = [valid").is_err());
+/// # let _ = ask;
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Longest provider message kept on an error, in bytes; longer ones are cut at a character
@@ -25,6 +41,23 @@ pub(crate) const MAX_MESSAGE_LEN: usize = 512;
 /// What went wrong, as a condition the caller (and the router) can act on.
 ///
 /// Use [`ErrorKind::disposition`] to see how the router treats each kind.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Config, ErrorKind};
+///
+/// let err = Config::from_toml_str("default_environment = 1").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Config);
+/// assert_eq!(err.kind().as_str(), "config"); // the name written in batch results
+///
+/// let advice = match err.kind() {
+///     ErrorKind::RateLimited | ErrorKind::QuotaExhausted => "slow down",
+///     ErrorKind::Auth | ErrorKind::Config => "fix the setup",
+///     _ => "see the message",
+/// };
+/// assert_eq!(advice, "fix the setup");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -73,6 +106,19 @@ pub enum ErrorKind {
 }
 
 /// How the router reacts to an error of a given kind.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Config, Disposition, ErrorKind};
+///
+/// assert_eq!(ErrorKind::RateLimited.disposition(), Disposition::RateLimited);
+/// assert_eq!(ErrorKind::Server.disposition(), Disposition::Transient);
+/// assert_eq!(ErrorKind::ContextLengthExceeded.disposition(), Disposition::Terminal);
+///
+/// let err = Config::from_toml_str("").unwrap_err();
+/// assert_eq!(err.disposition(), Disposition::Terminal); // sending it again cannot help
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Disposition {

@@ -11,6 +11,17 @@ use serde::{Deserialize, Serialize};
 /// The name of a provider as configured in `providers.toml` (`openai`, `anthropic`, …).
 ///
 /// Cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ProviderId;
+///
+/// let id = ProviderId::new("openai");
+/// assert_eq!(id.as_str(), "openai");
+/// assert_eq!(id.to_string(), "openai");
+/// assert_eq!(id, ProviderId::new("openai"));
+/// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ProviderId(Arc<str>);
@@ -46,6 +57,21 @@ impl AsRef<str> for ProviderId {
 }
 
 /// What a request asks of a provider.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::config::ProviderKind;
+/// use llm_failover::Capability;
+///
+/// let deepgram = ProviderKind::Deepgram.capabilities();
+/// let offered: Vec<Capability> = Capability::ALL
+///     .into_iter()
+///     .filter(|c| deepgram.supports(*c))
+///     .collect();
+/// assert_eq!(offered, [Capability::Transcription]);
+/// assert_eq!(Capability::Transcription.to_string(), "transcription");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Capability {
@@ -100,6 +126,17 @@ impl fmt::Display for Capability {
 }
 
 /// What a provider can do.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Capabilities, Capability};
+///
+/// let chat_only = Capabilities { chat: true, transcription: false };
+/// assert!(chat_only.supports(Capability::Chat));
+/// assert!(!chat_only.supports(Capability::Transcription));
+/// assert_eq!(Capabilities::default(), Capabilities { chat: false, transcription: false });
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capabilities {
     /// Chat completions (and streaming).
@@ -119,6 +156,30 @@ impl Capabilities {
 }
 
 /// Where a credential came from; named in errors instead of the key itself.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Config, Credential, CredentialSource};
+///
+/// assert_eq!(Credential::new("sk-test").source(), &CredentialSource::Explicit);
+///
+/// # let config: Config = r#"
+/// #     default_environment = "prod"
+/// #     [environments.prod]
+/// #     chat = ["openai"]
+/// #     [providers.openai]
+/// #     kind = "openai"
+/// #     base_url = "https://api.openai.com/v1"
+/// #     model = "gpt-4o-mini"
+/// #     api_key_env = { prod = "OPENAI_API_KEY" }
+/// # "#.parse()?;
+/// // `api_key_env = { prod = "OPENAI_API_KEY" }` in providers.toml:
+/// let key = config.credential("openai", "prod", &|_| Some("sk-test".to_owned()))?.unwrap();
+/// assert_eq!(key.source(), &CredentialSource::Env("OPENAI_API_KEY".to_owned()));
+/// assert_eq!(key.source().to_string(), "environment variable `OPENAI_API_KEY`");
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CredentialSource {

@@ -28,6 +28,23 @@ pub trait Rng: Send + Sync + fmt::Debug {
 fn _obj_safe(_: &dyn Rng) {}
 
 /// A `StdRng` behind a mutex: seeded from the OS by default, or from a fixed seed.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use llm_failover::rng::{Rng, SeededRng};
+/// use llm_failover::Client;
+///
+/// let x = SeededRng::new(42).next_f64();
+/// assert!((0.0..1.0).contains(&x));
+/// assert_eq!(x, SeededRng::new(42).next_f64()); // same seed, same sequence
+///
+/// // Reproducible jitter, e.g. for a soak test:
+/// let client = Client::builder().rng(Arc::new(SeededRng::new(42))).build()?;
+/// # let _ = client;
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct SeededRng {
     inner: Mutex<StdRng>,

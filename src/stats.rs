@@ -81,6 +81,27 @@ impl Counters {
 }
 
 /// A snapshot of one provider's counters.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ProviderStats;
+///
+/// /// The share of sent requests that were throttled.
+/// fn throttled(s: &ProviderStats) -> f64 {
+///     s.rate_limited as f64 / s.sent.max(1) as f64
+/// }
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// let stats = client.stats();
+/// let local: &ProviderStats = stats.provider("local").unwrap();
+/// assert_eq!((local.sent, local.ok, throttled(local)), (0, 0, 0.0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ProviderStats {
@@ -123,6 +144,25 @@ fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// Counters of every provider, by name. Returned by [`Client::stats`](crate::Client::stats).
+///
+/// # Examples
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// let stats = client.stats();
+/// for (provider, s) in &stats.providers {
+///     println!("{provider}: {} sent, {} throttled", s.sent, s.rate_limited);
+/// }
+/// assert_eq!(stats.total().sent, 0);
+/// assert!(stats.provider("local").is_some());
+/// assert!(stats.provider("other").is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Stats {

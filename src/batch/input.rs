@@ -33,6 +33,20 @@ pub const MAX_LINE_BYTES: usize = 8 << 20;
 /// One valid input line: its id, its line number and the request to send.
 ///
 /// `Debug` shows no prompt text (see [`Message`]).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{parse_line, BatchItem};
+/// use llm_failover::ChatRequest;
+///
+/// let item = BatchItem::new("q1", ChatRequest::from_prompt("Name three primes."));
+/// assert_eq!(item.line, 0); // built in code, not read from a file
+///
+/// let read = parse_line(br#"{"id": "q1", "prompt": "Name three primes."}"#, 7).unwrap();
+/// assert_eq!((read.id.as_str(), read.line), ("q1", 7));
+/// assert_eq!(read.request, item.request);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct BatchItem {
@@ -56,6 +70,20 @@ impl BatchItem {
 }
 
 /// An input line that cannot be sent, and why.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::parse_line;
+///
+/// let err = parse_line(br#"{"id": "q7", "prompt": "Hi", "max_tokens": 0}"#, 7).unwrap_err();
+/// assert_eq!((err.id.as_str(), err.line), ("q7", 7));
+/// assert!(err.message.contains("max_tokens"));
+/// assert!(err.to_string().starts_with("line 7: "));
+///
+/// let no_id = parse_line(b"not json", 8).unwrap_err();
+/// assert_eq!(no_id.id, "line:8");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InputError {
@@ -86,6 +114,19 @@ impl fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// One parsed input line.
+///
+/// A stream of these is what [`Runner::run`](super::Runner::run) takes.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{parse_line, Parsed};
+///
+/// let lines = [r#"{"id": "q1", "prompt": "Hi"}"#, "not json"];
+/// let parsed: Vec<Parsed> = (1..).zip(lines).map(|(n, l)| parse_line(l.as_bytes(), n)).collect();
+/// assert!(matches!(&parsed[0], Ok(item) if item.id == "q1"));
+/// assert!(matches!(&parsed[1], Err(bad) if bad.id == "line:2"));
+/// ```
 pub type Parsed = std::result::Result<BatchItem, InputError>;
 
 /// The id reported for line `line` when it has no usable id of its own.

@@ -48,6 +48,36 @@ pub struct FileJob {
 }
 
 /// What a [`FileJob`] did.
+///
+/// # Examples
+///
+/// A rerun skips what the results file already holds:
+///
+/// ```
+/// use llm_failover::batch::{FileJob, Runner, Stop};
+///
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// # let dir = std::env::temp_dir().join(format!("job-report-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// let (input, output) = (dir.join("prompts.jsonl"), dir.join("results.jsonl"));
+/// std::fs::write(&input, "{\"id\":\"q1\",\"prompt\":\"Hi\"}\nnot json\n")?;
+/// std::fs::write(&output, "{\"id\":\"q1\",\"ok\":true}\n")?; // done by an earlier run
+///
+/// let report = FileJob::new(&input, &output).run(&Runner::new(client), &Stop::new()).await?;
+/// assert_eq!(report.previous.ok_count(), 1);
+/// assert_eq!(report.skipped_ok, 1); // q1 is not sent again
+/// assert_eq!(report.run.failed_by_kind["invalid_input"], 1); // line 2
+/// assert_eq!(report.compaction.kept, 2);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct JobReport {

@@ -28,6 +28,22 @@ use crate::types::{ChatResponse, Usage};
 ///
 /// `usage` is `null` when the provider reported none; `status` and `provider` are `null`
 /// when no provider answered. A bad input line adds `"line": N` to its error.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{parse_line, Failure, Outcome};
+///
+/// let bad = parse_line(br#"{"id": "q2"}"#, 2).unwrap_err();
+/// let outcome = Outcome::failed(bad.id.clone(), Failure::invalid_input(&bad));
+/// assert!(!outcome.is_ok());
+///
+/// let line: serde_json::Value = serde_json::from_str(&outcome.to_json_line())?;
+/// assert_eq!(line["id"], "q2");
+/// assert_eq!(line["error"]["kind"], "invalid_input");
+/// assert_eq!(line["error"]["line"], 2);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Outcome {
@@ -52,6 +68,21 @@ impl fmt::Debug for Outcome {
 /// A successful answer.
 ///
 /// `Debug` shows the length of the text, never the text.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::batch::{Answer, Outcome};
+/// use llm_failover::{ChatResponse, ProviderId};
+///
+/// let response = ChatResponse::new(ProviderId::new("openai"), "gpt-4o-mini", "Paris");
+/// let answer = Answer::from_response(response, Duration::from_millis(840));
+/// assert_eq!((answer.text.as_str(), answer.attempts), ("Paris", 1));
+///
+/// let line = Outcome::ok("q1", answer).to_json_line();
+/// assert!(line.contains(r#""latency_ms":840"#));
+/// ```
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Answer {
@@ -97,6 +128,25 @@ impl Answer {
 }
 
 /// What kind of failure ended an item.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::FailureKind;
+/// use llm_failover::{Disposition, ErrorKind};
+///
+/// /// Whether rerunning the item as it is could succeed.
+/// fn worth_rerunning(kind: FailureKind) -> bool {
+///     match kind {
+///         FailureKind::Request(k) => k.disposition() != Disposition::Terminal,
+///         FailureKind::InvalidInput => false, // fix the input line first
+///         _ => true,
+///     }
+/// }
+/// assert!(worth_rerunning(FailureKind::Request(ErrorKind::RateLimited)));
+/// assert!(!worth_rerunning(FailureKind::Request(ErrorKind::ContextLengthExceeded)));
+/// assert_eq!(FailureKind::Request(ErrorKind::RateLimited).as_str(), "rate_limited");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FailureKind {
@@ -127,6 +177,25 @@ impl fmt::Display for FailureKind {
 }
 
 /// A labelled failure.
+///
+/// # Examples
+///
+/// ```
+/// use reqwest::header::HeaderMap;
+/// use llm_failover::batch::{Failure, FailureKind};
+/// use llm_failover::clock::{Clock, TokioClock};
+/// use llm_failover::http::RawResponse;
+/// use llm_failover::provider::{openai::OpenAi, Provider};
+/// use llm_failover::{ErrorKind, ProviderId};
+///
+/// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+/// let raw = RawResponse::new(429, HeaderMap::new(), r#"{"error":{"message":"Slow down"}}"#);
+/// let failure = Failure::from_error(&openai.error(&raw, TokioClock.both()));
+/// assert_eq!(failure.kind, FailureKind::Request(ErrorKind::RateLimited));
+/// assert_eq!(failure.status, Some(429));
+/// assert_eq!(failure.provider, Some(ProviderId::new("openai")));
+/// # Ok::<(), url::ParseError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Failure {

@@ -28,6 +28,27 @@ use super::outcome::{LineHead, Outcome};
 use super::sink::OutcomeSink;
 
 /// What an existing results file says is done: ids only.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::ResumeIndex;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// # let path = std::env::temp_dir().join(format!("resume-index-{}.jsonl", std::process::id()));
+/// std::fs::write(&path, concat!(
+///     "{\"id\":\"q1\",\"ok\":false}\n",
+///     "{\"id\":\"q1\",\"ok\":true}\n", // q1 was retried and succeeded
+///     "{\"id\":\"q2\",\"ok\":false}\n",
+/// ))?;
+/// let done = ResumeIndex::load(&path).await?;
+/// assert!(done.is_ok("q1") && done.is_failed("q2"));
+/// assert_eq!((done.ok_count(), done.failed_count(), done.lines), (1, 1, 3));
+/// assert_eq!(ResumeIndex::load("no-such-results.jsonl").await?.lines, 0);
+/// # std::fs::remove_file(&path)?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ResumeIndex {
@@ -228,6 +249,27 @@ impl OutcomeSink for ResultsWriter {
 }
 
 /// What [`compact`] did.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::compact;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// # let path = std::env::temp_dir().join(format!("compaction-{}.jsonl", std::process::id()));
+/// std::fs::write(&path, concat!(
+///     "{\"id\":\"q1\",\"ok\":false}\n",
+///     "{\"id\":\"q1\",\"ok\":true}\n",
+///     "{\"id\":\"q2\",\"ok\":true}\n",
+///     "{\"id\":\"q3\",\"ok\"", // torn by a killed run
+/// ))?;
+/// let done = compact(&path).await?;
+/// assert_eq!((done.kept, done.replaced, done.dropped), (2, 1, 1));
+/// assert_eq!(std::fs::read_to_string(&path)?.lines().count(), 2);
+/// # std::fs::remove_file(&path)?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Compaction {

@@ -289,6 +289,30 @@ async fn run_item(
 }
 
 /// What one [`Runner::run`] did.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::stream;
+/// use llm_failover::batch::{parse_line, Outcome, Runner, Stop};
+///
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// let items = [parse_line(b"not json", 1), parse_line(br#"{"id": "q2"}"#, 2)];
+/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let report = Runner::new(client).run(stream::iter(items), &mut outcomes, &Stop::new()).await?;
+/// assert_eq!((report.ok, report.failed()), (0, 2));
+/// assert_eq!(report.failed_by_kind["invalid_input"], 2);
+/// assert!(report.input_exhausted && !report.stopped);
+/// assert_eq!(outcomes.len(), 2);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunReport {
@@ -318,6 +342,30 @@ impl RunReport {
 }
 
 /// Live counts of a run, cheap to read from another task (a progress bar).
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::stream;
+/// use llm_failover::batch::{parse_line, Outcome, Runner, Stop};
+///
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// let runner = Runner::new(client);
+/// let progress = runner.progress().clone(); // e.g. moved into a progress-bar task
+/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let items = stream::iter([parse_line(b"not json", 1)]);
+/// runner.run(items, &mut outcomes, &Stop::new()).await?;
+/// let now = progress.snapshot();
+/// assert_eq!((now.started, now.failed, now.in_flight), (1, 1, 0));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Progress {
     inner: Arc<ProgressCounters>,
@@ -333,6 +381,28 @@ struct ProgressCounters {
 }
 
 /// A reading of [`Progress`].
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{ProgressSnapshot, Runner};
+///
+/// fn status_line(now: ProgressSnapshot, total: u64) -> String {
+///     let percent = 100 * now.finished() / total.max(1);
+///     format!("{percent}% ({} ok, {} failed, {} in flight)", now.ok, now.failed, now.in_flight)
+/// }
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// let runner = Runner::new(client);
+/// assert_eq!(status_line(runner.progress().snapshot(), 10), "0% (0 ok, 0 failed, 0 in flight)");
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProgressSnapshot {

@@ -17,6 +17,32 @@ use crate::stats::ProviderStats;
 ///
 /// `Display` is the human table printed by `examples/batch.rs`; `Serialize` is its
 /// `--summary-json` (durations in milliseconds).
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::stream;
+/// use llm_failover::batch::{parse_line, Outcome, Runner, Stop, Summary};
+///
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// let items = stream::iter([parse_line(b"not json", 1)]); // fails without a request
+/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let report = Runner::new(client.clone()).run(items, &mut outcomes, &Stop::new()).await?;
+///
+/// let summary = Summary::for_run(&client, &report, None).await;
+/// assert_eq!((summary.items.failed, summary.requests), (1, 0));
+/// assert!(summary.to_string().contains("invalid_input 1"));
+/// let json = serde_json::to_value(&summary)?;
+/// assert_eq!(json["providers"][0]["provider"], "local");
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Summary {
@@ -43,6 +69,34 @@ pub struct Summary {
 }
 
 /// Items by outcome.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::stream;
+/// use llm_failover::batch::{parse_line, Items, Outcome, Runner, Stop, Summary};
+///
+/// /// The exit code of a batch command.
+/// fn exit_code(items: &Items) -> i32 {
+///     if items.stopped || items.not_done > 0 { 130 } else if items.failed > 0 { 1 } else { 0 }
+/// }
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+/// # let mut outcomes: Vec<Outcome> = Vec::new();
+/// # let items = stream::iter([parse_line(b"not json", 1)]);
+/// # let report = Runner::new(client.clone()).run(items, &mut outcomes, &Stop::new()).await?;
+/// let summary = Summary::for_run(&client, &report, None).await;
+/// assert_eq!(summary.items.failed_by_kind["invalid_input"], 1);
+/// assert_eq!(exit_code(&summary.items), 1);
+/// assert_eq!(exit_code(&Items::default()), 0);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Items {
@@ -63,6 +117,33 @@ pub struct Items {
 }
 
 /// One provider's share of the run.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{ProviderSummary, RunReport, Summary};
+///
+/// /// The share of the request limit left unused.
+/// fn headroom(p: &ProviderSummary) -> Option<f64> {
+///     let limit = p.rpm_now.or(p.rpm_configured)? as f64;
+///     Some(1.0 - p.requests_per_minute / limit)
+/// }
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let limits = llm_failover::ratelimit::Limits::none().with_rpm(60);
+/// # let settings = ProviderSettings::new().limits(limits);
+/// # let client = Client::builder().provider(Arc::new(local), settings).build()?;
+/// let summary = Summary::for_run(&client, &RunReport::default(), None).await;
+/// let local = &summary.providers[0];
+/// assert_eq!((local.provider.as_str(), local.rpm_configured), ("local", Some(60)));
+/// assert_eq!(headroom(local), Some(1.0));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ProviderSummary {

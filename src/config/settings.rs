@@ -8,6 +8,26 @@ use crate::ratelimit::Limits;
 
 /// Settings of one provider added in code with
 /// [`ClientBuilder::provider`](crate::ClientBuilder::provider).
+///
+/// # Examples
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use llm_failover::provider::openai::OpenAi;
+/// use llm_failover::ratelimit::Limits;
+/// use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+///
+/// let settings = ProviderSettings::new()
+///     .limits(Limits::none().with_rpm(500).with_tpm(200_000))
+///     .credential(Credential::new("sk-test"))
+///     .timeout(Duration::from_secs(30));
+/// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?)
+///     .with_chat_model("gpt-4o-mini");
+/// let client = Client::builder().provider(Arc::new(openai), settings).build()?;
+/// let limits = client.configured_limits("openai").unwrap();
+/// assert_eq!(limits.rpm.map(|n| n.get()), Some(500));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ProviderSettings {

@@ -10,6 +10,20 @@ use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{HeaderDialect, Limits};
 
 /// The wire format a provider speaks (`kind = "…"` in `providers.toml`).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::config::ProviderKind;
+/// use llm_failover::Capability;
+///
+/// let kind = ProviderKind::from_name("deepgram").unwrap();
+/// assert_eq!(kind, ProviderKind::Deepgram);
+/// assert_eq!(kind.as_str(), "deepgram");
+/// assert!(kind.capabilities().supports(Capability::Transcription));
+/// assert!(!kind.capabilities().supports(Capability::Chat));
+/// assert_eq!(ProviderKind::from_name("cohere"), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProviderKind {
@@ -74,6 +88,32 @@ impl fmt::Display for ProviderKind {
 }
 
 /// How a provider authenticates in one environment.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::config::{Config, KeySource};
+///
+/// let config: Config = r#"
+/// #   default_environment = "dev"
+/// #   [environments.dev]
+/// #   chat = ["ollama", "openai"]
+///     [providers.ollama]
+///     kind = "openai"
+///     base_url = "http://127.0.0.1:11434/v1"
+///     model = "llama3.2"
+///     auth = "none"
+///     [providers.openai]
+///     kind = "openai"
+///     base_url = "https://api.openai.com/v1"
+///     model = "gpt-4o-mini"
+///     api_key_env = { dev = "OPENAI_API_KEY_DEV" }
+/// "#.parse()?;
+/// assert_eq!(config.providers["ollama"].keys["dev"], KeySource::None);
+/// let var = KeySource::Env("OPENAI_API_KEY_DEV".to_owned());
+/// assert_eq!(config.providers["openai"].keys["dev"], var);
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeySource {
@@ -84,6 +124,31 @@ pub enum KeySource {
 }
 
 /// One provider, validated.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::config::{Config, ProviderKind};
+///
+/// let config: Config = r#"
+/// #   default_environment = "prod"
+/// #   [environments.prod]
+/// #   chat = ["openai"]
+///     [providers.openai]
+///     kind = "openai"
+///     base_url = "https://api.openai.com/v1"
+///     model = "gpt-4o-mini"
+///     api_key_env = { prod = "OPENAI_API_KEY" }
+///     limits = { rpm = 500 }
+///     model_limits = { "gpt-4o" = { rpm = 100 } }
+/// "#.parse()?;
+/// let openai = config.provider("openai")?;
+/// assert_eq!(openai.kind, ProviderKind::OpenAi);
+/// assert_eq!(openai.model.as_deref(), Some("gpt-4o-mini"));
+/// assert_eq!(openai.limits_for("gpt-4o").rpm.map(|n| n.get()), Some(100));
+/// assert_eq!(openai.limits_for("gpt-4o-mini").rpm.map(|n| n.get()), Some(500));
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ProviderConfig {
@@ -123,6 +188,33 @@ impl ProviderConfig {
 
 /// One named environment (`demo`, `dev`, `prod`, …): which providers serve each capability,
 /// in failover order.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::config::Config;
+/// use llm_failover::{Capability, ProviderId};
+///
+/// let config: Config = r#"
+///     default_environment = "prod"
+///     [environments.prod]
+///     chat = ["openai", "anthropic"]
+/// #   [providers.openai]
+/// #   kind = "openai"
+/// #   base_url = "http://127.0.0.1:8080/v1"
+/// #   model = "gpt-4o-mini"
+/// #   auth = "none"
+/// #   [providers.anthropic]
+/// #   kind = "anthropic"
+/// #   base_url = "http://127.0.0.1:8081"
+/// #   model = "claude-3-5-haiku-latest"
+/// #   auth = "none"
+/// "#.parse()?;
+/// let prod = config.environment("prod")?;
+/// assert_eq!(prod.chat, [ProviderId::new("openai"), ProviderId::new("anthropic")]);
+/// assert!(prod.providers(Capability::Transcription).is_empty());
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Environment {
@@ -145,6 +237,21 @@ impl Environment {
 }
 
 /// Retry, breaker, timeout and limit policy shared by every provider.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::config::Policy;
+/// use llm_failover::Client;
+///
+/// let mut policy = Policy::default();
+/// assert_eq!(policy.max_attempts, 4);
+/// policy.max_attempts = 2;
+/// policy.deadline = Duration::from_secs(30);
+/// let builder = Client::builder().policy(policy); // replaces the file's `[policy]`
+/// # let _ = builder;
+/// ```
 ///
 /// # Defaults
 ///
@@ -230,6 +337,29 @@ impl Default for Policy {
 }
 
 /// A validated `providers.toml`.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::Config;
+///
+/// let config = Config::from_toml_str(r#"
+///     default_environment = "local"
+///     [environments.local]
+///     chat = ["ollama"]
+///     [providers.ollama]
+///     kind = "openai"
+///     base_url = "http://127.0.0.1:11434/v1"
+///     model = "llama3.2"
+///     auth = "none"
+///     [policy]
+///     deadline_ms = 30000
+/// "#)?;
+/// assert_eq!(config.default_environment, "local");
+/// assert_eq!(config.policy.deadline.as_secs(), 30);
+/// assert!(Config::from_toml_str("default_environment = 1").unwrap_err().is_config());
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Config {

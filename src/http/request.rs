@@ -12,6 +12,20 @@ use url::Url;
 use crate::error::{Error, ErrorKind, Result};
 
 /// A request body, kept in a form that can be sent again (retries, failover).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::http::{Body, HttpRequest};
+///
+/// let url = "http://127.0.0.1:8080/v1/chat/completions".parse()?;
+/// let req = HttpRequest::post_json(url, &serde_json::json!({"model": "gpt-4o-mini"}))?;
+/// match &req.body {
+///     Body::Json(json) => assert_eq!(&json[..], br#"{"model":"gpt-4o-mini"}"#),
+///     other => panic!("expected JSON, got {other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Body {
@@ -47,6 +61,21 @@ impl fmt::Debug for Body {
 }
 
 /// One field of a multipart form.
+///
+/// # Examples
+///
+/// ```
+/// use bytes::Bytes;
+/// use llm_failover::http::{Body, FormPart};
+///
+/// let audio = Bytes::from_static(b"ID3\x04\x00");
+/// let form = Body::Multipart(vec![
+///     FormPart::text("model", "whisper-1"),
+///     FormPart::file("file", audio, "memo.mp3", "audio/mpeg"),
+/// ]);
+/// let shown = format!("{form:?}"); // names and sizes only
+/// assert!(shown.contains("memo.mp3") && !shown.contains("whisper-1"));
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum FormPart {
@@ -114,6 +143,23 @@ impl fmt::Debug for FormPart {
 }
 
 /// An HTTP request as an adapter describes it. `Debug` shows no body and no secret header.
+///
+/// # Examples
+///
+/// ```
+/// use reqwest::Method;
+/// use llm_failover::http::HttpRequest;
+///
+/// let url = "http://127.0.0.1:8080/v1/chat/completions".parse()?;
+/// let req = HttpRequest::post_json(url, &serde_json::json!({"model": "gpt-4o-mini"}))?
+///     .header("x-title", "docs")?
+///     .secret_header("authorization", "Bearer sk-test")?;
+/// assert_eq!(req.method, Method::POST);
+/// assert!(req.headers["authorization"].is_sensitive());
+/// assert_eq!(req.json_body(), Some(&br#"{"model":"gpt-4o-mini"}"#[..]));
+/// assert!(!format!("{req:?}").contains("sk-test"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct HttpRequest {
     /// The method.
@@ -212,6 +258,26 @@ impl fmt::Debug for HttpRequest {
 }
 
 /// A complete response: status, headers and the body (at most the transport's cap).
+///
+/// # Examples
+///
+/// ```
+/// use reqwest::header::HeaderMap;
+/// use llm_failover::clock::{Clock, TokioClock};
+/// use llm_failover::http::RawResponse;
+/// use llm_failover::provider::{openai::OpenAi, Provider};
+/// use llm_failover::ProviderId;
+///
+/// let raw = RawResponse::new(429, HeaderMap::new(), r#"{"error":{"message":"Slow down"}}"#);
+/// assert!(!raw.is_success());
+/// assert!(raw.text_lossy().contains("Slow down"));
+///
+/// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+/// let err = openai.error(&raw, TokioClock.both());
+/// assert!(err.is_rate_limited());
+/// assert_eq!(err.status(), Some(429));
+/// # Ok::<(), url::ParseError>(())
+/// ```
 #[derive(Clone)]
 pub struct RawResponse {
     /// HTTP status.

@@ -39,6 +39,23 @@ use crate::ratelimit::LimitReport;
 use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
 /// What an adapter needs, besides the request, to build an HTTP request.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+/// use llm_failover::{ChatRequest, Credential, ProviderId};
+///
+/// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+/// let key = Credential::new("sk-test");
+/// let ctx = RequestContext::new("gpt-4o-mini", Some(&key)).streaming();
+/// assert!(ctx.stream);
+///
+/// let http = openai.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+/// assert_eq!(http.url.as_str(), "http://127.0.0.1:8080/v1/chat/completions");
+/// assert!(http.headers["authorization"].is_sensitive());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct RequestContext<'a> {
@@ -68,6 +85,32 @@ impl<'a> RequestContext<'a> {
 }
 
 /// Turns the events of one streamed answer into chunks.
+///
+/// # Examples
+///
+/// A decoder for a stream whose events carry plain text and end with an `end` event:
+///
+/// ```
+/// use llm_failover::{provider::{SseEvent, StreamDecoder}, ChatChunk};
+///
+/// #[derive(Debug, Default)]
+/// struct PlainText { done: bool }
+///
+/// impl StreamDecoder for PlainText {
+///     fn decode(&mut self, event: &SseEvent) -> llm_failover::Result<Option<ChatChunk>> {
+///         self.done = event.event == "end";
+///         Ok((!self.done).then(|| ChatChunk::text(event.data.as_str())))
+///     }
+///     fn is_done(&self) -> bool { self.done }
+/// }
+///
+/// let mut decoder: Box<dyn StreamDecoder> = Box::new(PlainText::default());
+/// let hi = SseEvent { data: "Hi".into(), ..SseEvent::default() };
+/// assert_eq!(decoder.decode(&hi)?.map(|c| c.delta), Some("Hi".to_owned()));
+/// decoder.decode(&SseEvent { event: "end".into(), ..SseEvent::default() })?;
+/// assert!(decoder.is_done());
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 pub trait StreamDecoder: Send + fmt::Debug {
     /// Decodes one server-sent event. Returns a chunk when the event carries content or
     /// metadata, `None` for keep-alives and bookkeeping events, and an error (classified like
@@ -82,6 +125,27 @@ pub trait StreamDecoder: Send + fmt::Debug {
 /// A provider adapter: translation between neutral types and one wire format.
 ///
 /// Object safe; the router holds `Arc<dyn Provider>`.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+/// use llm_failover::{Capability, ChatRequest, Client, ProviderId, ProviderSettings};
+///
+/// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+/// let adapter: Arc<dyn Provider> = Arc::new(local.with_chat_model("llama3.2"));
+/// assert!(adapter.capabilities().supports(Capability::Chat));
+///
+/// let model = adapter.default_model(Capability::Chat).unwrap();
+/// let req = ChatRequest::from_prompt("Hi");
+/// let http = adapter.chat_request(&req, &RequestContext::new(model, None))?;
+/// assert_eq!(http.url.path(), "/v1/chat/completions");
+///
+/// let client = Client::builder().provider(adapter, ProviderSettings::new()).build()?;
+/// assert_eq!(client.chat_providers(), [ProviderId::new("local")]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Provider: Send + Sync + fmt::Debug {
     /// The configured name.
     fn id(&self) -> &ProviderId;

@@ -12,6 +12,23 @@
 use crate::error::{Error, Result};
 
 /// One event of a server-sent event stream.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::{openai::OpenAi, Provider, SseEvent};
+/// use llm_failover::ProviderId;
+///
+/// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+/// let mut decoder = openai.stream_decoder("gpt-4o-mini");
+/// let delta = r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#;
+/// let event = SseEvent { data: delta.to_owned(), ..SseEvent::default() };
+/// assert_eq!(decoder.decode(&event)?.map(|c| c.delta), Some("Hel".to_owned()));
+///
+/// decoder.decode(&SseEvent { data: "[DONE]".to_owned(), ..SseEvent::default() })?;
+/// assert!(decoder.is_done());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field; empty for the default `message` type.

@@ -3,6 +3,21 @@
 use std::num::NonZeroU64;
 
 /// Stated limits for one provider and model. `None` means "learn it from the headers".
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ratelimit::Limits;
+/// use llm_failover::ProviderSettings;
+///
+/// let limits = Limits::none().with_rpm(500).with_tpm(200_000);
+/// assert_eq!(limits.rpm.map(|n| n.get()), Some(500));
+/// assert!(limits.limits_tokens());
+/// assert_eq!(limits.with_tpm(0), Limits::none().with_rpm(500)); // 0 clears a limit
+///
+/// let settings = ProviderSettings::new().limits(limits);
+/// # let _ = settings;
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {

@@ -5,6 +5,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The window a limit counts over.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::Per;
+///
+/// assert_eq!(Per::Minute.duration(), Some(Duration::from_secs(60)));
+/// assert_eq!(Per::Day.duration(), Some(Duration::from_secs(86_400)));
+/// assert_eq!(Per::Unknown.duration(), None);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Per {
@@ -30,6 +41,27 @@ impl Per {
 
 /// One limit as a response stated it. Every field is optional: an absent header is unknown,
 /// never zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::{Per, Window};
+/// use llm_failover::LimitReport;
+///
+/// let reset_at = tokio::time::Instant::now() + Duration::from_secs(20);
+/// let requests = Window {
+///     limit: Some(500),
+///     remaining: Some(0),
+///     reset_at: Some(reset_at),
+///     per: Per::Minute,
+/// };
+/// assert!(!requests.is_empty() && Window::default().is_empty());
+///
+/// let mut report = LimitReport::default();
+/// report.requests = Some(requests);
+/// assert_eq!(report.exhausted_until(), Some(reset_at));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Window {
     /// The limit per window (capacity).
@@ -54,6 +86,26 @@ impl Window {
 ///
 /// Produced by each adapter's [`limit_report`](crate::provider::Provider::limit_report) and
 /// consumed by the limiter: every report can only tighten the local view.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest::header::{HeaderMap, HeaderValue};
+/// use llm_failover::clock::{Clock, TokioClock};
+/// use llm_failover::ratelimit::{parse_limit_headers, HeaderDialect};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("0"));
+/// headers.insert("x-ratelimit-reset-requests", HeaderValue::from_static("2s"));
+/// headers.insert("retry-after", HeaderValue::from_static("2"));
+///
+/// let now = TokioClock.both();
+/// let report = parse_limit_headers(HeaderDialect::OpenAi, &headers, now);
+/// assert_eq!(report.retry_after, Some(Duration::from_secs(2)));
+/// assert_eq!(report.exhausted_until(), Some(now.instant + Duration::from_secs(2)));
+/// assert!(!report.is_empty());
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LimitReport {
@@ -132,6 +184,26 @@ impl LimitReport {
 ///
 /// Every dialect also falls back to the generic forms (IETF draft `RateLimit` /
 /// `RateLimit-Policy`, `X-RateLimit-{Limit,Remaining,Reset}`) when its own headers are absent.
+///
+/// # Examples
+///
+/// The same header means a different window for Groq:
+///
+/// ```
+/// use reqwest::header::{HeaderMap, HeaderValue};
+/// use llm_failover::clock::{Clock, TokioClock};
+/// use llm_failover::ratelimit::{parse_limit_headers, HeaderDialect, Per};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-ratelimit-limit-requests", HeaderValue::from_static("14400"));
+/// let window = |dialect| parse_limit_headers(dialect, &headers, TokioClock.both()).requests;
+/// assert_eq!(window(HeaderDialect::OpenAi).unwrap().per, Per::Minute);
+/// assert_eq!(window(HeaderDialect::Groq).unwrap().per, Per::Day);
+///
+/// // `header_dialect = "groq"` in providers.toml:
+/// assert_eq!(HeaderDialect::from_name("groq"), Some(HeaderDialect::Groq));
+/// assert_eq!(HeaderDialect::Groq.as_str(), "groq");
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeaderDialect {

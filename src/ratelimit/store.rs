@@ -26,6 +26,21 @@ const DAY: Duration = Duration::from_secs(86_400);
 const HOUR: Duration = Duration::from_secs(3_600);
 
 /// The scope of one set of buckets: providers limit each model separately.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use llm_failover::ratelimit::LimitKey;
+/// use llm_failover::ProviderId;
+///
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// assert_eq!(key.to_string(), "openai/gpt-4o-mini");
+///
+/// let tenant = key.clone().with_account(Some(Arc::from("acme")));
+/// assert_eq!(tenant.to_string(), "openai/gpt-4o-mini@acme");
+/// assert_ne!(key, tenant); // separate buckets
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LimitKey {
     /// The provider.
@@ -66,6 +81,18 @@ impl fmt::Display for LimitKey {
 }
 
 /// What one request costs.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ratelimit::Cost;
+///
+/// let chat = Cost { input_tokens: 1_200, output_tokens: 256, ..Cost::one_request() };
+/// assert_eq!((chat.requests, chat.tokens()), (1, 1_456));
+///
+/// let speech = Cost::audio(90);
+/// assert_eq!((speech.requests, speech.audio_seconds, speech.tokens()), (1, 90, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cost {
     /// Requests (1 per attempt).
@@ -103,6 +130,31 @@ impl Cost {
 }
 
 /// Which limit a request is too large for.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::{Cost, Dimension, LimiterStore, Limits, MemoryStore, Reservation};
+/// # use llm_failover::{ratelimit::LimitKey, ProviderId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// # let key = LimitKey::new(ProviderId::new("groq"), "llama3");
+/// # let now = tokio::time::Instant::now();
+/// let store = MemoryStore::new();
+/// let limits = Limits::none().with_tpm(6_000);
+/// let huge = Cost { input_tokens: 9_000, ..Cost::one_request() };
+/// match store.reserve(&key, &limits, huge, Duration::from_secs(60), now).await? {
+///     Reservation::TooLarge { dimension, cost, capacity } => {
+///         assert_eq!(dimension, Dimension::TokensPerMinute);
+///         assert_eq!((cost, capacity), (9_000, 6_000));
+///         assert_eq!(dimension.to_string(), "tokens per minute");
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Dimension {
@@ -137,6 +189,28 @@ impl fmt::Display for Dimension {
 }
 
 /// The answer to a reservation.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::ProviderId;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let store = MemoryStore::new();
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// let (limits, max_wait) = (Limits::none().with_rpm(60), Duration::from_secs(5));
+/// let now = tokio::time::Instant::now();
+/// match store.reserve(&key, &limits, Cost::one_request(), max_wait, now).await? {
+///     Reservation::Granted { wait, .. } => assert!(wait.is_zero()), // wait, then send
+///     Reservation::NotUntil { wait } => println!("busy for {wait:?}: try the next provider"),
+///     Reservation::TooLarge { dimension, .. } => println!("never fits {dimension}"),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Reservation {
@@ -165,6 +239,32 @@ pub enum Reservation {
 }
 
 /// Ways to tighten the local view; none can loosen it.
+///
+/// # Examples
+///
+/// What a 429 with `retry-after: 5` does to a key:
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore, Tightening};
+/// use llm_failover::ProviderId;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let store = MemoryStore::new();
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// let (limits, now) = (Limits::none().with_rpm(60), tokio::time::Instant::now());
+/// store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+///
+/// let mut after_429 = Tightening::default();
+/// after_429.drain = true;
+/// after_429.gate_until = Some(now + Duration::from_secs(5));
+/// store.raise(&key, after_429, now).await?;
+/// let snapshot = store.peek(&key, Cost::one_request(), now).await?;
+/// assert_eq!(snapshot.gate_until, Some(now + Duration::from_secs(5)));
+/// assert!(snapshot.wait.unwrap() >= Duration::from_secs(5));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Tightening {
@@ -177,6 +277,29 @@ pub struct Tightening {
 }
 
 /// A read-only view of one key's state.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore};
+/// use llm_failover::ProviderId;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let store = MemoryStore::new();
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// let (limits, now) = (Limits::none().with_rpm(60), tokio::time::Instant::now());
+/// store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+///
+/// let snapshot = store.peek(&key, Cost::one_request(), now).await?;
+/// let (level, capacity) = snapshot.requests.unwrap();
+/// assert_eq!(capacity, 60);
+/// assert!(level < 60.0); // one request booked
+/// assert_eq!(snapshot.wait, Some(Duration::ZERO));
+/// assert_eq!(snapshot.gate_until, None);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct LimitSnapshot {
@@ -196,6 +319,42 @@ pub struct LimitSnapshot {
 }
 
 /// The storage behind the limiter. See the module docs.
+///
+/// # Examples
+///
+/// A store that admits everything, for limits enforced by a gateway in front:
+///
+/// ```
+/// use async_trait::async_trait;
+/// use tokio::time::Instant;
+/// # use std::{sync::Arc, time::Duration};
+/// # use llm_failover::ratelimit::{Cost, LimitKey, LimitSnapshot, LimiterStore, Limits};
+/// # use llm_failover::ratelimit::{Reservation, Tightening};
+/// # use llm_failover::{Client, Result};
+///
+/// #[derive(Debug)]
+/// struct Unlimited;
+///
+/// #[async_trait]
+/// impl LimiterStore for Unlimited {
+///     async fn reserve(
+///         &self, _: &LimitKey, _: &Limits, _: Cost, _: Duration, _: Instant,
+///     ) -> Result<Reservation> {
+///         Ok(Reservation::Granted { wait: Duration::ZERO, token_room: None })
+///     }
+///     async fn refund(&self, _: &LimitKey, _: u64, _: i64, _: Instant) -> Result<()> { Ok(()) }
+///     async fn raise(&self, _: &LimitKey, _: Tightening, _: Instant) -> Result<()> { Ok(()) }
+///     async fn peek(&self, _: &LimitKey, _: Cost, _: Instant) -> Result<LimitSnapshot> {
+///         let mut free = LimitSnapshot::default(); // no bucket, no gate
+///         free.wait = Some(Duration::ZERO);
+///         Ok(free)
+///     }
+/// }
+///
+/// let client = Client::builder().limiter_store(Arc::new(Unlimited)).build()?;
+/// # let _ = client;
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[async_trait]
 pub trait LimiterStore: Send + Sync + fmt::Debug {
     /// Books `cost` for `key` if it can start within `max_wait`. `limits` are the configured
@@ -440,6 +599,28 @@ impl KeyState {
 /// One short-lived lock per key guards arithmetic only; nobody waits while holding it. A key
 /// with nothing configured that no response has ever described is unknown, and unknown
 /// admits freely: until the first key exists, a reservation of such a key reads one flag.
+///
+/// # Examples
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::{Client, ProviderId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let store = Arc::new(MemoryStore::new());
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// let (limits, now) = (Limits::none().with_rpm(1), tokio::time::Instant::now());
+/// let first = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// assert!(matches!(first, Reservation::Granted { wait, .. } if wait.is_zero()));
+/// let second = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// assert!(matches!(second, Reservation::NotUntil { .. })); // the minute's one request is spent
+///
+/// let client = Client::builder().limiter_store(store).build()?;
+/// # let _ = client;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     keys: RwLock<HashMap<LimitKey, Arc<Mutex<KeyState>>>>,

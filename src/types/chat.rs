@@ -8,6 +8,17 @@ use super::Usage;
 use crate::id::ProviderId;
 
 /// Who wrote a message.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Message, Role};
+///
+/// let reply = Message::assistant("Hello!");
+/// assert_eq!(reply.role, Role::Assistant);
+/// assert_eq!(reply.role.as_str(), "assistant");
+/// assert_eq!(Message::new(Role::User, "Hi"), Message::user("Hi"));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -35,6 +46,22 @@ impl Role {
 ///
 /// `Debug` shows the role and the length of the content, never the text: prompts do not
 /// belong in logs.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ChatRequest, Message};
+///
+/// let history = vec![Message::user("Hi"), Message::assistant("Hello! How can I help?")];
+/// let mut req = ChatRequest::new().system("Be brief.");
+/// for message in history {
+///     req = req.message(message);
+/// }
+/// let req = req.user("What is 2 + 2?");
+/// assert_eq!(req.messages.len(), 4);
+/// assert_eq!(req.messages[0], Message::system("Be brief."));
+/// assert!(!format!("{:?}", req.messages[3]).contains("2 + 2"));
+/// ```
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// Who wrote it.
@@ -78,6 +105,21 @@ impl fmt::Debug for Message {
 }
 
 /// The shape the answer must take.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ChatRequest, ResponseFormat};
+///
+/// let schema = serde_json::json!({
+///     "type": "object",
+///     "properties": { "colours": { "type": "array", "items": { "type": "string" } } },
+/// });
+/// let req = ChatRequest::from_prompt("Name three colours.")
+///     .response_format(ResponseFormat::JsonSchema { name: "colours".into(), schema });
+/// assert!(matches!(req.response_format, ResponseFormat::JsonSchema { .. }));
+/// assert_eq!(ChatRequest::new().response_format, ResponseFormat::Text);
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ResponseFormat {
@@ -200,6 +242,21 @@ impl ChatRequest {
 }
 
 /// Why generation stopped.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::FinishReason;
+///
+/// /// Whether the answer is whole (not cut by `max_tokens` or the content filter).
+/// fn is_whole(reason: Option<&FinishReason>) -> bool {
+///     matches!(reason, None | Some(FinishReason::Stop))
+/// }
+/// assert!(is_whole(Some(&FinishReason::Stop)));
+/// assert!(!is_whole(Some(&FinishReason::Length)));
+/// assert_eq!(serde_json::to_string(&FinishReason::ContentFilter)?, r#""content_filter""#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -219,6 +276,22 @@ pub enum FinishReason {
 /// A complete chat answer.
 ///
 /// `Debug` shows the length of the text, never the text.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ChatResponse, FinishReason, ProviderId};
+///
+/// fn describe(answer: &ChatResponse) -> String {
+///     let cut = if answer.finish_reason == Some(FinishReason::Length) { " (cut)" } else { "" };
+///     let (by, n) = (&answer.provider, answer.attempts);
+///     format!("{}{cut} from {by} after {n} attempt(s)", answer.text)
+/// }
+///
+/// // `Client::chat` returns one; `new` builds one, e.g. for a test.
+/// let answer = ChatResponse::new(ProviderId::new("openai"), "gpt-4o-mini", "Paris");
+/// assert_eq!(describe(&answer), "Paris from openai after 1 attempt(s)");
+/// ```
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ChatResponse {
@@ -270,6 +343,21 @@ impl fmt::Debug for ChatResponse {
 /// One increment of a streamed answer.
 ///
 /// `Debug` shows the length of the delta, never the text.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ChatChunk, FinishReason};
+///
+/// // Chunks as a `ChatStream` yields them:
+/// let mut last = ChatChunk::text("");
+/// last.finish_reason = Some(FinishReason::Stop);
+/// let chunks = [ChatChunk::text("Hel"), ChatChunk::text("lo"), last];
+///
+/// let text: String = chunks.iter().map(|c| c.delta.as_str()).collect();
+/// assert_eq!(text, "Hello");
+/// assert_eq!(chunks.iter().find_map(|c| c.finish_reason.clone()), Some(FinishReason::Stop));
+/// ```
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ChatChunk {

@@ -14,6 +14,21 @@ use crate::id::ProviderId;
 /// copying.
 ///
 /// `Debug` shows the file name, MIME type and size, never the audio.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{AudioInput, TranscriptionRequest};
+///
+/// let audio = AudioInput::from_bytes(vec![0u8; 1024], "memo.m4a")?; // or `from_path(…).await?`
+/// assert_eq!((audio.mime_type(), audio.len()), ("audio/mp4", 1024));
+/// assert_eq!(audio.duration(), None); // read from WAV files only
+/// assert!(AudioInput::from_bytes(vec![0u8; 16], "notes.txt").is_err());
+///
+/// let req = TranscriptionRequest::new(audio).language("en");
+/// # let _ = req;
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct AudioInput {
     bytes: Bytes,
@@ -216,6 +231,18 @@ fn wav_duration(b: &[u8]) -> std::result::Result<Duration, &'static str> {
 }
 
 /// The format a speech-to-text provider answers in.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{AudioInput, TranscriptFormat, TranscriptionRequest};
+///
+/// let audio = AudioInput::from_bytes(vec![0u8; 64], "memo.mp3")?;
+/// let req = TranscriptionRequest::new(audio).response_format(TranscriptFormat::VerboseJson);
+/// assert_eq!(req.response_format.as_str(), "verbose_json"); // with segments and language
+/// assert_eq!(TranscriptFormat::default(), TranscriptFormat::Json);
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -318,6 +345,25 @@ impl TranscriptionRequest {
 }
 
 /// A timed piece of a transcript.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::Segment;
+///
+/// fn timestamp(d: Duration) -> String {
+///     format!("{:02}:{:02}.{:03}", d.as_secs() / 60, d.as_secs() % 60, d.subsec_millis())
+/// }
+///
+/// let s = Segment {
+///     start: Duration::from_millis(1_500),
+///     end: Duration::from_millis(63_250),
+///     text: "Hello there.".into(),
+/// };
+/// let cue = format!("{} --> {}  {}", timestamp(s.start), timestamp(s.end), s.text);
+/// assert_eq!(cue, "00:01.500 --> 01:03.250  Hello there.");
+/// ```
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Segment {
     /// Start, from the beginning of the audio.
@@ -341,6 +387,22 @@ impl fmt::Debug for Segment {
 /// The result of a transcription.
 ///
 /// `Debug` shows lengths, never the transcript.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ProviderId, Transcript};
+///
+/// fn describe(t: &Transcript) -> String {
+///     let lang = t.language.as_deref().unwrap_or("?");
+///     format!("[{lang}, {} segment(s), by {}] {}", t.segments.len(), t.provider, t.text)
+/// }
+///
+/// // `Client::transcribe` returns one; `new` builds one, e.g. for a test.
+/// let mut t = Transcript::new(ProviderId::new("deepgram"), "nova-2", "Hello there.");
+/// t.language = Some("en".into());
+/// assert_eq!(describe(&t), "[en, 0 segment(s), by deepgram] Hello there.");
+/// ```
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Transcript {

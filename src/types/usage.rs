@@ -3,6 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// Tokens a provider counted for one request.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::Usage;
+///
+/// let usage = Usage { input_tokens: 1_200, output_tokens: 300 };
+/// assert_eq!(usage.total(), 1_500);
+///
+/// // Its price at $0.15 and $0.60 per million input and output tokens:
+/// let dollars = (usage.input_tokens as f64 * 0.15 + usage.output_tokens as f64 * 0.60) / 1e6;
+/// assert!((dollars - 0.00036).abs() < 1e-12);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt (input) tokens.
