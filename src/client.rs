@@ -257,7 +257,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Injects the clock (tests: [`ManualClock`](crate::clock) behind `test-util`).
+    /// Injects the clock that times every wait (default [`TokioClock`](crate::clock::TokioClock)).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = Some(clock);
         self

@@ -103,7 +103,14 @@ fn _obj_safe(_: &dyn Clock) {}
 /// clock.sleep_until(start + Duration::from_millis(5)).await;
 /// assert!(clock.now() >= start + Duration::from_millis(5));
 ///
-/// let client = Client::builder().clock(Arc::new(clock)).build()?; // the default clock
+/// # let local = std::sync::Arc::new(llm_failover::provider::openai::OpenAi::new(
+/// #     llm_failover::ProviderId::new("local"),
+/// #     "http://127.0.0.1:11434/v1".parse().unwrap(),
+/// # ).with_chat_model("llama3.2"));
+/// let client = Client::builder()
+///     .provider(local, llm_failover::ProviderSettings::new())
+///     .clock(Arc::new(clock)) // the default clock
+///     .build()?;
 /// # let _ = client;
 /// # Ok(()) }
 /// ```

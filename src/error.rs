@@ -259,9 +259,26 @@ struct Inner {
 }
 
 impl Error {
-    /// Creates an error of `kind` with a message. The message is truncated to
-    /// [`MAX_MESSAGE_LEN`].
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    /// An error of `kind` with `message` (truncated to 512 bytes): what an adapter of your
+    /// own returns from [`Provider::error`](crate::provider::Provider::error), or a
+    /// [`LimiterStore`](crate::ratelimit::LimiterStore) of your own when it fails. The router
+    /// treats it by its kind's [`Disposition`]; the provider and model are added for you.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::{Disposition, Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::RateLimited, "slow down")
+    ///     .with_status(429)
+    ///     .with_code("rate_limit_exceeded")
+    ///     .with_retry_after(Some(Duration::from_secs(2)));
+    /// assert_eq!(err.disposition(), Disposition::RateLimited);
+    /// assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+    /// assert_eq!(err.status(), Some(429));
+    /// ```
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error {
             inner: Box::new(Inner {
                 kind,
@@ -343,17 +360,24 @@ impl Error {
         self
     }
 
-    pub(crate) fn with_status(mut self, status: u16) -> Self {
+    /// The HTTP status the provider answered with.
+    #[must_use]
+    pub fn with_status(mut self, status: u16) -> Self {
         self.inner.status = Some(status);
         self
     }
 
-    pub(crate) fn with_code(mut self, code: impl Into<String>) -> Self {
+    /// The provider's own error code or type (`insufficient_quota`, `overloaded_error`, …),
+    /// truncated to 512 bytes.
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
         self.inner.code = Some(truncate(code.into()));
         self
     }
 
-    pub(crate) fn with_retry_after(mut self, after: Option<Duration>) -> Self {
+    /// How long the provider asked to wait, when it said so (`None` leaves it as it is).
+    #[must_use]
+    pub fn with_retry_after(mut self, after: Option<Duration>) -> Self {
         if after.is_some() {
             self.inner.retry_after = after;
         }
@@ -377,7 +401,9 @@ impl Error {
         self
     }
 
-    pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+    /// The underlying error (an I/O or client error of your store or adapter).
+    #[must_use]
+    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         self.inner.source = Some(Box::new(source));
         self
     }

@@ -205,8 +205,8 @@ impl fmt::Display for CredentialSource {
 /// ```
 /// use llm_failover::Credential;
 ///
-/// let key = Credential::new("sk-live-123");
-/// assert!(!format!("{key:?}").contains("sk-live-123"));
+/// let key = Credential::new("sk-test-123");
+/// assert!(!format!("{key:?}").contains("sk-test-123"));
 /// ```
 #[derive(Clone)]
 pub struct Credential {

@@ -41,7 +41,14 @@ fn _obj_safe(_: &dyn Rng) {}
 /// assert_eq!(x, SeededRng::new(42).next_f64()); // same seed, same sequence
 ///
 /// // Reproducible jitter, e.g. for a soak test:
-/// let client = Client::builder().rng(Arc::new(SeededRng::new(42))).build()?;
+/// # let local = std::sync::Arc::new(llm_failover::provider::openai::OpenAi::new(
+/// #     llm_failover::ProviderId::new("local"),
+/// #     "http://127.0.0.1:11434/v1".parse().unwrap(),
+/// # ).with_chat_model("llama3.2"));
+/// let client = Client::builder()
+///     .provider(local, llm_failover::ProviderSettings::new())
+///     .rng(Arc::new(SeededRng::new(42)))
+///     .build()?;
 /// # let _ = client;
 /// # Ok::<(), llm_failover::Error>(())
 /// ```

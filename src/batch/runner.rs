@@ -97,7 +97,8 @@ impl Runner {
         self
     }
 
-    /// The clock that times items and the run (tests inject a manual one).
+    /// The clock that times items and the run (the client's own by default is
+    /// [`TokioClock`](crate::clock::TokioClock)).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -341,7 +342,7 @@ impl RunReport {
     }
 }
 
-/// Live counts of a run, cheap to read from another task (a progress bar).
+/// Live counts of a run, to read from another task while it runs (a progress bar).
 ///
 /// # Examples
 ///

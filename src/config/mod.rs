@@ -2,21 +2,19 @@
 //!
 //! # Two stages
 //!
-//! 1. **Raw** (`raw.rs`): serde reads the file into plain types that mirror it exactly. Every
+//! 1. **Raw**: serde reads the file into plain types that mirror it exactly. Every
 //!    table denies unknown fields, and only keys whose absence means something have a default
 //!    (`[policy]`, the capability lists, `allow_http`). A typo, a wrong type or a missing field
 //!    is reported with its full TOML path (`providers.openai.limits.rpm`) and the line and
 //!    column of the file.
-//! 2. **Validated** (`validate.rs`): the raw values become a [`Config`] only after every rule
+//! 2. **Validated**: the raw values become a [`Config`] only after every rule
 //!    serde cannot express holds: known `kind`s, absolute `https://` URLs (`http://` only to
 //!    loopback or with `allow_http = true`), positive limits and timeouts, a `default_environment`
 //!    that exists, environments that name defined providers able to serve the capability they
 //!    are listed under, each once, with a key source and a model for each use. Each error names
 //!    the TOML path at fault, plus the line and column when the file has them.
 //!
-//! `source.rs` holds what both stages share: the TOML syntax tree (kept for its line and
-//! column numbers), the key policy scan, and the rendering of every error as
-//! `path (line L, column C): what is wrong`.
+//! Every error reads `path (line L, column C): what is wrong`.
 //!
 //! # Keys
 //!

@@ -201,19 +201,19 @@ impl HttpRequest {
         })
     }
 
-    /// Adds a header.
+    /// Adds a header (the name in any case: HTTP names are case-insensitive).
     ///
     /// # Errors
     ///
-    /// `InvalidRequest` if the value is not a valid header value.
-    pub fn header(mut self, name: &'static str, value: &str) -> Result<Self> {
+    /// `InvalidRequest` if the name or the value is not valid in a header.
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self> {
         let v = HeaderValue::from_str(value).map_err(|_| {
             Error::new(
                 ErrorKind::InvalidRequest,
                 format!("invalid value for header `{name}`"),
             )
         })?;
-        self.headers.insert(HeaderName::from_static(name), v);
+        self.headers.insert(header_name(name)?, v);
         Ok(self)
     }
 
@@ -222,8 +222,9 @@ impl HttpRequest {
     ///
     /// # Errors
     ///
-    /// `Auth` if the key contains characters a header cannot carry.
-    pub fn secret_header(mut self, name: &'static str, value: &str) -> Result<Self> {
+    /// `Auth` if the key contains characters a header cannot carry; `InvalidRequest` if the
+    /// name is not a valid header name.
+    pub fn secret_header(mut self, name: &str, value: &str) -> Result<Self> {
         let mut v = HeaderValue::from_str(value).map_err(|_| {
             Error::new(
                 ErrorKind::Auth,
@@ -233,7 +234,7 @@ impl HttpRequest {
             )
         })?;
         v.set_sensitive(true);
-        self.headers.insert(HeaderName::from_static(name), v);
+        self.headers.insert(header_name(name)?, v);
         Ok(self)
     }
 
@@ -244,6 +245,16 @@ impl HttpRequest {
             _ => None,
         }
     }
+}
+
+/// `name` as a header name, or an `InvalidRequest` error saying which.
+fn header_name(name: &str) -> Result<HeaderName> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("`{name}` is not a valid header name"),
+        )
+    })
 }
 
 impl fmt::Debug for HttpRequest {
@@ -351,4 +362,33 @@ pub(crate) enum Streamed {
     Ok(StreamingResponse),
     /// Not 2xx: the complete response, for classification.
     Err(RawResponse),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found while writing the examples: an uppercase or invalid name panicked (it was read
+    /// with `HeaderName::from_static`).
+    #[test]
+    fn header_names_in_any_case_are_taken_and_invalid_ones_are_an_error() {
+        let url: Url = "http://127.0.0.1:1/".parse().unwrap();
+        let r = HttpRequest::new(Method::GET, url.clone())
+            .header("X-Title", "demo")
+            .unwrap()
+            .secret_header("X-Api-Key", "sk-test")
+            .unwrap();
+        assert_eq!(r.headers["x-title"], "demo");
+        assert!(r.headers["x-api-key"].is_sensitive());
+        for bad in ["bad name", "", "x:y"] {
+            let err = HttpRequest::new(Method::GET, url.clone())
+                .header(bad, "v")
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{bad:?}");
+            let err = HttpRequest::new(Method::GET, url.clone())
+                .secret_header(bad, "sk-test")
+                .unwrap_err();
+            assert!(!err.to_string().contains("sk-test"), "{err}");
+        }
+    }
 }

@@ -351,7 +351,14 @@ pub struct LimitSnapshot {
 ///     }
 /// }
 ///
-/// let client = Client::builder().limiter_store(Arc::new(Unlimited)).build()?;
+/// # let local = std::sync::Arc::new(llm_failover::provider::openai::OpenAi::new(
+/// #     llm_failover::ProviderId::new("local"),
+/// #     "http://127.0.0.1:11434/v1".parse().unwrap(),
+/// # ).with_chat_model("llama3.2"));
+/// let client = Client::builder()
+///     .provider(local, llm_failover::ProviderSettings::new())
+///     .limiter_store(Arc::new(Unlimited))
+///     .build()?;
 /// # let _ = client;
 /// # Ok::<(), llm_failover::Error>(())
 /// ```
@@ -596,9 +603,9 @@ impl KeyState {
 
 /// The default store: buckets in this process's memory.
 ///
-/// One short-lived lock per key guards arithmetic only; nobody waits while holding it. A key
-/// with nothing configured that no response has ever described is unknown, and unknown
-/// admits freely: until the first key exists, a reservation of such a key reads one flag.
+/// A key with nothing configured that no response has ever described is unknown, and unknown
+/// admits freely. Pass one to [`ClientBuilder::limiter_store`](crate::ClientBuilder::limiter_store)
+/// only to share it between clients of this process; a client makes its own otherwise.
 ///
 /// # Examples
 ///
@@ -617,7 +624,14 @@ impl KeyState {
 /// let second = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
 /// assert!(matches!(second, Reservation::NotUntil { .. })); // the minute's one request is spent
 ///
-/// let client = Client::builder().limiter_store(store).build()?;
+/// # let local = std::sync::Arc::new(llm_failover::provider::openai::OpenAi::new(
+/// #     llm_failover::ProviderId::new("local"),
+/// #     "http://127.0.0.1:11434/v1".parse().unwrap(),
+/// # ).with_chat_model("llama3.2"));
+/// let client = Client::builder()
+///     .provider(local, llm_failover::ProviderSettings::new())
+///     .limiter_store(store)
+///     .build()?;
 /// # let _ = client;
 /// # Ok(()) }
 /// ```

@@ -188,7 +188,7 @@ impl Router {
     ///
     /// # Errors
     ///
-    /// `Config` when a provider is added twice, an order names an unknown provider or one
+    /// `Config` when there is no provider, a provider is added twice, an order names an unknown provider or one
     /// that cannot serve its capability, the backoff is invalid, or the HTTP client cannot
     /// be built.
     pub(crate) fn new(parts: Parts) -> Result<Self> {
@@ -201,6 +201,12 @@ impl Router {
             store,
             transport,
         } = parts;
+        if providers.is_empty() {
+            return Err(Error::config(
+                "no provider is configured: name a providers.toml environment, or add providers \
+                 with ClientBuilder::provider",
+            ));
+        }
         let mut seen = HashSet::new();
         if let Some((a, _)) = providers.iter().find(|(a, _)| !seen.insert(a.id().clone())) {
             return Err(Error::config(format!("provider `{}` added twice", a.id())));
