@@ -271,12 +271,11 @@ async fn a_terminal_error_after_a_failover_counts_every_send() {
     assert_eq!(err.sends(), Some(0), "{err}");
 }
 
-/// A plain request's first attempt is sent at once, without the general attempt loop; with
-/// the send trace on (which needs the breaker's lock for its sequence numbers) it goes through
-/// the loop. Given the same answers, both must end the same way, send the same requests, count
-/// the same and leave the limiter knowing the same.
+/// Observability never changes behaviour: with the send trace on or off, the same first
+/// answers end the request the same way, send the same requests, count the same and leave
+/// the limiter knowing the same. (It once chose between two paths and two locks.)
 #[tokio::test]
-async fn a_first_attempt_sent_at_once_ends_and_counts_as_the_attempt_loop_does() {
+async fn observability_never_changes_what_is_sent() {
     /// A name and the first answer of provider `a`.
     type Case = (&'static str, fn() -> Reply);
     let first_answers: [Case; 8] = [
@@ -317,12 +316,12 @@ async fn a_first_attempt_sent_at_once_ends_and_counts_as_the_attempt_loop_does()
     ];
     for (name, first) in first_answers {
         let mut runs = Vec::new();
-        for through_the_loop in [false, true] {
+        for traced in [false, true] {
             let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
             a.push(CHAT, first());
             b.push(CHAT, ok("from b"));
             let h = client(&[("a", &a), ("b", &b)], policy());
-            let _trace = through_the_loop.then(|| {
+            let _trace = traced.then(|| {
                 tracing::subscriber::set_default(
                     tracing_subscriber::fmt()
                         .with_env_filter("llm_failover::send=debug")
@@ -351,6 +350,6 @@ async fn a_first_attempt_sent_at_once_ends_and_counts_as_the_attempt_loop_does()
                 h.clock.sleeps(),
             ));
         }
-        assert_eq!(runs[0], runs[1], "first answer {name}: at once vs the loop");
+        assert_eq!(runs[0], runs[1], "first answer {name}: untraced vs traced");
     }
 }
