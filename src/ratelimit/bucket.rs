@@ -81,6 +81,11 @@ impl Bucket {
         self.per_sec
     }
 
+    /// The window: how long an empty bucket takes to fill.
+    pub fn window(&self) -> Duration {
+        Duration::from_secs_f64(self.capacity / self.per_sec)
+    }
+
     fn refill(&mut self, now: Instant) {
         if now > self.updated {
             let dt = (now - self.updated).as_secs_f64();
@@ -133,6 +138,13 @@ impl Bucket {
     pub fn tighten(&mut self, remaining: u64, now: Instant) {
         self.refill(now);
         self.level = self.level.min(remaining as f64);
+    }
+
+    /// Sets the level (what the provider says is left, less what was booked since): raises it
+    /// as well as lowering it, never above the highest level.
+    pub fn set_level(&mut self, level: f64, now: Instant) {
+        self.refill(now);
+        self.level = level.min(self.cap);
     }
 
     /// Empties the bucket (a 429): nothing passes until it refills.
@@ -272,6 +284,20 @@ mod tests {
         // A tiny limit keeps at least one unit.
         let mut one = Bucket::new(1, MIN, t0).with_allowance(Duration::from_secs(30));
         assert_eq!(one.level(t0), 1.0);
+    }
+
+    #[test]
+    fn a_set_level_raises_and_lowers_but_never_past_the_top() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(100, MIN, t0);
+        b.drain(t0);
+        b.set_level(70.0, t0);
+        assert_eq!(b.level(t0), 70.0);
+        b.set_level(-5.0, t0);
+        assert_eq!(b.level(t0), -5.0, "booked debt is kept");
+        b.set_level(500.0, t0);
+        assert_eq!(b.level(t0), 100.0);
+        assert_eq!(b.window(), MIN);
     }
 
     #[test]

@@ -159,7 +159,7 @@ mod tests {
     use super::*;
     use crate::clock::TokioClock;
     use crate::id::ProviderId;
-    use crate::ratelimit::store::MemoryStore;
+    use crate::ratelimit::MemoryStore;
     use crate::ratelimit::{LimitReport, Per, Window};
 
     fn limiter() -> Limiter {
@@ -423,7 +423,7 @@ mod tests {
                 &key(),
                 Tightening {
                     gate_until: Some(now + Duration::from_secs(secs)),
-                    drain: true,
+                    drain: crate::ratelimit::Drain::every_minute(),
                     ..Tightening::default()
                 },
             )

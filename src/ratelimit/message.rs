@@ -202,7 +202,7 @@ mod tests {
             "try again in 0 seconds",
             "try again in 1e400s",
             "try again in NaNs",
-            "try again in 31 days",
+            // A number no duration can hold is garbage, not a delay.
             "try again in 99999999999999999999999999999h",
             "retry inside 5s",
             "retry after\u{b5}5s",
@@ -211,6 +211,14 @@ mod tests {
         ];
         for text in cases {
             assert_eq!(delay_in_message(text), None, "text {text:?}");
+        }
+        // A valid delay beyond the maximum is the maximum, never "no delay".
+        for text in ["try again in 31 days", "try again in 400 days"] {
+            assert_eq!(
+                delay_in_message(text),
+                Some(super::super::MAX_SANE_RETRY_AFTER),
+                "text {text:?}"
+            );
         }
     }
 }

@@ -29,11 +29,15 @@ mod duration;
 mod estimate;
 mod headers;
 mod ietf;
+mod key_state;
 mod limiter;
 mod limits;
+mod memory;
 mod message;
+mod named;
 mod report;
 mod retry_after;
+mod stated;
 mod store;
 mod value;
 
@@ -42,9 +46,11 @@ mod random_input_tests;
 
 pub use headers::parse_limit_headers;
 pub use limits::Limits;
+pub use memory::MemoryStore;
+pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
 pub use store::{
-    Cost, Dimension, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
+    Cost, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
 };
 
 // Internals, public with `test-util` for tests, benches and fuzzers.

@@ -12,12 +12,13 @@ use super::duration::{decimal_millis, decimal_seconds};
 use super::value::header;
 use crate::clock::Now;
 
-/// The longest delay a `Retry-After` (or a delay in a message) may state and still be taken
-/// at its word: 30 days. Anything longer is treated as garbage and ignored, as if the header
-/// were absent.
+/// The longest delay a `Retry-After` (or a delay in a message) is taken as: 30 days. A valid
+/// longer one (an HTTP date decades ahead) is this long — the provider said "not for a long
+/// while", which is never "retry in a second".
 ///
-/// A long but sane delay (a day, for an exhausted daily quota) is returned as stated: deciding
-/// that it is too long to wait for is the router's job (`max_retry_after`), not the parser's.
+/// A long delay (a day, for an exhausted daily quota) is returned as stated: deciding that it
+/// is too long to wait for is the router's job (`max_retry_after`: the provider is skipped for
+/// that long and the request fails over), not the parser's.
 pub const MAX_SANE_RETRY_AFTER: Duration = Duration::from_secs(30 * 86_400);
 
 /// The delay a response asks for, from its headers.
@@ -28,8 +29,8 @@ pub const MAX_SANE_RETRY_AFTER: Duration = Duration::from_secs(30 * 86_400);
 /// into a delay against `now.wall`.
 ///
 /// Returns `None` when no usable value is present: negative, `NaN`, `inf`, exponent forms,
-/// garbage, a date at or before now, a zero delay, or a delay above
-/// [`MAX_SANE_RETRY_AFTER`]. The caller then falls back to jittered backoff.
+/// garbage, a date at or before now, or a zero delay (the caller then falls back to jittered
+/// backoff). A delay above [`MAX_SANE_RETRY_AFTER`] is that maximum.
 ///
 /// # Examples
 ///
@@ -75,9 +76,9 @@ pub fn should_retry(headers: &HeaderMap) -> Option<bool> {
     }
 }
 
-/// A stated delay worth honouring: positive and not absurd.
+/// A stated delay worth honouring: positive, and at most [`MAX_SANE_RETRY_AFTER`].
 pub(super) fn sane_delay(delay: Duration) -> Option<Duration> {
-    (!delay.is_zero() && delay <= MAX_SANE_RETRY_AFTER).then_some(delay)
+    (!delay.is_zero()).then_some(delay.min(MAX_SANE_RETRY_AFTER))
 }
 
 #[cfg(test)]
@@ -169,17 +170,33 @@ mod tests {
             &[("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")],
             // Wrong weekday: not a valid HTTP-date.
             &[("retry-after", "Mon, 01 Jun 2024 12:00:30 GMT")],
-            // More than 30 days.
-            &[("retry-after", "2592001")],
-            &[("retry-after", "99999999999999999999999")],
-            &[("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")],
-            &[("retry-after-ms", "2592000001")],
             &[("retry-after-ms", "NaN")],
+            // A number no duration can hold is garbage, not a delay.
+            &[("retry-after", "99999999999999999999999")],
         ];
         for pairs in cases {
             assert_eq!(
                 retry_after(&headers(pairs), fixed_now()),
                 None,
+                "headers {pairs:?}"
+            );
+        }
+    }
+
+    /// Found testing against documented behaviour: a date decades ahead was "invalid" and the
+    /// provider was retried after about a second. A valid delay is never garbage: longer than
+    /// 30 days, it is 30 days.
+    #[test]
+    fn a_valid_delay_beyond_the_maximum_is_the_maximum() {
+        let cases: [&[(&str, &str)]; 3] = [
+            &[("retry-after", "2592001")],
+            &[("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")],
+            &[("retry-after-ms", "2592000001")],
+        ];
+        for pairs in cases {
+            assert_eq!(
+                retry_after(&headers(pairs), fixed_now()),
+                Some(MAX_SANE_RETRY_AFTER),
                 "headers {pairs:?}"
             );
         }

@@ -91,7 +91,8 @@ impl Router {
     /// `max_retry_after`, else ends the request.
     async fn wait_for_reopen<T>(&self, run: &mut Run<'_>, at: Instant) -> Step<T> {
         let wait = at.saturating_duration_since(self.clock.now());
-        if at > run.deadline || wait > self.policy.max_retry_after {
+        // A reopen at the deadline is too late: nothing would be left to send in.
+        if at >= run.deadline || wait > self.policy.max_retry_after {
             return ControlFlow::Break(Err(run.unavailable(at, wait)));
         }
         tracing::debug!(
@@ -178,7 +179,8 @@ impl Router {
         used: Option<u64>,
     ) -> Result<()> {
         if let Some(report) = report {
-            self.learn(run.candidates[ticket.slot].entry, &ticket.key, report)
+            let entry = run.candidates[ticket.slot].entry;
+            self.learn(entry, &ticket.key, report, ticket.booking)
                 .await?;
         }
         if let Some(used) = used {
@@ -283,7 +285,7 @@ impl Router {
     ) -> Step<T> {
         let entry = run.candidates[ticket.slot].entry;
         if let Some(report) = report {
-            if let Err(e) = self.learn(entry, &ticket.key, report).await {
+            if let Err(e) = self.learn(entry, &ticket.key, report, ticket.booking).await {
                 return ControlFlow::Break(Err(e));
             }
         }
@@ -295,14 +297,14 @@ impl Router {
         }
         tracing::debug!(parent: span, kind = err.kind().as_str(), "attempt failed");
         let now = self.clock.now();
-        let sends = run.sends;
+        let failed = run.failed;
         let tried = run.tried_mut(ticket.slot);
         let outcome = Outcome {
             error: &err,
             report,
             probe,
             failures: tried.failures,
-            sends,
+            failed,
         };
         tried.failures += 1;
         let action = decide(&outcome, &self.rules, now, self.rng.as_ref());
@@ -322,6 +324,9 @@ impl Router {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         count(entry, action.count);
+        if matches!(action.count, Count::Transient { .. }) {
+            run.failed += 1;
+        }
         if let Some(t) = action.tighten {
             if let Err(e) = self.limiter.raise(&ticket.key, t).await {
                 return ControlFlow::Break(Err(e));

@@ -39,6 +39,9 @@ pub(crate) enum BreakerState {
         /// A probe has been handed out and has not reported back.
         probe_in_flight: bool,
     },
+    /// The provider rejected the key (401, 403): nothing is sent with it again in this
+    /// client's life — the configuration must change.
+    Rejected,
 }
 
 /// What the breaker allows now.
@@ -52,6 +55,8 @@ pub(crate) enum Allow {
     No(Instant),
     /// A probe is in flight; wait for its verdict.
     ProbeBusy,
+    /// Never: the key was rejected.
+    Rejected,
 }
 
 /// Breaker settings.
@@ -81,6 +86,11 @@ pub(crate) enum BreakerEvent {
     OpenUntil(Instant),
     /// A transient failure: counts toward the threshold; a failed probe re-trips.
     Transient,
+    /// A transient failure that stated how long to wait (a 503 with `Retry-After`): as
+    /// [`Transient`](Self::Transient), and open until then at least.
+    TransientUntil(Instant),
+    /// The provider rejected the key.
+    Reject,
 }
 
 /// One provider's breaker.
@@ -140,6 +150,7 @@ impl Breaker {
             BreakerState::HalfOpen {
                 probe_in_flight: true,
             } => Allow::ProbeBusy,
+            BreakerState::Rejected => Allow::Rejected,
         }
     }
 
@@ -179,7 +190,7 @@ impl Breaker {
                 self.state = BreakerState::Closed { failures: 0 };
                 self.trips = 0;
             }
-            BreakerState::HalfOpen { .. } | BreakerState::Open { .. } => {}
+            BreakerState::HalfOpen { .. } | BreakerState::Open { .. } | BreakerState::Rejected => {}
         }
     }
 
@@ -187,6 +198,9 @@ impl Breaker {
     /// already is). Returns true when this opened a closed breaker.
     pub(crate) fn open_until(&mut self, until: Instant, now: Instant) -> bool {
         self.tick(now);
+        if self.state == BreakerState::Rejected {
+            return false;
+        }
         let was_closed = matches!(self.state, BreakerState::Closed { .. });
         let until = self.open_until.map_or(until, |u| u.max(until));
         self.open_until = Some(until);
@@ -223,7 +237,7 @@ impl Breaker {
                 false
             }
             // Responses from requests sent before it opened: nothing new.
-            BreakerState::Open { .. } => false,
+            BreakerState::Open { .. } | BreakerState::Rejected => false,
         }
     }
 
@@ -240,6 +254,15 @@ impl Breaker {
             }
             BreakerEvent::OpenUntil(until) => self.open_until(until, now),
             BreakerEvent::Transient => self.on_transient(now),
+            BreakerEvent::TransientUntil(until) => {
+                let tripped = self.on_transient(now);
+                self.open_until(until, now) || tripped
+            }
+            BreakerEvent::Reject => {
+                let was_closed = matches!(self.state, BreakerState::Closed { .. });
+                self.state = BreakerState::Rejected;
+                was_closed
+            }
         }
     }
 
@@ -349,6 +372,29 @@ pub(crate) mod tests {
         assert_eq!(b.check(t0), Allow::Yes);
         // Throttling still opens it.
         assert!(b.open_until(t0 + S, t0));
+    }
+
+    #[test]
+    fn a_rejected_key_never_reopens() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(3));
+        assert!(b.apply(BreakerEvent::Reject, t0));
+        let much_later = t0 + Duration::from_secs(86_400 * 365);
+        assert_eq!(b.acquire(much_later), Allow::Rejected);
+        // Nothing moves it: an answer, an opening, a failure.
+        b.on_success(true);
+        b.open_until(t0 + S, t0);
+        b.on_transient(t0);
+        assert_eq!(b.state(much_later), BreakerState::Rejected);
+    }
+
+    #[test]
+    fn a_stated_delay_on_a_transient_failure_keeps_the_breaker_open_that_long() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(settings(3));
+        assert!(b.apply(BreakerEvent::TransientUntil(t0 + 20 * S), t0));
+        assert_eq!(b.check(t0 + 19 * S), Allow::No(t0 + 20 * S));
+        assert_eq!(b.check(t0 + 20 * S), Allow::Probe);
     }
 
     #[test]

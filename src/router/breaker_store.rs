@@ -160,6 +160,7 @@ impl BreakerCell for SharedBreaker {
             } => Some(Allow::Probe),
             // Re-tripped while we waited (a late failure): not now.
             BreakerState::Open { .. } => None,
+            BreakerState::Rejected => None,
             _ => Some(b.acquire(now)).filter(|a| matches!(a, Allow::Yes | Allow::Probe)),
         });
         allow.map(|allow| Verdict { allow, version })

@@ -19,6 +19,9 @@ use crate::ratelimit::{Cost, LimitKey, Limits, Reservation};
 /// again.
 pub(crate) const PROBE_POLL: Duration = Duration::from_millis(250);
 
+/// The least time a booked slot must leave before the deadline to send in.
+const SEND_ROOM: Duration = Duration::from_millis(1);
+
 /// A candidate chosen and admitted for the next attempt.
 #[derive(Debug)]
 pub(crate) struct Ticket<'r> {
@@ -32,6 +35,9 @@ pub(crate) struct Ticket<'r> {
     pub(crate) ready_at: Instant,
     /// The breaker's verdict (the probe, or not) when it was chosen.
     pub(crate) verdict: Verdict,
+    /// The store's number for the booking (`None`: admitted without one), handed back with
+    /// the answer's report.
+    pub(crate) booking: Option<u64>,
 }
 
 /// The choice for the next attempt.
@@ -57,8 +63,9 @@ struct Chosen<'r> {
 
 impl<'r> Chosen<'r> {
     /// Admitted, to send after `wait` from `now`.
-    fn into_ticket(self, wait: Duration, now: Instant) -> Ticket<'r> {
+    fn into_ticket(self, wait: Duration, now: Instant, booking: Option<u64>) -> Ticket<'r> {
         Ticket {
+            booking,
             slot: self.slot,
             key: self.key,
             cost: self.cost,
@@ -106,14 +113,18 @@ impl Survey {
 impl Router {
     /// Chooses and admits the next attempt's provider: the first candidate (fewer failures
     /// first) that can start within `spill_after`; if every wait is longer, the one that can
-    /// start soonest, within the deadline. `now` is the loop's reading of the clock.
+    /// start soonest, before the deadline (a slot at the deadline is no slot: nothing would be
+    /// left to send in). `now` is the loop's reading of the clock.
     pub(crate) async fn pick<'r, J: Job>(
         &'r self,
         job: &J,
         run: &mut Run<'r>,
         now: Instant,
     ) -> Result<Pick<'r>> {
-        let remaining = run.deadline.saturating_duration_since(now);
+        let remaining = run
+            .deadline
+            .saturating_duration_since(now)
+            .saturating_sub(SEND_ROOM);
         let mut survey = Survey::default();
         let first_wait = remaining.min(self.policy.spill_after);
         for &slot in run.ranked().iter() {
@@ -149,7 +160,7 @@ impl Router {
     ) -> Result<Option<Ticket<'r>>> {
         match self.look(job, run, slot, now) {
             Look::Ready(c) if self.limiter.admits_freely(&c.key, &c.limits) => {
-                Ok(Some(c.into_ticket(Duration::ZERO, now)))
+                Ok(Some(c.into_ticket(Duration::ZERO, now, None)))
             }
             Look::Ready(c) => Box::pin(self.admit(run, c, now, max_wait, survey)).await,
             Look::Skip(until) => {
@@ -179,6 +190,19 @@ impl Router {
         match verdict.allow {
             Allow::No(until) => return Look::Skip(until),
             Allow::ProbeBusy => return Look::Skip(now + PROBE_POLL),
+            Allow::Rejected => {
+                return Look::Never(
+                    Error::new(
+                        ErrorKind::Auth,
+                        format!(
+                            "provider `{}` rejected this key earlier; nothing is sent with it \
+                             again until the key is fixed and the client built anew",
+                            c.entry.id()
+                        ),
+                    )
+                    .with_provider(c.entry.id().clone()),
+                )
+            }
             Allow::Yes | Allow::Probe => {}
         }
         let entry = c.entry;
@@ -222,10 +246,14 @@ impl Router {
             .limiter
             .reserve(&c.key, &c.limits, c.cost, max_wait, now)
             .await;
-        let wait = match reserved {
-            Ok(Reservation::Granted { wait, token_room }) => {
+        let (wait, booking) = match reserved {
+            Ok(Reservation::Granted {
+                wait,
+                token_room,
+                booking,
+            }) => {
                 c.entry.note_room(&c.key, token_room);
-                wait
+                (wait, booking)
             }
             other => {
                 self.release(run, c.slot, c.verdict, now);
@@ -245,7 +273,7 @@ impl Router {
                 return Ok(None);
             }
         };
-        Ok(Some(c.into_ticket(wait, now)))
+        Ok(Some(c.into_ticket(wait, now, Some(booking))))
     }
 
     /// A claimed probe that will not be sent goes back.

@@ -286,13 +286,14 @@ impl Router {
         self.request_ids.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Teaches the limiter what a response stated; from the first token window on, this
-    /// provider's requests are priced in tokens.
+    /// Teaches the limiter what a response stated, the answer to `booking`; from the first
+    /// token window on, this provider's requests are priced in tokens.
     pub(super) async fn learn(
         &self,
         entry: &Entry,
         key: &LimitKey,
         report: &LimitReport,
+        booking: Option<u64>,
     ) -> Result<()> {
         let states_tokens = report.tokens.is_some()
             || report.input_tokens.is_some()
@@ -302,6 +303,7 @@ impl Router {
         }
         let learned = Tightening {
             report: Some(report.clone()),
+            booking,
             ..Tightening::default()
         };
         self.limiter.raise(key, learned).await

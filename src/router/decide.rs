@@ -1,13 +1,17 @@
 //! What to do after a failed attempt: a pure function of what happened, the policy, `now`
 //! and the jitter source, returning an [`Action`] value that the attempt loop applies.
+//!
+//! A throttled request is rescheduled, not failed: a 429 or an exhausted quota closes its
+//! provider until the stated reset and the request goes on elsewhere, or waits, within its
+//! deadline; `max_attempts` bounds only the sends that failed for other reasons.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::breaker::BreakerEvent;
-use crate::error::{Disposition, Error};
-use crate::ratelimit::{LimitReport, Tightening};
+use crate::error::{Disposition, Error, ErrorKind};
+use crate::ratelimit::{named_drain, Drain, LimitReport, Tightening, Window};
 use crate::retry::Backoff;
 use crate::rng::Rng;
 
@@ -21,8 +25,8 @@ pub(crate) struct Outcome<'a> {
     pub(crate) probe: bool,
     /// This request's earlier failures at this provider (the backoff's exponent).
     pub(crate) failures: u32,
-    /// Requests this request has sent, this one included.
-    pub(crate) sends: u32,
+    /// This request's earlier sends that failed for reasons other than throttling.
+    pub(crate) failed: u32,
 }
 
 /// The policy the decision follows.
@@ -72,17 +76,10 @@ pub(crate) struct Action {
 
 /// Decides what a failed attempt leads to (see the module docs of [`router`](super)).
 pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng) -> Action {
-    let spent = o.sends >= rules.max_attempts;
-    let go_on = if spent { Next::GiveUp } else { Next::FailOver };
     match o.error.disposition() {
         Disposition::Terminal => Action {
             count: Count::Terminal,
-            // The provider answered: it is up, whatever it thought of the request.
-            breaker: if o.error.status().is_some() {
-                BreakerEvent::Answered { probe: o.probe }
-            } else {
-                BreakerEvent::ReleaseProbe
-            },
+            breaker: terminal_breaker(o),
             tighten: None,
             back_off_until: None,
             next: Next::Return,
@@ -96,11 +93,11 @@ pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng
                 breaker: BreakerEvent::OpenUntil(until),
                 tighten: Some(Tightening {
                     gate_until: Some(until),
-                    drain: true,
-                    report: None,
+                    drain: drain_for(o.error, o.report),
+                    ..Tightening::default()
                 }),
                 back_off_until: None,
-                next: go_on,
+                next: Next::FailOver,
             }
         }
         Disposition::QuotaExhausted => Action {
@@ -110,18 +107,76 @@ pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng
             ),
             tighten: None,
             back_off_until: None,
-            next: go_on,
+            next: Next::FailOver,
         },
-        Disposition::Transient => Action {
-            count: Count::Transient {
-                server_error: o.error.status().is_some_and(|s| s >= 500),
-            },
-            breaker: BreakerEvent::Transient,
-            tighten: None,
-            back_off_until: Some(now + rules.backoff.delay(o.failures, rng)),
-            next: if spent { Next::GiveUp } else { Next::Retry },
-        },
+        Disposition::Transient => {
+            // A stated delay (a 503's `Retry-After`) means what it means on a 429.
+            let (breaker, until) = match o.error.retry_after() {
+                Some(d) => (BreakerEvent::TransientUntil(now + d), now + d),
+                None => (
+                    BreakerEvent::Transient,
+                    now + rules.backoff.delay(o.failures, rng),
+                ),
+            };
+            Action {
+                count: Count::Transient {
+                    server_error: o.error.status().is_some_and(|s| s >= 500),
+                },
+                breaker,
+                tighten: None,
+                back_off_until: Some(until),
+                next: if o.failed + 1 >= rules.max_attempts {
+                    Next::GiveUp
+                } else {
+                    Next::Retry
+                },
+            }
+        }
     }
+}
+
+/// A terminal error's effect on the breaker: a rejected key (401, 403) closes the provider for
+/// that account for good; any other answer shows the provider is up; no answer at all only
+/// gives back a claimed probe.
+fn terminal_breaker(o: &Outcome<'_>) -> BreakerEvent {
+    match (o.error.status(), o.error.kind()) {
+        (Some(_), ErrorKind::Auth | ErrorKind::PermissionDenied) => BreakerEvent::Reject,
+        (Some(_), _) => BreakerEvent::Answered { probe: o.probe },
+        (None, _) => BreakerEvent::ReleaseProbe,
+    }
+}
+
+/// What a 429 drains: the dimensions the same response states at 0, else the limit its code
+/// or message names, else the per-minute buckets — never a dimension the response states has
+/// room in.
+pub(crate) fn drain_for(err: &Error, report: Option<&LimitReport>) -> Drain {
+    let left = |w: &Option<Window>| w.as_ref().and_then(|w| w.remaining);
+    let stated = report.map_or([None; 4], |r| {
+        [
+            left(&r.requests),
+            left(&r.tokens),
+            left(&r.input_tokens),
+            left(&r.output_tokens),
+        ]
+    });
+    let zero = stated.map(|r| r == Some(0));
+    let mut d = if zero.iter().any(|z| *z) {
+        Drain {
+            requests: zero[0],
+            tokens: zero[1],
+            input_tokens: zero[2],
+            output_tokens: zero[3],
+            day: false,
+        }
+    } else {
+        named_drain(err.code(), err.message()).unwrap_or(Drain::every_minute())
+    };
+    let room = stated.map(|r| r.is_some_and(|r| r > 0));
+    d.requests &= !room[0];
+    d.tokens &= !room[1];
+    d.input_tokens &= !room[2];
+    d.output_tokens &= !room[3];
+    d
 }
 
 /// The delay the provider stated: `retry-after-ms`/`Retry-After` or a body/message delay (on
@@ -168,17 +223,27 @@ mod tests {
         report: Option<LimitReport>,
         probe: bool,
         failures: u32,
-        sends: u32,
+        failed: u32,
         expect: fn(Instant) -> Action,
     }
 
-    fn drain(until: Instant) -> Option<Tightening> {
+    /// A 429's tightening: gated until `until`, draining `what`.
+    fn gate(until: Instant, what: Drain) -> Option<Tightening> {
         Some(Tightening {
             gate_until: Some(until),
-            drain: true,
-            report: None,
+            drain: what,
+            ..Tightening::default()
         })
     }
+
+    fn drain(until: Instant) -> Option<Tightening> {
+        gate(until, Drain::every_minute())
+    }
+
+    const REQUESTS: Drain = Drain {
+        requests: true,
+        ..Drain::none()
+    };
 
     fn rows(t0: Instant) -> Vec<Row> {
         let exhausted = LimitReport {
@@ -197,7 +262,7 @@ mod tests {
                 report: None,
                 probe: true,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |_| Action {
                     count: Count::Terminal,
                     breaker: BreakerEvent::Answered { probe: true },
@@ -212,7 +277,7 @@ mod tests {
                 report: None,
                 probe: true,
                 failures: 0,
-                sends: 0,
+                failed: 0,
                 expect: |_| Action {
                     count: Count::Terminal,
                     breaker: BreakerEvent::ReleaseProbe,
@@ -227,7 +292,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |t0| Action {
                     count: Count::RateLimited,
                     breaker: BreakerEvent::OpenUntil(t0 + 30 * S),
@@ -237,16 +302,16 @@ mod tests {
                 },
             },
             Row {
-                name: "a 429 without a delay waits for its exhausted window's reset",
+                name: "a 429 without a delay waits for its exhausted window's reset, draining it",
                 error: err(ErrorKind::RateLimited, Some(429)),
-                report: Some(exhausted),
+                report: Some(exhausted.clone()),
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |t0| Action {
                     count: Count::RateLimited,
                     breaker: BreakerEvent::OpenUntil(t0 + 20 * S),
-                    tighten: drain(t0 + 20 * S),
+                    tighten: gate(t0 + 20 * S, REQUESTS),
                     back_off_until: None,
                     next: Next::FailOver,
                 },
@@ -257,7 +322,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 2,
-                sends: 3,
+                failed: 2,
                 expect: |t0| Action {
                     count: Count::RateLimited,
                     breaker: BreakerEvent::OpenUntil(t0 + 2 * S),
@@ -267,18 +332,109 @@ mod tests {
                 },
             },
             Row {
-                name: "a 429 on the last attempt gives up with every error",
+                name: "a 429 after three failed sends still fails over: throttling is a wait",
                 error: err(ErrorKind::RateLimited, Some(429)).with_retry_after(Some(S)),
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 4,
+                failed: 3,
                 expect: |t0| Action {
                     count: Count::RateLimited,
                     breaker: BreakerEvent::OpenUntil(t0 + S),
                     tighten: drain(t0 + S),
                     back_off_until: None,
-                    next: Next::GiveUp,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a 429 about tokens that states requests have room drains tokens only",
+                error: err(ErrorKind::RateLimited, Some(429)).with_retry_after(Some(2 * S)),
+                report: Some(LimitReport {
+                    requests: Some(Window {
+                        limit: Some(14_400),
+                        remaining: Some(14_370),
+                        reset_at: None,
+                        per: Per::Day,
+                    }),
+                    tokens: Some(Window {
+                        limit: Some(6_000),
+                        remaining: Some(0),
+                        reset_at: None,
+                        per: Per::Minute,
+                    }),
+                    ..LimitReport::default()
+                }),
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |t0| Action {
+                    count: Count::RateLimited,
+                    breaker: BreakerEvent::OpenUntil(t0 + 2 * S),
+                    tighten: gate(
+                        t0 + 2 * S,
+                        Drain {
+                            tokens: true,
+                            ..Drain::none()
+                        },
+                    ),
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a 429 whose message names requests per day drains the day's requests",
+                error: Error::new(
+                    ErrorKind::RateLimited,
+                    "Rate limit reached for gpt-4o-mini on requests per day (RPD): Limit 10000",
+                )
+                .with_status(429)
+                .with_retry_after(Some(60 * S)),
+                report: None,
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |t0| Action {
+                    count: Count::RateLimited,
+                    breaker: BreakerEvent::OpenUntil(t0 + 60 * S),
+                    tighten: gate(
+                        t0 + 60 * S,
+                        Drain {
+                            day: true,
+                            ..REQUESTS
+                        },
+                    ),
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "a 401 rejects the key: the provider closes for this account",
+                error: err(ErrorKind::Auth, Some(401)),
+                report: None,
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |_| Action {
+                    count: Count::Terminal,
+                    breaker: BreakerEvent::Reject,
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::Return,
+                },
+            },
+            Row {
+                name: "a 503 with Retry-After: 20 keeps the provider closed 20 s",
+                error: err(ErrorKind::Overloaded, Some(503)).with_retry_after(Some(20 * S)),
+                report: None,
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |t0| Action {
+                    count: Count::Transient { server_error: true },
+                    breaker: BreakerEvent::TransientUntil(t0 + 20 * S),
+                    tighten: None,
+                    back_off_until: Some(t0 + 20 * S),
+                    next: Next::Retry,
                 },
             },
             Row {
@@ -287,7 +443,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |_| Action {
                     count: Count::Terminal,
                     breaker: BreakerEvent::Answered { probe: false },
@@ -302,7 +458,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |t0| Action {
                     count: Count::QuotaExhausted,
                     breaker: BreakerEvent::OpenUntil(t0 + 3600 * S),
@@ -317,7 +473,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |t0| Action {
                     count: Count::QuotaExhausted,
                     breaker: BreakerEvent::OpenUntil(t0 + 900 * S),
@@ -332,7 +488,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 1,
-                sends: 2,
+                failed: 1,
                 expect: |t0| Action {
                     count: Count::Transient { server_error: true },
                     breaker: BreakerEvent::Transient,
@@ -347,7 +503,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |t0| Action {
                     count: Count::Transient {
                         server_error: false,
@@ -364,7 +520,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 4,
+                failed: 3,
                 expect: |t0| Action {
                     count: Count::Transient { server_error: true },
                     breaker: BreakerEvent::Transient,
@@ -379,7 +535,7 @@ mod tests {
                 report: None,
                 probe: false,
                 failures: 0,
-                sends: 1,
+                failed: 0,
                 expect: |t0| Action {
                     count: Count::Transient {
                         server_error: false,
@@ -403,7 +559,7 @@ mod tests {
                 report: row.report.as_ref(),
                 probe: row.probe,
                 failures: row.failures,
-                sends: row.sends,
+                failed: row.failed,
             };
             assert_eq!(
                 decide(&o, &rules(), t0, &rng),
@@ -432,7 +588,7 @@ mod tests {
                 report: None,
                 probe,
                 failures: 0,
-                sends: 1,
+                failed: 0,
             };
             b.apply(decide(&o, &rules(), now, &rng).breaker, now);
             b.state(now)

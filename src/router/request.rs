@@ -74,6 +74,8 @@ pub(crate) struct Run<'r> {
     previous: Option<usize>,
     /// Requests sent so far.
     pub(crate) sends: u32,
+    /// Sends that failed for reasons other than throttling (what `max_attempts` bounds).
+    pub(crate) failed: u32,
     pub(crate) costs: Costs,
 }
 
@@ -120,6 +122,7 @@ impl<'r> Run<'r> {
             errors: Vec::new(),
             previous: None,
             sends: 0,
+            failed: 0,
             costs: Costs::default(),
         })
     }

@@ -215,3 +215,150 @@ async fn a_stream_fails_over_until_its_first_content() {
     let first = s.next().await.unwrap().unwrap();
     assert_eq!(first.delta, "hi");
 }
+
+/// A 200 stating `limit`, `remaining` and a reset, in the OpenAI request headers.
+fn ok_stating(text: &str, limit: u64, remaining: u64, reset: &str) -> Script {
+    ok(text)
+        .header("x-ratelimit-limit-requests", &limit.to_string())
+        .header("x-ratelimit-remaining-requests", &remaining.to_string())
+        .header("x-ratelimit-reset-requests", reset)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_window_is_learned_from_the_reset_and_paces_at_its_rate() {
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    // 60 a window, 30 left, full again in 3 s: a 6 s window, ten requests a second.
+    t.push("a", ok_stating("1", 60, 30, "3s"));
+    c.chat(req()).await.unwrap();
+    let snap = c.limits("a", "m").await.unwrap();
+    assert_eq!(snap.windows.0, Some(6 * S));
+    assert_eq!(snap.requests, Some((30.0, 60)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drained_bucket_comes_back_as_soon_as_the_provider_says_so() {
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    // None left, full in 30 s: one request every 3 s from here.
+    t.push("a", ok_stating("1", 10, 0, "30s"))
+        .push("a", ok_stating("2", 10, 9, "3s"))
+        .push("a", ok("3"));
+    let t0 = Instant::now();
+    c.chat(req()).await.unwrap();
+    c.chat(req()).await.unwrap();
+    assert_eq!(Instant::now() - t0, 3 * S, "paced by the stated window");
+    // The provider now says 9 are left: the next goes at once.
+    c.chat(req()).await.unwrap();
+    assert_eq!(Instant::now() - t0, 3 * S);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_about_tokens_leaves_the_per_day_requests_alone() {
+    let mut p = policy();
+    p.max_retry_after = 60 * S;
+    let (c, t) = client(&["a"], p, Limits::none());
+    // Groq's shapes: requests per day (14,400, 14,370 left), tokens per minute (none left).
+    let groq = |s: Script| {
+        s.header("x-ratelimit-limit-requests", "14400")
+            .header("x-ratelimit-remaining-requests", "14370")
+            .header("x-ratelimit-reset-requests", "2m59.56s")
+            .header("x-ratelimit-limit-tokens", "6000")
+            .header("x-ratelimit-remaining-tokens", "0")
+            .header("x-ratelimit-reset-tokens", "2s")
+    };
+    t.push("a", groq(error(429, "tokens").header("retry-after", "2")))
+        .push("a", ok("after the 429"))
+        .push("a", ok("no wait"));
+    let t0 = Instant::now();
+    c.chat(req()).await.unwrap();
+    assert_eq!(Instant::now() - t0, 2 * S, "waited the stated 2 s only");
+    c.chat(req()).await.unwrap();
+    assert_eq!(
+        Instant::now() - t0,
+        2 * S,
+        "the day's requests were not drained"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_stating_its_window_refills_in_a_second_waits_a_second() {
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    t.push(
+        "a",
+        error(429, "requests")
+            .header("x-ratelimit-limit-requests", "50")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-ratelimit-reset-requests", "1s"),
+    )
+    .push("a", ok("later"));
+    let t0 = Instant::now();
+    c.chat(req()).await.unwrap();
+    assert_eq!(Instant::now() - t0, S);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_with_retry_after_is_not_probed_before_it_ends() {
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    t.push("a", error(503, "overloaded").header("retry-after", "20"))
+        .push("a", ok("back"));
+    let t0 = Instant::now();
+    assert_eq!(c.chat(req()).await.unwrap().text, "back");
+    assert_eq!(Instant::now() - t0, 20 * S);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_years_ahead_closes_the_provider_for_the_bounded_maximum() {
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push(
+        "a",
+        error(429, "requests").header("retry-after", "999999999"),
+    )
+    .push("b", ok("b1"))
+    .push("b", ok("b2"));
+    assert_eq!(c.chat(req()).await.unwrap().text, "b1");
+    // A day later a is still closed (a month is the most a provider is believed).
+    tokio::time::advance(86_400 * S).await;
+    assert_eq!(c.chat(req()).await.unwrap().text, "b2");
+    assert_eq!(t.count("a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stated_delay_ending_at_the_deadline_fails_at_once() {
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    t.push("a", error(429, "requests").header("retry-after", "30"));
+    let t0 = Instant::now();
+    let err = c
+        .chat_with(req(), &RequestOptions::new().deadline(30 * S))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
+    assert_eq!(Instant::now(), t0, "no sleep before failing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_key_is_never_sent_again_and_the_next_provider_serves() {
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", error(401, "invalid_api_key"))
+        .push("b", ok("b"));
+    assert_eq!(c.chat(req()).await.unwrap_err().kind(), ErrorKind::Auth);
+    assert_eq!(c.chat(req()).await.unwrap().text, "b");
+    // Pinned to the provider that rejected it: fails at once, nothing sent.
+    let pinned = RequestOptions::new().provider("a");
+    let err = c.chat_with(req(), &pinned).await.unwrap_err();
+    assert_eq!((err.kind(), err.sends()), (ErrorKind::Auth, Some(0)));
+    assert_eq!(t.count("a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_only_ever_throttled_does_not_fail_while_its_deadline_allows() {
+    let mut p = policy();
+    p.max_attempts = 1;
+    let (c, t) = client(&["a"], p, Limits::none());
+    for _ in 0..3 {
+        t.push("a", error(429, "requests").header("retry-after", "1"));
+    }
+    t.push("a", ok("finally"));
+    let t0 = Instant::now();
+    let r = c.chat(req()).await.unwrap();
+    assert_eq!((r.text.as_str(), r.attempts), ("finally", 4));
+    assert_eq!(Instant::now() - t0, 3 * S);
+}

@@ -97,6 +97,12 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
             ),
         ),
     );
+    // A 429 is a wait, not a failed attempt: the request ends (max_attempts = 2) at openai's
+    // second 500.
+    openai.push(
+        CHAT,
+        Reply::json(500, error_body(SENTINEL, None, &echo)).header("x-request-id", SENTINEL),
+    );
     openai.push(CHAT, Reply::json(200, ok_body(ANSWER)));
     openai.push(CHAT, Reply::sse([
         format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{ANSWER}\"}}}}]}}\n\n"),
@@ -119,18 +125,24 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
         );
     }
 
-    let client = Client::builder()
-        .config(config(&openai, &anthropic))
-        .environment("test")
-        .env_lookup(|var| match var {
-            "SENTINEL_OPENAI_KEY" => Some(SENTINEL.to_owned()),
-            "SENTINEL_ANTHROPIC_KEY" => Some(ANTHROPIC_KEY.to_owned()),
-            _ => None,
-        })
-        .clock(Arc::new(ManualClock::new()))
-        .rng(Arc::new(FixedRng::new([0.5])))
-        .build()
-        .unwrap();
+    let build = || {
+        Client::builder()
+            .config(config(&openai, &anthropic))
+            .environment("test")
+            .env_lookup(|var| match var {
+                "SENTINEL_OPENAI_KEY" => Some(SENTINEL.to_owned()),
+                "SENTINEL_ANTHROPIC_KEY" => Some(ANTHROPIC_KEY.to_owned()),
+                _ => None,
+            })
+            .clock(Arc::new(ManualClock::new()))
+            .rng(Arc::new(FixedRng::new([0.5])))
+            .build()
+            .unwrap()
+    };
+    // A rejected key closes its provider for the client's life: the 401 has a client of its
+    // own, the rest of the script another.
+    let rejected = build();
+    let client = build();
 
     let mut shown = Vec::new();
     shown.push(format!("{client:?}"));
@@ -138,10 +150,20 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
     let req = ChatRequest::from_prompt(PROMPT).max_tokens(20);
     shown.push(format!("{req:?}"));
 
-    // 401: terminal, returned at once.
-    let e = client.chat(req.clone()).await.unwrap_err();
+    // 401: terminal, returned at once; the next request on that client fails at once too.
+    let e = rejected.chat(req.clone()).await.unwrap_err();
     shown.push(format!("{e} {e:?}"));
-    // 500 then 429 (failover to anthropic): AllProvidersFailed carrying both.
+    let e = rejected
+        .chat_with(
+            req.clone(),
+            &llm_failover::RequestOptions::new().provider("openai"),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_auth(), "{e}");
+    assert_eq!(e.sends(), Some(0));
+    shown.push(format!("{e} {e:?}"));
+    // 500, 429 (failover to anthropic), 500: AllProvidersFailed carrying all three.
     let e = client.chat(req.clone()).await.unwrap_err();
     for a in e.attempts() {
         shown.push(format!("{a} {a:?} {:?} {:?}", a.code(), a.request_id()));

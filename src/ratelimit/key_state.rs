@@ -1,0 +1,426 @@
+//! The buckets of one key — configured ceilings and what the provider states — and the rules
+//! that move them: pure arithmetic over an injected `now`, under the store's lock.
+//!
+//! * A configured limit (`providers.toml` or code) is its own bucket over its own window: a
+//!   ceiling whatever the provider states (a lower stated limit binds, a higher one does not).
+//! * Each dimension the provider states (requests, tokens, input and output tokens) is a
+//!   [`Stated`] bucket: its window learned from the resets, its level the stated remaining
+//!   less what was booked after the answer's request (kept in a short log of bookings, only
+//!   once something is stated).
+//! * A 429 drains the buckets of the limit it is about ([`Drain`]); a gate is only ever moved
+//!   later.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::bucket::{Bucket, InsufficientCapacity};
+use super::stated::Stated;
+use super::store::{Cost, Dimension, Drain, Reservation};
+use super::{LimitReport, Limits};
+
+const MINUTE: Duration = Duration::from_secs(60);
+const DAY: Duration = Duration::from_secs(86_400);
+const HOUR: Duration = Duration::from_secs(3_600);
+
+/// A window longer than this is day-scale: a 429 drains it only when it names a day limit.
+const SHORT: Duration = Duration::from_secs(600);
+
+/// The most bookings remembered for what was booked after a stated answer: beyond it the
+/// oldest are forgotten (their answers are long in).
+const MAX_LOG: usize = 8_192;
+
+/// The stated dimensions, in [`LimitReport`] order.
+const REQUESTS: usize = 0;
+const TOKENS: usize = 1;
+const INPUT: usize = 2;
+const OUTPUT: usize = 3;
+
+/// What `cost` spends of stated dimension `i`.
+fn part(cost: &Cost, i: usize) -> u64 {
+    match i {
+        REQUESTS => cost.requests,
+        TOKENS => cost.tokens(),
+        INPUT => cost.input_tokens,
+        OUTPUT => cost.output_tokens,
+        _ => 0,
+    }
+}
+
+/// The bucket of a stated dimension, if it is stated.
+fn bucket_of(s: &mut Option<Stated>) -> Option<&mut Bucket> {
+    s.as_mut().map(|s| &mut s.bucket)
+}
+
+/// The buckets of one key.
+#[derive(Debug, Default)]
+pub(crate) struct KeyState {
+    rpm: Option<Bucket>,
+    tpm: Option<Bucket>,
+    rpd: Option<Bucket>,
+    tpd: Option<Bucket>,
+    audio_hour: Option<Bucket>,
+    stated: [Option<Stated>; 4],
+    gate: Option<Instant>,
+    /// Bookings not yet known to be answered: (number, cost).
+    log: VecDeque<(u64, Cost)>,
+    next_booking: u64,
+    allowance: Duration,
+}
+
+impl KeyState {
+    /// The buckets of `limits`, full.
+    pub(crate) fn from_limits(limits: &Limits, allowance: Duration, now: Instant) -> Self {
+        let b = |v: Option<NonZeroU64>, w| {
+            v.map(|n| Bucket::new(n.get(), w, now).with_allowance(allowance))
+        };
+        KeyState {
+            rpm: b(limits.rpm, MINUTE),
+            tpm: b(limits.tpm, MINUTE),
+            rpd: b(limits.rpd, DAY),
+            tpd: b(limits.tpd, DAY),
+            audio_hour: b(limits.audio_seconds_per_hour, HOUR),
+            allowance,
+            ..KeyState::default()
+        }
+    }
+
+    /// A key first seen in a report (no configured limits).
+    pub(crate) fn unconfigured(allowance: Duration) -> Self {
+        KeyState {
+            allowance,
+            ..KeyState::default()
+        }
+    }
+
+    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 9] {
+        let [r, t, i, o] = &mut self.stated;
+        let st = bucket_of;
+        [
+            (
+                self.rpm.as_mut(),
+                cost.requests,
+                Dimension::RequestsPerMinute,
+            ),
+            (self.tpm.as_mut(), cost.tokens(), Dimension::TokensPerMinute),
+            (self.rpd.as_mut(), cost.requests, Dimension::RequestsPerDay),
+            (self.tpd.as_mut(), cost.tokens(), Dimension::TokensPerDay),
+            (
+                self.audio_hour.as_mut(),
+                cost.audio_seconds,
+                Dimension::AudioSecondsPerHour,
+            ),
+            (st(r), cost.requests, Dimension::Requests),
+            (st(t), cost.tokens(), Dimension::Tokens),
+            (st(i), cost.input_tokens, Dimension::InputTokens),
+            (st(o), cost.output_tokens, Dimension::OutputTokens),
+        ]
+    }
+
+    /// The wait for `cost` now, or the first limit it can never fit.
+    pub(crate) fn wait(&mut self, cost: Cost, now: Instant) -> Result<Duration, Reservation> {
+        let mut wait = self
+            .gate
+            .filter(|g| *g > now)
+            .map_or(Duration::ZERO, |g| g - now);
+        for (bucket, n, dimension) in self.buckets(cost) {
+            if let Some(b) = bucket {
+                match b.peek(n, now) {
+                    Ok(w) => wait = wait.max(w),
+                    Err(InsufficientCapacity { cost, capacity }) => {
+                        return Err(Reservation::TooLarge {
+                            dimension,
+                            cost,
+                            capacity,
+                        })
+                    }
+                }
+            }
+        }
+        Ok(wait)
+    }
+
+    /// Books `cost` in every bucket (after [`wait`](Self::wait) said it fits); returns the
+    /// booking's number.
+    pub(crate) fn book(&mut self, cost: Cost, now: Instant) -> u64 {
+        for (bucket, n, _) in self.buckets(cost) {
+            if let Some(b) = bucket {
+                b.charge(n, now);
+            }
+        }
+        let booking = self.next_booking;
+        self.next_booking += 1;
+        if self.stated.iter().any(Option::is_some) {
+            if self.log.len() >= MAX_LOG {
+                self.log.pop_front();
+            }
+            self.log.push_back((booking, cost));
+        }
+        booking
+    }
+
+    /// Gives back `requests` request slots and gives back (`tokens > 0`) or charges (`< 0`)
+    /// tokens. What was reserved beyond use is output (`max_tokens`) in the common case.
+    pub(crate) fn refund(&mut self, requests: u64, tokens: i64, now: Instant) {
+        let give = |b: Option<&mut Bucket>, n: i64| {
+            if let Some(b) = b {
+                if n >= 0 {
+                    b.refund(n.unsigned_abs(), now)
+                } else {
+                    b.charge(n.unsigned_abs(), now)
+                }
+            }
+        };
+        let requests = i64::try_from(requests).unwrap_or(i64::MAX);
+        let [r, t, _, o] = &mut self.stated;
+        give(self.rpm.as_mut(), requests);
+        give(self.rpd.as_mut(), requests);
+        give(bucket_of(r), requests);
+        give(self.tpm.as_mut(), tokens);
+        give(self.tpd.as_mut(), tokens);
+        give(bucket_of(t), tokens);
+        give(bucket_of(o), tokens);
+    }
+
+    /// Applies what a response stated, the answer to `booking`.
+    pub(crate) fn apply(&mut self, report: &LimitReport, booking: Option<u64>, now: Instant) {
+        let windows = [
+            &report.requests,
+            &report.tokens,
+            &report.input_tokens,
+            &report.output_tokens,
+        ];
+        for (i, w) in windows.into_iter().enumerate() {
+            let Some(w) = w else { continue };
+            if self.stated[i].is_none() {
+                let Some(limit) = w.limit.filter(|l| *l > 0) else {
+                    // A window without a limit cannot be a bucket; "none left" still gates
+                    // until its reset.
+                    if w.remaining == Some(0) {
+                        if let Some(reset) = w.reset_at {
+                            self.raise_gate(reset);
+                        }
+                    }
+                    continue;
+                };
+                self.stated[i] = Some(Stated::new(limit, w.per.duration(), self.allowance, now));
+            }
+            let inflight = booking.map_or(0.0, |b| self.booked_after(b, i));
+            if let Some(s) = self.stated[i].as_mut() {
+                s.observe(w, booking, inflight, now);
+            }
+        }
+        if let Some(b) = booking {
+            // Answered: what was booked up to it is known to the provider.
+            while self.log.front().is_some_and(|(n, _)| *n <= b) {
+                self.log.pop_front();
+            }
+        }
+    }
+
+    /// What was booked of stated dimension `i` after `booking`.
+    fn booked_after(&self, booking: u64, i: usize) -> f64 {
+        self.log
+            .iter()
+            .filter(|(n, _)| *n > booking)
+            .map(|(_, c)| part(c, i) as f64)
+            .sum()
+    }
+
+    /// Empties the buckets `d` names: short-window ones, and long ones too when `d.day`.
+    pub(crate) fn drain(&mut self, d: Drain, now: Instant) {
+        let short = |b: &Bucket| b.window() <= SHORT;
+        let drain = |b: Option<&mut Bucket>, named: bool| {
+            if let Some(b) = b {
+                if named && (d.day || short(b)) {
+                    b.drain(now);
+                }
+            }
+        };
+        let [r, t, i, o] = &mut self.stated;
+        drain(self.rpm.as_mut(), d.requests);
+        drain(self.rpd.as_mut(), d.requests);
+        drain(self.tpm.as_mut(), d.tokens);
+        drain(self.tpd.as_mut(), d.tokens);
+        drain(bucket_of(r), d.requests);
+        drain(bucket_of(t), d.tokens);
+        drain(bucket_of(i), d.input_tokens);
+        drain(bucket_of(o), d.output_tokens);
+    }
+
+    /// Nothing passes before `until` (or later, if a gate already says so).
+    pub(crate) fn raise_gate(&mut self, until: Instant) {
+        self.gate = Some(self.gate.map_or(until, |g| g.max(until)));
+    }
+
+    /// The gate, while it is ahead of `now`.
+    pub(crate) fn gate(&self, now: Instant) -> Option<Instant> {
+        self.gate.filter(|g| *g > now)
+    }
+
+    /// Tokens that could be booked now while every token bucket stays at least half full
+    /// (`None`: no token bucket is known).
+    pub(crate) fn token_room(&mut self, now: Instant) -> Option<u64> {
+        let [_, t, i, _] = &mut self.stated;
+        [
+            self.tpm.as_mut(),
+            self.tpd.as_mut(),
+            bucket_of(t),
+            bucket_of(i),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let room = b.level(now) - b.capacity() as f64 / 2.0;
+            // Saturating float-to-int: negative is none, huge is u64::MAX.
+            room.max(0.0) as u64
+        })
+        .min()
+    }
+
+    /// The request and token buckets that bind now (lowest level): (level, capacity).
+    pub(crate) fn binding(&mut self, now: Instant) -> [Option<(f64, u64)>; 2] {
+        let [r, t, _, _] = &mut self.stated;
+        let lowest = |bs: [Option<&mut Bucket>; 3]| {
+            bs.into_iter()
+                .flatten()
+                .map(|b| (b.level(now), b.capacity()))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+        };
+        [
+            lowest([self.rpm.as_mut(), self.rpd.as_mut(), bucket_of(r)]),
+            lowest([self.tpm.as_mut(), self.tpd.as_mut(), bucket_of(t)]),
+        ]
+    }
+
+    /// The windows learned for the stated requests and tokens.
+    pub(crate) fn windows(&self) -> (Option<Duration>, Option<Duration>) {
+        (
+            self.stated[REQUESTS].as_ref().map(Stated::window),
+            self.stated[TOKENS].as_ref().map(Stated::window),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ratelimit::{Per, Window};
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn window(
+        limit: u64,
+        remaining: u64,
+        reset_in: Option<Duration>,
+        per: Per,
+        now: Instant,
+    ) -> Option<Window> {
+        Some(Window {
+            limit: Some(limit),
+            remaining: Some(remaining),
+            reset_at: reset_in.map(|d| now + d),
+            per,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_configured_limit_is_a_ceiling_a_lower_stated_one_binds() {
+        let now = Instant::now();
+        let mut s = KeyState::from_limits(&Limits::none().with_rpm(60), Duration::ZERO, now);
+        let stated = |limit| LimitReport {
+            requests: window(limit, limit, None, Per::Minute, now),
+            ..LimitReport::default()
+        };
+        s.apply(&stated(600), None, now);
+        assert_eq!(s.binding(now)[0], Some((60.0, 60)), "the ceiling binds");
+        s.apply(&stated(30), None, now);
+        assert_eq!(
+            s.binding(now)[0],
+            Some((30.0, 30)),
+            "the lower stated limit binds"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_was_booked_after_the_answer_is_taken_off_the_stated_remaining() {
+        let now = Instant::now();
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let one = Cost::one_request();
+        s.apply(
+            &LimitReport {
+                requests: window(100, 100, None, Per::Minute, now),
+                ..LimitReport::default()
+            },
+            None,
+            now,
+        );
+        let first = s.book(one, now);
+        for _ in 0..4 {
+            s.book(one, now);
+        }
+        // The answer to the first booking says 99 left: the four booked after it are not in it.
+        s.apply(
+            &LimitReport {
+                requests: window(100, 99, Some(S), Per::Minute, now),
+                ..LimitReport::default()
+            },
+            Some(first),
+            now,
+        );
+        assert_eq!(s.binding(now)[0], Some((95.0, 100)));
+        assert_eq!(s.log.len(), 4, "the answered booking is forgotten");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_drains_what_it_is_about_and_nothing_with_room() {
+        let now = Instant::now();
+        let limits = Limits::none().with_rpm(60).with_tpm(10_000).with_rpd(1_000);
+        let mut s = KeyState::from_limits(&limits, Duration::ZERO, now);
+        let tokens_only = Drain {
+            tokens: true,
+            ..Drain::none()
+        };
+        s.drain(tokens_only, now);
+        let [requests, tokens] = s.binding(now);
+        assert_eq!(requests, Some((60.0, 60)), "requests had room: untouched");
+        assert_eq!(tokens, Some((0.0, 10_000)));
+        // A per-minute drain leaves the day's bucket alone; a named day limit drains it too.
+        s.drain(Drain::every_minute(), now);
+        assert_eq!(s.rpd.as_mut().unwrap().level(now), 1_000.0);
+        s.drain(
+            Drain {
+                requests: true,
+                day: true,
+                ..Drain::none()
+            },
+            now,
+        );
+        assert_eq!(s.rpd.as_mut().unwrap().level(now), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn groqs_per_day_requests_stay_a_day_and_come_back_as_stated() {
+        let now = Instant::now();
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let groq = |remaining, reset| LimitReport {
+            requests: window(14_400, remaining, Some(reset), Per::Day, now),
+            tokens: window(6_000, 5_000, Some(10 * S), Per::Minute, now),
+            ..LimitReport::default()
+        };
+        s.apply(&groq(14_370, 180 * S), None, now);
+        assert_eq!(s.windows(), (Some(86_400 * S), Some(60 * S)));
+        // A 429 about tokens (`retry-after: 2`): the per-day request bucket is not drained.
+        s.drain(
+            Drain {
+                tokens: true,
+                ..Drain::none()
+            },
+            now,
+        );
+        assert_eq!(s.binding(now)[0], Some((14_370.0, 14_400)));
+        assert_eq!(s.wait(Cost::one_request(), now + 2 * S), Ok(Duration::ZERO));
+    }
+}

@@ -1,0 +1,200 @@
+//! [`MemoryStore`]: the default [`LimiterStore`], the buckets of every key in this process's
+//! memory. One short-lived lock per key guards arithmetic only; nobody waits holding it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::key_state::KeyState;
+use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
+use super::Limits;
+use crate::error::Result;
+
+/// The default store: buckets in this process's memory.
+///
+/// A key with nothing configured that no response has ever described is unknown, and unknown
+/// admits freely. Pass one to [`ClientBuilder::limiter_store`](crate::ClientBuilder::limiter_store)
+/// only to share it between clients of this process; a client makes its own otherwise.
+///
+/// # Examples
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::{Client, ProviderId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let store = Arc::new(MemoryStore::new());
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// let (limits, now) = (Limits::none().with_rpm(1), tokio::time::Instant::now());
+/// let first = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// assert!(matches!(first, Reservation::Granted { wait, .. } if wait.is_zero()));
+/// let second = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// assert!(matches!(second, Reservation::NotUntil { .. })); // the minute's one request is spent
+///
+/// # let local = std::sync::Arc::new(llm_failover::provider::openai::OpenAi::new(
+/// #     llm_failover::ProviderId::new("local"),
+/// #     "http://127.0.0.1:11434/v1".parse().unwrap(),
+/// # ).with_chat_model("llama3.2"));
+/// let client = Client::builder()
+///     .provider(local, llm_failover::ProviderSettings::new())
+///     .limiter_store(store)
+///     .build()?;
+/// # let _ = client;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    keys: RwLock<HashMap<LimitKey, Arc<Mutex<KeyState>>>>,
+    /// Some key exists (set once, before the first is inserted).
+    any: AtomicBool,
+    allowance: Duration,
+}
+
+impl MemoryStore {
+    /// An empty store whose buckets hold nothing in reserve.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty store whose buckets keep `allowance` of refill in reserve (see
+    /// [`Policy::latency_allowance`](crate::config::Policy)).
+    pub fn with_latency_allowance(allowance: Duration) -> Self {
+        MemoryStore {
+            allowance,
+            ..Self::default()
+        }
+    }
+
+    fn existing(&self, key: &LimitKey) -> Option<Arc<Mutex<KeyState>>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        keys.get(key).cloned()
+    }
+
+    fn state(&self, key: &LimitKey, limits: Option<&Limits>, now: Instant) -> Arc<Mutex<KeyState>> {
+        if let Some(s) = self.existing(key) {
+            return s;
+        }
+        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = keys.get(key) {
+            return s.clone();
+        }
+        let state = Arc::new(Mutex::new(limits.map_or_else(
+            || KeyState::unconfigured(self.allowance),
+            |l| KeyState::from_limits(l, self.allowance, now),
+        )));
+        self.any.store(true, Ordering::Release);
+        keys.insert(key.clone(), state.clone());
+        state
+    }
+
+    fn with<T>(
+        &self,
+        key: &LimitKey,
+        limits: Option<&Limits>,
+        now: Instant,
+        f: impl FnOnce(&mut KeyState) -> T,
+    ) -> T {
+        let state = self.state(key, limits, now);
+        let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+#[async_trait]
+impl LimiterStore for MemoryStore {
+    async fn reserve(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Cost,
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        if self.admits_freely(key, limits) {
+            // Unknown: nothing would be booked, so nothing is created.
+            return Ok(Reservation::Granted {
+                wait: Duration::ZERO,
+                token_room: None,
+                booking: 0,
+            });
+        }
+        Ok(
+            self.with(key, Some(limits), now, |s| match s.wait(cost, now) {
+                Err(too_large) => too_large,
+                Ok(wait) if wait > max_wait => Reservation::NotUntil { wait },
+                Ok(wait) => {
+                    let booking = s.book(cost, now);
+                    Reservation::Granted {
+                        wait,
+                        token_room: s.token_room(now),
+                        booking,
+                    }
+                }
+            }),
+        )
+    }
+
+    async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
+        // An unknown key has no bucket to give back to.
+        let Some(state) = self.existing(key) else {
+            return Ok(());
+        };
+        state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .refund(requests, tokens, now);
+        Ok(())
+    }
+
+    async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
+        self.with(key, None, now, |s| {
+            if let Some(report) = &t.report {
+                s.apply(report, t.booking, now);
+            }
+            if t.drain.any() {
+                s.drain(t.drain, now);
+            }
+            if let Some(until) = t.gate_until {
+                s.raise_gate(until);
+            }
+        });
+        Ok(())
+    }
+
+    /// A key with nothing configured that no response has described is unknown, and unknown
+    /// admits freely.
+    fn admits_freely(&self, key: &LimitKey, limits: &Limits) -> bool {
+        *limits == Limits::none() && self.existing(key).is_none()
+    }
+
+    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
+        // A key never booked is not created by a look at it: its configured limits are only
+        // known to `reserve`, which must be the one to create it.
+        let Some(state) = self.existing(key) else {
+            return Ok(LimitSnapshot {
+                wait: Some(Duration::ZERO),
+                ..LimitSnapshot::default()
+            });
+        };
+        let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let s = &mut *guard;
+        let [requests, tokens] = s.binding(now);
+        Ok(LimitSnapshot {
+            wait: s.wait(cost, now).ok(),
+            requests,
+            tokens,
+            windows: s.windows(),
+            gate_until: s.gate(now),
+            token_room: s.token_room(now),
+        })
+    }
+}
