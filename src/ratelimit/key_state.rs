@@ -5,8 +5,12 @@
 //!   ceiling whatever the provider states (a lower stated limit binds, a higher one does not).
 //! * Each dimension the provider states (requests, tokens, input and output tokens) is a
 //!   [`Stated`] bucket: its window learned from the resets, its level the stated remaining
-//!   less what was booked after the answer's request (kept in a short log of bookings, only
-//!   once something is stated).
+//!   less what this client has booked and not yet had answered — the requests the provider
+//!   may not have counted yet. Bookings are kept in a short log once something is stated,
+//!   each until its own answer arrives (or it is [`MAX_AGE`] old: an answer that stated
+//!   nothing, a request never sent). A request booked before the answered one but sent
+//!   after it (woken a little late) is then still counted; one the provider did count is
+//!   counted twice until its own answer arrives — a short, safe underestimate.
 //! * A 429 drains the buckets of the limit it is about ([`Drain`]); a gate is only ever moved
 //!   later.
 
@@ -28,9 +32,12 @@ const HOUR: Duration = Duration::from_secs(3_600);
 /// A window longer than this is day-scale: a 429 drains it only when it names a day limit.
 const SHORT: Duration = Duration::from_secs(600);
 
-/// The most bookings remembered for what was booked after a stated answer: beyond it the
-/// oldest are forgotten (their answers are long in).
+/// The most bookings remembered as not yet answered: beyond it the oldest are forgotten.
 const MAX_LOG: usize = 8_192;
+
+/// A booking not answered within this is forgotten (its answer stated nothing, or it was
+/// never sent).
+const MAX_AGE: Duration = Duration::from_secs(120);
 
 /// The stated dimensions, in [`LimitReport`] order.
 const REQUESTS: usize = 0;
@@ -64,8 +71,8 @@ pub(crate) struct KeyState {
     audio_hour: Option<Bucket>,
     stated: [Option<Stated>; 4],
     gate: Option<Instant>,
-    /// Bookings not yet known to be answered: (number, cost).
-    log: VecDeque<(u64, Cost)>,
+    /// Bookings not yet known to be answered: (number, cost, when booked).
+    log: VecDeque<(u64, Cost, Instant)>,
     next_booking: u64,
     allowance: Duration,
 }
@@ -156,13 +163,14 @@ impl KeyState {
             if self.log.len() >= MAX_LOG {
                 self.log.pop_front();
             }
-            self.log.push_back((booking, cost));
+            self.log.push_back((booking, cost, now));
         }
         booking
     }
 
     /// Gives back `requests` request slots and gives back (`tokens > 0`) or charges (`< 0`)
-    /// tokens. What was reserved beyond use is output (`max_tokens`) in the common case.
+    /// tokens, in the configured buckets: the stated ones follow the provider's answers, which
+    /// already count what was used (a refund there would count it twice).
     pub(crate) fn refund(&mut self, requests: u64, tokens: i64, now: Instant) {
         let give = |b: Option<&mut Bucket>, n: i64| {
             if let Some(b) = b {
@@ -174,14 +182,10 @@ impl KeyState {
             }
         };
         let requests = i64::try_from(requests).unwrap_or(i64::MAX);
-        let [r, t, _, o] = &mut self.stated;
         give(self.rpm.as_mut(), requests);
         give(self.rpd.as_mut(), requests);
-        give(bucket_of(r), requests);
         give(self.tpm.as_mut(), tokens);
         give(self.tpd.as_mut(), tokens);
-        give(bucket_of(t), tokens);
-        give(bucket_of(o), tokens);
     }
 
     /// Applies what a response stated, the answer to `booking`.
@@ -207,25 +211,29 @@ impl KeyState {
                 };
                 self.stated[i] = Some(Stated::new(limit, w.per.duration(), self.allowance, now));
             }
-            let inflight = booking.map_or(0.0, |b| self.booked_after(b, i));
+            let inflight = booking.map_or(0.0, |b| self.unanswered(b, i));
             if let Some(s) = self.stated[i].as_mut() {
                 s.observe(w, booking, inflight, now);
             }
         }
         if let Some(b) = booking {
-            // Answered: what was booked up to it is known to the provider.
-            while self.log.front().is_some_and(|(n, _)| *n <= b) {
-                self.log.pop_front();
-            }
+            self.log.retain(|(n, _, _)| *n != b);
+        }
+        while self
+            .log
+            .front()
+            .is_some_and(|(_, _, at)| now.saturating_duration_since(*at) > MAX_AGE)
+        {
+            self.log.pop_front();
         }
     }
 
-    /// What was booked of stated dimension `i` after `booking`.
-    fn booked_after(&self, booking: u64, i: usize) -> f64 {
+    /// What is booked of stated dimension `i` and not yet answered, but for `booking`.
+    fn unanswered(&self, booking: u64, i: usize) -> f64 {
         self.log
             .iter()
-            .filter(|(n, _)| *n > booking)
-            .map(|(_, c)| part(c, i) as f64)
+            .filter(|(n, _, _)| *n != booking)
+            .map(|(_, c, _)| part(c, i) as f64)
             .sum()
     }
 
@@ -345,7 +353,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn what_was_booked_after_the_answer_is_taken_off_the_stated_remaining() {
+    async fn what_is_booked_and_unanswered_is_taken_off_the_stated_remaining() {
         let now = Instant::now();
         let mut s = KeyState::unconfigured(Duration::ZERO);
         let one = Cost::one_request();
@@ -358,20 +366,26 @@ mod tests {
             now,
         );
         let first = s.book(one, now);
-        for _ in 0..4 {
+        let second = s.book(one, now);
+        for _ in 0..3 {
             s.book(one, now);
         }
-        // The answer to the first booking says 99 left: the four booked after it are not in it.
-        s.apply(
-            &LimitReport {
-                requests: window(100, 99, Some(S), Per::Minute, now),
-                ..LimitReport::default()
-            },
-            Some(first),
-            now,
-        );
+        let said = |remaining| LimitReport {
+            requests: window(100, remaining, Some(S), Per::Minute, now),
+            ..LimitReport::default()
+        };
+        // The answer to the second booking says 99 left: the first may have been sent after
+        // it (woken late), and three more are on their way — all four are taken off.
+        s.apply(&said(99), Some(second), now);
         assert_eq!(s.binding(now)[0], Some((95.0, 100)));
         assert_eq!(s.log.len(), 4, "the answered booking is forgotten");
+        // The first's answer: 98 left, three still unanswered.
+        s.apply(&said(98), Some(first), now);
+        assert_eq!(s.binding(now)[0], Some((95.0, 100)));
+        // Bookings whose answers never report are forgotten after a while.
+        let later = now + MAX_AGE + S;
+        s.apply(&said(97), None, later);
+        assert!(s.log.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

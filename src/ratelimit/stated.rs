@@ -9,7 +9,10 @@
 //!   documented one. Until anything is learned: the documented window, else a minute.
 //! * **Stated remaining is the truth at the moment it was stated**, both ways: the level
 //!   becomes R less what this client booked after the request that got the answer. A report
-//!   older than one already applied changes nothing.
+//!   older than one already applied changes nothing; the answer to a request admitted without
+//!   a booking (before the key had any state) can only lower the level, since what was booked
+//!   after it is not known. The client's own refunds do not touch these buckets: the next
+//!   answer's truth already counts what was used.
 
 use std::time::Duration;
 
@@ -135,7 +138,12 @@ impl Stated {
             self.bucket.set_limit(limit, self.learned.window, now);
         }
         if let Some(r) = w.remaining {
-            self.bucket.set_level(r as f64 - inflight, now);
+            match booked {
+                Some(_) => self.bucket.set_level(r as f64 - inflight, now),
+                // What was booked after an unbooked request is not known: its answer can
+                // only lower the level.
+                None => self.bucket.tighten(r, now),
+            }
         }
     }
 }
@@ -280,6 +288,11 @@ mod tests {
         // An older answer arriving late changes nothing.
         s.observe(&w(90), Some(8), 0.0, now);
         assert_eq!(s.bucket.level(now), 10.0);
+        // The answer to an unbooked request can only lower it.
+        s.observe(&w(50), None, 0.0, now);
+        assert_eq!(s.bucket.level(now), 10.0);
+        s.observe(&w(4), None, 0.0, now);
+        assert_eq!(s.bucket.level(now), 4.0);
     }
 
     #[tokio::test(start_paused = true)]
