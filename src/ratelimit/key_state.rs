@@ -13,6 +13,8 @@
 //!   counted twice until its own answer arrives — a short, safe underestimate.
 //! * A 429 drains the buckets of the limit it is about ([`Drain`]); a gate is only ever moved
 //!   later.
+//! * A key about which nothing is configured or stated learns a pace from its 429s alone
+//!   ([`Paced`]); the first stated limit ends it.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
@@ -21,6 +23,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::bucket::{Bucket, InsufficientCapacity};
+use super::paced::Paced;
 use super::stated::Stated;
 use super::store::{Cost, Dimension, Drain, Reservation};
 use super::{LimitReport, Limits};
@@ -70,6 +73,8 @@ pub(crate) struct KeyState {
     tpd: Option<Bucket>,
     audio_hour: Option<Bucket>,
     stated: [Option<Stated>; 4],
+    /// A pace learned from 429s, while nothing is configured or stated.
+    paced: Option<Paced>,
     gate: Option<Instant>,
     /// Bookings not yet known to be answered: (number, cost, when booked).
     log: VecDeque<(u64, Cost, Instant)>,
@@ -102,10 +107,15 @@ impl KeyState {
         }
     }
 
-    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 9] {
+    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 10] {
         let [r, t, i, o] = &mut self.stated;
         let st = bucket_of;
         [
+            (
+                self.paced.as_mut().map(|p| &mut p.bucket),
+                cost.requests,
+                Dimension::Requests,
+            ),
             (
                 self.rpm.as_mut(),
                 cost.requests,
@@ -159,6 +169,9 @@ impl KeyState {
         }
         let booking = self.next_booking;
         self.next_booking += 1;
+        if let Some(p) = self.paced.as_mut() {
+            p.booked(now);
+        }
         if self.stated.iter().any(Option::is_some) {
             if self.log.len() >= MAX_LOG {
                 self.log.pop_front();
@@ -211,6 +224,8 @@ impl KeyState {
                 };
                 self.stated[i] = Some(Stated::new(limit, w.per.duration(), self.allowance, now));
             }
+            // The provider states limits: no pace of our own is needed any more.
+            self.paced = None;
             let inflight = booking.map_or(0.0, |b| self.unanswered(b, i));
             if let Some(s) = self.stated[i].as_mut() {
                 s.observe(w, booking, inflight, now);
@@ -258,6 +273,25 @@ impl KeyState {
         drain(bucket_of(o), d.output_tokens);
     }
 
+    /// A 429 to `booking`: where nothing is configured or stated about requests, the learned
+    /// pace starts, or is cut.
+    pub(crate) fn throttled(&mut self, booking: Option<u64>, now: Instant) {
+        let known =
+            self.rpm.is_some() || self.rpd.is_some() || self.stated.iter().any(Option::is_some);
+        if known {
+            return;
+        }
+        match self.paced.as_mut() {
+            None => self.paced = Some(Paced::start(self.next_booking, now)),
+            Some(p) => p.throttled(booking, self.next_booking, now),
+        }
+    }
+
+    /// The learned pace, in requests per second, when there is one.
+    pub(crate) fn paced_rate(&self) -> Option<f64> {
+        self.paced.as_ref().map(Paced::rate)
+    }
+
     /// Nothing passes before `until` (or later, if a gate already says so).
     pub(crate) fn raise_gate(&mut self, until: Instant) {
         self.gate = Some(self.gate.map_or(until, |g| g.max(until)));
@@ -291,15 +325,20 @@ impl KeyState {
     /// The request and token buckets that bind now (lowest level): (level, capacity).
     pub(crate) fn binding(&mut self, now: Instant) -> [Option<(f64, u64)>; 2] {
         let [r, t, _, _] = &mut self.stated;
-        let lowest = |bs: [Option<&mut Bucket>; 3]| {
+        let lowest = |bs: [Option<&mut Bucket>; 4]| {
             bs.into_iter()
                 .flatten()
                 .map(|b| (b.level(now), b.capacity()))
                 .min_by(|a, b| a.0.total_cmp(&b.0))
         };
         [
-            lowest([self.rpm.as_mut(), self.rpd.as_mut(), bucket_of(r)]),
-            lowest([self.tpm.as_mut(), self.tpd.as_mut(), bucket_of(t)]),
+            lowest([
+                self.rpm.as_mut(),
+                self.rpd.as_mut(),
+                bucket_of(r),
+                self.paced.as_mut().map(|p| &mut p.bucket),
+            ]),
+            lowest([self.tpm.as_mut(), self.tpd.as_mut(), bucket_of(t), None]),
         ]
     }
 

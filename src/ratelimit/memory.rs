@@ -161,6 +161,7 @@ impl LimiterStore for MemoryStore {
                 s.apply(report, t.booking, now);
             }
             if t.drain.any() {
+                s.throttled(t.booking, now);
                 s.drain(t.drain, now);
             }
             if let Some(until) = t.gate_until {
@@ -193,6 +194,7 @@ impl LimiterStore for MemoryStore {
             requests,
             tokens,
             windows: s.windows(),
+            learned_rate: s.paced_rate(),
             gate_until: s.gate(now),
             token_room: s.token_room(now),
         })

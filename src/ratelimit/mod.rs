@@ -35,6 +35,7 @@ mod limits;
 mod memory;
 mod message;
 mod named;
+mod paced;
 mod report;
 mod retry_after;
 mod stated;

@@ -375,6 +375,9 @@ pub struct LimitSnapshot {
     /// The windows learned for what the provider states (requests, tokens), when it stated
     /// them.
     pub windows: (Option<Duration>, Option<Duration>),
+    /// The pace learned from 429s alone, in requests per second, for a provider that states
+    /// no limit and has none configured.
+    pub learned_rate: Option<f64>,
     /// The gate, when one is set in the future.
     pub gate_until: Option<Instant>,
     /// How long a reservation of the peeked cost would wait now (`None`: too large).

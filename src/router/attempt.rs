@@ -327,7 +327,8 @@ impl Router {
         if matches!(action.count, Count::Transient { .. }) {
             run.failed += 1;
         }
-        if let Some(t) = action.tighten {
+        if let Some(mut t) = action.tighten {
+            t.booking = ticket.booking;
             if let Err(e) = self.limiter.raise(&ticket.key, t).await {
                 return ControlFlow::Break(Err(e));
             }

@@ -360,5 +360,26 @@ async fn a_request_only_ever_throttled_does_not_fail_while_its_deadline_allows()
     let t0 = Instant::now();
     let r = c.chat(req()).await.unwrap();
     assert_eq!((r.text.as_str(), r.attempts), ("finally", 4));
-    assert_eq!(Instant::now() - t0, 3 * S);
+    // Each stated second honoured; the pace learned from the 429s (the provider states no
+    // limit) adds a little.
+    let took = Instant::now() - t0;
+    assert!(took >= 3 * S && took < 5 * S, "{took:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_that_states_nothing_is_paced_by_what_its_429s_teach() {
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    // Bare 429s: no headers, no delay. The first starts a pace of one request a second.
+    t.push("a", error(429, "requests"));
+    for i in 0..4 {
+        t.push("a", ok(&i.to_string()));
+    }
+    c.chat(req()).await.unwrap();
+    assert_eq!(c.limits("a", "m").await.unwrap().learned_rate, Some(1.0));
+    let t0 = Instant::now();
+    for _ in 0..3 {
+        c.chat(req()).await.unwrap();
+    }
+    assert_eq!(Instant::now() - t0, 3 * S, "one a second");
+    assert_eq!(t.count("a"), 5, "one 429, then no more");
 }

@@ -33,12 +33,15 @@ async fn honours_retry_after_then_falls_back_to_jitter() {
     assert_eq!(resp.attempts, 3);
     assert_eq!(a.count(CHAT), 3);
     let sleeps = h.clock.sleeps();
-    assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+    assert_eq!(sleeps.len(), 3, "{sleeps:?}");
     assert_eq!(sleeps[0], S, "Retry-After: 1 honoured");
     // No stated delay on the second 429: full jitter over [0, 2 s) (second failure), drawn
     // at 0.5 by the fixed RNG.
     assert_eq!(sleeps[1], S);
     assert!(sleeps[1] < 2 * S);
+    // The provider states no limit: the pace learned from its 429s (cut to 0.8 a second at
+    // the second) waits for its slot.
+    assert_eq!(sleeps[2], Duration::from_millis(250));
     assert_eq!(h.client.stats().provider("a").unwrap().rate_limited, 2);
 }
 
