@@ -27,7 +27,7 @@ pub(crate) const START: f64 = 1.0;
 /// The rate after a 429, as a share of the rate achieved just before it.
 pub(crate) const DECREASE: f64 = 0.8;
 /// The rate's rise after each clean interval, as a share of the rate set at the last cut.
-pub(crate) const INCREASE: f64 = 0.05;
+pub(crate) const INCREASE: f64 = 0.02;
 /// A stretch without a 429 that raises the rate.
 pub(crate) const INTERVAL: Duration = Duration::from_secs(5);
 /// The stretch over which the achieved rate is measured.

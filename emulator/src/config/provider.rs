@@ -97,7 +97,9 @@ pub enum HeaderStyle {
     Azure,
     /// `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`, RFC 3339 resets.
     Anthropic,
-    /// No rate-limit headers (Gemini, Deepgram).
+    /// No rate-limit headers (Gemini, Deepgram), and for OpenAI-format providers no delay in
+    /// a 429's message either: a provider (or proxy) that states nothing at all. Gemini keeps
+    /// its `RetryInfo` in the body.
     None,
 }
 

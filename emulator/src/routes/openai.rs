@@ -446,8 +446,11 @@ pub(super) fn rate_limit_body(l: &Limited, cx: &Cx<'_>) -> Value {
             l.requested
         )
     } else {
+        // A provider that states nothing says no delay in its text either.
+        let silent = cx.provider.cfg.header_style() == HeaderStyle::None;
         let wait = l
             .delay
+            .filter(|_| !silent)
             .map(|d| format!(" Please try again in {}.", go_duration(d)))
             .unwrap_or_default();
         format!(
