@@ -15,6 +15,8 @@
 //!   bind);
 //! - `groq-day`: Groq's headers — requests per day (14,400), tokens per minute (tokens bind) —
 //!   and one 429 early on (`retry-after: 2`) that leaves 14,370 requests for the day;
+//! - `fixed-minute`: LiteLLM's proxy — 60 requests per fixed minute (a counter that starts
+//!   again at each boundary), limit and remaining stated, no reset, no `Retry-After`;
 //! - `silent`: 120 requests per minute and nothing stated: no limit headers, no
 //!   `Retry-After`, no delay in the 429's text.
 //!
@@ -101,6 +103,19 @@ fn shapes() -> Vec<Shape> {
             items: 240,
             max_tokens: 200,
             binding: (6_000, Duration::from_secs(60), true),
+        },
+        Shape {
+            name: "fixed-minute",
+            provider: || {
+                ProviderConfig::openai("p")
+                    .with_limits(emulator::Limits::default().with_rpm(60))
+                    .with_headers(HeaderStyle::LiteLlm)
+                    .with_fixed_windows()
+            },
+            script: Vec::new,
+            items: 600,
+            max_tokens: 8,
+            binding: (60, Duration::from_secs(60), false),
         },
         Shape {
             name: "silent",
@@ -242,6 +257,15 @@ async fn run(shape: &Shape, side: Side) -> Figures {
     let end = clock.now() - start;
     let log = emu.log();
     emu.shutdown().await;
+    if std::env::var("B1_SHAPES_TRACE").is_ok() {
+        // Diagnostics: when each 429 was answered, in virtual seconds.
+        let at: Vec<String> = log
+            .iter()
+            .filter(|e| e.status == Some(429))
+            .map(|e| format!("{:.1}", e.at_ms as f64 / 1000.0))
+            .collect();
+        eprintln!("{} {}: 429s at {}", shape.name, side.name(), at.join(" "));
+    }
     let (ok, failed) = *results.lock().expect("results");
     Figures {
         ok,

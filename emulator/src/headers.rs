@@ -184,6 +184,26 @@ pub fn rate_limit_headers(
                 }
             }
         }
+        HeaderStyle::LiteLlm => {
+            for (w, [limit, remaining]) in [
+                (
+                    snap.rpm,
+                    [
+                        "x-ratelimit-limit-requests",
+                        "x-ratelimit-remaining-requests",
+                    ],
+                ),
+                (
+                    snap.tpm,
+                    ["x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens"],
+                ),
+            ] {
+                if let Some(w) = w {
+                    put(h, limit, w.limit);
+                    put(h, remaining, w.remaining);
+                }
+            }
+        }
         HeaderStyle::None => {}
     }
 }
@@ -215,7 +235,7 @@ pub enum RetryHeader {
 /// Adds the `Retry-After` headers of `style` (none for [`HeaderStyle::None`]: Gemini puts the
 /// delay in its body, Deepgram states none).
 pub fn retry_headers(style: HeaderStyle, retry: &RetryHeader, h: &mut HeaderMap) {
-    if style == HeaderStyle::None {
+    if matches!(style, HeaderStyle::None | HeaderStyle::LiteLlm) {
         return;
     }
     match retry {
@@ -233,7 +253,7 @@ pub fn retry_headers(style: HeaderStyle, retry: &RetryHeader, h: &mut HeaderMap)
 /// Replaces the rate-limit headers of `style` with unparseable values (a fault).
 pub fn malformed_headers(style: HeaderStyle, h: &mut HeaderMap) {
     let bad: &[(&'static str, &str)] = match style {
-        HeaderStyle::OpenAi | HeaderStyle::Groq => &[
+        HeaderStyle::OpenAi | HeaderStyle::Groq | HeaderStyle::LiteLlm => &[
             ("x-ratelimit-limit-requests", "lots"),
             ("x-ratelimit-remaining-requests", "-3"),
             ("x-ratelimit-reset-requests", "soon"),

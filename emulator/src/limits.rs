@@ -24,7 +24,7 @@ fn secs(s: f64) -> Duration {
     Duration::from_micros((s * 1e6).round().max(0.0) as u64)
 }
 
-/// One continuously refilled bucket.
+/// One continuously refilled bucket, or a fixed-window counter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bucket {
     capacity: f64,
@@ -32,6 +32,9 @@ pub struct Bucket {
     /// Refill per second.
     rate: f64,
     at: Instant,
+    /// A fixed window instead (LiteLLM's per-minute counters): its length and the start of
+    /// the current one. The count starts again at each boundary; nothing refills between.
+    fixed: Option<(Duration, Instant)>,
 }
 
 impl Bucket {
@@ -44,7 +47,24 @@ impl Bucket {
             level: capacity,
             rate: capacity / secs,
             at: now,
+            fixed: None,
         }
+    }
+
+    /// A full fixed-window counter of `capacity` per `window`, the first window starting
+    /// `now`.
+    pub fn fixed(capacity: u64, window: Duration, now: Instant) -> Self {
+        Bucket {
+            fixed: Some((window.max(Duration::from_millis(1)), now)),
+            ..Bucket::full(capacity, window, now)
+        }
+    }
+
+    /// The start of the window `now` falls in, for a fixed window.
+    fn window_start(&self, now: Instant) -> Option<Instant> {
+        let (w, start) = self.fixed?;
+        let passed = now.saturating_duration_since(start).as_nanos() / w.as_nanos().max(1);
+        Some(start + w * u32::try_from(passed).unwrap_or(u32::MAX))
     }
 
     /// The limit.
@@ -54,6 +74,13 @@ impl Bucket {
 
     /// The level at `now` (fractional).
     pub fn level(&self, now: Instant) -> f64 {
+        if let (Some((_, start)), Some(current)) = (self.fixed, self.window_start(now)) {
+            return if current > start {
+                self.capacity
+            } else {
+                self.level
+            };
+        }
         let dt = now.saturating_duration_since(self.at).as_secs_f64();
         (self.level + dt * self.rate).min(self.capacity)
     }
@@ -73,6 +100,8 @@ impl Bucket {
         let missing = n - self.level(now);
         Some(if missing <= 0.0 {
             Duration::ZERO
+        } else if let Some(((w, _), start)) = self.fixed.zip(self.window_start(now)) {
+            (start + w).saturating_duration_since(now)
         } else {
             secs(missing / self.rate)
         })
@@ -84,6 +113,8 @@ impl Bucket {
         let missing = self.capacity - self.level(now);
         if missing <= 0.0 {
             Duration::ZERO
+        } else if let Some(((w, _), start)) = self.fixed.zip(self.window_start(now)) {
+            (start + w).saturating_duration_since(now)
         } else {
             secs(missing / self.rate)
         }
@@ -91,6 +122,9 @@ impl Bucket {
 
     fn settle(&mut self, now: Instant) {
         self.level = self.level(now);
+        if let (Some((w, _)), Some(start)) = (self.fixed, self.window_start(now)) {
+            self.fixed = Some((w, start));
+        }
         if now > self.at {
             self.at = now;
         }
@@ -213,8 +247,21 @@ pub struct LimitSet {
 impl LimitSet {
     /// Full buckets for `limits`, with a minute of `minute`.
     pub fn new(limits: &Limits, minute: Duration, now: Instant) -> Self {
+        Self::with_windows(limits, minute, false, now)
+    }
+
+    /// Full buckets for `limits`; fixed-window counters when `fixed`.
+    pub fn with_windows(limits: &Limits, minute: Duration, fixed: bool, now: Instant) -> Self {
         let day = day_of(minute);
-        let mk = |l: Option<u64>, w: Duration| l.map(|l| Bucket::full(l, w, now));
+        let mk = |l: Option<u64>, w: Duration| {
+            l.map(|l| {
+                if fixed {
+                    Bucket::fixed(l, w, now)
+                } else {
+                    Bucket::full(l, w, now)
+                }
+            })
+        };
         LimitSet {
             rpm: mk(limits.rpm, minute),
             tpm: mk(limits.tpm, minute),
@@ -329,6 +376,27 @@ impl LimitSet {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_fixed_window_counts_to_its_limit_then_waits_for_the_boundary() {
+        let t0 = Instant::now();
+        let mut b = Bucket::fixed(3, MIN, t0);
+        for _ in 0..3 {
+            assert_eq!(b.wait_for(1, t0), Some(Duration::ZERO));
+            b.take(1, t0);
+        }
+        // Nothing refills within the window: the wait is the window's end.
+        let t = t0 + Duration::from_secs(40);
+        assert_eq!(b.level(t), 0.0);
+        assert_eq!(b.wait_for(1, t), Some(Duration::from_secs(20)));
+        assert_eq!(b.until_full(t), Duration::from_secs(20));
+        // At the boundary the count starts again.
+        let next = t0 + MIN;
+        assert_eq!(b.level(next), 3.0);
+        b.take(1, next);
+        assert_eq!(b.remaining(next + Duration::from_secs(59)), 2);
+        assert_eq!(b.remaining(t0 + 2 * MIN), 3);
+    }
     use super::*;
 
     const MIN: Duration = Duration::from_secs(60);

@@ -140,6 +140,8 @@ pub(crate) struct LimitTable {
     default: Limits,
     per_model: BTreeMap<String, Limits>,
     minute: Duration,
+    /// Fixed-window counters instead of continuous buckets.
+    fixed: bool,
     scope: LimitScope,
     sets: HashMap<String, LimitSet>,
 }
@@ -157,6 +159,7 @@ impl LimitTable {
             default: cfg.limits,
             per_model: cfg.model_limits.clone(),
             minute,
+            fixed: cfg.fixed_windows,
             scope: cfg.limit_scope(),
             sets: HashMap::new(),
         }
@@ -182,12 +185,12 @@ impl LimitTable {
 
     fn set(&mut self, model: &str, now: Instant) -> (&mut LimitSet, Limits) {
         let limits = self.limits_for(model);
-        let minute = self.minute;
+        let (minute, fixed) = (self.minute, self.fixed);
         let key = self.key(model).to_owned();
         let set = self
             .sets
             .entry(key)
-            .or_insert_with(|| LimitSet::new(&limits, minute, now));
+            .or_insert_with(|| LimitSet::with_windows(&limits, minute, fixed, now));
         (set, limits)
     }
 }

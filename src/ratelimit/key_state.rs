@@ -42,6 +42,14 @@ const MAX_LOG: usize = 8_192;
 /// never sent).
 const MAX_AGE: Duration = Duration::from_secs(120);
 
+/// The stated dimensions' [`Dimension`]s, in [`LimitReport`] order.
+const STATED: [Dimension; 4] = [
+    Dimension::Requests,
+    Dimension::Tokens,
+    Dimension::InputTokens,
+    Dimension::OutputTokens,
+];
+
 /// The stated dimensions, in [`LimitReport`] order.
 const REQUESTS: usize = 0;
 const TOKENS: usize = 1;
@@ -57,11 +65,6 @@ fn part(cost: &Cost, i: usize) -> u64 {
         OUTPUT => cost.output_tokens,
         _ => 0,
     }
-}
-
-/// The bucket of a stated dimension, if it is stated.
-fn bucket_of(s: &mut Option<Stated>) -> Option<&mut Bucket> {
-    s.as_mut().map(|s| &mut s.bucket)
 }
 
 /// The buckets of one key.
@@ -107,9 +110,8 @@ impl KeyState {
         }
     }
 
-    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 10] {
-        let [r, t, i, o] = &mut self.stated;
-        let st = bucket_of;
+    /// The configured buckets and the learned pace, with what `cost` spends of each.
+    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 6] {
         [
             (
                 self.paced.as_mut().map(|p| &mut p.bucket),
@@ -129,31 +131,31 @@ impl KeyState {
                 cost.audio_seconds,
                 Dimension::AudioSecondsPerHour,
             ),
-            (st(r), cost.requests, Dimension::Requests),
-            (st(t), cost.tokens(), Dimension::Tokens),
-            (st(i), cost.input_tokens, Dimension::InputTokens),
-            (st(o), cost.output_tokens, Dimension::OutputTokens),
         ]
     }
 
     /// The wait for `cost` now, or the first limit it can never fit.
     pub(crate) fn wait(&mut self, cost: Cost, now: Instant) -> Result<Duration, Reservation> {
+        let too_large = |dimension, e: InsufficientCapacity| Reservation::TooLarge {
+            dimension,
+            cost: e.cost,
+            capacity: e.capacity,
+        };
         let mut wait = self
             .gate
             .filter(|g| *g > now)
             .map_or(Duration::ZERO, |g| g - now);
         for (bucket, n, dimension) in self.buckets(cost) {
             if let Some(b) = bucket {
-                match b.peek(n, now) {
-                    Ok(w) => wait = wait.max(w),
-                    Err(InsufficientCapacity { cost, capacity }) => {
-                        return Err(Reservation::TooLarge {
-                            dimension,
-                            cost,
-                            capacity,
-                        })
-                    }
-                }
+                wait = wait.max(b.peek(n, now).map_err(|e| too_large(dimension, e))?);
+            }
+        }
+        for (i, s) in self.stated.iter_mut().enumerate() {
+            if let Some(s) = s {
+                let w = s
+                    .wait(part(&cost, i), now)
+                    .map_err(|e| too_large(STATED[i], e))?;
+                wait = wait.max(w);
             }
         }
         Ok(wait)
@@ -165,6 +167,11 @@ impl KeyState {
         for (bucket, n, _) in self.buckets(cost) {
             if let Some(b) = bucket {
                 b.charge(n, now);
+            }
+        }
+        for (i, s) in self.stated.iter_mut().enumerate() {
+            if let Some(s) = s {
+                s.charge(part(&cost, i), now);
             }
         }
         let booking = self.next_booking;
@@ -254,23 +261,27 @@ impl KeyState {
 
     /// Empties the buckets `d` names: short-window ones, and long ones too when `d.day`.
     pub(crate) fn drain(&mut self, d: Drain, now: Instant) {
-        let short = |b: &Bucket| b.window() <= SHORT;
-        let drain = |b: Option<&mut Bucket>, named: bool| {
+        let drains = |window: Duration, named: bool| named && (d.day || window <= SHORT);
+        for (b, named) in [
+            (self.rpm.as_mut(), d.requests),
+            (self.rpd.as_mut(), d.requests),
+            (self.tpm.as_mut(), d.tokens),
+            (self.tpd.as_mut(), d.tokens),
+        ] {
             if let Some(b) = b {
-                if named && (d.day || short(b)) {
+                if drains(b.window(), named) {
                     b.drain(now);
                 }
             }
-        };
-        let [r, t, i, o] = &mut self.stated;
-        drain(self.rpm.as_mut(), d.requests);
-        drain(self.rpd.as_mut(), d.requests);
-        drain(self.tpm.as_mut(), d.tokens);
-        drain(self.tpd.as_mut(), d.tokens);
-        drain(bucket_of(r), d.requests);
-        drain(bucket_of(t), d.tokens);
-        drain(bucket_of(i), d.input_tokens);
-        drain(bucket_of(o), d.output_tokens);
+        }
+        let named = [d.requests, d.tokens, d.input_tokens, d.output_tokens];
+        for (s, named) in self.stated.iter_mut().zip(named) {
+            if let Some(s) = s {
+                if drains(s.window(), named) {
+                    s.drain(now);
+                }
+            }
+        }
     }
 
     /// A 429 to `booking`: where nothing is configured or stated about requests, the learned
@@ -305,41 +316,47 @@ impl KeyState {
     /// Tokens that could be booked now while every token bucket stays at least half full
     /// (`None`: no token bucket is known).
     pub(crate) fn token_room(&mut self, now: Instant) -> Option<u64> {
+        let room = |level: f64, capacity: u64| (level - capacity as f64 / 2.0).max(0.0) as u64;
+        let configured = [self.tpm.as_mut(), self.tpd.as_mut()]
+            .into_iter()
+            .flatten()
+            .map(|b| room(b.level(now), b.capacity()));
         let [_, t, i, _] = &mut self.stated;
-        [
-            self.tpm.as_mut(),
-            self.tpd.as_mut(),
-            bucket_of(t),
-            bucket_of(i),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|b| {
-            let room = b.level(now) - b.capacity() as f64 / 2.0;
-            // Saturating float-to-int: negative is none, huge is u64::MAX.
-            room.max(0.0) as u64
-        })
-        .min()
+        let stated = [t.as_mut(), i.as_mut()]
+            .into_iter()
+            .flatten()
+            .map(|s| room(s.level(now), s.bucket.capacity()));
+        // Saturating float-to-int above: negative is none, huge is u64::MAX.
+        configured
+            .chain(stated)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .min()
     }
 
     /// The request and token buckets that bind now (lowest level): (level, capacity).
     pub(crate) fn binding(&mut self, now: Instant) -> [Option<(f64, u64)>; 2] {
+        let view = |b: &mut Bucket| (b.level(now), b.capacity());
+        let stated = |s: &mut Stated| (s.level(now), s.bucket.capacity());
+        let lowest = |v: Vec<(f64, u64)>| v.into_iter().min_by(|a, b| a.0.total_cmp(&b.0));
         let [r, t, _, _] = &mut self.stated;
-        let lowest = |bs: [Option<&mut Bucket>; 4]| {
-            bs.into_iter()
-                .flatten()
-                .map(|b| (b.level(now), b.capacity()))
-                .min_by(|a, b| a.0.total_cmp(&b.0))
-        };
-        [
-            lowest([
-                self.rpm.as_mut(),
-                self.rpd.as_mut(),
-                bucket_of(r),
-                self.paced.as_mut().map(|p| &mut p.bucket),
-            ]),
-            lowest([self.tpm.as_mut(), self.tpd.as_mut(), bucket_of(t), None]),
+        let requests = [
+            self.rpm.as_mut(),
+            self.rpd.as_mut(),
+            self.paced.as_mut().map(|p| &mut p.bucket),
         ]
+        .into_iter()
+        .flatten()
+        .map(view)
+        .chain(r.as_mut().map(stated))
+        .collect();
+        let tokens = [self.tpm.as_mut(), self.tpd.as_mut()]
+            .into_iter()
+            .flatten()
+            .map(view)
+            .chain(t.as_mut().map(stated))
+            .collect();
+        [lowest(requests), lowest(tokens)]
     }
 
     /// The windows learned for the stated requests and tokens.

@@ -7,6 +7,12 @@
 //!   — for the reset's rounding not to matter; a shallower one still says the window is at
 //!   least T. An implied window within [`SNAP`] of the dialect's documented one is the
 //!   documented one. Until anything is learned: the documented window, else a minute.
+//! * **Fixed windows** are told from buckets by how a stated level moves, for providers that
+//!   state no reset: a jump back to the limit within a quarter window is a boundary; no
+//!   refill where a bucket would have given units back, twice, or "none left" where a bucket
+//!   would have one back, is a fixed window whose boundary comes a window after the first
+//!   stated level at the latest. In a fixed window nothing comes back before the boundary:
+//!   a request that does not fit waits for it (not a second at a time).
 //! * **Stated remaining is the truth at the moment it was stated**, both ways: the level
 //!   becomes R less what this client booked after the request that got the answer. A report
 //!   older than one already applied changes nothing; the answer to a request admitted without
@@ -18,7 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::bucket::Bucket;
+use super::bucket::{Bucket, InsufficientCapacity};
 use super::Window;
 
 /// The least share of the limit an observation must have used for the window it implies to
@@ -85,6 +91,61 @@ pub(crate) fn learn(
     known
 }
 
+/// How a stated limit refills.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Refill {
+    /// A bucket: continuously, the limit per window (what OpenAI and Anthropic document).
+    Continuous,
+    /// A fixed window (a counter that starts again at each boundary, e.g. a calendar
+    /// minute): nothing comes back before `next`, then the whole limit does.
+    Fixed { next: Instant },
+}
+
+/// What one stated level says of how the limit refills (pure): `gain` is what the provider
+/// gave back since the last stated level (the stated level now, less what the local model
+/// says would be left with no refill at all), `bucket_gain` what a bucket of the learned
+/// window would have given back, over `elapsed` of a `window` of `limit`.
+pub(crate) enum Sign {
+    /// The limit came back at once: a fixed window's boundary passed.
+    Jump,
+    /// Nothing came back where a bucket would have given a few units.
+    Dry,
+    /// About what a bucket gives back.
+    Steady,
+    /// Too little time or too little at stake to tell.
+    Unclear,
+}
+
+/// Reads a stated level's move (see [`Sign`]).
+pub(crate) fn sign(
+    gain: f64,
+    bucket_gain: f64,
+    elapsed: Duration,
+    window: Duration,
+    limit: u64,
+) -> Sign {
+    let limit = limit as f64;
+    if gain >= limit / 2.0 && elapsed < window / 4 {
+        return Sign::Jump;
+    }
+    if bucket_gain < DRY_UNITS {
+        return Sign::Unclear;
+    }
+    if gain < bucket_gain / 4.0 {
+        Sign::Dry
+    } else if gain >= bucket_gain / 2.0 {
+        Sign::Steady
+    } else {
+        Sign::Unclear
+    }
+}
+
+/// The least a bucket would have given back, in units, for its absence to say something.
+const DRY_UNITS: f64 = 3.0;
+
+/// Stated levels in a row that saw no refill before the limit counts as a fixed window.
+const DRY_RUN: u32 = 2;
+
 /// One stated dimension (requests, tokens, input or output tokens) of one key.
 #[derive(Clone, Debug)]
 pub(crate) struct Stated {
@@ -93,6 +154,15 @@ pub(crate) struct Stated {
     prior: Option<Duration>,
     /// The booking whose answer was applied last (`None`: none with a booking).
     applied: Option<u64>,
+    refill: Refill,
+    /// When the level was last set from a stated remaining, and to what (and when the first
+    /// was).
+    last_truth: Option<(Instant, f64)>,
+    first_truth: Option<Instant>,
+    /// What was booked since the last stated level.
+    charged: f64,
+    /// Stated levels in a row that saw no refill.
+    dry: u32,
 }
 
 impl Stated {
@@ -109,6 +179,11 @@ impl Stated {
             learned,
             prior,
             applied: None,
+            refill: Refill::Continuous,
+            last_truth: None,
+            first_truth: None,
+            charged: 0.0,
+            dry: 0,
         }
     }
 
@@ -117,15 +192,73 @@ impl Stated {
         self.learned.window
     }
 
+    /// A fixed window's boundaries that `now` has passed give the limit back.
+    fn roll(&mut self, now: Instant) {
+        let Refill::Fixed { next } = self.refill else {
+            return;
+        };
+        if now < next {
+            return;
+        }
+        let w = self.learned.window.max(Duration::from_millis(1));
+        let passed = 1 + now.saturating_duration_since(next).as_nanos() / w.as_nanos();
+        let level = self.bucket.level(now) + self.bucket.capacity() as f64 * passed as f64;
+        self.bucket.set_level(level, now);
+        self.refill = Refill::Fixed {
+            next: next + w * u32::try_from(passed).unwrap_or(u32::MAX),
+        };
+    }
+
+    /// The level at `now`.
+    pub(crate) fn level(&mut self, now: Instant) -> f64 {
+        self.roll(now);
+        self.bucket.level(now)
+    }
+
+    /// How long `n` would wait now (see [`Bucket::peek`]); in a fixed window, until the
+    /// boundary from which the windows' limits cover it.
+    pub(crate) fn wait(&mut self, n: u64, now: Instant) -> Result<Duration, InsufficientCapacity> {
+        self.roll(now);
+        let Refill::Fixed { next } = self.refill else {
+            return self.bucket.peek(n, now);
+        };
+        // Checks the capacity; the bucket's own (near-zero) refill says nothing here.
+        self.bucket.peek(n, now)?;
+        let missing = n as f64 - self.bucket.level(now);
+        if missing <= 0.0 {
+            return Ok(Duration::ZERO);
+        }
+        let windows = (missing / self.bucket.capacity() as f64).ceil().max(1.0) as u32;
+        Ok((next + self.learned.window * (windows - 1)).saturating_duration_since(now))
+    }
+
+    /// Books `n`.
+    pub(crate) fn charge(&mut self, n: u64, now: Instant) {
+        self.roll(now);
+        self.bucket.charge(n, now);
+        self.charged += n as f64;
+    }
+
+    /// Empties it (a 429 about it): how the level moves is read from here on.
+    pub(crate) fn drain(&mut self, now: Instant) {
+        self.roll(now);
+        self.bucket.drain(now);
+        if self.last_truth.is_some() {
+            self.last_truth = Some((now, self.bucket.level(now)));
+            self.charged = 0.0;
+        }
+    }
+
     /// Applies a window the provider stated in the answer to booking `booked` (`None`: a
-    /// request admitted without a booking), when `inflight` more of this dimension was
-    /// booked after it.
+    /// request admitted without a booking), when `inflight` more of this dimension is booked
+    /// and not yet answered.
     pub(crate) fn observe(&mut self, w: &Window, booked: Option<u64>, inflight: f64, now: Instant) {
         if let (Some(b), Some(last)) = (booked, self.applied) {
             if b < last {
                 return; // older news than what was applied
             }
         }
+        self.roll(now);
         if booked.is_some() {
             self.applied = booked;
         }
@@ -134,17 +267,85 @@ impl Stated {
             let until = reset.saturating_duration_since(now);
             self.learned = learn(self.learned, limit, r, until, self.prior);
         }
-        if limit != self.bucket.capacity() || self.learned.window != self.bucket.window() {
-            self.bucket.set_limit(limit, self.learned.window, now);
+        self.shape_bucket(limit, now);
+        let Some(r) = w.remaining else { return };
+        let Some(_) = booked else {
+            // What was booked after an unbooked request is not known: its answer can only
+            // lower the level.
+            self.bucket.tighten(r, now);
+            return;
+        };
+        let truth = r as f64 - inflight;
+        if w.reset_at.is_none() {
+            self.classify(truth, limit, now);
         }
-        if let Some(r) = w.remaining {
-            match booked {
-                Some(_) => self.bucket.set_level(r as f64 - inflight, now),
-                // What was booked after an unbooked request is not known: its answer can
-                // only lower the level.
-                None => self.bucket.tighten(r, now),
+        self.bucket.set_level(truth, now);
+        self.last_truth = Some((now, self.bucket.level(now)));
+        self.first_truth.get_or_insert(now);
+        self.charged = 0.0;
+    }
+
+    /// The bucket's capacity and rate for `limit` and the learned window: in a fixed window
+    /// it does not refill (the boundaries do).
+    fn shape_bucket(&mut self, limit: u64, now: Instant) {
+        let window = match self.refill {
+            Refill::Continuous => self.learned.window,
+            Refill::Fixed { .. } => self.learned.window * 1_000,
+        };
+        if limit != self.bucket.capacity() || window != self.bucket.window() {
+            self.bucket.set_limit(limit, window, now);
+        }
+    }
+
+    /// Learns, from how a stated level moved, whether the limit is a fixed window. Only for
+    /// providers that state no reset (a reset says which it is: a bucket's counts down from
+    /// the window, a fixed window's to its boundary — both read as "full again then").
+    fn classify(&mut self, truth: f64, limit: u64, now: Instant) {
+        let Some((last, level)) = self.last_truth else {
+            return;
+        };
+        let elapsed = now.saturating_duration_since(last);
+        // Where the level would be with no refill at all, and what the model refilled.
+        let dry_level = level - self.charged;
+        let bucket_gain = match self.refill {
+            Refill::Continuous => (self.bucket.level(now) - dry_level).max(0.0),
+            Refill::Fixed { .. } => 0.0,
+        };
+        let gain = truth - dry_level;
+        let window = self.learned.window;
+        // None left where a bucket would have a unit back by now: it did not refill as a
+        // bucket would — decisive on its own (that is how a closed fixed window answers).
+        let closed = truth < 1.0 && self.bucket.level(now) >= 1.0;
+        let read = if closed {
+            self.dry = DRY_RUN - 1;
+            Sign::Dry
+        } else {
+            sign(gain, bucket_gain, elapsed, window, limit)
+        };
+        match read {
+            Sign::Jump => {
+                // The boundary passed between the last truth and now: the next is a window
+                // after now at the latest.
+                self.refill = Refill::Fixed { next: now + window };
+                self.dry = 0;
             }
+            Sign::Dry if self.refill == Refill::Continuous => {
+                self.dry += 1;
+                if self.dry >= DRY_RUN {
+                    // Fixed, its boundary not seen yet: the window that held the first stated
+                    // level ends a window after it at the latest.
+                    let first = self.first_truth.unwrap_or(now);
+                    let mut next = first + window;
+                    while next <= now {
+                        next += window;
+                    }
+                    self.refill = Refill::Fixed { next };
+                }
+            }
+            Sign::Steady if self.refill == Refill::Continuous => self.dry = 0,
+            _ => {}
         }
+        self.shape_bucket(limit, now);
     }
 }
 
@@ -309,5 +510,79 @@ mod tests {
         assert_eq!(s.window(), 6 * S);
         assert_eq!(s.bucket.per_sec(), 10.0, "60 per 6 s");
         assert_eq!(s.bucket.level(now + S), 40.0);
+    }
+
+    /// LiteLLM's shape: limit and remaining, no reset, a count per calendar minute.
+    fn litellm(remaining: u64) -> Window {
+        Window {
+            limit: Some(60),
+            remaining: Some(remaining),
+            reset_at: None,
+            per: crate::ratelimit::Per::Minute,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_refill_where_a_bucket_would_show_some_is_a_fixed_window_waited_out() {
+        let t0 = Instant::now();
+        let mut s = Stated::new(60, MIN, Duration::ZERO, t0);
+        for _ in 0..30 {
+            s.charge(1, t0);
+        }
+        s.observe(&litellm(30), Some(0), 0.0, t0);
+        // Ten more in 5 s, ten more in the next 5: a bucket would have given 5 back each time
+        // (a nearly full one would have had nothing to give, and would say nothing).
+        for (i, (n, left)) in [(10, 20), (10, 10)].into_iter().enumerate() {
+            let t = t0 + 5 * S * (i as u32 + 1);
+            for _ in 0..n {
+                s.charge(1, t);
+            }
+            s.observe(&litellm(left), Some(i as u64 + 1), 0.0, t);
+        }
+        let t = t0 + 10 * S;
+        assert_eq!(s.refill, Refill::Fixed { next: t0 + 60 * S });
+        // Ten fit now; the eleventh waits for the window's end, not a second.
+        assert_eq!(s.wait(10, t), Ok(Duration::ZERO));
+        assert_eq!(s.wait(11, t), Ok(50 * S));
+        // At the boundary the limit is back.
+        assert_eq!(
+            s.level(t0 + 60 * S),
+            60.0,
+            "10 left plus the new window, capped"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_jump_back_to_the_limit_marks_the_boundary() {
+        let t0 = Instant::now();
+        let mut s = Stated::new(60, MIN, Duration::ZERO, t0);
+        for _ in 0..50 {
+            s.charge(1, t0);
+        }
+        s.observe(&litellm(10), Some(0), 0.0, t0);
+        // Two seconds later it says 59 of 60 left after one more: the window started again.
+        let t = t0 + 2 * S;
+        s.charge(1, t);
+        s.observe(&litellm(59), Some(1), 0.0, t);
+        assert_eq!(s.refill, Refill::Fixed { next: t + 60 * S });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bucket_that_refills_steadily_stays_a_bucket() {
+        let t0 = Instant::now();
+        let mut s = Stated::new(60, MIN, Duration::ZERO, t0);
+        for _ in 0..40 {
+            s.charge(1, t0);
+        }
+        s.observe(&litellm(20), Some(0), 0.0, t0);
+        for i in 1..=4u32 {
+            // Ten seconds, ten units back, five booked.
+            let t = t0 + 10 * S * i;
+            for _ in 0..5 {
+                s.charge(1, t);
+            }
+            s.observe(&litellm(20 + 5 * u64::from(i)), Some(u64::from(i)), 0.0, t);
+        }
+        assert_eq!(s.refill, Refill::Continuous);
     }
 }

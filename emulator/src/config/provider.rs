@@ -97,6 +97,10 @@ pub enum HeaderStyle {
     Azure,
     /// `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`, RFC 3339 resets.
     Anthropic,
+    /// LiteLLM's proxy: `x-ratelimit-{limit,remaining}-{requests,tokens}` with no reset, no
+    /// `Retry-After` and no delay in a 429's text.
+    #[serde(rename = "litellm")]
+    LiteLlm,
     /// No rate-limit headers (Gemini, Deepgram), and for OpenAI-format providers no delay in
     /// a 429's message either: a provider (or proxy) that states nothing at all. Gemini keeps
     /// its `RetryInfo` in the body.
@@ -261,6 +265,10 @@ pub struct ProviderConfig {
     /// A "minute" for this provider, overriding [`EmulatorConfig::minute_ms`](super::EmulatorConfig::minute_ms).
     #[serde(default)]
     pub minute_ms: Option<u64>,
+    /// Count each limit in fixed windows that start again at each boundary (LiteLLM's
+    /// per-minute counters) instead of continuously refilled buckets.
+    #[serde(default)]
+    pub fixed_windows: bool,
     /// Latency added to every answer.
     #[serde(default)]
     pub latency: Latency,
@@ -309,6 +317,7 @@ impl ProviderConfig {
             charge: ChargeMode::default(),
             default_max_tokens: default_max_tokens(),
             minute_ms: None,
+            fixed_windows: false,
             latency: Latency::default(),
             stream_chunk_ms: 0,
             hang_ms: default_hang_ms(),
@@ -389,6 +398,13 @@ impl ProviderConfig {
     #[must_use]
     pub fn with_charge(mut self, charge: ChargeMode) -> Self {
         self.charge = charge;
+        self
+    }
+
+    /// Counts every limit in fixed windows (see [`fixed_windows`](Self::fixed_windows)).
+    #[must_use]
+    pub fn with_fixed_windows(mut self) -> Self {
+        self.fixed_windows = true;
         self
     }
 

@@ -447,7 +447,10 @@ pub(super) fn rate_limit_body(l: &Limited, cx: &Cx<'_>) -> Value {
         )
     } else {
         // A provider that states nothing says no delay in its text either.
-        let silent = cx.provider.cfg.header_style() == HeaderStyle::None;
+        let silent = matches!(
+            cx.provider.cfg.header_style(),
+            HeaderStyle::None | HeaderStyle::LiteLlm
+        );
         let wait = l
             .delay
             .filter(|_| !silent)
