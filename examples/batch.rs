@@ -54,7 +54,15 @@ struct Args {
     /// Also write the summary as JSON to this file.
     #[arg(long)]
     summary_json: Option<PathBuf>,
+    /// Longest time one item may take, waits for the providers' limits included, in seconds.
+    /// A batch is patient: an item only ever throttled waits for the provider instead of
+    /// failing (the client's own default, for an interactive call, is 2 minutes).
+    #[arg(long, default_value_t = DEFAULT_ITEM_DEADLINE_S)]
+    item_deadline_s: u64,
 }
+
+/// A batch item's deadline by default: an hour.
+const DEFAULT_ITEM_DEADLINE_S: u64 = 3_600;
 
 /// The demo's emulated providers: limits a little off the ones in `providers.toml` (the
 /// client learns the stated ones from the headers), 150–450 ms per answer.
@@ -122,7 +130,9 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let total = count_lines(&args.input)
         .await
         .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
-    let runner = Runner::new(client.clone()).concurrency(args.concurrency);
+    let runner = Runner::new(client.clone())
+        .concurrency(args.concurrency)
+        .deadline(std::time::Duration::from_secs(args.item_deadline_s.max(1)));
     let job = FileJob::new(&args.input, &args.output).retry_failed(args.retry_failed);
 
     let stop = Stop::new();
