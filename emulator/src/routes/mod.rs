@@ -70,7 +70,11 @@ pub(crate) struct ChatReq {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SttFormat {
     Json,
-    VerboseJson,
+    /// With the `timestamp_granularities[]` asked for: `words`, `segments` (the default).
+    VerboseJson {
+        words: bool,
+        segments: bool,
+    },
     Text,
     Srt,
     Vtt,

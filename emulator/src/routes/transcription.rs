@@ -1,6 +1,7 @@
 //! Transcriptions in OpenAI's format, shared by OpenAI and Azure: a multipart form in
-//! (`file`, `model`, `language`, `prompt`, `response_format`), `json` / `verbose_json` /
-//! `text` / `srt` / `vtt` out (platform.openai.com/docs/api-reference/audio/createTranscription).
+//! (`file`, `model`, `language`, `prompt`, `response_format`, `timestamp_granularities[]`),
+//! `json` / `verbose_json` / `text` / `srt` / `vtt` out
+//! (platform.openai.com/docs/api-reference/audio/createTranscription).
 
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -44,7 +45,10 @@ pub(super) fn parse(
     };
     let format = match text("response_format").unwrap_or("json") {
         "json" => SttFormat::Json,
-        "verbose_json" => SttFormat::VerboseJson,
+        "verbose_json" => {
+            let (words, segments) = granularities(form)?;
+            SttFormat::VerboseJson { words, segments }
+        }
         "text" => SttFormat::Text,
         "srt" => SttFormat::Srt,
         "vtt" => SttFormat::Vtt,
@@ -74,6 +78,41 @@ pub(super) fn parse(
         language: text("language").map(str::to_owned),
         format,
         punctuate: true,
+    })
+}
+
+/// `timestamp_granularities[]` (repeatable: `word`, `segment`; `segment` when absent) as
+/// (words, segments). Only `verbose_json` carries timestamps; other formats ignore the field
+/// (platform.openai.com/docs/api-reference/audio/createTranscription#audio-createtranscription-timestamp_granularities).
+fn granularities(form: &[Field]) -> Result<(bool, bool), ApiError> {
+    let (mut words, mut segments, mut any) = (false, false, false);
+    let asked = form.iter().filter(|f| {
+        matches!(
+            f.name.as_str(),
+            "timestamp_granularities[]" | "timestamp_granularities"
+        )
+    });
+    for f in asked {
+        any = true;
+        match f.text() {
+            Some("word") => words = true,
+            Some("segment") => segments = true,
+            other => {
+                return Err(ApiError::bad_param(
+                    format!(
+                        "Invalid value: '{}'. Supported values are: 'word' and 'segment'.",
+                        other.unwrap_or("")
+                    ),
+                    "timestamp_granularities",
+                    Some("invalid_value"),
+                ))
+            }
+        }
+    }
+    Ok(if any {
+        (words, segments)
+    } else {
+        (false, true)
     })
 }
 
@@ -119,22 +158,45 @@ pub(super) fn render(req: &SttReq, t: &Transcript) -> (&'static str, Bytes) {
     let usage = json!({"type": "duration", "seconds": t.duration.ceil() as u64});
     match req.format {
         SttFormat::Json => (JSON, json_bytes(&json!({"text": t.text, "usage": usage}))),
-        SttFormat::VerboseJson => {
-            let segs: Vec<Value> = segments(t)
-                .into_iter()
-                .enumerate()
-                .map(|(i, (start, end, text))| {
-                    json!({
-                        "id": i, "seek": 0, "start": round3(start), "end": round3(end),
-                        "text": format!(" {text}"), "tokens": [], "temperature": 0.0,
-                        "avg_logprob": -0.2, "compression_ratio": 1.2, "no_speech_prob": 0.01,
-                    })
-                })
-                .collect();
-            let body = json!({
+        // platform.openai.com/docs/api-reference/audio/verbose-json-object: `segments` and
+        // `words` ([{"word", "start", "end"}]) each as the granularities ask.
+        SttFormat::VerboseJson {
+            words,
+            segments: with_segments,
+        } => {
+            let mut body = json!({
                 "task": "transcribe", "language": language_name(req.language.as_deref()),
-                "duration": t.duration, "text": t.text, "segments": segs, "usage": usage,
+                "duration": t.duration, "text": t.text, "usage": usage,
             });
+            if with_segments {
+                let segs: Vec<Value> = segments(t)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (start, end, text))| {
+                        json!({
+                            "id": i, "seek": 0, "start": round3(start), "end": round3(end),
+                            "text": format!(" {text}"), "tokens": [], "temperature": 0.0,
+                            "avg_logprob": -0.2, "compression_ratio": 1.2,
+                            "no_speech_prob": 0.01,
+                        })
+                    })
+                    .collect();
+                body["segments"] = Value::from(segs);
+            }
+            if words {
+                // Words come without the punctuation the text carries.
+                let ws: Vec<Value> = t
+                    .words
+                    .iter()
+                    .map(|(w, start, end)| {
+                        json!({
+                            "word": w.trim_end_matches(|c: char| c.is_ascii_punctuation()),
+                            "start": round3(*start), "end": round3(*end),
+                        })
+                    })
+                    .collect();
+                body["words"] = Value::from(ws);
+            }
             (JSON, json_bytes(&body))
         }
         SttFormat::Text => (

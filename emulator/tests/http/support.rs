@@ -30,6 +30,32 @@ pub(crate) fn anthropic_messages(emu: &Emulator, prefix: &str, body: &Value) -> 
         .json(body)
 }
 
+/// A transcription form: `secs` of WAV, whisper-1, and the given text fields in order.
+pub(crate) fn transcription_form(secs: f64, fields: &[(&str, &str)]) -> reqwest::multipart::Form {
+    let file = reqwest::multipart::Part::bytes(wav(secs))
+        .file_name("a.wav")
+        .mime_str("audio/wav")
+        .unwrap();
+    fields.iter().fold(
+        reqwest::multipart::Form::new()
+            .part("file", file)
+            .text("model", "whisper-1"),
+        |form, (name, value)| form.text(name.to_string(), value.to_string()),
+    )
+}
+
+/// `POST {base}/audio/transcriptions` with the provider's key.
+pub(crate) fn openai_transcription(
+    emu: &Emulator,
+    prefix: &str,
+    form: reqwest::multipart::Form,
+) -> RequestBuilder {
+    client()
+        .post(format!("{}/audio/transcriptions", emu.base_url(prefix)))
+        .bearer_auth(emu.key(prefix))
+        .multipart(form)
+}
+
 /// `POST {base}/v1beta/models/{model}:{verb}` with the provider's key.
 pub(crate) fn gemini(
     emu: &Emulator,

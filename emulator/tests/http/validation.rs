@@ -359,6 +359,24 @@ async fn requests_that_break_the_providers_rules_get_its_400s() {
             "audio_too_short",
         ),
         (
+            "transcription unknown timestamp granularity",
+            openai_transcription(
+                &emu,
+                "openai",
+                transcription_form(
+                    1.0,
+                    &[
+                        ("response_format", "verbose_json"),
+                        ("timestamp_granularities[]", "word"),
+                        ("timestamp_granularities[]", "char"),
+                    ],
+                ),
+            ),
+            400,
+            "/error/param",
+            "timestamp_granularities",
+        ),
+        (
             "unknown prefix",
             c.post(format!("{}/nobody/v1/chat/completions", emu.url()))
                 .json(&chat_body("x")),

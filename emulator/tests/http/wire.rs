@@ -166,6 +166,72 @@ async fn openai_transcription_answers_in_every_response_format() {
     }
 }
 
+// Word timestamps: `timestamp_granularities[]` (platform.openai.com/docs/api-reference/audio/
+// createTranscription) gives `words` ([{"word", "start", "end"}]) and/or `segments` in the
+// verbose JSON (platform.openai.com/docs/api-reference/audio/verbose-json-object).
+#[tokio::test]
+async fn openai_verbose_json_has_words_or_segments_as_the_granularities_ask() {
+    let emu = Emulator::builder().openai("openai").start().await.unwrap();
+    let g = "timestamp_granularities[]";
+    let cases: [(&[&str], bool, bool); 5] = [
+        (&[], false, true),
+        (&["segment"], false, true),
+        (&["word"], true, false),
+        (&["word", "segment"], true, true),
+        (&["segment", "word", "word"], true, true),
+    ];
+    for (asked, words, segments) in cases {
+        let mut fields = vec![("response_format", "verbose_json")];
+        fields.extend(asked.iter().map(|v| (g, *v)));
+        let (status, _, body) = parts(
+            openai_transcription(&emu, "openai", transcription_form(4.0, &fields))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200, "{asked:?}: {body}");
+        assert_eq!(body["segments"].is_array(), segments, "{asked:?}: {body}");
+        assert_eq!(body["words"].is_array(), words, "{asked:?}: {body}");
+        if !words {
+            continue;
+        }
+        let text = body["text"].as_str().unwrap();
+        let ws = body["words"].as_array().unwrap();
+        assert_eq!(
+            ws.len(),
+            text.split(' ').count(),
+            "one entry per word: {body}"
+        );
+        let mut last_end = 0.0;
+        for w in ws {
+            let word = w["word"].as_str().unwrap();
+            let (start, end) = (w["start"].as_f64().unwrap(), w["end"].as_f64().unwrap());
+            assert!(!word.is_empty() && !word.ends_with('.'), "{w}");
+            assert!(text.contains(word), "{word} in {text}");
+            assert!(last_end <= start && start < end && end <= 4.0, "{w}");
+            last_end = end;
+        }
+    }
+    // Formats without timestamps ignore the field.
+    let (status, _, body) = parts(
+        openai_transcription(
+            &emu,
+            "openai",
+            transcription_form(1.0, &[("response_format", "json"), (g, "word")]),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["text"].is_string() && body.get("words").is_none(),
+        "{body}"
+    );
+}
+
 // Azure OpenAI chat completions: learn.microsoft.com/azure/ai-services/openai/reference
 #[tokio::test]
 async fn azure_answers_on_a_deployment_route_with_content_filter_results() {
