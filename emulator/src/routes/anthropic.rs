@@ -1,8 +1,10 @@
-//! Anthropic: `POST /v1/messages` with `x-api-key` and a required `anthropic-version`;
-//! JSON answers or typed SSE events (`message_start`, `content_block_start`, `ping`,
-//! `content_block_delta`, `content_block_stop`, `message_delta`, `message_stop`; `error`
-//! midway); errors as `{"type": "error", "error": {"type", "message"}, "request_id"}`
-//! (docs.anthropic.com/en/api/messages, …/messages-streaming, …/errors, …/rate-limits).
+//! Anthropic: `POST /v1/messages` and `POST /v1/messages/count_tokens`, with `x-api-key` and
+//! a required `anthropic-version`; JSON answers or typed SSE events (`message_start`,
+//! `content_block_start`, `ping`, `content_block_delta`, `content_block_stop`,
+//! `message_delta`, `message_stop`; `error` midway); errors as
+//! `{"type": "error", "error": {"type", "message"}, "request_id"}`
+//! (docs.anthropic.com/en/api/messages, …/messages-streaming, …/messages-count-tokens,
+//! …/errors, …/rate-limits).
 
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
@@ -11,8 +13,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    header, hv, json_bytes, sse_event, ApiError, ChatReq, Cx, Field, Op, OpKind, Rendered, Route,
-    StreamParts, SttReq, Usage, Wire, JSON,
+    header, hv, json_bytes, sse_event, ApiError, ChatReq, CountReq, Cx, Field, Op, OpKind,
+    Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
 use crate::limits::LimitName;
 use crate::text::{deltas, new_id, Completion, PromptDigest, Transcript};
@@ -65,9 +67,47 @@ fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::bad(message)
 }
 
+/// The prompt of a messages (or count) request: `system`, then every message's text.
+fn prompt(b: &MessagesBody) -> Result<PromptDigest, ApiError> {
+    let Some(messages) = &b.messages else {
+        return Err(invalid("messages: Field required"));
+    };
+    if messages.is_empty() {
+        return Err(invalid("messages: at least one message is required"));
+    }
+    let mut prompt = PromptDigest::default();
+    if let Some(s) = &b.system {
+        s.add_to(&mut prompt);
+    }
+    for (i, m) in messages.iter().enumerate() {
+        match m.role.as_deref() {
+            Some("user" | "assistant") => {}
+            Some(other) => {
+                return Err(invalid(format!(
+                    "messages.{i}.role: Input should be 'user' or 'assistant' (got '{other}')"
+                )))
+            }
+            None => return Err(invalid(format!("messages.{i}.role: Field required"))),
+        }
+        match &m.content {
+            Some(c) => c.add_to(&mut prompt),
+            None => return Err(invalid(format!("messages.{i}.content: Field required"))),
+        }
+    }
+    Ok(prompt)
+}
+
 impl Wire for Anthropic {
     fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
-        (method == Method::POST && path == "/v1/messages").then(|| Route::new(OpKind::Chat))
+        if method != Method::POST {
+            return None;
+        }
+        match path {
+            "/v1/messages" => Some(Route::new(OpKind::Chat)),
+            // docs.claude.com/en/api/messages-count-tokens
+            "/v1/messages/count_tokens" => Some(Route::new(OpKind::CountTokens)),
+            _ => None,
+        }
     }
 
     fn authorize(&self, parts: &Parts, key: &str) -> Result<(), ApiError> {
@@ -88,7 +128,7 @@ impl Wire for Anthropic {
 
     fn parse(
         &self,
-        _route: &Route,
+        route: &Route,
         _parts: &Parts,
         body: &Bytes,
         _form: &[Field],
@@ -97,9 +137,16 @@ impl Wire for Anthropic {
             serde_json::error::Category::Data => invalid(format!("Invalid request body: {e}")),
             _ => invalid("There was an error parsing the body of your request"),
         })?;
-        let Some(model) = b.model else {
+        let Some(model) = b.model.clone() else {
             return Err(invalid("model: Field required"));
         };
+        if route.op == OpKind::CountTokens {
+            // A count takes a messages request without `max_tokens` (and without `stream`).
+            return Ok(Op::Count(CountReq {
+                model,
+                prompt: prompt(&b)?,
+            }));
+        }
         let Some(max_tokens) = b.max_tokens else {
             return Err(invalid("max_tokens: Field required"));
         };
@@ -108,34 +155,9 @@ impl Wire for Anthropic {
                 "max_tokens: Input should be greater than or equal to 1",
             ));
         }
-        let Some(messages) = b.messages else {
-            return Err(invalid("messages: Field required"));
-        };
-        if messages.is_empty() {
-            return Err(invalid("messages: at least one message is required"));
-        }
-        let mut prompt = PromptDigest::default();
-        if let Some(s) = &b.system {
-            s.add_to(&mut prompt);
-        }
-        for (i, m) in messages.iter().enumerate() {
-            match m.role.as_deref() {
-                Some("user" | "assistant") => {}
-                Some(other) => {
-                    return Err(invalid(format!(
-                        "messages.{i}.role: Input should be 'user' or 'assistant' (got '{other}')"
-                    )))
-                }
-                None => return Err(invalid(format!("messages.{i}.role: Field required"))),
-            }
-            match &m.content {
-                Some(c) => c.add_to(&mut prompt),
-                None => return Err(invalid(format!("messages.{i}.content: Field required"))),
-            }
-        }
         Ok(Op::Chat(ChatReq {
             model,
-            prompt,
+            prompt: prompt(&b)?,
             max_tokens: Some(max_tokens as u64),
             stream: b.stream.unwrap_or(false),
             sse: true,
@@ -300,6 +322,11 @@ impl Wire for Anthropic {
     fn transcript(&self, _req: &SttReq, _t: &Transcript, _cx: &Cx<'_>) -> (&'static str, Bytes) {
         // No Anthropic route parses into a transcription.
         (JSON, Bytes::new())
+    }
+
+    fn token_count(&self, _req: &CountReq, tokens: u64, _cx: &Cx<'_>) -> Bytes {
+        // docs.claude.com/en/api/messages-count-tokens: `{"input_tokens": N}`.
+        json_bytes(&json!({"input_tokens": tokens}))
     }
 
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {

@@ -94,7 +94,7 @@ impl Wire for Azure {
 
     fn body_limit(&self, op: OpKind) -> usize {
         match op {
-            OpKind::Chat => JSON_LIMIT,
+            OpKind::Chat | OpKind::CountTokens => JSON_LIMIT,
             OpKind::Transcribe => AUDIO_LIMIT,
         }
     }
@@ -110,6 +110,8 @@ impl Wire for Azure {
         match route.op {
             OpKind::Chat => openai::parse_chat(body, model).map(Op::Chat),
             OpKind::Transcribe => transcription::parse(parts, form, model).map(Op::Stt),
+            // No route of this format counts tokens.
+            OpKind::CountTokens => Err(ApiError::NotFound),
         }
     }
 

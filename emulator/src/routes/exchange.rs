@@ -14,7 +14,9 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::body::{parse_form, read_body, stream_body, stream_items, whole_body, Inflight};
-use super::{content_type, wire, ApiError, ChatReq, Cx, Limited, Op, Route, SttReq, Usage, Wire};
+use super::{
+    content_type, wire, ApiError, ChatReq, CountReq, Cx, Limited, Op, Route, SttReq, Usage, Wire,
+};
 use crate::config::ChargeMode;
 use crate::faults::{Fault, RetryAfter};
 use crate::headers::{malformed_headers, rate_limit_headers, retry_headers, RetryHeader};
@@ -277,6 +279,10 @@ async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
     match op {
         Op::Chat(req) => chat(x, req, fault, guard).await,
         Op::Stt(req) => stt(x, req, fault).await,
+        Op::Count(req) => {
+            drop(guard);
+            count(x, req, fault).await
+        }
     }
 }
 
@@ -502,6 +508,18 @@ async fn stt(x: &mut Ex<'_>, req: SttReq, fault: Option<Fault>) -> Response {
     x.base_headers(&mut h, ct);
     let body = whole_body(bytes, fault.as_ref(), &mut h);
     finish(x, body, h, snapshot, fault.as_ref())
+}
+
+/// A token count: the prompt's estimate, the one a chat request is charged, booking nothing
+/// in the limits (a count is no message) and stating none.
+async fn count(x: &mut Ex<'_>, req: CountReq, fault: Option<Fault>) -> Response {
+    let delay = x.latency(fault.as_ref());
+    x.pause(delay).await;
+    let bytes = x.wire.token_count(&req, req.prompt.tokens(), &x.cx);
+    let mut h = HeaderMap::new();
+    x.base_headers(&mut h, super::JSON);
+    let body = whole_body(bytes, fault.as_ref(), &mut h);
+    finish(x, body, h, None, fault.as_ref())
 }
 
 fn finish(

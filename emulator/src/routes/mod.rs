@@ -31,6 +31,8 @@ pub(crate) use exchange::{handle, Listener};
 pub(crate) enum OpKind {
     Chat,
     Transcribe,
+    /// A prompt's token count (Anthropic `POST /v1/messages/count_tokens`).
+    CountTokens,
 }
 
 /// A recognised route.
@@ -91,11 +93,19 @@ pub(crate) struct SttReq {
     pub(crate) punctuate: bool,
 }
 
+/// A token-count request: the prompt of a chat request, answered with its estimate.
+#[derive(Clone, Debug)]
+pub(crate) struct CountReq {
+    pub(crate) model: String,
+    pub(crate) prompt: PromptDigest,
+}
+
 /// A parsed request.
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
     Chat(ChatReq),
     Stt(SttReq),
+    Count(CountReq),
 }
 
 impl Op {
@@ -103,6 +113,7 @@ impl Op {
         match self {
             Op::Chat(c) => &c.model,
             Op::Stt(s) => &s.model,
+            Op::Count(c) => &c.model,
         }
     }
 }
@@ -264,6 +275,10 @@ pub(crate) trait Wire: Sync + Send {
     fn stream_error(&self, cx: &Cx<'_>) -> Bytes;
     /// A transcription answer: content type and body.
     fn transcript(&self, req: &SttReq, t: &Transcript, cx: &Cx<'_>) -> (&'static str, Bytes);
+    /// A token-count answer (JSON). Only a wire format with a count route overrides it.
+    fn token_count(&self, _req: &CountReq, _tokens: u64, _cx: &Cx<'_>) -> Bytes {
+        Bytes::new()
+    }
     /// Request-id and other per-response headers.
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap);
 }

@@ -51,7 +51,7 @@ impl Wire for OpenAi {
 
     fn body_limit(&self, op: OpKind) -> usize {
         match op {
-            OpKind::Chat => JSON_LIMIT,
+            OpKind::Chat | OpKind::CountTokens => JSON_LIMIT,
             OpKind::Transcribe => AUDIO_LIMIT,
         }
     }
@@ -66,6 +66,8 @@ impl Wire for OpenAi {
         match route.op {
             OpKind::Chat => parse_chat(body, None).map(Op::Chat),
             OpKind::Transcribe => transcription::parse(parts, form, None).map(Op::Stt),
+            // No route of this format counts tokens.
+            OpKind::CountTokens => Err(ApiError::NotFound),
         }
     }
 

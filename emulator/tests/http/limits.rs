@@ -497,3 +497,67 @@ async fn transcriptions_count_requests_only() {
         Some("10")
     );
 }
+
+// docs.claude.com/en/api/messages-count-tokens: a count is free and limited apart from
+// messages; the emulator books nothing for it, so it passes where a message would not.
+#[tokio::test]
+async fn a_token_count_books_nothing_in_the_message_limits() {
+    let emu = Emulator::builder()
+        .provider(
+            ProviderConfig::anthropic("anthropic")
+                .with_limits(Limits::none().with_rpm(1).with_tpm(100)),
+        )
+        .start()
+        .await
+        .unwrap();
+    let big = json!({"model": "claude-sonnet-4-5",
+                     "messages": [{"role": "user", "content": "a".repeat(2_000)}]});
+    for _ in 0..3 {
+        let (status, headers, body) = parts(
+            anthropic_count(&emu, "anthropic", &big)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!((status, &body), (200, &json!({"input_tokens": 500})));
+        assert_eq!(
+            h(&headers, "anthropic-ratelimit-requests-remaining"),
+            None,
+            "a count states no message limits"
+        );
+    }
+    assert_eq!(emu.counters("anthropic").tokens, 0);
+    // The one message a minute is still there.
+    let (status, headers, body) = parts(
+        anthropic_messages(&emu, "anthropic", &messages_body("hi", 5))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        h(&headers, "anthropic-ratelimit-requests-remaining"),
+        Some("0")
+    );
+    // A count still needs the key.
+    let (status, _, body) = parts(
+        client()
+            .post(format!(
+                "{}/v1/messages/count_tokens",
+                emu.base_url("anthropic")
+            ))
+            .header("x-api-key", "nope")
+            .header("anthropic-version", "2023-06-01")
+            .json(&big)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (401, &json!("authentication_error"))
+    );
+}

@@ -30,6 +30,15 @@ pub(crate) fn anthropic_messages(emu: &Emulator, prefix: &str, body: &Value) -> 
         .json(body)
 }
 
+/// `POST {base}/v1/messages/count_tokens` with the provider's key and version.
+pub(crate) fn anthropic_count(emu: &Emulator, prefix: &str, body: &Value) -> RequestBuilder {
+    client()
+        .post(format!("{}/v1/messages/count_tokens", emu.base_url(prefix)))
+        .header("x-api-key", emu.key(prefix))
+        .header("anthropic-version", "2023-06-01")
+        .json(body)
+}
+
 /// A transcription form: `secs` of WAV, whisper-1, and the given text fields in order.
 pub(crate) fn transcription_form(secs: f64, fields: &[(&str, &str)]) -> reqwest::multipart::Form {
     let file = reqwest::multipart::Part::bytes(wav(secs))

@@ -252,6 +252,82 @@ async fn requests_that_break_the_providers_rules_get_its_400s() {
             "/error/type",
             "invalid_request_error",
         ),
+        // docs.claude.com/en/api/messages-count-tokens takes a messages body; its errors
+        // are the invalid_request_error of docs.claude.com/en/api/errors.
+        (
+            "count_tokens malformed JSON",
+            c.post(format!(
+                "{}/v1/messages/count_tokens",
+                emu.base_url("anthropic")
+            ))
+            .header("x-api-key", emu.key("anthropic"))
+            .header("anthropic-version", "2023-06-01")
+            .body("{\"model\": "),
+            400,
+            "/error/type",
+            "invalid_request_error",
+        ),
+        (
+            "count_tokens without messages",
+            anthropic_count(&emu, "anthropic", &json!({"model": "claude"})),
+            400,
+            "/error/message",
+            "messages: Field required",
+        ),
+        (
+            "count_tokens without model",
+            anthropic_count(
+                &emu,
+                "anthropic",
+                &json!({"messages": [{"role": "user", "content": "x"}]}),
+            ),
+            400,
+            "/error/message",
+            "model: Field required",
+        ),
+        (
+            "count_tokens wrong type",
+            anthropic_count(&emu, "anthropic", &json!({"model": "c", "messages": "hi"})),
+            400,
+            "/error/type",
+            "invalid_request_error",
+        ),
+        (
+            "count_tokens bad role",
+            anthropic_count(
+                &emu,
+                "anthropic",
+                &json!({"model": "c", "messages": [{"role": "system", "content": "x"}]}),
+            ),
+            400,
+            "/error/message",
+            "messages.0.role",
+        ),
+        (
+            "count_tokens without version",
+            c.post(format!(
+                "{}/v1/messages/count_tokens",
+                emu.base_url("anthropic")
+            ))
+            .header("x-api-key", emu.key("anthropic"))
+            .json(&messages_body("x", 5)),
+            400,
+            "/error/message",
+            "anthropic-version: header is required",
+        ),
+        (
+            "count_tokens GET",
+            client()
+                .get(format!(
+                    "{}/v1/messages/count_tokens",
+                    emu.base_url("anthropic")
+                ))
+                .header("x-api-key", emu.key("anthropic"))
+                .header("anthropic-version", "2023-06-01"),
+            404,
+            "/error/type",
+            "not_found_error",
+        ),
         (
             "gemini without contents",
             gemini(
@@ -457,6 +533,12 @@ async fn garbage_bodies_get_a_4xx_on_every_route_never_a_crash() {
             "emulator-key",
         ),
         ("anthropic", "/v1/messages", "x-api-key", "emulator-key"),
+        (
+            "anthropic",
+            "/v1/messages/count_tokens",
+            "x-api-key",
+            "emulator-key",
+        ),
         (
             "gemini",
             "/v1beta/models/g:streamGenerateContent?alt=sse",

@@ -316,6 +316,50 @@ async fn anthropic_answers_a_message_with_usage_and_request_id() {
     assert_eq!(cut["usage"]["output_tokens"], 1);
 }
 
+// Token counting: docs.claude.com/en/api/messages-count-tokens answers {"input_tokens": N};
+// N is the estimate a message with the same prompt reports (and is charged) as its input.
+#[tokio::test]
+async fn anthropic_counts_a_prompts_tokens_as_a_message_reports_them() {
+    let emu = Emulator::builder()
+        .anthropic("anthropic")
+        .start()
+        .await
+        .unwrap();
+    let mut req = messages_body("Hello, Claude", 1024);
+    req["system"] = json!([{"type": "text", "text": "You are terse."}]);
+    let mut count = req.clone();
+    if let Some(o) = count.as_object_mut() {
+        o.remove("max_tokens");
+    }
+    let (status, headers, body) = parts(
+        anthropic_count(&emu, "anthropic", &count)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(h(&headers, "content-type"), Some("application/json"));
+    assert!(h(&headers, "request-id").unwrap().starts_with("req_"));
+    // 14 + 13 characters → 7 tokens, and nothing else in the body.
+    assert_eq!(body, json!({"input_tokens": 7}));
+    let message = parts(
+        anthropic_messages(&emu, "anthropic", &req)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .2;
+    assert_eq!(message["usage"]["input_tokens"], body["input_tokens"]);
+    let log = emu.log();
+    assert_eq!(log[0].path, "/anthropic/v1/messages/count_tokens");
+    assert_eq!(
+        (log[0].status, log[0].tokens, log[0].model.as_deref()),
+        (Some(200), 0, Some("claude-sonnet-4-5"))
+    );
+}
+
 // Streaming events: docs.anthropic.com/en/api/messages-streaming
 #[tokio::test]
 async fn anthropic_stream_sends_typed_events_in_order() {
