@@ -1,7 +1,7 @@
-//! Anthropic: `POST /v1/messages` and `POST /v1/messages/count_tokens`, with `x-api-key` and
-//! a required `anthropic-version`; JSON answers or typed SSE events (`message_start`,
-//! `content_block_start`, `ping`, `content_block_delta`, `content_block_stop`,
-//! `message_delta`, `message_stop`; `error` midway); errors as
+//! Anthropic: `POST /v1/messages` and `POST /v1/messages/count_tokens`, with the key in
+//! `x-api-key` or `Authorization: Bearer` and a required `anthropic-version`; JSON answers or
+//! typed SSE events (`message_start`, `content_block_start`, `ping`, `content_block_delta`,
+//! `content_block_stop`, `message_delta`, `message_stop`; `error` midway); errors as
 //! `{"type": "error", "error": {"type", "message"}, "request_id"}`
 //! (docs.anthropic.com/en/api/messages, …/messages-streaming, …/messages-count-tokens,
 //! …/errors, …/rate-limits).
@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    header, hv, json_bytes, sse_event, ApiError, ChatReq, CountReq, Cx, Field, Op, OpKind,
-    Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
+    auth_scheme, header, hv, json_bytes, sse_event, ApiError, ChatReq, CountReq, Cx, Field, Op,
+    OpKind, Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
 use crate::limits::LimitName;
 use crate::text::{deltas, new_id, Completion, PromptDigest, Transcript};
@@ -111,7 +111,14 @@ impl Wire for Anthropic {
     }
 
     fn authorize(&self, parts: &Parts, key: &str) -> Result<(), ApiError> {
-        match header(parts, "x-api-key") {
+        // The key comes in `x-api-key` (docs.claude.com/en/api/overview#authentication) or,
+        // as the official SDKs send an `auth_token` (and, in current versions, an `api_key`
+        // too), in `Authorization: Bearer` (github.com/anthropics/anthropic-sdk-python,
+        // `Anthropic(auth_token=…)`). `x-api-key` wins when both are present. Either way a
+        // missing or wrong key is the 401 `authentication_error` of
+        // docs.claude.com/en/api/errors.
+        let presented = header(parts, "x-api-key").or_else(|| auth_scheme(parts, "bearer"));
+        match presented {
             None => return Err(ApiError::MissingKey),
             Some(k) if k != key => return Err(ApiError::WrongKey(String::new())),
             Some(_) => {}

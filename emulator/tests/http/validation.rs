@@ -127,6 +127,72 @@ async fn a_missing_or_wrong_key_gets_the_providers_own_refusal() {
     assert_eq!((c.requests, c.client_errors, c.ok), (2, 2, 0));
 }
 
+// Anthropic takes the key in `x-api-key` (docs.claude.com/en/api/overview#authentication) or
+// as the SDKs' `auth_token` in `Authorization: Bearer` (github.com/anthropics/
+// anthropic-sdk-python); a missing or wrong one is the 401 authentication_error of
+// docs.claude.com/en/api/errors, on messages and count_tokens alike.
+#[tokio::test]
+async fn anthropic_takes_the_key_as_x_api_key_or_a_bearer_token() {
+    let emu = all_kinds().start().await.unwrap();
+    let key = emu.key("anthropic").to_owned();
+    let base = emu.base_url("anthropic");
+    for path in ["/v1/messages", "/v1/messages/count_tokens"] {
+        let send = |auth: Option<(&str, String)>| {
+            let rb = client()
+                .post(format!("{base}{path}"))
+                .header("anthropic-version", "2023-06-01")
+                .json(&messages_body("hi", 5));
+            match auth {
+                Some((name, value)) => rb.header(name, value),
+                None => rb,
+            }
+        };
+        let cases = [
+            (Some(("x-api-key", key.clone())), 200, ""),
+            (Some(("authorization", format!("Bearer {key}"))), 200, ""),
+            (Some(("authorization", format!("bearer {key}"))), 200, ""),
+            (
+                Some(("authorization", "Bearer nope".to_owned())),
+                401,
+                "authentication_error",
+            ),
+            (
+                Some(("authorization", format!("Basic {key}"))),
+                401,
+                "authentication_error",
+            ),
+            (None, 401, "authentication_error"),
+        ];
+        for (auth, status, kind) in cases {
+            let what = format!("{path} {auth:?}");
+            let (got, _, body) = parts(send(auth).send().await.unwrap()).await;
+            assert_eq!(got, status, "{what}: {body}");
+            if status == 401 {
+                assert_eq!(body["type"], "error", "{what}: {body}");
+                assert_eq!(body["error"]["type"], kind, "{what}: {body}");
+                assert!(body["request_id"].is_string(), "{what}: {body}");
+            }
+        }
+    }
+    // A wrong x-api-key is refused even beside a right bearer token: x-api-key wins.
+    let (got, _, body) = parts(
+        client()
+            .post(format!("{base}/v1/messages"))
+            .header("anthropic-version", "2023-06-01")
+            .header("x-api-key", "nope")
+            .bearer_auth(&key)
+            .json(&messages_body("hi", 5))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (got, &body["error"]["type"]),
+        (401, &json!("authentication_error"))
+    );
+}
+
 #[tokio::test]
 async fn openai_echoes_a_wrong_key_masked_never_whole() {
     let emu = all_kinds().start().await.unwrap();
