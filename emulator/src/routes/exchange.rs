@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -167,6 +167,17 @@ impl Ex<'_> {
         let mut r = Response::new(Body::from(body));
         *r.status_mut() = status;
         self.base_headers(r.headers_mut(), ct);
+        if matches!(e, ApiError::InsufficientQuota) {
+            // Out of credit is nothing a retry mends, and the providers say so to their
+            // official SDKs, which obey `x-should-retry` before looking at the status
+            // (openai-python `_base_client.py` `_should_retry`,
+            // github.com/openai/openai-python; anthropic-sdk-python alike). A plain 429
+            // leaves it out: that one is worth retrying.
+            r.headers_mut().insert(
+                HeaderName::from_static("x-should-retry"),
+                HeaderValue::from_static("false"),
+            );
+        }
         r
     }
 

@@ -558,6 +558,20 @@ pub(super) fn error(e: &ApiError, cx: &Cx<'_>) -> Rendered {
             ),
         ),
         ApiError::RateLimited(l) => (429, rate_limit_body(l, cx)),
+        // openrouter.ai/docs/api-reference/errors: 402 when the credits run out.
+        ApiError::InsufficientQuota
+            if cx.provider.cfg.header_style() == HeaderStyle::OpenRouter =>
+        {
+            (
+                402,
+                json!({"error": {
+                    "code": 402,
+                    "message": "Insufficient credits. Add more using \
+                                https://openrouter.ai/settings/credits",
+                }}),
+            )
+        }
+        // platform.openai.com/docs/guides/error-codes#api-errors: 429 `insufficient_quota`.
         ApiError::InsufficientQuota => (
             429,
             err_body(

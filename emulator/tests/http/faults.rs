@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use emulator::{Emulator, Fault, FaultConfig, Limits, ProviderConfig, RetryAfter};
+use emulator::{Emulator, Fault, FaultConfig, HeaderStyle, Limits, ProviderConfig, RetryAfter};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -232,6 +232,98 @@ async fn injected_errors_come_in_each_providers_own_body() {
             .unwrap_or_default();
         assert!(field.contains(needle), "{name}: {body}");
     }
+}
+
+// Out of credit is final: the official SDKs obey `x-should-retry` before the status
+// (openai-python `_base_client.py` `_should_retry`), so every quota/credit error says false —
+// OpenAI 429 insufficient_quota (platform.openai.com/docs/guides/error-codes#api-errors),
+// Azure's, Anthropic's credit balance (docs.claude.com/en/api/errors), Gemini's zero quota,
+// Deepgram's 402 (developers.deepgram.com/reference/errors), OpenRouter's 402
+// (openrouter.ai/docs/api-reference/errors) — and a plain rate limit does not.
+#[tokio::test]
+async fn quota_errors_say_do_not_retry_and_rate_limits_do_not() {
+    let emu = Emulator::builder()
+        .openai("openai")
+        .provider(ProviderConfig::openai("openrouter").with_headers(HeaderStyle::OpenRouter))
+        .anthropic("anthropic")
+        .gemini("gemini")
+        .azure("azure")
+        .deepgram("deepgram")
+        .start()
+        .await
+        .unwrap();
+    type Send = fn(&Emulator) -> reqwest::RequestBuilder;
+    let openai: Send = |e| openai_chat(e, "openai", &chat_body("hi"));
+    let openrouter: Send = |e| openai_chat(e, "openrouter", &chat_body("hi"));
+    let anthropic: Send = |e| anthropic_messages(e, "anthropic", &messages_body("hi", 5));
+    let count: Send = |e| anthropic_count(e, "anthropic", &messages_body("hi", 5));
+    let gem: Send = |e| gemini(e, "gemini", "g", "generateContent", &gemini_body("hi"));
+    let azure: Send = |e| azure_chat(e, "azure", "d", &chat_body("hi"));
+    let deepgram: Send = |e| deepgram_listen(e, "deepgram", "", wav(0.5));
+    let rate_limit = || Fault::RateLimit {
+        retry_after: RetryAfter::Seconds(1),
+    };
+    let cases: Vec<(&str, Send, Fault, u16, Option<&str>)> = vec![
+        (
+            "openai",
+            openai,
+            Fault::InsufficientQuota,
+            429,
+            Some("false"),
+        ),
+        ("openai", openai, rate_limit(), 429, None),
+        ("openai", openai, Fault::DailyQuota, 429, None),
+        ("openai", openai, Fault::Status { status: 500 }, 500, None),
+        (
+            "openrouter",
+            openrouter,
+            Fault::InsufficientQuota,
+            402,
+            Some("false"),
+        ),
+        ("openrouter", openrouter, rate_limit(), 429, None),
+        (
+            "anthropic",
+            anthropic,
+            Fault::InsufficientQuota,
+            400,
+            Some("false"),
+        ),
+        (
+            "anthropic",
+            count,
+            Fault::InsufficientQuota,
+            400,
+            Some("false"),
+        ),
+        ("anthropic", anthropic, rate_limit(), 429, None),
+        ("gemini", gem, Fault::InsufficientQuota, 429, Some("false")),
+        ("gemini", gem, rate_limit(), 429, None),
+        ("azure", azure, Fault::InsufficientQuota, 429, Some("false")),
+        ("azure", azure, rate_limit(), 429, None),
+        (
+            "deepgram",
+            deepgram,
+            Fault::InsufficientQuota,
+            402,
+            Some("false"),
+        ),
+    ];
+    for (prefix, send, fault, status, should_retry) in cases {
+        let name = format!("{prefix} {fault:?}");
+        emu.script(prefix, [fault]);
+        let (got, headers, body) = parts(send(&emu).send().await.unwrap()).await;
+        assert_eq!(got, status, "{name}: {body}");
+        assert_eq!(h(&headers, "x-should-retry"), should_retry, "{name}");
+    }
+    // OpenRouter's 402: {"error": {"code": 402, "message"}}.
+    emu.script("openrouter", [Fault::InsufficientQuota]);
+    let body = parts(openrouter(&emu).send().await.unwrap()).await.2;
+    assert_eq!(body["error"]["code"], 402, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("Insufficient credits"));
 }
 
 // Retry-After forms a client must survive (RFC 9110 §10.2.3 allows delay-seconds or an
