@@ -384,6 +384,13 @@ impl Error {
         self
     }
 
+    /// The same error, of another kind: what a classification learns after the body was read
+    /// (a 429 whose stated wait is a day is an exhausted quota).
+    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.inner.kind = kind;
+        self
+    }
+
     pub(crate) fn with_request_id(mut self, id: Option<String>) -> Self {
         if id.is_some() {
             self.inner.request_id = id.map(truncate);

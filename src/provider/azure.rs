@@ -16,7 +16,7 @@ use reqwest::header::HeaderMap;
 use url::Url;
 
 use super::openai::{
-    chat_http, chat_result, check_base_url, classify, endpoint, transcription_http,
+    chat_http, chat_result, check_base_url, classify, endpoint, error_report, transcription_http,
     transcription_result, ChunkDecoder,
 };
 use super::{Provider, RequestContext, StreamDecoder};
@@ -222,6 +222,10 @@ impl Provider for Azure {
 
     fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
         parse_limit_headers(self.dialect, headers, now)
+    }
+
+    fn error_limit_report(&self, raw: &RawResponse, now: Now) -> LimitReport {
+        error_report(raw, self.dialect, now)
     }
 
     /// `apim-request-id` (API Management, always sent), then `x-ms-request-id`, then

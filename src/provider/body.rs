@@ -64,6 +64,7 @@ pub(crate) fn snippet(body: &[u8]) -> String {
 pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
     match status {
         401 => ErrorKind::Auth,
+        // OpenRouter and Together answer 402 when the account's credits are used up.
         402 => ErrorKind::QuotaExhausted,
         403 => ErrorKind::PermissionDenied,
         404 => ErrorKind::NotFound,
@@ -71,10 +72,16 @@ pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
         409 => ErrorKind::Conflict,
         413 => ErrorKind::PayloadTooLarge,
         429 => ErrorKind::RateLimited,
+        // Groq's own status for "flex tier at capacity" (`capacity_exceeded`), documented as
+        // retryable: console.groq.com/docs/errors, console.groq.com/docs/flex-processing.
+        498 => ErrorKind::Overloaded,
         503 | 529 => ErrorKind::Overloaded,
         500..=599 => ErrorKind::Server,
-        // Anything else (400, 422, other 4xx; a 1xx/2xx/3xx never reaches here).
-        _ => ErrorKind::InvalidRequest,
+        // 400, 422 and every other 4xx.
+        400..=499 => ErrorKind::InvalidRequest,
+        // A redirect that was not followed, or a status outside HTTP's classes: an answer
+        // that cannot be read as this API's.
+        _ => ErrorKind::Decode,
     }
 }
 
@@ -145,11 +152,15 @@ mod tests {
             (413, ErrorKind::PayloadTooLarge),
             (422, ErrorKind::InvalidRequest),
             (429, ErrorKind::RateLimited),
+            (498, ErrorKind::Overloaded),
+            (499, ErrorKind::InvalidRequest),
             (500, ErrorKind::Server),
             (502, ErrorKind::Server),
             (503, ErrorKind::Overloaded),
             (504, ErrorKind::Timeout),
             (529, ErrorKind::Overloaded),
+            (302, ErrorKind::Decode),
+            (600, ErrorKind::Decode),
         ] {
             assert_eq!(kind_for_status(status), kind, "{status}");
         }

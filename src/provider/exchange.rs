@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use futures_util::future::{ready, Either};
 use futures_util::{FutureExt, Stream};
+use tokio::time::Instant;
 
 use super::{Provider, RequestContext, SseParser, StreamDecoder};
 use crate::clock::Now;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::http::{ByteStream, RawResponse, Streamed, Transport};
 use crate::ratelimit::LimitReport;
 use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
@@ -55,13 +56,14 @@ fn finish<T>(
             }
         }
     };
-    let report = provider.limit_report(&raw.headers, now);
     let request_id = provider.request_id(&raw.headers);
     let status = raw.status;
-    let result = if raw.is_success() {
-        parse(raw)
+    let (result, report) = if raw.is_success() {
+        let report = provider.limit_report(&raw.headers, now);
+        (parse(raw), report)
     } else {
-        Err(provider.error(&raw, now))
+        let report = provider.error_limit_report(&raw, now);
+        (Err(provider.error(&raw, now)), report)
     };
     Exchange {
         result: result.map_err(|e| {
@@ -71,7 +73,8 @@ fn finish<T>(
             } else {
                 e
             };
-            decorate(e, provider, ctx, Some(&report))
+            let e = decorate(e, provider, ctx, Some(&report));
+            throttling(e, &report, now.instant)
         }),
         report: stated(report),
         sent: true,
@@ -108,6 +111,40 @@ fn decorate(
         e = e.scrub(c.expose());
     }
     e
+}
+
+/// A stated wait at least this long is not a rate limit to wait out but an allowance used
+/// up: a 429 that says "come back in an hour or more" (a `Retry-After: 86400`, "Please retry
+/// after 86400 seconds", a per-day window at 0 until midnight) is
+/// [`QuotaExhausted`](ErrorKind::QuotaExhausted), as DESIGN.md's "not every 429 is a short
+/// wait" asks. An hour: longer than any per-minute or per-10-minute window a provider
+/// documents, shorter than any daily one.
+pub(crate) const LONG_TERM: Duration = Duration::from_secs(3600);
+
+/// What a throttled answer means once its stated wait is known: the error's own delay, else
+/// the reset of a window the same response states at 0 (OpenRouter's per-day free-model
+/// limit arrives as `X-RateLimit-Remaining: 0` and a reset at midnight, without any delay).
+fn throttling(e: Error, report: &LimitReport, now: Instant) -> Error {
+    if !matches!(e.kind(), ErrorKind::RateLimited | ErrorKind::QuotaExhausted) {
+        return e;
+    }
+    let delay = e.retry_after().or_else(|| {
+        report
+            .exhausted_until()
+            .map(|at| at.saturating_duration_since(now))
+            .filter(|d| !d.is_zero())
+    });
+    let kind = throttle_kind(e.kind(), delay);
+    e.with_retry_after(delay).with_kind(kind)
+}
+
+/// The kind of a throttled answer whose stated wait is `delay` (a pure rule: see
+/// [`LONG_TERM`]).
+fn throttle_kind(kind: ErrorKind, delay: Option<Duration>) -> ErrorKind {
+    match (kind, delay) {
+        (ErrorKind::RateLimited, Some(d)) if d >= LONG_TERM => ErrorKind::QuotaExhausted,
+        (kind, _) => kind,
+    }
 }
 
 /// An exchange that failed before anything was sent (the request could not be built).
@@ -362,5 +399,70 @@ impl Stream for ChunkStream {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ratelimit::{Per, Window};
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_throttled_answers_kind_follows_its_stated_wait() {
+        use ErrorKind::*;
+        let cases = [
+            (RateLimited, None, RateLimited),
+            (RateLimited, Some(59 * S), RateLimited),
+            (RateLimited, Some(LONG_TERM - S), RateLimited),
+            (RateLimited, Some(LONG_TERM), QuotaExhausted),
+            (RateLimited, Some(86_400 * S), QuotaExhausted),
+            (QuotaExhausted, Some(S), QuotaExhausted),
+            (QuotaExhausted, None, QuotaExhausted),
+            (Overloaded, Some(86_400 * S), Overloaded),
+        ];
+        for (kind, delay, want) in cases {
+            assert_eq!(throttle_kind(kind, delay), want, "{kind:?} {delay:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exhausted_window_gives_a_throttled_answer_its_delay() {
+        let now = Instant::now();
+        let day = LimitReport {
+            requests: Some(Window {
+                limit: Some(50),
+                remaining: Some(0),
+                reset_at: Some(now + 5 * 3600 * S),
+                per: Per::Unknown,
+            }),
+            ..LimitReport::default()
+        };
+        let e = throttling(Error::new(ErrorKind::RateLimited, "x"), &day, now);
+        assert_eq!(
+            (e.kind(), e.retry_after()),
+            (ErrorKind::QuotaExhausted, Some(5 * 3600 * S))
+        );
+        // The error's own delay comes first.
+        let e = Error::new(ErrorKind::RateLimited, "x").with_retry_after(Some(2 * S));
+        let e = throttling(e, &day, now);
+        assert_eq!(
+            (e.kind(), e.retry_after()),
+            (ErrorKind::RateLimited, Some(2 * S))
+        );
+        // Other kinds are left alone.
+        let e = throttling(Error::new(ErrorKind::Server, "x"), &day, now);
+        assert_eq!((e.kind(), e.retry_after()), (ErrorKind::Server, None));
+        // A window with room says nothing about a wait.
+        let room = LimitReport {
+            requests: Some(Window {
+                remaining: Some(3),
+                ..day.requests.unwrap()
+            }),
+            ..LimitReport::default()
+        };
+        let e = throttling(Error::new(ErrorKind::RateLimited, "x"), &room, now);
+        assert_eq!((e.kind(), e.retry_after()), (ErrorKind::RateLimited, None));
     }
 }

@@ -208,6 +208,13 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// Reads the rate-limit state from a response's headers.
     fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport;
 
+    /// Reads the rate-limit state from an error response: its headers and, for a format whose
+    /// hosts put limits in the error body (OpenRouter's `error.metadata.headers`), its body.
+    /// The headers alone by default.
+    fn error_limit_report(&self, raw: &RawResponse, now: Now) -> LimitReport {
+        self.limit_report(&raw.headers, now)
+    }
+
     /// The provider's id for this request, from the response headers.
     fn request_id(&self, headers: &HeaderMap) -> Option<String> {
         default_request_id(headers)

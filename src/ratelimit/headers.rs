@@ -17,7 +17,7 @@ use crate::clock::Now;
 /// to a proxy that must forward them, and to tests and fuzzers that aim at the parsers.
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-pub(crate) const RATE_LIMIT_HEADERS: [&str; 34] = [
+pub(crate) const RATE_LIMIT_HEADERS: [&str; 38] = [
     "x-ratelimit-limit-requests",
     "x-ratelimit-limit-tokens",
     "x-ratelimit-remaining-requests",
@@ -29,6 +29,10 @@ pub(crate) const RATE_LIMIT_HEADERS: [&str; 34] = [
     "x-ratelimit-reset-tokens_usage_based",
     "x-rate-limit-reset-tokens",
     "x-rate-limit-reset-requests",
+    "x-ratelimit-limit-req-minute",
+    "x-ratelimit-remaining-req-minute",
+    "x-ratelimit-limit-tokens-minute",
+    "x-ratelimit-remaining-tokens-minute",
     "anthropic-ratelimit-requests-limit",
     "anthropic-ratelimit-requests-remaining",
     "anthropic-ratelimit-requests-reset",
@@ -115,8 +119,12 @@ pub fn parse_limit_headers(dialect: HeaderDialect, headers: &HeaderMap, now: Now
         HeaderDialect::Generic => LimitReport::default(),
     };
     if report.requests.is_none() {
-        report.requests =
-            generic_requests(headers, now).or_else(|| ietf::requests_window(headers, now));
+        report.requests = mistral(headers, MISTRAL_REQUESTS)
+            .or_else(|| generic_requests(headers, now))
+            .or_else(|| ietf::requests_window(headers, now));
+    }
+    if report.tokens.is_none() {
+        report.tokens = mistral(headers, MISTRAL_TOKENS);
     }
     report.retry_after = retry_after(headers, now);
     report.should_retry = should_retry(headers);
@@ -252,6 +260,30 @@ fn anthropic(headers: &HeaderMap, now: Now) -> LimitReport {
         output_tokens: read(ANTHROPIC_OUTPUT_TOKENS),
         ..LimitReport::default()
     }
+}
+
+/// Mistral's per-minute counters, named by their window and sent without a reset:
+/// `x-ratelimit-{limit,remaining}-req-minute` and `x-ratelimit-{limit,remaining}-tokens-minute`
+/// (recorded from api.mistral.ai in github.com/mistralai/client-ts/issues/169; docs.mistral.ai
+/// "Rate limits & usage tiers" sets limits per minute and per month). The monthly token
+/// allowance (`-tokens-month`) is not read: no window here counts a month, and a month's
+/// allowance used up answers as an exhausted quota.
+const MISTRAL_REQUESTS: [&str; 2] = [
+    "x-ratelimit-limit-req-minute",
+    "x-ratelimit-remaining-req-minute",
+];
+const MISTRAL_TOKENS: [&str; 2] = [
+    "x-ratelimit-limit-tokens-minute",
+    "x-ratelimit-remaining-tokens-minute",
+];
+
+fn mistral(headers: &HeaderMap, [limit, remaining]: [&str; 2]) -> Option<Window> {
+    window(Window {
+        limit: header(headers, limit).and_then(count),
+        remaining: header(headers, remaining).and_then(count),
+        reset_at: None,
+        per: Per::Minute,
+    })
 }
 
 /// `X-RateLimit-{Limit,Remaining,Reset}` (OpenRouter, GitHub and many others).

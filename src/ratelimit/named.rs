@@ -14,7 +14,11 @@ use super::store::Drain;
 ///   input tokens per minute" (docs.anthropic.com/en/api/rate-limits);
 /// * Gemini: the quota ids of `QuotaFailure` (`GenerateRequestsPerMinutePerProjectPerModel`,
 ///   `GenerateContentInputTokensPerModelPerMinute`, `…PerDay…`), which the adapter appends to
-///   the message (ai.google.dev/gemini-api/docs/rate-limits).
+///   the message (ai.google.dev/gemini-api/docs/rate-limits);
+/// * Azure OpenAI: "… have exceeded token rate limit of your current OpenAI S0 pricing tier"
+///   / "… exceeded call rate limit …" (learn.microsoft.com/azure/ai-services/openai/how-to/quota);
+/// * OpenRouter: "Rate limit exceeded: free-models-per-min" / "free-models-per-day", request
+///   counts (openrouter.ai/docs/api-reference/limits).
 pub(crate) fn named_drain(code: Option<&str>, message: &str) -> Option<Drain> {
     let text = message.to_ascii_lowercase();
     let code = code.map(str::to_ascii_lowercase);
@@ -31,6 +35,7 @@ pub(crate) fn named_drain(code: Option<&str>, message: &str) -> Option<Drain> {
                 "tokensper",
                 "tokens_per",
                 "token_count",
+                "token rate limit",
             ]));
     let requests = code.as_deref() == Some("requests")
         || has(&[
@@ -40,6 +45,8 @@ pub(crate) fn named_drain(code: Option<&str>, message: &str) -> Option<Drain> {
             "requestsper",
             "requests_per",
             "request_count",
+            "call rate limit",
+            "free-models-per-",
         ]);
     if !(input || output || tokens || requests) {
         return None;
@@ -49,7 +56,9 @@ pub(crate) fn named_drain(code: Option<&str>, message: &str) -> Option<Drain> {
         tokens,
         input_tokens: input,
         output_tokens: output,
-        day: has(&["per day", "(rpd)", "(tpd)", "perday", "per_day", "daily"]),
+        day: has(&[
+            "per day", "(rpd)", "(tpd)", "perday", "per_day", "per-day", "daily",
+        ]),
     })
 }
 
@@ -69,7 +78,7 @@ mod tests {
 
     #[test]
     fn reads_the_limit_a_429_names() {
-        let cases: [(Option<&str>, &str, Option<Drain>); 9] = [
+        let cases: [(Option<&str>, &str, Option<Drain>); 13] = [
             (Some("rate_limit_exceeded"), "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.", d(false, true, false, false, false)),
             (Some("rate_limit_exceeded"), "Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit 10000, Used 10000, Requested 1.", d(true, false, false, false, true)),
             (Some("tokens"), "Rate limit reached.", d(false, true, false, false, false)),
@@ -78,6 +87,10 @@ mod tests {
             (Some("rate_limit_error"), "This request would exceed your organization's rate limit of 8,000 output tokens per minute.", d(false, false, false, true, false)),
             (Some("RESOURCE_EXHAUSTED"), "You exceeded your current quota. [quota: GenerateRequestsPerMinutePerProjectPerModel]", d(true, false, false, false, false)),
             (Some("RESOURCE_EXHAUSTED"), "Quota exceeded. [quota: GenerateContentInputTokensPerModelPerDay]", d(false, false, true, false, true)),
+            (Some("429"), "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 9 seconds.", d(false, true, false, false, false)),
+            (Some("429"), "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 1 second.", d(true, false, false, false, false)),
+            (Some("429"), "Rate limit exceeded: free-models-per-min. ", d(true, false, false, false, false)),
+            (Some("429"), "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day", d(true, false, false, false, true)),
             (Some("rate_limit_exceeded"), "Too many requests, slow down.", None),
         ];
         for (code, message, want) in cases {

@@ -84,8 +84,11 @@ impl Window {
 /// The rate-limit state stated by one response's headers (and, for some providers, its error
 /// body).
 ///
-/// Produced by each adapter's [`limit_report`](crate::provider::Provider::limit_report) and
-/// consumed by the limiter: every report can only tighten the local view.
+/// Produced by each adapter's [`limit_report`](crate::provider::Provider::limit_report) (and
+/// [`error_limit_report`](crate::provider::Provider::error_limit_report) for an error) and
+/// consumed by the limiter: a stated `remaining` is the truth at the moment it was stated, so
+/// it may raise a level as well as lower it (less what was booked after that request was
+/// sent); a stated `limit` above a configured one is not believed.
 ///
 /// # Examples
 ///
@@ -146,6 +149,17 @@ impl LimitReport {
         ]
         .into_iter()
         .flatten()
+    }
+
+    /// Fills what this report leaves unknown from `other` (a second source of the same
+    /// response: limits an error body carries beside its headers). What this one states is kept.
+    pub(crate) fn fill_from(&mut self, other: LimitReport) {
+        self.requests = self.requests.or(other.requests);
+        self.tokens = self.tokens.or(other.tokens);
+        self.input_tokens = self.input_tokens.or(other.input_tokens);
+        self.output_tokens = self.output_tokens.or(other.output_tokens);
+        self.retry_after = self.retry_after.or(other.retry_after);
+        self.should_retry = self.should_retry.or(other.should_retry);
     }
 
     /// The latest `reset_at` among windows that are exhausted (`remaining == 0`): the earliest

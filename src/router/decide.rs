@@ -103,7 +103,7 @@ pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng
         Disposition::QuotaExhausted => Action {
             count: Count::QuotaExhausted,
             breaker: BreakerEvent::OpenUntil(
-                now + o.error.retry_after().unwrap_or(rules.quota_cooldown),
+                now + stated_delay(o.error, o.report, now).unwrap_or(rules.quota_cooldown),
             ),
             tighten: None,
             back_off_until: None,
@@ -135,12 +135,14 @@ pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng
     }
 }
 
-/// A terminal error's effect on the breaker: a rejected key (401, 403) closes the provider for
-/// that account for good; any other answer shows the provider is up; no answer at all only
-/// gives back a claimed probe.
+/// A terminal error's effect on the breaker: a rejected key (a 401 or 403 saying so) closes
+/// the provider for that account for good; any other answer shows the provider is up (an
+/// entitlement one request lacks, such as Anthropic's 429 "Extra usage is required for long
+/// context requests", refuses that request, not the key); no answer at all only gives back a
+/// claimed probe.
 fn terminal_breaker(o: &Outcome<'_>) -> BreakerEvent {
     match (o.error.status(), o.error.kind()) {
-        (Some(_), ErrorKind::Auth | ErrorKind::PermissionDenied) => BreakerEvent::Reject,
+        (Some(401 | 403), ErrorKind::Auth | ErrorKind::PermissionDenied) => BreakerEvent::Reject,
         (Some(_), _) => BreakerEvent::Answered { probe: o.probe },
         (None, _) => BreakerEvent::ReleaseProbe,
     }
@@ -423,6 +425,53 @@ mod tests {
                 },
             },
             Row {
+                name: "an entitlement refused with a 429 ends the request but keeps the key",
+                error: err(ErrorKind::PermissionDenied, Some(429)),
+                report: None,
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |_| Action {
+                    count: Count::Terminal,
+                    breaker: BreakerEvent::Answered { probe: false },
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::Return,
+                },
+            },
+            Row {
+                name: "a 403 rejects the key too",
+                error: err(ErrorKind::PermissionDenied, Some(403)),
+                report: None,
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |_| Action {
+                    count: Count::Terminal,
+                    breaker: BreakerEvent::Reject,
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::Return,
+                },
+            },
+            Row {
+                name: "Groq's 498 (flex capacity) is transient: backed off and retried",
+                error: err(ErrorKind::Overloaded, Some(498)),
+                report: None,
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |t0| Action {
+                    count: Count::Transient {
+                        server_error: false,
+                    },
+                    breaker: BreakerEvent::Transient,
+                    tighten: None,
+                    back_off_until: Some(t0 + S / 2),
+                    next: Next::Retry,
+                },
+            },
+            Row {
                 name: "a 503 with Retry-After: 20 keeps the provider closed 20 s",
                 error: err(ErrorKind::Overloaded, Some(503)).with_retry_after(Some(20 * S)),
                 report: None,
@@ -462,6 +511,21 @@ mod tests {
                 expect: |t0| Action {
                     count: Count::QuotaExhausted,
                     breaker: BreakerEvent::OpenUntil(t0 + 3600 * S),
+                    tighten: None,
+                    back_off_until: None,
+                    next: Next::FailOver,
+                },
+            },
+            Row {
+                name: "an exhausted quota without a delay opens until its window's stated reset",
+                error: err(ErrorKind::QuotaExhausted, Some(429)),
+                report: Some(exhausted.clone()),
+                probe: false,
+                failures: 0,
+                failed: 0,
+                expect: |t0| Action {
+                    count: Count::QuotaExhausted,
+                    breaker: BreakerEvent::OpenUntil(t0 + 20 * S),
                     tighten: None,
                     back_off_until: None,
                     next: Next::FailOver,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::clock::TokioClock;
+use crate::clock::{Clock, TokioClock};
 use crate::config::{Policy, ProviderSettings};
 use crate::error::ErrorKind;
 use crate::http::{Script, ScriptedTransport};
@@ -346,6 +346,49 @@ async fn a_rejected_key_is_never_sent_again_and_the_next_provider_serves() {
     let err = c.chat_with(req(), &pinned).await.unwrap_err();
     assert_eq!((err.kind(), err.sends()), (ErrorKind::Auth, Some(0)));
     assert_eq!(t.count("a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn groqs_498_is_retried_after_a_backoff() {
+    // console.groq.com/docs/flex-processing: "status 498 and error capacity_exceeded. Add
+    // jittered backoff and retries".
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    t.push("a", error(498, "capacity_exceeded"))
+        .push("a", ok("served"));
+    let t0 = Instant::now();
+    assert_eq!(c.chat(req()).await.unwrap().text, "served");
+    assert_eq!(t.count("a"), 2);
+    assert!(Instant::now() > t0, "backed off before the retry");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daily_allowance_used_up_closes_its_provider_until_the_stated_reset() {
+    // OpenRouter's free-models-per-day 429 states its limit only in the body
+    // (`error.metadata.headers`), reset three hours from now, no delay anywhere else.
+    let reset_ms = (TokioClock.wall() + 3 * 3600 * S)
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let body = serde_json::json!({"error": {
+        "message": "Rate limit exceeded: free-models-per-day. ",
+        "code": 429,
+        "metadata": {"headers": {
+            "X-RateLimit-Limit": "50",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": reset_ms.to_string(),
+        }},
+    }});
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", Script::json(429, body.to_string()))
+        .push("b", ok("b1"))
+        .push("b", ok("b2"))
+        .push("a", ok("a back"));
+    assert_eq!(c.chat(req()).await.unwrap().text, "b1");
+    tokio::time::advance(3 * 3600 * S - 10 * S).await;
+    assert_eq!(c.chat(req()).await.unwrap().text, "b2", "still closed");
+    tokio::time::advance(20 * S).await;
+    assert_eq!(c.chat(req()).await.unwrap().text, "a back");
+    assert_eq!((t.count("a"), t.count("b")), (2, 2));
 }
 
 #[tokio::test(start_paused = true)]

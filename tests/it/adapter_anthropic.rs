@@ -344,6 +344,10 @@ async fn classifies_each_error_class_by_status_and_type() {
         (404, include_str!("../fixtures/anthropic/error_not_found.json").to_owned(), ErrorKind::NotFound, Some("not_found_error")),
         (413, error_body("request_too_large", "Request exceeds the maximum allowed number of bytes."), ErrorKind::PayloadTooLarge, Some("request_too_large")),
         (429, error_body("rate_limit_error", "Number of requests has exceeded your rate limit"), ErrorKind::RateLimited, Some("rate_limit_error")),
+        // An entitlement refused as a 429: waiting never admits it (see anthropic/error.rs
+        // `refine`; recorded verbatim in github.com/anthropics/claude-code/issues/41054, the
+        // long-context requirement in docs.claude.com/en/docs/build-with-claude/context-windows).
+        (429, include_str!("../fixtures/anthropic/error_extra_usage_long_context.json").to_owned(), ErrorKind::PermissionDenied, Some("rate_limit_error")),
         (500, error_body("api_error", "Internal server error"), ErrorKind::Server, Some("api_error")),
         (529, include_str!("../fixtures/anthropic/error_overloaded.json").to_owned(), ErrorKind::Overloaded, Some("overloaded_error")),
         (502, html.to_owned(), ErrorKind::Server, None),

@@ -265,6 +265,44 @@ async fn a_429_waits_for_the_header_first_and_the_message_otherwise() {
 }
 
 #[tokio::test]
+async fn a_429_without_retry_after_waits_for_the_reset_of_the_limit_it_names() {
+    // Azure stopped sending `Retry-After` on token-limit 429s and sends
+    // `x-rate-limit-reset-tokens: 55` instead (headers quoted in
+    // github.com/openai/openai-python/issues/937), while its message may say "Please retry
+    // after 86400 seconds" whatever the wait (github.com/alex-wolf-ps/dbchatprov2/issues/2):
+    // the header of the limit the message names is the delay.
+    let tokens = r#"{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-05-01-preview have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit."}}"#;
+    let calls = r#"{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds."}}"#;
+    let unnamed = r#"{"error":{"code":"429","message":"Rate limit is exceeded. Try again in 86400 seconds."}}"#;
+    let reply = |body: &str| {
+        Reply::json(429, body)
+            .header("x-rate-limit-reset-tokens", "55")
+            .header("x-rate-limit-reset-requests", "7")
+            .header("x-ratelimit-remaining-requests", "99")
+            .header("policy-id", "DeploymentRatelimit-Token")
+    };
+    let h = Harness::new().await;
+    for body in [tokens, calls, unnamed] {
+        h.server.push(CHAT, reply(body));
+    }
+    for (body, secs) in [(tokens, 55), (calls, 7), (unnamed, 55)] {
+        let err = h.chat().await.result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::RateLimited, "{body}: {err}");
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(secs)), "{body}");
+    }
+    // Without the header, the message's day is believed: a day is an exhausted quota.
+    h.server.push(CHAT, Reply::json(429, tokens));
+    let err = h.chat().await.result.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExhausted, "{err}");
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(86_400)));
+    // `Retry-After` still comes first.
+    h.server
+        .push(CHAT, reply(tokens).header("retry-after-ms", "1500"));
+    let err = h.chat().await.result.unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(1500)));
+}
+
+#[tokio::test]
 async fn azure_error_bodies_are_classified() {
     let cases = [
         (

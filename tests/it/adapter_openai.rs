@@ -132,6 +132,8 @@ fn wav() -> Vec<u8> {
 mod audio;
 #[path = "adapter_openai/chat.rs"]
 mod chat;
+#[path = "adapter_openai/documented.rs"]
+mod documented;
 #[path = "adapter_openai/errors.rs"]
 mod errors;
 #[path = "adapter_openai/secrets.rs"]

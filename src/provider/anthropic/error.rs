@@ -77,9 +77,19 @@ fn kind_for_type(vendor_type: &str) -> Option<ErrorKind> {
 }
 
 /// Messages that say more than their type: a prompt over the context window, an account out
-/// of credit or past its spend limit (both sent as `invalid_request_error`).
+/// of credit or past its spend limit (both sent as `invalid_request_error`), and an
+/// entitlement the account lacks sent as a `rate_limit_error` 429.
 fn refine(kind: ErrorKind, message: &str) -> ErrorKind {
     let m = message.to_ascii_lowercase();
+    // "Extra usage is required for long context requests.": a request over 200K input tokens
+    // on an account without long-context access (docs.claude.com/en/docs/build-with-claude/
+    // context-windows, "1M token context window": an organization needs the tier or extra
+    // usage for it). It comes as a 429 `rate_limit_error`, but waiting never admits it: the
+    // request is refused, not the key (seen verbatim in github.com/anthropics/claude-code
+    // issues 41054, 27252, 42616).
+    if kind == ErrorKind::RateLimited && m.contains("extra usage is required") {
+        return ErrorKind::PermissionDenied;
+    }
     if kind != ErrorKind::InvalidRequest {
         return kind;
     }

@@ -7,13 +7,17 @@
 //! (OpenAI's `insufficient_quota`), an HTML page or nothing at all. Whatever arrives, the
 //! result is an [`Error`] whose kind comes from the status when the body says nothing.
 
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, MAX_MESSAGE_LEN};
 use crate::http::RawResponse;
 use crate::id::ProviderId;
-use crate::ratelimit::{delay_in_message, parse_limit_headers, HeaderDialect};
+use crate::provider::body::kind_for_status;
+use crate::ratelimit::{
+    delay_in_message, named_drain, parse_limit_headers, HeaderDialect, LimitReport, Window,
+};
 
 /// What an error body said.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +48,16 @@ impl ApiError {
             Value::Array(items) => items.first()?,
             other => other,
         };
+        // A bare JSON string is the message itself: xAI answers a team out of credits with
+        // `"Your team … has either used all available credits or reached its monthly spending
+        // limit. …"` and nothing else (seen verbatim in github.com/continuedev/continue
+        // issues 10373 and 10740).
+        if let Value::String(s) = v {
+            return Some(ApiError {
+                message: Some(s.clone()).filter(|m| !m.trim().is_empty()),
+                ..ApiError::default()
+            });
+        }
         let obj = match v.get("error") {
             Some(Value::String(s)) => {
                 return Some(ApiError {
@@ -97,27 +111,6 @@ fn scalar(v: Option<&Value>) -> Option<String> {
     }
 }
 
-/// The kind an HTTP status means when the body adds nothing.
-pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
-    use ErrorKind::*;
-    match status {
-        400 | 422 => InvalidRequest,
-        401 => Auth,
-        // OpenRouter and Together answer 402 when the account's credits are used up.
-        402 => QuotaExhausted,
-        403 => PermissionDenied,
-        404 => NotFound,
-        408 => Timeout,
-        409 => Conflict,
-        413 => PayloadTooLarge,
-        429 => RateLimited,
-        503 | 529 => Overloaded,
-        500..=599 => Server,
-        400..=499 => InvalidRequest,
-        _ => Decode,
-    }
-}
-
 /// The kind an error without an HTTP status (one inside a stream) means, from its type/code.
 fn kind_for_names(e: &ApiError) -> ErrorKind {
     use ErrorKind::*;
@@ -140,6 +133,8 @@ fn kind_for_names(e: &ApiError) -> ErrorKind {
                 "slow_down",
                 "service_unavailable",
                 "engine_overloaded",
+                // Groq's flex tier at capacity (console.groq.com/docs/flex-processing).
+                "capacity_exceeded",
             ],
             Overloaded,
         ),
@@ -175,11 +170,7 @@ pub(crate) fn kind_of(status: Option<u16>, e: &ApiError) -> ErrorKind {
         .to_ascii_lowercase();
     let client_side = status.is_none_or(|s| (400..500).contains(&s));
     if client_side {
-        if e.names("insufficient_quota")
-            || msg.contains("exceeded your current quota")
-            || msg.contains("used all available credits")
-            || msg.contains("credit balance")
-        {
+        if is_quota(e, &msg) {
             return ErrorKind::QuotaExhausted;
         }
         if matches!(status, Some(429) | None) && can_never_fit(&msg) {
@@ -202,6 +193,38 @@ pub(crate) fn kind_of(status: Option<u16>, e: &ApiError) -> ErrorKind {
         Some(s) => kind_for_status(s),
         None => kind_for_names(e),
     }
+}
+
+/// An allowance that does not come back within a rate-limit window, whatever the status:
+///
+/// * OpenAI `insufficient_quota` (also with `code: null`), `credit_balance_exhausted`,
+///   `organization_spend_limit_exceeded`, "You exceeded your current quota"
+///   (platform.openai.com/docs/guides/error-codes);
+/// * xAI "… has either used all available credits or reached its monthly spending limit"
+///   (sent as 429 or 403);
+/// * "Your credit balance is too low" (Anthropic's wording, also used by proxies);
+/// * OpenRouter's daily allowance of free-model requests, "Rate limit exceeded:
+///   free-models-per-day" (openrouter.ai/docs/api-reference/limits: 50 `:free` requests a day,
+///   1000 with credits bought; its per-minute sibling `free-models-per-min` is a rate limit).
+fn is_quota(e: &ApiError, msg: &str) -> bool {
+    // OpenAI's codes under `insufficient_quota` for a prepaid balance used up and a monthly
+    // spend limit reached (developers.openai.com/api/docs/guides/error-codes).
+    [
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "organization_spend_limit_exceeded",
+    ]
+    .iter()
+    .any(|n| e.names(n))
+        || [
+            "exceeded your current quota",
+            "used all available credits",
+            "monthly spending limit",
+            "credit balance",
+            "free-models-per-day",
+        ]
+        .iter()
+        .any(|m| msg.contains(m))
 }
 
 /// OpenAI's "Request too large for gpt-4o … on tokens per min (TPM): Limit 30000, Requested
@@ -249,8 +272,10 @@ pub(crate) fn classify(
         ),
         None => (kind_for_status(raw.status), describe_body(&raw.body), None),
     };
-    let delay = parse_limit_headers(dialect, &raw.headers, now)
+    let report = error_report(raw, dialect, now);
+    let delay = report
         .retry_after
+        .or_else(|| azure_reset(dialect, raw.status, &report, code.as_deref(), &message, now))
         .or_else(|| delay_in_message(&message));
     let mut err = Error::new(kind, cut_at_word(message, MAX_MESSAGE_LEN))
         .with_status(raw.status)
@@ -260,6 +285,74 @@ pub(crate) fn classify(
         err = err.with_code(code);
     }
     err
+}
+
+/// The limits an error response states: its headers, then what its body carries. OpenRouter
+/// forwards the limit a 429 is about as headers inside the body, `error.metadata.headers`
+/// (openrouter.ai/docs/api-reference/errors: `metadata` holds details; seen as
+/// `{"X-RateLimit-Limit":"50","X-RateLimit-Remaining":"0","X-RateLimit-Reset":"<epoch ms>"}`
+/// for `free-models-per-day`, and as an upstream's `{"Retry-After":"17"}`). What the real
+/// headers state wins.
+pub(crate) fn error_report(raw: &RawResponse, dialect: HeaderDialect, now: Now) -> LimitReport {
+    let mut report = parse_limit_headers(dialect, &raw.headers, now);
+    if let Some(carried) = carried_headers(&raw.body) {
+        report.fill_from(parse_limit_headers(dialect, &carried, now));
+    }
+    report
+}
+
+/// `error.metadata.headers` of a JSON error body, as a header map; names or values that are
+/// not valid HTTP are left out, the rest is read as any header is.
+fn carried_headers(body: &[u8]) -> Option<HeaderMap> {
+    if !body.windows(9).any(|w| w == b"\"headers\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let carried = v
+        .get("error")?
+        .get("metadata")?
+        .get("headers")?
+        .as_object()?;
+    let mut map = HeaderMap::new();
+    for (name, value) in carried {
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+            continue;
+        };
+        let Some(Ok(value)) = scalar(Some(value)).map(|v| HeaderValue::from_str(&v)) else {
+            continue;
+        };
+        map.append(name, value);
+    }
+    (!map.is_empty()).then_some(map)
+}
+
+/// Azure's delay on a 429 that sends no `Retry-After`: the reset of the limit the 429 is about,
+/// `x-rate-limit-reset-tokens` / `-requests` in seconds. Azure stopped sending `Retry-After` on
+/// token-limit 429s and sends `x-rate-limit-reset-tokens: 55` instead
+/// (github.com/openai/openai-python/issues/937, headers quoted there), while its message may
+/// say "Please retry after 86400 seconds" whatever the wait
+/// (github.com/alex-wolf-ps/dbchatprov2/issues/2): the header comes before the text. The
+/// message names the limit ("exceeded token rate limit", "exceeded call rate limit"); when it
+/// names none, the later reset.
+fn azure_reset(
+    dialect: HeaderDialect,
+    status: u16,
+    report: &LimitReport,
+    code: Option<&str>,
+    message: &str,
+    now: Now,
+) -> Option<std::time::Duration> {
+    if dialect != HeaderDialect::Azure || status != 429 {
+        return None;
+    }
+    let reset = |w: &Option<Window>| w.as_ref().and_then(|w| w.reset_at);
+    let (requests, tokens) = (reset(&report.requests), reset(&report.tokens));
+    let at = match named_drain(code, message) {
+        Some(d) if d.tokens && !d.requests => tokens,
+        Some(d) if d.requests && !d.tokens => requests,
+        _ => requests.max(tokens),
+    }?;
+    Some(at.saturating_duration_since(now.instant)).filter(|d| !d.is_zero())
 }
 
 /// An error reported inside a 2xx body (a stream's `{"error": …}`, a proxy's 200 error page).

@@ -33,7 +33,7 @@ use crate::provider::{Provider, RequestContext, StreamDecoder};
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
-pub(crate) use error::classify;
+pub(crate) use error::{classify, error_report};
 pub(crate) use stream::ChunkDecoder;
 
 /// The wire format's name, as written in `providers.toml` (`kind = "openai"`).
@@ -270,6 +270,10 @@ impl Provider for OpenAi {
 
     fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
         parse_limit_headers(self.dialect, headers, now)
+    }
+
+    fn error_limit_report(&self, raw: &RawResponse, now: Now) -> LimitReport {
+        error_report(raw, self.dialect, now)
     }
 }
 

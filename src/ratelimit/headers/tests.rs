@@ -371,6 +371,48 @@ fn generic_headers_tell_epoch_millis_epoch_seconds_and_deltas_apart() {
 }
 
 #[test]
+fn mistral_counters_are_read_per_minute_in_every_dialect() {
+    let now = fixed_now();
+    // Recorded from api.mistral.ai (github.com/mistralai/client-ts/issues/169): per-minute
+    // counters named by their window, no reset, a per-request token cost beside them.
+    let mistral: &[(&str, &str)] = &[
+        ("x-ratelimit-limit-tokens-minute", "5000000"),
+        ("x-ratelimit-remaining-tokens-minute", "4999911"),
+        ("x-ratelimit-tokens-query-cost", "52"),
+        ("x-ratelimit-limit-req-minute", "720"),
+        ("x-ratelimit-remaining-req-minute", "717"),
+    ];
+    for dialect in ALL_DIALECTS {
+        let report = parse(dialect, mistral, now);
+        assert_eq!(
+            report.requests,
+            win(Some(720), Some(717), None, Per::Minute),
+            "{dialect:?}"
+        );
+        assert_eq!(
+            report.tokens,
+            win(Some(5_000_000), Some(4_999_911), None, Per::Minute),
+            "{dialect:?}"
+        );
+        assert_eq!(report.retry_after, None, "{dialect:?}");
+    }
+    // A dialect's own headers win: OpenAI's names beside Mistral's.
+    let both: Vec<(&str, &str)> = mistral
+        .iter()
+        .copied()
+        .chain([("x-ratelimit-remaining-requests", "3")])
+        .collect();
+    let report = parse(HeaderDialect::OpenAi, &both, now);
+    assert_eq!(report.requests, win(None, Some(3), None, Per::Minute));
+    for name in [
+        "x-ratelimit-limit-req-minute",
+        "x-ratelimit-remaining-tokens-minute",
+    ] {
+        assert!(RATE_LIMIT_HEADERS.contains(&name), "{name}");
+    }
+}
+
+#[test]
 fn every_dialect_falls_back_to_generic_then_ietf_fields() {
     let now = fixed_now();
     let in_30s = Some(now.instant + Duration::from_secs(30));

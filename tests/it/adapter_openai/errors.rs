@@ -43,7 +43,8 @@ async fn error_statuses_and_bodies_are_classified() {
         (500, f("error_server.json"), Server, Some("server_error")),
         (502, f("error_server.json"), Server, Some("server_error")),
         (503, f("error_overloaded.json"), Overloaded, Some("server_error")),
-        (504, f("error_server.json"), Server, Some("server_error")),
+        // A gateway timeout is a timeout (transient either way), as in every adapter.
+        (504, f("error_server.json"), Timeout, Some("server_error")),
         (520, f("error_server.json"), Server, Some("server_error")),
     ];
     for (status, body, kind, code) in cases {
