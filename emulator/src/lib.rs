@@ -52,6 +52,7 @@ pub mod limits;
 mod routes;
 pub mod scripted;
 mod server;
+mod sha256;
 mod state;
 pub mod text;
 

@@ -15,6 +15,7 @@ use super::{
     OpKind, Rendered, Route, StreamParts, SttFormat, SttReq, Usage, Wire, JSON,
 };
 use crate::headers::rfc3339;
+use crate::sha256::sha256_hex;
 use crate::text::{round3, Completion, Transcript};
 
 pub(super) struct Deepgram;
@@ -199,6 +200,9 @@ impl Wire for Deepgram {
             "metadata": {
                 "transaction_key": "deprecated",
                 "request_id": cx.request_id,
+                // The SHA-256 of the audio as sent (developers.deepgram.com/reference/listen-file
+                // `metadata.sha256`; a required field of deepgram-sdk's ListenV1ResponseMetadata).
+                "sha256": sha256_hex(&req.audio),
                 "created": rfc3339(cx.wall),
                 "duration": t.duration,
                 "channels": 1,

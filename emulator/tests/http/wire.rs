@@ -506,6 +506,12 @@ async fn deepgram_transcribes_a_raw_audio_body() {
         h(&headers, "dg-request-id")
     );
     assert_eq!(body["metadata"]["duration"], 3.0);
+    // The audio's SHA-256, a required field of the SDK's ListenV1ResponseMetadata
+    // (`hashlib.sha256` of the same 3 s WAV).
+    assert_eq!(
+        body["metadata"]["sha256"],
+        "d303811b8c84619667cd0501342f84ec6cbe69f7aa3856dcf52fabda374c92b8"
+    );
     let alt = &body["results"]["channels"][0]["alternatives"][0];
     let transcript = alt["transcript"].as_str().unwrap();
     assert!(
