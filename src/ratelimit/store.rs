@@ -240,7 +240,8 @@ pub enum Reservation {
     },
 }
 
-/// Ways to tighten the local view; none can loosen it.
+/// What the limiter is told about an answer: a 429's gate and drain, which only tighten, and
+/// the response's report, which states the truth and may loosen as well as tighten.
 ///
 /// # Examples
 ///

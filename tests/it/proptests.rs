@@ -453,7 +453,7 @@ fn adapters() -> [Arc<dyn Provider>; 5] {
 }
 
 /// Field names and string values of the five providers' formats.
-const JSON_WORDS: [&str; 64] = [
+const JSON_WORDS: [&str; 72] = [
     "id",
     "object",
     "model",
@@ -505,6 +505,14 @@ const JSON_WORDS: [&str; 64] = [
     "type.googleapis.com/google.rpc.RetryInfo",
     "retryDelay",
     "metadata",
+    "headers",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+    "Retry-After",
+    "retry-after-ms",
+    "capacity_exceeded",
+    "Rate limit exceeded: free-models-per-day. ",
     "results",
     "channels",
     "alternatives",
@@ -586,6 +594,10 @@ proptest! {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
         }
         let raw = RawResponse::new(status, headers, body);
+        if !raw.is_success() {
+            // The limits an error body carries keep the invariants of header-stated ones.
+            check_report(&adapter.error_limit_report(&raw, now()), now())?;
+        }
         let result = match (raw.is_success(), transcription) {
             (true, true) => adapter.transcription_response(raw, "m").map(drop),
             (true, false) => adapter.chat_response(raw, "m").map(drop),
