@@ -15,13 +15,17 @@ use llm_failover::ProviderId;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PropConfig, RngAlgorithm, TestRng, TestRunner};
 
-fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// A runtime on paused time: sleeps advance the clock at once.
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
-        .unwrap();
-    rt.block_on(async move {
+        .unwrap()
+}
+
+fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
+    paused().block_on(async move {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock);
         let store: Arc<dyn LimiterStore> = Arc::new(MemoryStore::new());
         let limits = Limits::none().with_tpm(tpm).with_rpm(rpm);
@@ -149,12 +153,7 @@ fn believes_the_latest_statement(
     last_remaining: u64,
     last_reset_ms: u64,
 ) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    rt.block_on(async move {
+    paused().block_on(async move {
         let store = MemoryStore::new();
         let key = LimitKey::new(ProviderId::new("p"), "m");
         let limits = Limits::none();
