@@ -6,6 +6,7 @@ mod admin;
 mod faults;
 mod limits;
 mod roundtrip;
+mod sdk;
 mod support;
 mod validation;
 mod wire;

@@ -1,0 +1,640 @@
+#!/usr/bin/env python3
+"""Drives the providers' official Python SDKs against a running emulator and checks that
+every answer parses into the SDK's own types.
+
+    python3 -m pip install -r emulator/sdk/requirements.txt
+    python3 emulator/sdk/check.py http://127.0.0.1:PORT [--key KEY] [--providers openai,...]
+
+URL is the emulator's root (what `Emulator::url()` gives, or the printed base URLs without
+their `/{prefix}/...`); the providers are served under the prefixes `openai`, `anthropic`,
+`gemini` and `deepgram`, as in emulator/emulator.toml (which leaves gemini commented out:
+pass `--providers openai,anthropic,deepgram` against it). The key defaults to the demo key
+`emulator-key` ($EMULATOR_KEY, or --key; --key-for PREFIX=KEY for one provider).
+
+The SDKs only ever talk to the loopback address: proxies and the SDKs' own environment
+variables are cleared before they are imported, and any connection or name lookup for
+another host fails the check at once.
+
+Each check prints `ok NAME (MS ms)`; the run ends with `N passed, M failed` and exits
+non-zero when a check failed (2 when an SDK is missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import socket
+import struct
+import sys
+import time
+import traceback
+import urllib.parse
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROVIDERS = ("openai", "anthropic", "gemini", "deepgram")
+# The distribution behind each provider's check (names as in requirements.txt).
+DISTRIBUTIONS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google-genai",
+    "deepgram": "deepgram-sdk",
+}
+
+# --------------------------------------------------------------------------------------------
+# Nothing leaves the machine.
+
+_ENV_PREFIXES = (
+    "OPENAI_",
+    "ANTHROPIC_",
+    "CLAUDE_",
+    "GOOGLE_",
+    "GEMINI_",
+    "VERTEX",
+    "DEEPGRAM_",
+    "AZURE_OPENAI",
+)
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "WS_PROXY", "WSS_PROXY")
+
+
+def scrub_environment() -> None:
+    """Drops proxies, the SDKs' keys/base URLs/profiles and telemetry switches from the
+    environment, so only the arguments of this script configure a client."""
+    for name in list(os.environ):
+        upper = name.upper()
+        if upper in _PROXY_VARS or upper.startswith(_ENV_PREFIXES) or upper.startswith("OTEL_"):
+            del os.environ[name]
+    os.environ["NO_PROXY"] = "*"
+    os.environ["OTEL_SDK_DISABLED"] = "true"
+
+
+def _loopback(host: object) -> bool:
+    if not isinstance(host, str):
+        return False
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class NetworkRefused(OSError):
+    """A connection or lookup for a host that is not the loopback address."""
+
+
+def guard_network() -> None:
+    """Refuses every connection and name lookup that is not for the loopback address."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def check(sock: socket.socket, address: object) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            host = address[0] if isinstance(address, tuple) else address
+            if not _loopback(host):
+                raise NetworkRefused(
+                    f"check.py: refused a connection to {address!r} (loopback only)"
+                )
+
+    def connect(self: socket.socket, address: object) -> None:
+        check(self, address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: object) -> int:
+        check(self, address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> list:
+        if host is not None and not _loopback(
+            host if not isinstance(host, bytes) else host.decode()
+        ):
+            raise NetworkRefused(f"check.py: refused a name lookup for {host!r} (loopback only)")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers.
+
+
+def wav(seconds: float) -> bytes:
+    """`seconds` of silence as a 16 kHz mono 16-bit WAV file."""
+    data = b"\0" * (int(seconds * 16_000) * 2)
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, 16_000, 32_000, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(data))
+        + b"WAVEfmt "
+        + fmt
+        + b"data"
+        + struct.pack("<I", len(data))
+        + data
+    )
+
+
+class Admin:
+    """The emulator's admin endpoint: counters and fault scripts."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/")
+
+    def _call(self, method: str, path: str, body: object = None) -> object:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"{self.root}/_admin/{path}",
+            data=data,
+            method=method,
+            headers={"content-type": "application/json"},
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def counters(self) -> dict:
+        return self._call("GET", "counters")  # type: ignore[return-value]
+
+    def requests(self, prefix: str) -> int:
+        counters = self.counters()
+        if prefix not in counters:
+            raise AssertionError(
+                f"the emulator at {self.root} serves no provider {prefix!r}: {sorted(counters)}"
+            )
+        return int(counters[prefix]["requests"])
+
+    def script(self, prefix: str, steps: list) -> None:
+        self._call("POST", "faults", {"provider": prefix, "script": steps})
+
+
+def strict(model_cls: type, obj: object) -> object:
+    """Validates `obj` (raw JSON, or an SDK object built without validation) against the
+    pydantic model `model_cls`: the Stainless and Fern SDKs build their objects without
+    validation, so a wrong type would otherwise pass unnoticed."""
+    if hasattr(obj, "model_dump"):
+        obj = obj.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+    return model_cls.model_validate(obj)
+
+
+def expect(cond: object, what: str) -> None:
+    if not cond:
+        raise AssertionError(what)
+
+
+# --------------------------------------------------------------------------------------------
+# The checks, one function per SDK; each yields (name, callable).
+
+
+def openai_checks(root: str, key: str, admin: Admin):
+    import openai
+    from openai.types.audio import Transcription, TranscriptionVerbose
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    base = f"{root}/openai/v1"
+    client = openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=20)
+    messages = [{"role": "user", "content": "Say hello to the official SDK"}]
+
+    def chat():
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=messages
+        )
+        done = raw.parse()
+        expect(isinstance(done, ChatCompletion), f"{type(done)}")
+        strict(ChatCompletion, raw.http_response.json())
+        expect(done.choices[0].message.role == "assistant", done)
+        expect(done.choices[0].finish_reason == "stop", done)
+        expect(
+            done.usage
+            and done.usage.total_tokens == done.usage.prompt_tokens + done.usage.completion_tokens,
+            done,
+        )
+        expect(raw.headers.get("x-request-id", "").startswith("req_"), raw.headers)
+        return done.choices[0].message.content
+
+    def stream():
+        whole = chat()
+        chunks = list(
+            client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        for c in chunks:
+            expect(isinstance(c, ChatCompletionChunk), f"{type(c)}")
+            strict(ChatCompletionChunk, c)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        expect(text == whole, f"streamed {text!r} != whole {whole!r}")
+        expect(chunks[-1].choices == [] and chunks[-1].usage is not None, chunks[-1])
+        expect(
+            any(c.choices and c.choices[0].finish_reason == "stop" for c in chunks),
+            "no finish_reason",
+        )
+
+    audio = ("speech.wav", wav(3.0), "audio/wav")
+
+    def transcription_json():
+        raw = client.audio.transcriptions.with_raw_response.create(model="whisper-1", file=audio)
+        t = raw.parse()
+        expect(isinstance(t, Transcription), f"{type(t)}")
+        strict(Transcription, raw.http_response.json())
+        expect(t.text, t)
+
+    def transcription_words():
+        for granularities, words, segments in (
+            (["word"], True, False),
+            (["word", "segment"], True, True),
+            (None, False, True),
+        ):
+            kwargs = {} if granularities is None else {"timestamp_granularities": granularities}
+            raw = client.audio.transcriptions.with_raw_response.create(
+                model="whisper-1", file=audio, response_format="verbose_json", **kwargs
+            )
+            t = raw.parse()
+            what = f"{granularities}: {t}"
+            expect(isinstance(t, TranscriptionVerbose), f"{type(t)}")
+            strict(TranscriptionVerbose, raw.http_response.json())
+            expect(t.duration == 3.0 and t.language == "english", what)
+            expect((t.words is not None) == words, what)
+            expect((t.segments is not None) == segments, what)
+            if words:
+                expect(len(t.words) == len(t.text.split()), what)
+                expect(all(0 <= w.start < w.end <= t.duration for w in t.words), what)
+            if segments:
+                expect(t.segments and t.segments[0].start == 0.0, what)
+
+    def quota_not_retried():
+        retrying = openai.OpenAI(base_url=base, api_key=key, max_retries=2, timeout=20)
+        admin.script("openai", [{"kind": "insufficient_quota"}] * 3)
+        before = admin.requests("openai")
+        try:
+            retrying.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        except openai.RateLimitError as e:
+            err = e
+        else:
+            raise AssertionError("insufficient_quota did not raise RateLimitError")
+        finally:
+            admin.script("openai", [])
+        sent = admin.requests("openai") - before
+        expect(
+            sent == 1, f"the SDK sent {sent} requests for an insufficient_quota 429 (max_retries=2)"
+        )
+        expect(err.status_code == 429 and err.code == "insufficient_quota", err)
+        expect(err.response.headers.get("x-should-retry") == "false", dict(err.response.headers))
+
+    def rate_limit_retried():
+        retrying = openai.OpenAI(base_url=base, api_key=key, max_retries=1, timeout=20)
+        admin.script("openai", [{"kind": "rate_limit", "retry_after": {"seconds": 0}}])
+        before = admin.requests("openai")
+        try:
+            done = retrying.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        finally:
+            admin.script("openai", [])
+        sent = admin.requests("openai") - before
+        expect(sent == 2, f"a plain 429 should be retried once; the SDK sent {sent} requests")
+        expect(isinstance(done, ChatCompletion), f"{type(done)}")
+
+    def wrong_key():
+        bad = openai.OpenAI(
+            base_url=base, api_key="sk-wrong-key-0123456789", max_retries=0, timeout=20
+        )
+        try:
+            bad.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        except openai.AuthenticationError as e:
+            expect(e.code == "invalid_api_key", e)
+        else:
+            raise AssertionError("a wrong key did not raise AuthenticationError")
+
+    yield "openai chat completion", chat
+    yield "openai streaming chat", stream
+    yield "openai transcription json", transcription_json
+    yield "openai transcription verbose_json word timestamps", transcription_words
+    yield "openai insufficient_quota is a RateLimitError, not retried", quota_not_retried
+    yield "openai plain rate limit is retried", rate_limit_retried
+    yield "openai wrong key is an AuthenticationError", wrong_key
+
+
+def anthropic_checks(root: str, key: str, admin: Admin):
+    import anthropic
+    import pydantic
+    from anthropic.types import Message, MessageTokensCount, RawMessageStreamEvent
+
+    base = f"{root}/anthropic"
+    model = "claude-sonnet-4-5"
+    system = "You are terse."
+    messages = [{"role": "user", "content": "Hello, Claude"}]
+
+    def client(**kwargs):
+        return anthropic.Anthropic(base_url=base, max_retries=0, timeout=20, **kwargs)
+
+    def create(c, name):
+        raw = c.messages.with_raw_response.create(
+            model=model, max_tokens=256, system=system, messages=messages
+        )
+        m = raw.parse()
+        expect(isinstance(m, Message), f"{name}: {type(m)}")
+        strict(Message, raw.http_response.json())
+        expect(m.role == "assistant" and m.stop_reason == "end_turn", f"{name}: {m}")
+        expect(m.content[0].type == "text" and m.content[0].text, f"{name}: {m}")
+        expect(raw.headers.get("request-id", "").startswith("req_"), f"{name}: {raw.headers}")
+        return raw.http_request.headers, m
+
+    def with_x_api_key():
+        c = client(api_key=key, default_headers={"X-Api-Key": key, "Authorization": anthropic.omit})
+        sent, _ = create(c, "x-api-key")
+        expect("authorization" not in sent and sent.get("x-api-key") == key, f"sent {dict(sent)}")
+
+    def with_auth_token():
+        sent, _ = create(client(auth_token=key), "auth_token")
+        expect(
+            sent.get("authorization") == f"Bearer {key}" and "x-api-key" not in sent,
+            f"sent {dict(sent)}",
+        )
+
+    def with_api_key():
+        # Whatever header this SDK version puts an api_key in.
+        create(client(api_key=key), "api_key")
+
+    def stream():
+        c = client(auth_token=key)
+        _, whole = create(c, "stream")
+        with c.messages.stream(model=model, max_tokens=256, system=system, messages=messages) as s:
+            text = "".join(s.text_stream)
+            final = s.get_final_message()
+        expect(isinstance(final, Message), f"{type(final)}")
+        strict(Message, final)
+        expect(
+            text == whole.content[0].text == final.content[0].text,
+            f"{text!r} vs {whole.content[0].text!r}",
+        )
+        expect(
+            final.stop_reason == "end_turn"
+            and final.usage.output_tokens == whole.usage.output_tokens,
+            final,
+        )
+        events = list(
+            c.messages.create(model=model, max_tokens=256, messages=messages, stream=True)
+        )
+        kinds = [e.type for e in events]
+        expect(kinds[0] == "message_start" and kinds[-1] == "message_stop", kinds)
+        union = pydantic.TypeAdapter(RawMessageStreamEvent)
+        for e in events:
+            union.validate_python(
+                e.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+            )
+
+    def count_tokens():
+        c = client(auth_token=key)
+        _, m = create(c, "count")
+        raw = c.messages.with_raw_response.count_tokens(
+            model=model, system=system, messages=messages
+        )
+        n = raw.parse()
+        expect(isinstance(n, MessageTokensCount), f"{type(n)}")
+        strict(MessageTokensCount, raw.http_response.json())
+        expect(
+            n.input_tokens == m.usage.input_tokens,
+            f"count {n.input_tokens} != message {m.usage.input_tokens}",
+        )
+
+    def wrong_key():
+        for kwargs in (
+            {"auth_token": "nope"},
+            {
+                "api_key": "nope",
+                "default_headers": {"X-Api-Key": "nope", "Authorization": anthropic.omit},
+            },
+        ):
+            try:
+                client(**kwargs).messages.create(model=model, max_tokens=5, messages=messages)
+            except anthropic.AuthenticationError as e:
+                expect(e.body["error"]["type"] == "authentication_error", e.body)
+            else:
+                raise AssertionError(
+                    f"a wrong key ({sorted(kwargs)}) did not raise AuthenticationError"
+                )
+
+    yield "anthropic messages.create with x-api-key", with_x_api_key
+    yield "anthropic messages.create with auth_token (Bearer)", with_auth_token
+    yield "anthropic messages.create with api_key", with_api_key
+    yield "anthropic streaming", stream
+    yield "anthropic messages.count_tokens", count_tokens
+    yield "anthropic wrong key is an AuthenticationError", wrong_key
+
+
+def gemini_checks(root: str, key: str, admin: Admin):
+    from google import genai
+    from google.genai import errors, types
+
+    def client(k=key):
+        opts = types.HttpOptions(base_url=f"{root}/gemini", api_version="v1beta", timeout=20_000)
+        return genai.Client(api_key=k, http_options=opts)
+
+    model = "gemini-2.0-flash"
+    prompt = "Hello, Gemini"
+
+    # A client closes its connections when it is dropped: keep it while its answers are read.
+    gemini = client()
+
+    def generate():
+        r = gemini.models.generate_content(model=model, contents=prompt)
+        expect(isinstance(r, types.GenerateContentResponse), f"{type(r)}")
+        expect(r.text and r.candidates[0].finish_reason == types.FinishReason.STOP, r)
+        u = r.usage_metadata
+        expect(u and u.total_token_count == u.prompt_token_count + u.candidates_token_count, u)
+        return r.text
+
+    def stream():
+        whole = generate()
+        chunks = list(gemini.models.generate_content_stream(model=model, contents=prompt))
+        expect(all(isinstance(c, types.GenerateContentResponse) for c in chunks), chunks)
+        text = "".join(c.text or "" for c in chunks)
+        expect(text == whole, f"streamed {text!r} != whole {whole!r}")
+        expect(chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP, chunks[-1])
+
+    def wrong_key():
+        bad = client("nope")
+        try:
+            bad.models.generate_content(model=model, contents=prompt)
+        except errors.ClientError as e:
+            expect(e.code == 400 and e.status == "INVALID_ARGUMENT", e)
+        else:
+            raise AssertionError("a wrong key did not raise ClientError")
+
+    yield "gemini generate_content", generate
+    yield "gemini generate_content_stream", stream
+    yield "gemini wrong key is a ClientError", wrong_key
+
+
+def deepgram_checks(root: str, key: str, admin: Admin):
+    from deepgram import DeepgramClient
+    from deepgram.core.api_error import ApiError
+    from deepgram.environment import DeepgramClientEnvironment
+    from deepgram.types.listen_v1response import ListenV1Response
+
+    ws = root.replace("http://", "ws://", 1)
+    env = DeepgramClientEnvironment(
+        base=f"{root}/deepgram",
+        production=f"{ws}/deepgram",
+        agent=f"{ws}/deepgram",
+        agent_rest=f"{root}/deepgram",
+    )
+
+    def client(k=key):
+        return DeepgramClient(api_key=k, environment=env, max_retries=0, timeout=20)
+
+    def prerecorded():
+        raw = client().listen.v1.media.with_raw_response.transcribe_file(
+            request=wav(2.0), model="nova-3", smart_format=True
+        )
+        r = raw.data
+        expect(isinstance(r, ListenV1Response), f"{type(r)}")
+        strict(ListenV1Response, raw._response.json())  # the body as sent (no public accessor)
+        expect(raw.headers.get("dg-request-id") == r.metadata.request_id, raw.headers)
+        expect(r.metadata.duration == 2.0 and r.metadata.channels == 1, r.metadata)
+        alt = r.results.channels[0].alternatives[0]
+        expect(alt.transcript and alt.words, alt)
+        expect(len(alt.words) == len(alt.transcript.split()), alt)
+        expect(all(w.punctuated_word for w in alt.words), alt.words)
+
+    def wrong_key():
+        try:
+            client("nope").listen.v1.media.transcribe_file(request=wav(0.5), model="nova-3")
+        except ApiError as e:
+            expect(e.status_code == 401 and e.body["err_code"] == "INVALID_AUTH", e)
+        else:
+            raise AssertionError("a wrong key did not raise ApiError")
+
+    yield "deepgram prerecorded transcription", prerecorded
+    yield "deepgram wrong key is an ApiError 401", wrong_key
+
+
+CHECKS = {
+    "openai": openai_checks,
+    "anthropic": anthropic_checks,
+    "gemini": gemini_checks,
+    "deepgram": deepgram_checks,
+}
+
+# --------------------------------------------------------------------------------------------
+
+
+def pinned() -> dict[str, str]:
+    pins = {}
+    for line in (HERE / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def installed(providers: list[str]) -> dict[str, str]:
+    """The installed version of each provider's SDK; exits 2 naming what is missing."""
+    versions, missing = {}, []
+    for p in providers:
+        dist = DISTRIBUTIONS[p]
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            missing.append(dist)
+    if missing:
+        print(
+            f"check.py: missing SDK(s): {', '.join(missing)} (python {sys.executable});"
+            " install them with\n"
+            f"    python3 -m pip install -r {HERE / 'requirements.txt'}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    return versions
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("url", help="the emulator's root URL, e.g. http://127.0.0.1:4010")
+    parser.add_argument(
+        "--key", default=os.environ.get("EMULATOR_KEY", "emulator-key"), help="every provider's key"
+    )
+    parser.add_argument(
+        "--key-for", action="append", default=[], metavar="PREFIX=KEY", help="one provider's key"
+    )
+    parser.add_argument(
+        "--providers",
+        default=",".join(PROVIDERS),
+        help="comma-separated, of " + ", ".join(PROVIDERS),
+    )
+    args = parser.parse_args()
+
+    root = args.url.rstrip("/")
+    host = urllib.parse.urlsplit(root).hostname
+    if not _loopback(host):
+        parser.error(f"{root} is not a loopback URL: the check only talks to 127.0.0.1")
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
+    unknown = sorted(set(providers) - set(PROVIDERS))
+    if unknown:
+        parser.error(f"unknown providers {unknown}; choose from {list(PROVIDERS)}")
+    keys = {p: args.key for p in providers}
+    for kv in args.key_for:
+        prefix, _, key = kv.partition("=")
+        keys[prefix] = key
+
+    scrub_environment()
+    guard_network()
+    versions = installed(providers)
+    pins = pinned()
+    print("sdk " + " ".join(f"{d}=={v}" for d, v in versions.items()))
+    for dist, version in versions.items():
+        if pins.get(dist) not in (None, version):
+            print(
+                f"check.py: warning: {dist} {version} installed,"
+                f" {pins[dist]} pinned in requirements.txt",
+                file=sys.stderr,
+            )
+
+    admin = Admin(root)
+    served = admin.counters()
+    absent = [p for p in providers if p not in served]
+    if absent:
+        print(
+            f"check.py: the emulator at {root} serves no {absent} (it serves {sorted(served)})",
+            file=sys.stderr,
+        )
+        return 1
+
+    passed, failed = 0, []
+    started = time.perf_counter()
+    for p in providers:
+        try:
+            checks = list(CHECKS[p](root, keys[p], admin))
+        except ImportError:
+            traceback.print_exc()
+            failed.append(f"{p}: import")
+            continue
+        for name, check in checks:
+            t0 = time.perf_counter()
+            try:
+                check()
+            except Exception:  # noqa: BLE001 - every failure is reported, then the next check runs
+                print(f"FAIL {name}", flush=True)
+                print(f"--- {name}", file=sys.stderr)
+                traceback.print_exc()
+                failed.append(name)
+            else:
+                passed += 1
+                print(f"ok {name} ({(time.perf_counter() - t0) * 1000:.0f} ms)", flush=True)
+    print(f"checks took {time.perf_counter() - started:.1f} s")
+    print(f"sdk: {passed} passed, {len(failed)} failed")
+    if failed:
+        print("failed: " + "; ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+//! The providers' official Python SDKs parse the emulator's answers: `emulator/sdk/check.py`
+//! drives openai, anthropic, google-genai and deepgram-sdk against an emulator started here,
+//! on a free loopback port, and validates every answer against the SDK's own types.
+//!
+//! It needs `python3` with the pinned SDKs of `emulator/sdk/requirements.txt` (`.ci/run`
+//! installs them: `python3 -m pip install -r emulator/sdk/requirements.txt`). Without them
+//! the test fails and says what is missing; it never skips.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use emulator::{Emulator, ProviderConfig};
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+/// The check takes a few seconds; this only bounds a hung interpreter.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Proxies could send the SDKs anywhere but the loopback address (the script also clears
+/// them, with the SDKs' own variables, and refuses any other host).
+const PROXY_VARS: [&str; 8] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
+
+const PROVIDERS: [&str; 4] = ["openai", "anthropic", "gemini", "deepgram"];
+
+async fn read_all(pipe: Option<impl AsyncReadExt + Unpin>) -> String {
+    let mut buf = Vec::new();
+    if let Some(mut p) = pipe {
+        let _ = p.read_to_end(&mut buf).await;
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[tokio::test]
+async fn the_official_python_sdks_parse_every_answer() {
+    let emu = Emulator::builder()
+        .provider(ProviderConfig::openai("openai").with_models(["gpt-4o-mini", "whisper-1"]))
+        .anthropic("anthropic")
+        .gemini("gemini")
+        .deepgram("deepgram")
+        .start()
+        .await
+        .unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/check.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(emu.url());
+    for p in PROVIDERS {
+        cmd.arg("--key-for").arg(format!("{p}={}", emu.key(p)));
+    }
+    for var in PROXY_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "cannot run python3 ({e}): the SDK check needs Python 3 and the SDKs of \
+             emulator/sdk/requirements.txt (python3 -m pip install -r emulator/sdk/requirements.txt)"
+        )
+    });
+    let stdout = tokio::spawn(read_all(child.stdout.take()));
+    let stderr = tokio::spawn(read_all(child.stderr.take()));
+    let status = tokio::time::timeout(TIMEOUT, child.wait()).await;
+    if status.is_err() {
+        let _ = child.kill().await;
+    }
+    let (out, err) = (
+        stdout.await.unwrap_or_default(),
+        stderr.await.unwrap_or_default(),
+    );
+    let report = format!("--- stdout\n{out}\n--- stderr\n{err}");
+    let status = match status {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => panic!("waiting for {script}: {e}\n{report}"),
+        Err(_) => panic!("{script} did not finish within {TIMEOUT:?}\n{report}"),
+    };
+    assert!(
+        status.success(),
+        "{script} failed ({status}; exit 2 = an SDK is missing: python3 -m pip install -r \
+         emulator/sdk/requirements.txt)\n{report}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("sdk: ") && l.ends_with(" passed, 0 failed")),
+        "no summary line from {script}\n{report}"
+    );
+    // The SDKs talked to this emulator, and it answered every request.
+    for p in PROVIDERS {
+        let c = emu.counters(p);
+        assert!(
+            c.ok > 0,
+            "{p}: no answer served to the SDK: {c:?}\n{report}"
+        );
+        assert_eq!((c.server_errors, c.dropped), (0, 0), "{p}: {c:?}\n{report}");
+    }
+}
