@@ -52,7 +52,6 @@ pub mod limits;
 mod routes;
 pub mod scripted;
 mod server;
-mod sha256;
 mod state;
 pub mod text;
 

@@ -15,7 +15,6 @@ use super::{
     OpKind, Rendered, Route, StreamParts, SttFormat, SttReq, Usage, Wire, JSON,
 };
 use crate::headers::rfc3339;
-use crate::sha256::sha256_hex;
 use crate::text::{round3, Completion, Transcript};
 
 pub(super) struct Deepgram;
@@ -220,5 +219,36 @@ impl Wire for Deepgram {
 
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {
         h.insert(HeaderName::from_static("dg-request-id"), hv(&cx.request_id));
+    }
+}
+
+/// The SHA-256 of `data` as lower-case hex.
+fn sha256_hex(data: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = ring::digest::digest(&ring::digest::SHA256, data);
+    digest
+        .as_ref()
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sha256_hex;
+
+    #[test]
+    fn the_audio_digest_is_lower_case_hex_sha256() {
+        // FIPS 180-2 example vectors.
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }
