@@ -150,9 +150,11 @@ impl ErrorKind {
             | RequestTooLarge
             | Unsupported
             | Config
-            | Io
-            | AllProvidersUnavailable
-            | AllProvidersFailed => Disposition::Terminal,
+            | Io => Disposition::Terminal,
+            // The same request may succeed later: a provider reopens, a fault passes. An error
+            // of these kinds is terminal only when every attempt in it was
+            // ([`Error::disposition`]).
+            AllProvidersUnavailable | AllProvidersFailed => Disposition::Transient,
         }
     }
 
@@ -317,33 +319,45 @@ impl Error {
         .with_provider(provider.clone())
     }
 
-    /// Every attempt failed; `attempts` in the order they were made.
+    /// Every attempt failed; `attempts` in the order they were made. Its kind is what they
+    /// amount to ([`aggregate_kind`]): throttled everywhere is [`ErrorKind::RateLimited`],
+    /// with the shortest wait a provider stated.
     pub(crate) fn all_failed(attempts: Vec<Error>) -> Self {
-        let summary = attempts
-            .iter()
-            .map(|e| match e.provider() {
-                Some(p) => format!("{p}: {}", e.kind()),
-                None => e.kind().to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let kind = aggregate_kind(&attempts, ErrorKind::AllProvidersFailed);
+        let what = match kind {
+            ErrorKind::RateLimited | ErrorKind::QuotaExhausted => "throttled by every provider",
+            _ => "failed",
+        };
         let mut err = Self::new(
-            ErrorKind::AllProvidersFailed,
-            format!("{} attempt(s) failed: [{summary}]", attempts.len()),
+            kind,
+            format!(
+                "{} attempt(s) {what}: [{}]",
+                attempts.len(),
+                summary(&attempts)
+            ),
         );
+        err.inner.retry_after = attempts.iter().filter_map(Error::retry_after).min();
         err.inner.attempts = attempts;
         err
     }
 
-    /// No provider can be tried before `retry_at`.
+    /// No provider can be tried before `retry_at`, `wait` from now: past the deadline. Its
+    /// kind is what the attempts amount to ([`aggregate_kind`]); with none, or mixed ones,
+    /// [`ErrorKind::AllProvidersUnavailable`].
     pub(crate) fn all_unavailable(retry_at: Instant, wait: Duration, attempts: Vec<Error>) -> Self {
-        let mut err = Self::new(
-            ErrorKind::AllProvidersUnavailable,
-            format!(
-                "every provider is cooling down; the earliest reopens in {:.3}s, past the deadline",
-                wait.as_secs_f64()
-            ),
+        let kind = aggregate_kind(&attempts, ErrorKind::AllProvidersUnavailable);
+        let mut message = format!(
+            "every provider is closed; the earliest reopens in {:.3}s, past the deadline",
+            wait.as_secs_f64()
         );
+        if !attempts.is_empty() {
+            message.push_str(&format!(
+                " ({} attempt(s): [{}])",
+                attempts.len(),
+                summary(&attempts)
+            ));
+        }
+        let mut err = Self::new(kind, message);
         err.inner.retry_at = Some(retry_at);
         err.inner.retry_after = Some(wait);
         err.inner.attempts = attempts;
@@ -453,6 +467,18 @@ impl Error {
     /// How the router treats this error: the kind's [`Disposition`], unless the provider said
     /// otherwise with `x-should-retry`.
     pub fn disposition(&self) -> Disposition {
+        if matches!(
+            self.inner.kind,
+            ErrorKind::AllProvidersFailed | ErrorKind::AllProvidersUnavailable
+        ) {
+            // Terminal only when resending anywhere is pointless: every attempt was.
+            let attempts = &self.inner.attempts;
+            return if !attempts.is_empty() && attempts.iter().all(Error::is_terminal) {
+                Disposition::Terminal
+            } else {
+                Disposition::Transient
+            };
+        }
         let by_kind = self.inner.kind.disposition();
         match (self.inner.should_retry, by_kind) {
             (Some(false), Disposition::Transient | Disposition::RateLimited) => {
@@ -560,7 +586,9 @@ impl Error {
         self.inner.retry_after
     }
 
-    /// For [`ErrorKind::AllProvidersUnavailable`]: when the earliest provider reopens.
+    /// For an error that ended a request because every provider is closed past its deadline
+    /// ([`ErrorKind::AllProvidersUnavailable`], or [`ErrorKind::RateLimited`] when they are
+    /// all throttled): when the earliest provider reopens.
     pub fn retry_at(&self) -> Option<Instant> {
         self.inner.retry_at
     }
@@ -582,10 +610,48 @@ impl Error {
         self.inner.sends
     }
 
-    /// For [`ErrorKind::AllProvidersFailed`] and [`ErrorKind::AllProvidersUnavailable`]:
-    /// every attempt's error, in the order the attempts were made. Empty otherwise.
+    /// For an error that ended a request after attempts at several providers (or several at
+    /// one): every attempt's error, in the order the attempts were made. Such an error is
+    /// [`ErrorKind::RateLimited`] (or [`ErrorKind::QuotaExhausted`]) when every provider
+    /// throttled the request, else [`ErrorKind::AllProvidersFailed`] or
+    /// [`ErrorKind::AllProvidersUnavailable`]. Empty for the error of a single attempt.
     pub fn attempts(&self) -> &[Error] {
         &self.inner.attempts
+    }
+}
+
+/// `provider: kind` for each attempt, in order.
+fn summary(attempts: &[Error]) -> String {
+    attempts
+        .iter()
+        .map(|e| match e.provider() {
+            Some(p) => format!("{p}: {}", e.kind()),
+            None => e.kind().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a request that ended after several attempts amounts to (a pure rule): throttled by
+/// every provider that answered (429s, exhausted quotas) is [`ErrorKind::RateLimited`] — or
+/// [`ErrorKind::QuotaExhausted`] when every one was an exhausted quota — so that code matching
+/// on the kind, or dropping terminal work, sees what happened; anything else keeps `base`
+/// ([`ErrorKind::AllProvidersFailed`] or [`ErrorKind::AllProvidersUnavailable`]). The router's
+/// own deadline marker (an error without a provider) says nothing about the providers and is
+/// left out.
+pub(crate) fn aggregate_kind(attempts: &[Error], base: ErrorKind) -> ErrorKind {
+    let answered: Vec<Disposition> = attempts
+        .iter()
+        .filter(|e| e.provider().is_some())
+        .map(Error::disposition)
+        .collect();
+    let all = |f: fn(&Disposition) -> bool| !answered.is_empty() && answered.iter().all(f);
+    if all(|d| *d == Disposition::QuotaExhausted) {
+        ErrorKind::QuotaExhausted
+    } else if all(|d| matches!(d, Disposition::RateLimited | Disposition::QuotaExhausted)) {
+        ErrorKind::RateLimited
+    } else {
+        base
     }
 }
 
@@ -643,7 +709,8 @@ impl fmt::Display for Error {
             write!(f, ": {}", i.message)?;
         }
         if let Some(r) = i.retry_after {
-            if i.kind != ErrorKind::AllProvidersUnavailable {
+            // An aggregate's message already says when the earliest provider reopens.
+            if i.retry_at.is_none() {
                 write!(f, "; retry after {:.3}s", r.as_secs_f64())?;
             }
         }
@@ -679,6 +746,119 @@ pub(crate) fn truncate(mut s: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An attempt's error: `kind` from provider `p`, or the router's own marker (no provider).
+    fn at(kind: ErrorKind, p: Option<&str>) -> Error {
+        let e = Error::new(kind, "x");
+        match p {
+            Some(p) => e.with_provider(ProviderId::new(p)),
+            None => e,
+        }
+    }
+
+    #[test]
+    fn an_aggregate_is_what_its_attempts_amount_to() {
+        use ErrorKind::*;
+        let (a, b) = (Some("a"), Some("b"));
+        let cases: Vec<(&str, Vec<Error>, ErrorKind, Disposition)> = vec![
+            (
+                "throttled everywhere",
+                vec![at(RateLimited, a), at(RateLimited, b)],
+                RateLimited,
+                Disposition::RateLimited,
+            ),
+            (
+                "throttled, then the deadline",
+                vec![at(RateLimited, a), at(Timeout, None)],
+                RateLimited,
+                Disposition::RateLimited,
+            ),
+            (
+                "quota everywhere",
+                vec![at(QuotaExhausted, a), at(QuotaExhausted, b)],
+                QuotaExhausted,
+                Disposition::QuotaExhausted,
+            ),
+            (
+                "quota and throttled",
+                vec![at(QuotaExhausted, a), at(RateLimited, b)],
+                RateLimited,
+                Disposition::RateLimited,
+            ),
+            (
+                "a fault among them",
+                vec![at(Server, a), at(RateLimited, b)],
+                AllProvidersFailed,
+                Disposition::Transient,
+            ),
+            (
+                "faults only",
+                vec![at(Server, a), at(Timeout, b)],
+                AllProvidersFailed,
+                Disposition::Transient,
+            ),
+            (
+                "every key rejected",
+                vec![at(Auth, a), at(PermissionDenied, b)],
+                AllProvidersFailed,
+                Disposition::Terminal,
+            ),
+            (
+                "a rejected key and a fault",
+                vec![at(Auth, a), at(Server, b)],
+                AllProvidersFailed,
+                Disposition::Transient,
+            ),
+            (
+                "only the deadline",
+                vec![at(Timeout, None)],
+                AllProvidersFailed,
+                Disposition::Transient,
+            ),
+            (
+                "nothing",
+                vec![],
+                AllProvidersFailed,
+                Disposition::Transient,
+            ),
+        ];
+        for (name, attempts, kind, disposition) in cases {
+            let n = attempts.len();
+            let err = Error::all_failed(attempts);
+            assert_eq!(
+                (err.kind(), err.disposition()),
+                (kind, disposition),
+                "{name}"
+            );
+            assert_eq!(err.attempts().len(), n, "{name}: every attempt kept");
+            assert_eq!(
+                err.is_terminal(),
+                disposition == Disposition::Terminal,
+                "{name}"
+            );
+        }
+        // Unavailable: the same rule; with no attempt, unavailable and retryable.
+        let now = Instant::now();
+        let err = Error::all_unavailable(now, Duration::from_secs(9), vec![at(RateLimited, a)]);
+        assert_eq!(err.kind(), RateLimited);
+        assert_eq!(
+            (err.retry_after(), err.retry_at()),
+            (Some(Duration::from_secs(9)), Some(now))
+        );
+        let err = Error::all_unavailable(now, Duration::from_secs(9), vec![]);
+        assert_eq!(err.kind(), AllProvidersUnavailable);
+        assert!(err.is_retryable() && !err.is_terminal());
+        // The shortest stated wait is the aggregate's.
+        let err = Error::all_failed(vec![
+            at(RateLimited, a).with_retry_after(Some(Duration::from_secs(30))),
+            at(RateLimited, b).with_retry_after(Some(Duration::from_secs(4))),
+        ]);
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(4)));
+        assert!(
+            err.to_string().contains("throttled by every provider"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn error_is_one_pointer_and_thread_safe() {

@@ -132,10 +132,55 @@ async fn a_reopen_past_the_deadline_ends_the_request_at_once_without_sleeping() 
     let opts = RequestOptions::new().deadline(5 * S);
     let t0 = Instant::now();
     let err = c.chat_with(req(), &opts).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
+    // Throttled everywhere: the error says so, and that it will pass.
+    assert_eq!(err.kind(), ErrorKind::RateLimited, "{err}");
+    assert!(err.is_rate_limited() && err.is_retryable() && !err.is_terminal());
     assert_eq!(err.retry_after(), Some(30 * S));
+    assert_eq!(err.retry_at(), Some(t0 + 30 * S));
+    assert_eq!(err.attempts().len(), 1);
+    assert_eq!(err.attempts()[0].status(), Some(429));
     assert_eq!(Instant::now(), t0);
     assert_eq!(t.count("a"), 1);
+    // A later request finds the provider closed by the earlier one: nothing was tried, so it
+    // cannot say why — every provider unavailable, and retryable.
+    let err = c.chat_with(req(), &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable, "{err}");
+    assert!(err.is_retryable() && !err.is_terminal());
+    assert!(err.attempts().is_empty());
+    assert_eq!(t.count("a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aggregate_error_takes_the_disposition_of_what_happened() {
+    // A fault and a throttle: not "rate limited" (one provider failed), but retryable.
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", error(500, "server_error"))
+        .push("b", error(429, "requests").header("retry-after", "60"))
+        .push("a", error(500, "server_error"));
+    let opts = RequestOptions::new().deadline(10 * S);
+    let err = c.chat_with(req(), &opts).await.unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::AllProvidersFailed | ErrorKind::AllProvidersUnavailable
+        ),
+        "{err}"
+    );
+    assert!(err.is_retryable() && !err.is_terminal(), "{err}");
+    assert!(err.attempts().len() >= 2, "{err:?}");
+    // Every key rejected: resending anywhere is pointless, and the error says so.
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", error(401, "invalid_api_key"))
+        .push("b", error(403, "permission_denied"));
+    assert_eq!(c.chat(req()).await.unwrap_err().kind(), ErrorKind::Auth);
+    let err = c
+        .chat_with(req(), &RequestOptions::new().provider("b"))
+        .await;
+    assert_eq!(err.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    let err = c.chat(req()).await.unwrap_err();
+    assert!(err.is_terminal(), "{err:?}");
+    assert_eq!(err.sends(), Some(0), "{err:?}");
+    assert_eq!((t.count("a"), t.count("b")), (1, 1), "nothing sent again");
 }
 
 #[tokio::test(start_paused = true)]
@@ -330,7 +375,8 @@ async fn a_stated_delay_ending_at_the_deadline_fails_at_once() {
         .chat_with(req(), &RequestOptions::new().deadline(30 * S))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::AllProvidersUnavailable);
+    assert_eq!(err.kind(), ErrorKind::RateLimited, "{err}");
+    assert_eq!(err.retry_at(), Some(t0 + 30 * S));
     assert_eq!(Instant::now(), t0, "no sleep before failing");
 }
 
