@@ -20,6 +20,9 @@ pub enum Script {
     Reply(RawResponse),
     /// The send fails before any response: `Timeout` or `Connect`.
     Fail(ErrorKind),
+    /// The server never answers: the send takes its whole timeout (on the tokio clock, so a
+    /// test on paused time sees it at once), then fails with `Timeout`.
+    Hang,
 }
 
 impl Script {
@@ -56,6 +59,8 @@ struct State {
     scripts: HashMap<String, VecDeque<Script>>,
     /// Every request sent, in order: (host, request).
     sent: Vec<(String, HttpRequest)>,
+    /// The timeout each send was given, in order: (host, timeout).
+    timeouts: Vec<(String, Duration)>,
 }
 
 /// A [`Transport`] whose answers are scripted per host: the router's tests drive every path
@@ -108,44 +113,69 @@ impl ScriptedTransport {
         self.state().sent.iter().map(|(h, _)| h.clone()).collect()
     }
 
-    fn next(&self, req: HttpRequest) -> Result<RawResponse> {
+    /// The timeouts the sends to `host` were given, in order.
+    pub fn timeouts(&self, host: &str) -> Vec<Duration> {
+        let state = self.state();
+        state
+            .timeouts
+            .iter()
+            .filter(|(h, _)| h == host)
+            .map(|(_, t)| *t)
+            .collect()
+    }
+
+    fn next(&self, req: HttpRequest, timeout: Duration) -> BoxFuture<'static, Result<RawResponse>> {
         let host = req.url.host_str().unwrap_or_default().to_owned();
         let mut state = self.state();
         let script = state.scripts.get_mut(&host).and_then(VecDeque::pop_front);
         state.sent.push((host.clone(), req));
-        match script {
+        state.timeouts.push((host.clone(), timeout));
+        let answer = match script {
             Some(Script::Reply(r)) => Ok(r),
             Some(Script::Fail(kind)) => Err(Error::new(kind, "scripted transport failure")),
+            Some(Script::Hang) => {
+                return async move {
+                    tokio::time::sleep(timeout).await;
+                    Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!("scripted hang: no answer within {timeout:?}"),
+                    ))
+                }
+                .boxed()
+            }
             None => Err(Error::new(
                 ErrorKind::Connect,
                 format!("the script for `{host}` has no answer left"),
             )),
-        }
+        };
+        ready(answer).boxed()
     }
 }
 
 impl Transport for ScriptedTransport {
-    fn send(&self, req: HttpRequest, _: Duration) -> BoxFuture<'static, Result<RawResponse>> {
-        ready(self.next(req)).boxed()
+    fn send(&self, req: HttpRequest, timeout: Duration) -> BoxFuture<'static, Result<RawResponse>> {
+        self.next(req, timeout)
     }
 
     fn send_streaming(
         &self,
         req: HttpRequest,
-        _: Duration,
+        timeout: Duration,
     ) -> BoxFuture<'static, Result<Streamed>> {
-        let answer = self.next(req).map(|raw| {
-            if raw.is_success() {
-                let body = futures_util::stream::iter([Ok::<_, Error>(raw.body)]).boxed();
-                Streamed::Ok(StreamingResponse {
-                    status: raw.status,
-                    headers: raw.headers,
-                    body,
-                })
-            } else {
-                Streamed::Err(raw)
-            }
+        let answer = self.next(req, timeout).map(|raw| {
+            raw.map(|raw| {
+                if raw.is_success() {
+                    let body = futures_util::stream::iter([Ok::<_, Error>(raw.body)]).boxed();
+                    Streamed::Ok(StreamingResponse {
+                        status: raw.status,
+                        headers: raw.headers,
+                        body,
+                    })
+                } else {
+                    Streamed::Err(raw)
+                }
+            })
         });
-        ready(answer).boxed()
+        answer.boxed()
     }
 }

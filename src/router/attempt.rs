@@ -13,7 +13,7 @@ use super::breaker::BreakerEvent;
 use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booked, Entry, Router};
-use super::decide::{decide, Action, Count, Next, Outcome};
+use super::decide::{attempt_timeout, decide, Action, Count, Next, Outcome};
 use super::job::{Attempt, Job, Priced};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
@@ -137,7 +137,7 @@ impl Router {
                 adapter: entry.adapter.as_ref(),
                 transport: self.transport.as_ref(),
                 ctx: RequestContext::new(&ticket.key.model, credential),
-                timeout: self.timeout(entry, run),
+                timeout: self.timeout::<J>(entry, run, ticket.slot),
                 clock: self.clock.as_ref(),
                 span: &span,
                 on_end: &on_end,
@@ -208,15 +208,22 @@ impl Router {
             .reclaim(ticket.verdict.is_probe(), self.clock.now())
     }
 
-    /// An attempt's timeout: the provider's or the policy's, within what is left of the
-    /// deadline (at least a millisecond).
-    fn timeout(&self, entry: &Entry, run: &Run<'_>) -> Duration {
-        let left = run.deadline.saturating_duration_since(self.clock.now());
-        entry
-            .timeout()
-            .unwrap_or(self.policy.request_timeout)
-            .min(left)
-            .max(Duration::from_millis(1))
+    /// An attempt's timeout ([`attempt_timeout`]): the provider's or the policy's, within the
+    /// share of what is left of the deadline that leaves every provider this request has not
+    /// tried yet, and that could serve it in time, as much.
+    fn timeout<J: Job>(&self, entry: &Entry, run: &Run<'_>, slot: usize) -> Duration {
+        let now = self.clock.now();
+        let left = run.deadline.saturating_duration_since(now);
+        let others = if J::SHARES_DEADLINE && run.failed + 1 < self.policy.max_attempts {
+            run.untried_open_before_deadline(slot, now)
+        } else {
+            0
+        };
+        attempt_timeout(
+            entry.timeout().unwrap_or(self.policy.request_timeout),
+            left,
+            others,
+        )
     }
 
     /// Records a send with the breaker version it was allowed at (the soak test orders sends

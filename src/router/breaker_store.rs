@@ -51,6 +51,10 @@ pub(crate) trait BreakerCell: Send + Sync + fmt::Debug {
 
     /// Applies what happened.
     fn apply(&self, event: BreakerEvent, now: Instant) -> Transition;
+
+    /// Whether a request could be sent at `now`, claiming nothing (a look for planning, such
+    /// as how much of a deadline to leave to the next provider).
+    fn check(&self, now: Instant) -> Allow;
 }
 
 /// Hands out breakers.
@@ -164,6 +168,13 @@ impl BreakerCell for SharedBreaker {
             _ => Some(b.acquire(now)).filter(|a| matches!(a, Allow::Yes | Allow::Probe)),
         });
         allow.map(|allow| Verdict { allow, version })
+    }
+
+    fn check(&self, now: Instant) -> Allow {
+        match self.read() {
+            (true, _) => Allow::Yes,
+            _ => self.update(|b| b.check(now)).0,
+        }
     }
 
     fn apply(&self, event: BreakerEvent, now: Instant) -> Transition {

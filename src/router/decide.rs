@@ -135,6 +135,18 @@ pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng
     }
 }
 
+/// An attempt's timeout (pure): `configured` (the provider's, else the policy's), but no more
+/// than the share of `left` (what remains of the deadline) that leaves each of `others` (the
+/// providers this request has not tried yet and that could serve it before the deadline) as
+/// much:
+/// `left / (others + 1)`; at least a millisecond. A hanging first provider under a 10 s
+/// deadline, with one other provider, is given up after 5 s, and the other has 5 s to answer.
+/// The last provider (or the last attempt `max_attempts` allows) gets all that is left.
+pub(crate) fn attempt_timeout(configured: Duration, left: Duration, others: usize) -> Duration {
+    let share = left / u32::try_from(others.saturating_add(1)).unwrap_or(u32::MAX);
+    configured.min(share).max(Duration::from_millis(1))
+}
+
 /// A terminal error's effect on the breaker: a rejected key (a 401 or 403 saying so) closes
 /// the provider for that account for good; any other answer shows the provider is up (an
 /// entitlement one request lacks, such as Anthropic's 429 "Extra usage is required for long
@@ -611,6 +623,28 @@ mod tests {
                 },
             },
         ]
+    }
+
+    #[test]
+    fn an_attempt_leaves_the_other_providers_their_share_of_the_deadline() {
+        let ms = Duration::from_millis;
+        let cases = [
+            // (configured, left, others) → timeout
+            (60 * S, 10 * S, 1, 5 * S),
+            (60 * S, 10 * S, 0, 10 * S),
+            (60 * S, 9 * S, 2, 3 * S),
+            (2 * S, 10 * S, 1, 2 * S),
+            (60 * S, 120 * S, 1, 60 * S),
+            (60 * S, Duration::ZERO, 3, ms(1)),
+            (60 * S, 10 * S, usize::MAX, ms(1)),
+        ];
+        for (configured, left, others, want) in cases {
+            assert_eq!(
+                attempt_timeout(configured, left, others),
+                want,
+                "{configured:?} {left:?} {others}"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -145,6 +145,11 @@ pub(crate) trait Job: Sync {
     /// What the request returns.
     type Output: Send;
 
+    /// Whether an attempt's timeout leaves the other providers their share of the deadline
+    /// ([`attempt_timeout`](super::decide::attempt_timeout)). Not for a stream: its timeout
+    /// bounds the whole answer as it arrives, which a share would cut short.
+    const SHARES_DEADLINE: bool = true;
+
     /// The request, as admission sees it.
     type Request: Priced;
 
@@ -198,6 +203,7 @@ impl Job for Chat {
 pub(crate) struct Stream(pub(crate) ChatRequest);
 
 impl Job for Stream {
+    const SHARES_DEADLINE: bool = false;
     type Output = ChatStream;
     type Request = ChatRequest;
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::breaker::Allow;
 use super::breaker_store::BreakerCell;
 use super::core::{Entry, Router};
 use super::job::{Costs, Pricing};
@@ -137,6 +138,20 @@ impl<'r> Run<'r> {
         let mut r: Vec<usize> = (0..n).collect();
         r.sort_by_key(|&i| self.tried(i).failures);
         Cow::Owned(r)
+    }
+
+    /// How many candidates other than `slot` this request has not tried yet and could still
+    /// send to before the deadline: not rejected, breaker not open until past it. (Once every
+    /// provider has had its chance, a retry may take all that is left.)
+    pub(crate) fn untried_open_before_deadline(&self, slot: usize, now: Instant) -> usize {
+        (0..self.candidates.len())
+            .filter(|&i| i != slot && self.tried(i).failures == 0)
+            .filter(|&i| match self.candidates[i].breaker.get().check(now) {
+                Allow::Yes | Allow::Probe | Allow::ProbeBusy => true,
+                Allow::No(until) => until < self.deadline,
+                Allow::Rejected => false,
+            })
+            .count()
     }
 
     pub(crate) fn tried(&self, slot: usize) -> Tried {

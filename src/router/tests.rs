@@ -395,6 +395,54 @@ async fn a_rejected_key_is_never_sent_again_and_the_next_provider_serves() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_hanging_provider_leaves_the_next_its_share_of_the_deadline() {
+    // The policy's attempt timeout is a minute; the request's deadline 10 s. The first provider
+    // never answers: it is given up after half of what is left, and the second answers.
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", Script::Hang).push("b", ok("b"));
+    let t0 = Instant::now();
+    let opts = RequestOptions::new().deadline(10 * S);
+    assert_eq!(c.chat_with(req(), &opts).await.unwrap().text, "b");
+    assert_eq!(t.timeouts("a"), [5 * S]);
+    assert_eq!(
+        t.timeouts("b"),
+        [5 * S],
+        "the last provider gets all that is left"
+    );
+    assert_eq!(Instant::now() - t0, 5 * S);
+    // Three providers: a third each.
+    let (c, t) = client(&["a", "b", "c"], policy(), Limits::none());
+    t.push("a", Script::Hang)
+        .push("b", Script::Hang)
+        .push("c", ok("c"));
+    let opts = RequestOptions::new().deadline(9 * S);
+    assert_eq!(c.chat_with(req(), &opts).await.unwrap().text, "c");
+    assert_eq!(
+        (t.timeouts("a"), t.timeouts("b"), t.timeouts("c")),
+        (vec![3 * S], vec![3 * S], vec![3 * S])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_that_cannot_serve_in_time_leaves_no_share_to_keep() {
+    // b is closed for a minute by an earlier 429: a has the whole deadline.
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("b", error(429, "requests").header("retry-after", "60"))
+        .push("a", ok("a"));
+    let pinned = RequestOptions::new().provider("b").deadline(10 * S);
+    let err = c.chat_with(req(), &pinned).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited, "{err}");
+    let opts = RequestOptions::new().deadline(10 * S);
+    assert_eq!(c.chat_with(req(), &opts).await.unwrap().text, "a");
+    assert_eq!(t.timeouts("a"), [10 * S]);
+    // With the policy's timeout below the share, the policy's timeout holds.
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", ok("a"));
+    assert_eq!(c.chat(req()).await.unwrap().text, "a");
+    assert_eq!(t.timeouts("a"), [Policy::default().request_timeout]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn groqs_498_is_retried_after_a_backoff() {
     // console.groq.com/docs/flex-processing: "status 498 and error capacity_exceeded. Add
     // jittered backoff and retries".
