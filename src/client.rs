@@ -11,7 +11,7 @@ use url::Url;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{Config, Limits, Policy, ProviderSettings};
 use crate::error::Result;
-use crate::http::Transport;
+use crate::http::{ClientChoice, Transport};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::provider::Provider;
 use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore};
@@ -214,6 +214,7 @@ pub struct ClientBuilder {
     rng: Option<Arc<dyn Rng>>,
     store: Option<Arc<dyn LimiterStore>>,
     transport: Option<Arc<dyn Transport>>,
+    http: ClientChoice,
     providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
     chat_order: Option<Vec<String>>,
     transcription_order: Option<Vec<String>>,
@@ -280,6 +281,72 @@ impl ClientBuilder {
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
     pub(crate) fn transport(mut self, transport: Arc<dyn Transport>) -> Self {
         self.transport = Some(transport);
+        self
+    }
+
+    /// Sends with the caller's `reqwest::Client` (its proxies, root certificates, default
+    /// headers, connection pool) instead of one built from the policy.
+    ///
+    /// Each attempt is still bounded by the policy's `request_timeout` (set on every
+    /// request); the connect and read timeouts are the client's own, and the policy's
+    /// `connect_timeout` does not apply. Headers a provider needs (its key, the content type,
+    /// a version) replace the client's defaults of the same name; its other default headers,
+    /// and its user agent unless [`user_agent`](Self::user_agent) is set, are sent as they are.
+    ///
+    /// Build it with `redirect(reqwest::redirect::Policy::none())`: reqwest follows
+    /// redirects by default and drops only `Authorization` on the way, so a key sent in
+    /// another header (Anthropic's, Azure's, Gemini's) would reach the redirect's host. An
+    /// answer that arrived through a redirect is refused (a `Config` error), but only after
+    /// the request went there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-team", HeaderValue::from_static("research"));
+    /// let http = reqwest::Client::builder()
+    ///     .default_headers(headers)
+    ///     .redirect(reqwest::redirect::Policy::none())
+    ///     .build()?;
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+    /// let client = Client::builder()
+    ///     .http_client(http)
+    ///     .provider(Arc::new(local), ProviderSettings::new())
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http.client = Some(client);
+        self
+    }
+
+    /// Sends `agent` as every request's `User-Agent` (default `llm-failover/<version>`; with
+    /// an [`http_client`](Self::http_client) of your own, that client's unless set here).
+    /// An agent that is not a valid header value is a `Config` error at [`build`](Self::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+    /// let client = Client::builder()
+    ///     .user_agent("nightly-batch/2.1 (ops@example.com)")
+    ///     .provider(Arc::new(local), ProviderSettings::new())
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn user_agent(mut self, agent: impl Into<String>) -> Self {
+        self.http.user_agent = Some(agent.into());
         self
     }
 
@@ -368,6 +435,7 @@ impl ClientBuilder {
                 .unwrap_or_else(|| Arc::new(SeededRng::from_entropy())),
             store: self.store.take(),
             transport: self.transport.take(),
+            http: std::mem::take(&mut self.http),
         })?;
         Ok(Client {
             router: Arc::new(router),

@@ -2,9 +2,11 @@
 //! description, cheap to clone and send again on retries and failover) and the
 //! [`RawResponse`] it parses (status, headers, the body read up to a size cap).
 //!
-//! The client sends requests with reqwest (rustls), with connect and total timeouts on every
-//! call; transport failures are `Timeout` or `Connect` errors. Redirects are never followed,
-//! so a key never travels to another host: a 3xx is reported as a configuration problem.
+//! The client sends requests with reqwest — a client it builds (TLS from the `rustls` or
+//! `native-tls` feature), or the caller's own (`ClientBuilder::http_client`) — with a total
+//! timeout on every call; transport failures are `Timeout` or `Connect` errors. Redirects are
+//! never followed, so a key never travels to another host: a 3xx is reported as a
+//! configuration problem.
 
 mod request;
 #[cfg(any(test, feature = "test-util"))]
@@ -17,6 +19,7 @@ pub use request::{Body, FormPart, HttpRequest, RawResponse};
 pub(crate) use request::{ByteStream, Streamed, StreamingResponse};
 #[cfg(any(test, feature = "test-util"))]
 pub use scripted::{Script, ScriptedTransport};
+pub(crate) use transport::ClientChoice;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use transport::{HttpTransport, TransportOptions};

@@ -1,4 +1,5 @@
-//! [`HttpTransport`]: the transport over reqwest (rustls), the one place that awaits it.
+//! [`HttpTransport`]: the transport over reqwest, the one place that awaits it — with a client
+//! it builds (TLS from the `rustls` or `native-tls` feature) or the caller's own.
 
 use std::future::Future;
 use std::time::Duration;
@@ -6,7 +7,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use reqwest::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
+use url::Url;
 
 use super::{Body, FormPart, HttpRequest, RawResponse, Streamed, StreamingResponse, Transport};
 use crate::error::{Error, ErrorKind, Result};
@@ -28,6 +30,10 @@ pub(crate) struct TransportOptions {
     pub usual_timeout: Option<Duration>,
     /// Largest response body read; a longer one is a `Decode` error.
     pub max_response_bytes: usize,
+    /// The `User-Agent` header. `None` (the default): `llm-failover/<version>` on a client the
+    /// transport builds, and none of its own on a caller's client (whose default headers then
+    /// apply). A value set here is sent with a caller's client too, in place of its default.
+    pub user_agent: Option<HeaderValue>,
 }
 
 impl Default for TransportOptions {
@@ -37,6 +43,38 @@ impl Default for TransportOptions {
             read_timeout: None,
             usual_timeout: None,
             max_response_bytes: 8 << 20,
+            user_agent: None,
+        }
+    }
+}
+
+/// The user agent of a client the transport builds when none is configured.
+const DEFAULT_USER_AGENT: &str = concat!("llm-failover/", env!("CARGO_PKG_VERSION"));
+
+/// How a client's builder chose to reach the network: a `reqwest::Client` of the caller's
+/// (`None`: one built from the policy) and a user agent (`None`: see
+/// [`TransportOptions::user_agent`]). Ignored when a [`Transport`] is injected.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ClientChoice {
+    pub(crate) client: Option<reqwest::Client>,
+    pub(crate) user_agent: Option<String>,
+}
+
+impl ClientChoice {
+    /// The transport this choice makes with `opts` (the policy's settings).
+    ///
+    /// # Errors
+    ///
+    /// `Config` if the user agent is not a valid header value or the client cannot be built.
+    pub(crate) fn transport(self, mut opts: TransportOptions) -> Result<HttpTransport> {
+        if let Some(ua) = self.user_agent {
+            opts.user_agent = Some(HeaderValue::try_from(ua).map_err(|_| {
+                Error::config("the user agent is not a valid header value (visible ASCII only)")
+            })?);
+        }
+        match self.client {
+            Some(client) => Ok(HttpTransport::from_client(client, &opts)),
+            None => HttpTransport::new(&opts),
         }
     }
 }
@@ -48,6 +86,10 @@ pub(crate) struct HttpTransport {
     client: reqwest::Client,
     max_body: usize,
     usual_timeout: Option<Duration>,
+    /// Set on each request (a caller's client: its own default is only a default).
+    user_agent: Option<HeaderValue>,
+    /// A caller's client may follow redirects: each response's URL is checked.
+    check_redirects: bool,
 }
 
 impl HttpTransport {
@@ -65,16 +107,61 @@ impl HttpTransport {
         if let Some(t) = opts.usual_timeout {
             builder = builder.timeout(t);
         }
+        let user_agent = opts
+            .user_agent
+            .clone()
+            .unwrap_or_else(|| HeaderValue::from_static(DEFAULT_USER_AGENT));
         let client = builder
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("llm-failover/", env!("CARGO_PKG_VERSION")))
+            .user_agent(user_agent)
             .build()
             .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))?;
         Ok(HttpTransport {
             client,
             max_body: opts.max_response_bytes,
             usual_timeout: opts.usual_timeout,
+            user_agent: None,
+            check_redirects: false,
         })
+    }
+
+    /// A transport over the caller's `client`: its proxies, root certificates, default
+    /// headers and connection pool apply; from `opts`, the body cap and the user agent (when
+    /// set) do. Every send carries its own timeout, so each attempt stays bounded whatever
+    /// the client's; the connect and read timeouts are the client's own (`opts`' are not
+    /// applied). A header the request sets (a key, the content type) replaces the client's
+    /// default of that name.
+    ///
+    /// Build `client` with `redirect(reqwest::redirect::Policy::none())`: reqwest follows
+    /// redirects by default and drops only `Authorization` on the way, so a key sent in
+    /// another header would travel to the redirect's host. A response that arrived by
+    /// following a redirect is refused (`Config`), but by then the request was sent there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::http::{HttpTransport, TransportOptions};
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-team", HeaderValue::from_static("research"));
+    /// let client = reqwest::Client::builder()
+    ///     .default_headers(headers)
+    ///     .redirect(reqwest::redirect::Policy::none())
+    ///     .build()?;
+    /// let transport = HttpTransport::from_client(client, &TransportOptions::default());
+    /// # let _ = transport;
+    /// # Ok::<(), reqwest::Error>(())
+    /// ```
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    pub(crate) fn from_client(client: reqwest::Client, opts: &TransportOptions) -> Self {
+        HttpTransport {
+            client,
+            max_body: opts.max_response_bytes,
+            usual_timeout: None,
+            user_agent: opts.user_agent.clone(),
+            check_redirects: true,
+        }
     }
 
     /// Starts sending `req` as it is: its header map becomes the request's (no merge), its
@@ -83,9 +170,12 @@ impl HttpTransport {
     /// what the caller awaits is reqwest's own (boxed) future, not a copy of the request.
     fn start(
         &self,
-        req: HttpRequest,
+        mut req: HttpRequest,
         timeout: Duration,
     ) -> Result<impl Future<Output = reqwest::Result<reqwest::Response>>> {
+        if let Some(ua) = &self.user_agent {
+            req.headers.entry(USER_AGENT).or_insert_with(|| ua.clone());
+        }
         let payload = match req.body {
             Body::Multipart(parts) => {
                 let r = self
@@ -142,11 +232,12 @@ impl HttpTransport {
         // The request is handed to reqwest before the first poll: the future keeps only
         // reqwest's (boxed) one and the body cap, not a copy of the request (an `async fn`
         // would hold its arguments to the end).
+        let sent_to = self.check_redirects.then(|| req.url.clone());
         let started = self.start(req, timeout);
         let cap = self.max_body;
         async move {
             let mut resp = started?.await.map_err(map_err)?;
-            let status = not_redirected(&resp)?;
+            let status = not_redirected(&resp, sent_to.as_ref())?;
             let body = read_capped(&mut resp, cap).await?;
             // Taken, not cloned, once the body is read (the future does not carry them
             // across that wait).
@@ -165,11 +256,12 @@ impl HttpTransport {
         req: HttpRequest,
         timeout: Duration,
     ) -> impl Future<Output = Result<Streamed>> + Send + 'static {
+        let sent_to = self.check_redirects.then(|| req.url.clone());
         let started = self.start(req, timeout);
         let cap = self.max_body;
         async move {
             let mut resp = started?.await.map_err(map_err)?;
-            let status = not_redirected(&resp)?;
+            let status = not_redirected(&resp, sent_to.as_ref())?;
             let headers = resp.headers().clone();
             if !(200..300).contains(&status) {
                 let body = read_capped(&mut resp, cap).await?;
@@ -228,9 +320,20 @@ fn build_form(parts: Vec<FormPart>) -> reqwest::multipart::Form {
         })
 }
 
-/// The response's status, or a `Config` error for a redirect (never followed).
-fn not_redirected(resp: &reqwest::Response) -> Result<u16> {
+/// The response's status, or a `Config` error for a redirect (never followed), or for a
+/// response from elsewhere than `sent_to` (a caller's client that followed one).
+fn not_redirected(resp: &reqwest::Response, sent_to: Option<&Url>) -> Result<u16> {
     let status = resp.status().as_u16();
+    if let Some(sent_to) = sent_to.filter(|u| *u != resp.url()) {
+        return Err(Error::config(format!(
+            "the HTTP client followed a redirect from `{}` to `{}`; a key must never travel to \
+             another host: build the reqwest::Client with redirect::Policy::none(), and fix \
+             `base_url`",
+            without_query(sent_to),
+            without_query(resp.url()),
+        ))
+        .with_status(status));
+    }
     if (300..400).contains(&status) {
         let to = resp
             .headers()
@@ -244,6 +347,14 @@ fn not_redirected(resp: &reqwest::Response) -> Result<u16> {
         .with_status(status));
     }
     Ok(status)
+}
+
+/// `url` without its query and fragment (where a key could be).
+fn without_query(url: &Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
 }
 
 async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> Result<Bytes> {

@@ -1,12 +1,20 @@
 //! Token estimates for admission, before a request is sent.
 //!
-//! Input tokens are counted with tiktoken-rs in the model's encoding — `o200k_base` for the
-//! GPT-4o / GPT-4.1 / GPT-5 / o-series family, `cl100k_base` for older OpenAI models — plus the
-//! chat format's per-message overhead. Other vendors' tokenizers are not public, so their
-//! models get the `cl100k_base` count padded by 20 %. Because OpenAI documents that its
-//! rate limiter itself estimates from the character count (about 4 characters per token), the
-//! estimate is never below `ceil(characters / 4)`: admission then agrees with the server's
-//! own arithmetic. Output tokens are `max_tokens`, or a default when the request sets none.
+//! With the `tokenizer` feature (on by default), input tokens are counted with tiktoken-rs in
+//! the model's encoding — `o200k_base` for the GPT-4o / GPT-4.1 / GPT-5 / o-series family,
+//! `cl100k_base` for older OpenAI models — plus the chat format's per-message overhead. Other
+//! vendors' tokenizers are not public, so their models get the `cl100k_base` count padded by
+//! 20 %. Because OpenAI documents that its rate limiter itself estimates from the character
+//! count (about 4 characters per token), the estimate is never below `ceil(characters / 4)`:
+//! admission then agrees with the server's own arithmetic. Output tokens are `max_tokens`, or
+//! a default when the request sets none.
+//!
+//! Without the feature, every count is the tokenizer-free bound — one token per UTF-8 byte,
+//! padded by 20 % for other vendors' models — so [`estimate_chat`] equals [`chat_cost_bound`]:
+//! never below what the provider counts, often about four times it for English text. Admission
+//! is then more cautious where a token limit binds (and a prompt whose bytes exceed a token
+//! bucket's whole capacity is refused as too large), until the usage each answer reports gives
+//! the excess back.
 //!
 //! Encoders load once, lazily, on first use (tiktoken-rs singletons); never per request.
 //! [`preload`] starts that load on a background thread as soon as a token limit is known, so
@@ -22,6 +30,7 @@
 // fuzzers); without it every `pub` here is crate-private.
 #![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
 
+#[cfg(feature = "tokenizer")]
 use tiktoken_rs::CoreBPE;
 
 use super::store::Cost;
@@ -75,6 +84,7 @@ impl Encoding {
         }
     }
 
+    #[cfg(feature = "tokenizer")]
     fn bpe(self) -> &'static CoreBPE {
         match self {
             Encoding::O200k => tiktoken_rs::o200k_base_singleton(),
@@ -83,12 +93,15 @@ impl Encoding {
     }
 
     /// Tokens in `text` under this encoding (padded for [`Encoding::Padded`]), never below
-    /// `ceil(chars / 4)`.
+    /// `ceil(chars / 4)`. Without the `tokenizer` feature: its UTF-8 bytes (padded likewise).
     pub fn count(self, text: &str) -> u64 {
         if text.is_empty() {
             return 0;
         }
+        #[cfg(feature = "tokenizer")]
         let n = self.bpe().encode_ordinary(text).len() as u64;
+        #[cfg(not(feature = "tokenizer"))]
+        let n = text.len() as u64;
         let n = match self {
             Encoding::Padded => padded(n),
             _ => n,
@@ -164,6 +177,13 @@ pub fn chat_cost_bound(req: &ChatRequest, model: &str) -> Cost {
 
 /// Starts loading `model`'s encoder on a background thread, once per encoding per process,
 /// so that the first exact count does not pay the load on an async worker. Returns at once.
+/// Without the `tokenizer` feature there is nothing to load.
+#[cfg(not(feature = "tokenizer"))]
+pub fn preload(_model: &str) {}
+
+/// Starts loading `model`'s encoder on a background thread, once per encoding per process,
+/// so that the first exact count does not pay the load on an async worker. Returns at once.
+#[cfg(feature = "tokenizer")]
 pub fn preload(model: &str) {
     use std::sync::atomic::{AtomicBool, Ordering};
     static STARTED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
@@ -216,6 +236,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "tokenizer")]
     #[test]
     fn counts_known_strings_exactly() {
         // "hello world" is two tokens in both OpenAI encodings; chars/4 = 3 is the floor.
@@ -227,6 +248,7 @@ mod tests {
         assert!(n < text.len() as u64 / 2);
     }
 
+    #[cfg(feature = "tokenizer")]
     #[test]
     fn pads_other_vendors() {
         let text = "Bonjour, comment allez-vous aujourd'hui ? ".repeat(10);
@@ -259,6 +281,21 @@ mod tests {
                 assert_eq!((b.requests, b.output_tokens), (e.requests, e.output_tokens));
             }
         }
+    }
+
+    #[cfg(not(feature = "tokenizer"))]
+    #[test]
+    fn without_the_tokenizer_the_estimate_is_the_bound() {
+        let req = ChatRequest::new()
+            .system("Be brief.")
+            .user("日本語のテキスト 🙂")
+            .max_tokens(10);
+        for model in ["gpt-4o", "gpt-4", "claude-3-5-haiku-latest"] {
+            assert_eq!(estimate_chat(&req, model), chat_cost_bound(&req, model));
+        }
+        assert_eq!(Encoding::O200k.count("hello world"), 11);
+        assert_eq!(Encoding::Padded.count("hello world"), 11 + 3);
+        preload("gpt-4o"); // nothing to load: returns at once
     }
 
     #[test]

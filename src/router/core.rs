@@ -14,7 +14,7 @@ use super::stream::StreamEnd;
 use crate::clock::Clock;
 use crate::config::{Policy, ProviderSettings};
 use crate::error::{Disposition, Error, ErrorKind, Result};
-use crate::http::{HttpTransport, Transport, TransportOptions};
+use crate::http::{ClientChoice, Transport, TransportOptions};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::provider::Provider;
 use crate::ratelimit::{
@@ -39,6 +39,8 @@ pub(crate) struct Parts {
     pub(crate) store: Option<Arc<dyn LimiterStore>>,
     /// `None`: reqwest, configured from the policy.
     pub(crate) transport: Option<Arc<dyn Transport>>,
+    /// The caller's reqwest client and user agent, if any (ignored with `transport`).
+    pub(crate) http: ClientChoice,
 }
 
 /// One provider, as the router sees it.
@@ -200,6 +202,7 @@ impl Router {
             rng,
             store,
             transport,
+            http,
         } = parts;
         if providers.is_empty() {
             return Err(Error::config(
@@ -216,7 +219,7 @@ impl Router {
             .map_err(|e| Error::config(format!("policy: {e}")))?;
         let transport = match transport {
             Some(t) => t,
-            None => Arc::new(HttpTransport::new(&transport_options(&policy))?),
+            None => Arc::new(http.transport(transport_options(&policy))?),
         };
         let store = store.unwrap_or_else(|| {
             Arc::new(MemoryStore::with_latency_allowance(
@@ -404,6 +407,7 @@ fn transport_options(policy: &Policy) -> TransportOptions {
         // Set once on the HTTP client: most attempts use exactly this timeout.
         usual_timeout: Some(policy.request_timeout),
         max_response_bytes: policy.max_response_bytes,
+        user_agent: None,
     }
 }
 
