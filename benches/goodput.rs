@@ -287,7 +287,7 @@ async fn run_one(c: Contender, k: &Knobs, items: Arc<Vec<Item>>) -> Figures {
         // Diagnostics: the client's view of its token bucket, every 5 virtual seconds.
         (Some(client), Ok(_)) => Some(tokio::spawn(async move {
             loop {
-                if let Ok(s) = client.limits("openai", MODEL).await {
+                if let Ok(Some(s)) = client.limits("openai", MODEL).await {
                     eprintln!(
                         "trace t={:.1}s tokens={:?} requests={:?} wait={:?}",
                         (clock.now() - start).as_secs_f64(),

@@ -160,13 +160,49 @@ impl Client {
             .collect()
     }
 
-    /// What the limiter knows now about `provider`'s limits for `model` (configured or
-    /// learned from headers): bucket levels and capacities, and any gate.
+    /// What the limiter knows now about `provider`'s limits for `model`, configured or
+    /// learned from its answers: the binding request and token buckets (level, capacity,
+    /// window, when full again), a pace learned from 429s, a gate. `None` when nothing is
+    /// configured and nothing was learned yet (or `provider` is not one of the client's).
     ///
     /// # Errors
     ///
     /// When the limiter store fails (never for the in-memory store).
-    pub async fn limits(&self, provider: &str, model: &str) -> Result<LimitSnapshot> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::ratelimit::Limits;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let base = "http://127.0.0.1:11434/v1".parse()?;
+    /// let client = Client::builder()
+    ///     .provider(
+    ///         Arc::new(OpenAi::new(ProviderId::new("paced"), base)),
+    ///         ProviderSettings::new().limits(Limits::none().with_rpm(60).with_tpm(90_000)),
+    ///     )
+    ///     .provider(
+    ///         Arc::new(OpenAi::new(ProviderId::new("learned"), "http://127.0.0.1:8080/v1".parse()?)),
+    ///         ProviderSettings::new(),
+    ///     )
+    ///     .build()?;
+    ///
+    /// let limits = client.limits("paced", "gpt-4o-mini").await?.expect("configured");
+    /// let requests = limits.requests.expect("an rpm is configured");
+    /// assert_eq!((requests.level, requests.capacity), (60.0, 60));
+    /// assert_eq!(requests.window, Duration::from_secs(60));
+    /// assert_eq!(limits.tokens.map(|t| t.capacity), Some(90_000));
+    ///
+    /// // Nothing configured, nothing sent yet: nothing known.
+    /// assert_eq!(client.limits("learned", "gpt-4o-mini").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn limits(&self, provider: &str, model: &str) -> Result<Option<LimitSnapshot>> {
         self.router
             .limits(&LimitKey::new(ProviderId::new(provider), model))
             .await

@@ -62,7 +62,7 @@ pub use config::Config;
 pub use config::ProviderSettings;
 pub use error::{Disposition, Error, ErrorKind, Result};
 pub use id::{Capabilities, Capability, Credential, CredentialSource, ProviderId};
-pub use ratelimit::LimitReport;
+pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
 pub use types::{

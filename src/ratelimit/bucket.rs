@@ -100,6 +100,17 @@ impl Bucket {
         self.level
     }
 
+    /// When the level is back at its highest at the refill rate (`None`: it is there now).
+    pub fn full_at(&mut self, now: Instant) -> Option<Instant> {
+        self.refill(now);
+        if self.level >= self.cap {
+            return None;
+        }
+        // Clamped (a level booked far ahead): an instant decades out is as good as any.
+        let secs = ((self.cap - self.level) / self.per_sec).min(1e9);
+        Some(now + Duration::from_secs_f64(secs))
+    }
+
     /// How long a reservation of `cost` made now would wait, without booking it.
     ///
     /// # Errors

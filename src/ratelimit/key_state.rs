@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use super::bucket::{Bucket, InsufficientCapacity};
 use super::paced::Paced;
 use super::stated::Stated;
-use super::store::{Cost, Dimension, Drain, Reservation};
+use super::store::{BucketSnapshot, Cost, Dimension, Drain, Reservation};
 use super::{LimitReport, Limits};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -336,11 +336,21 @@ impl KeyState {
             .min()
     }
 
-    /// The request and token buckets that bind now (lowest level): (level, capacity).
-    pub(crate) fn binding(&mut self, now: Instant) -> [Option<(f64, u64)>; 2] {
-        let view = |b: &mut Bucket| (b.level(now), b.capacity());
-        let stated = |s: &mut Stated| (s.level(now), s.bucket.capacity());
-        let lowest = |v: Vec<(f64, u64)>| v.into_iter().min_by(|a, b| a.0.total_cmp(&b.0));
+    /// The request and token buckets that bind now (lowest level).
+    pub(crate) fn binding(&mut self, now: Instant) -> [Option<BucketSnapshot>; 2] {
+        let view = |b: &mut Bucket| {
+            BucketSnapshot::new(b.level(now), b.capacity(), b.window(), b.full_at(now))
+        };
+        let stated = |s: &mut Stated| {
+            BucketSnapshot::new(
+                s.level(now),
+                s.bucket.capacity(),
+                s.window(),
+                s.full_at(now),
+            )
+        };
+        let lowest =
+            |v: Vec<BucketSnapshot>| v.into_iter().min_by(|a, b| a.level.total_cmp(&b.level));
         let [r, t, _, _] = &mut self.stated;
         let requests = [
             self.rpm.as_mut(),
@@ -360,14 +370,6 @@ impl KeyState {
             .collect();
         [lowest(requests), lowest(tokens)]
     }
-
-    /// The windows learned for the stated requests and tokens.
-    pub(crate) fn windows(&self) -> (Option<Duration>, Option<Duration>) {
-        (
-            self.stated[REQUESTS].as_ref().map(Stated::window),
-            self.stated[TOKENS].as_ref().map(Stated::window),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -376,6 +378,53 @@ mod tests {
     use crate::ratelimit::{Per, Window};
 
     const S: Duration = Duration::from_secs(1);
+
+    /// A bucket's (level, capacity).
+    fn lc(b: Option<BucketSnapshot>) -> Option<(f64, u64)> {
+        b.map(|b| (b.level, b.capacity))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_snapshot_names_each_bucket_s_window_and_when_it_is_full_again() {
+        let now = Instant::now();
+        let limits = Limits::none().with_rpm(60).with_tpm(6_000);
+        let mut s = KeyState::from_limits(&limits, Duration::ZERO, now);
+        let [r, t] = s.binding(now);
+        let full = |capacity: u64| BucketSnapshot::new(capacity as f64, capacity, 60 * S, None);
+        assert_eq!(
+            (r, t),
+            (Some(full(60)), Some(full(6_000))),
+            "untouched: full, no reset"
+        );
+        // 30 requests and 3,000 tokens used: half a minute to refill either.
+        let cost = Cost {
+            input_tokens: 100,
+            ..Cost::one_request()
+        };
+        for _ in 0..30 {
+            s.book(cost, now);
+        }
+        let [r, t] = s.binding(now);
+        assert_eq!(r.map(|b| b.reset), Some(Some(now + 30 * S)));
+        assert_eq!(
+            t.map(|b| (b.level, b.reset)),
+            Some((3_000.0, Some(now + 30 * S)))
+        );
+        // Stated: 40 of 100 left, full in 20 s. The window is what that statement teaches
+        // (60 back in 20 s: 100 per 33 s), and the bucket is full again at the stated reset.
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let report = |remaining, reset| LimitReport {
+            requests: window(100, remaining, Some(reset), Per::Minute, now),
+            ..LimitReport::default()
+        };
+        s.apply(&report(40, 20 * S), None, now);
+        let [r, _] = s.binding(now);
+        let r = r.unwrap();
+        assert_eq!((r.level, r.capacity), (40.0, 100));
+        assert!(r.window > 30 * S && r.window < 34 * S, "{r:?}");
+        let off = r.reset.map(|at| (at - now).as_secs_f64() - 20.0);
+        assert!(off.is_some_and(|off| off.abs() < 1e-6), "{r:?}");
+    }
 
     fn window(
         limit: u64,
@@ -401,10 +450,10 @@ mod tests {
             ..LimitReport::default()
         };
         s.apply(&stated(600), None, now);
-        assert_eq!(s.binding(now)[0], Some((60.0, 60)), "the ceiling binds");
+        assert_eq!(lc(s.binding(now)[0]), Some((60.0, 60)), "the ceiling binds");
         s.apply(&stated(30), None, now);
         assert_eq!(
-            s.binding(now)[0],
+            lc(s.binding(now)[0]),
             Some((30.0, 30)),
             "the lower stated limit binds"
         );
@@ -435,11 +484,11 @@ mod tests {
         // The answer to the second booking says 99 left: the first may have been sent after
         // it (woken late), and three more are on their way — all four are taken off.
         s.apply(&said(99), Some(second), now);
-        assert_eq!(s.binding(now)[0], Some((95.0, 100)));
+        assert_eq!(lc(s.binding(now)[0]), Some((95.0, 100)));
         assert_eq!(s.log.len(), 4, "the answered booking is forgotten");
         // The first's answer: 98 left, three still unanswered.
         s.apply(&said(98), Some(first), now);
-        assert_eq!(s.binding(now)[0], Some((95.0, 100)));
+        assert_eq!(lc(s.binding(now)[0]), Some((95.0, 100)));
         // Bookings whose answers never report are forgotten after a while.
         let later = now + MAX_AGE + S;
         s.apply(&said(97), None, later);
@@ -457,8 +506,12 @@ mod tests {
         };
         s.drain(tokens_only, now);
         let [requests, tokens] = s.binding(now);
-        assert_eq!(requests, Some((60.0, 60)), "requests had room: untouched");
-        assert_eq!(tokens, Some((0.0, 10_000)));
+        assert_eq!(
+            lc(requests),
+            Some((60.0, 60)),
+            "requests had room: untouched"
+        );
+        assert_eq!(lc(tokens), Some((0.0, 10_000)));
         // A per-minute drain leaves the day's bucket alone; a named day limit drains it too.
         s.drain(Drain::every_minute(), now);
         assert_eq!(s.rpd.as_mut().unwrap().level(now), 1_000.0);
@@ -483,7 +536,9 @@ mod tests {
             ..LimitReport::default()
         };
         s.apply(&groq(14_370, 180 * S), None, now);
-        assert_eq!(s.windows(), (Some(86_400 * S), Some(60 * S)));
+        let [r, t] = s.binding(now);
+        assert_eq!(r.map(|b| b.window), Some(86_400 * S));
+        assert_eq!(t.map(|b| b.window), Some(60 * S));
         // A 429 about tokens (`retry-after: 2`): the per-day request bucket is not drained.
         s.drain(
             Drain {
@@ -492,7 +547,7 @@ mod tests {
             },
             now,
         );
-        assert_eq!(s.binding(now)[0], Some((14_370.0, 14_400)));
+        assert_eq!(lc(s.binding(now)[0]), Some((14_370.0, 14_400)));
         assert_eq!(s.wait(Cost::one_request(), now + 2 * S), Ok(Duration::ZERO));
     }
 }

@@ -258,7 +258,10 @@ mod tests {
             "{a:?}"
         );
         let snap = snapshot(&l).await;
-        assert_eq!(snap.tokens, Some((1000.0, 1000)));
+        assert_eq!(
+            snap.tokens.map(|b| (b.level, b.capacity)),
+            Some((1000.0, 1000))
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -302,7 +305,10 @@ mod tests {
         assert_eq!(snap.tokens, None);
         grant(&l, &Limits::none().with_tpm(1000), cost(10)).await;
         let snap = snapshot(&l).await;
-        assert_eq!(snap.tokens, Some((990.0, 1000)));
+        assert_eq!(
+            snap.tokens.map(|b| (b.level, b.capacity)),
+            Some((990.0, 1000))
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -343,8 +349,11 @@ mod tests {
         drop(Permit::new(&l, &k, cost(800)));
         tokio::task::yield_now().await;
         let snap = snapshot(&l).await;
-        assert_eq!(snap.tokens, Some((1000.0, 1000)));
-        assert_eq!(snap.requests, Some((2.0, 2)));
+        assert_eq!(
+            snap.tokens.map(|b| (b.level, b.capacity)),
+            Some((1000.0, 1000))
+        );
+        assert_eq!(snap.requests.map(|b| (b.level, b.capacity)), Some((2.0, 2)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -366,7 +375,7 @@ mod tests {
         tokio::task::yield_now().await;
         let snap = snapshot(&l).await;
         // Level back to 0 (the first request's debt only), not -1.
-        let (level, _) = snap.requests.unwrap();
+        let level = snap.requests.unwrap().level;
         assert!((level - 0.0).abs() < 1e-9, "level {level}");
     }
 
@@ -407,7 +416,7 @@ mod tests {
             .await;
             let snap = snapshot(&l).await;
             assert_eq!(
-                snap.requests.map(|(_, cap)| cap),
+                snap.requests.map(|b| b.capacity),
                 Some(expected),
                 "stated {stated}"
             );
@@ -443,9 +452,9 @@ mod tests {
         grant(&l, &limits, cost(600)).await;
         l.reconcile(&key(), 600, 100).await.unwrap();
         let snap = snapshot(&l).await;
-        assert_eq!(snap.tokens.unwrap().0, 900.0);
+        assert_eq!(snap.tokens.unwrap().level, 900.0);
         l.reconcile(&key(), 100, 400).await.unwrap();
         let snap = snapshot(&l).await;
-        assert_eq!(snap.tokens.unwrap().0, 600.0);
+        assert_eq!(snap.tokens.unwrap().level, 600.0);
     }
 }

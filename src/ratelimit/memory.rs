@@ -193,7 +193,6 @@ impl LimiterStore for MemoryStore {
             wait: s.wait(cost, now).ok(),
             requests,
             tokens,
-            windows: s.windows(),
             learned_rate: s.paced_rate(),
             gate_until: s.gate(now),
             token_room: s.token_room(now),

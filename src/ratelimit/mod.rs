@@ -51,7 +51,8 @@ pub use memory::MemoryStore;
 pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
 pub use store::{
-    Cost, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
+    BucketSnapshot, Cost, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
+    Tightening,
 };
 
 // Internals, public with `test-util` for tests, benches and fuzzers.

@@ -215,6 +215,21 @@ impl Stated {
         self.bucket.level(now)
     }
 
+    /// When the level is back at its highest (`None`: it is there now); in a fixed window,
+    /// the boundary from which the windows' limits fill it.
+    pub(crate) fn full_at(&mut self, now: Instant) -> Option<Instant> {
+        self.roll(now);
+        let full = self.bucket.full_at(now)?;
+        let Refill::Fixed { next } = self.refill else {
+            return Some(full);
+        };
+        let missing = self.bucket.capacity() as f64 - self.bucket.level(now);
+        let windows = (missing / self.bucket.capacity().max(1) as f64)
+            .ceil()
+            .clamp(1.0, f64::from(u32::MAX)) as u32;
+        Some(next + self.learned.window * (windows - 1))
+    }
+
     /// How long `n` would wait now (see [`Bucket::peek`]); in a fixed window, until the
     /// boundary from which the windows' limits cover it.
     pub(crate) fn wait(&mut self, n: u64, now: Instant) -> Result<Duration, InsufficientCapacity> {

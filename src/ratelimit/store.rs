@@ -341,7 +341,49 @@ impl Drain {
     }
 }
 
-/// A read-only view of one key's state.
+/// One bucket as the limiter sees it now: a part of a [`LimitSnapshot`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::BucketSnapshot;
+///
+/// let now = tokio::time::Instant::now();
+/// // 45 of 60 requests a minute left: full again in 15 s at one a second.
+/// let b = BucketSnapshot::new(45.0, 60, Duration::from_secs(60), Some(now + Duration::from_secs(15)));
+/// assert_eq!(b.capacity, 60);
+/// assert!(b.level < f64::from(b.capacity as u32));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct BucketSnapshot {
+    /// What could be sent now: requests, or tokens. Fractional (the bucket refills
+    /// continuously), and negative when slots are booked ahead of time.
+    pub level: f64,
+    /// The limit per window.
+    pub capacity: u64,
+    /// The window the capacity refills over: the configured limit's period, or the one
+    /// learned for what the provider states.
+    pub window: Duration,
+    /// When the bucket is full again at its refill rate — for a fixed window (a counter that
+    /// starts again at each boundary) the boundary that fills it; `None` when it is full now.
+    pub reset: Option<Instant>,
+}
+
+impl BucketSnapshot {
+    /// A view of a bucket (for a [`LimiterStore`] of your own).
+    pub fn new(level: f64, capacity: u64, window: Duration, reset: Option<Instant>) -> Self {
+        BucketSnapshot {
+            level,
+            capacity,
+            window,
+            reset,
+        }
+    }
+}
+
+/// A read-only view of one key's state ([`Client::limits`](crate::Client::limits)).
 ///
 /// # Examples
 ///
@@ -358,9 +400,11 @@ impl Drain {
 /// store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
 ///
 /// let snapshot = store.peek(&key, Cost::one_request(), now).await?;
-/// let (level, capacity) = snapshot.requests.unwrap();
-/// assert_eq!(capacity, 60);
-/// assert!(level < 60.0); // one request booked
+/// let requests = snapshot.requests.unwrap();
+/// assert_eq!(requests.capacity, 60);
+/// assert_eq!(requests.window, Duration::from_secs(60));
+/// assert_eq!(requests.level, 59.0); // one request booked
+/// assert_eq!(requests.reset, Some(now + Duration::from_secs(1))); // refilled in a second
 /// assert_eq!(snapshot.wait, Some(Duration::ZERO));
 /// assert_eq!(snapshot.gate_until, None);
 /// # Ok(()) }
@@ -368,18 +412,16 @@ impl Drain {
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct LimitSnapshot {
-    /// The request bucket that binds now (the lowest level, configured or stated): level and
-    /// capacity, when any is known.
-    pub requests: Option<(f64, u64)>,
+    /// The request bucket that binds now (the lowest level, configured or stated), when any
+    /// is known.
+    pub requests: Option<BucketSnapshot>,
     /// The token bucket that binds now, likewise.
-    pub tokens: Option<(f64, u64)>,
-    /// The windows learned for what the provider states (requests, tokens), when it stated
-    /// them.
-    pub windows: (Option<Duration>, Option<Duration>),
+    pub tokens: Option<BucketSnapshot>,
     /// The pace learned from 429s alone, in requests per second, for a provider that states
     /// no limit and has none configured.
     pub learned_rate: Option<f64>,
-    /// The gate, when one is set in the future.
+    /// The gate, when one is set in the future: nothing is sent before it (a stated reset,
+    /// a `Retry-After`).
     pub gate_until: Option<Instant>,
     /// How long a reservation of the peeked cost would wait now (`None`: too large).
     pub wait: Option<Duration>,
@@ -388,6 +430,37 @@ pub struct LimitSnapshot {
     /// Where a request fits in this room, a generous tokenizer-free estimate admits it as an
     /// exact count would.
     pub token_room: Option<u64>,
+}
+
+impl LimitSnapshot {
+    /// Whether it knows nothing: no bucket, no learned pace, no gate.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_none()
+            && self.tokens.is_none()
+            && self.learned_rate.is_none()
+            && self.gate_until.is_none()
+    }
+
+    /// What `limits` allow before anything was sent: the binding (smallest) request and token
+    /// limits, full (`None` when nothing is configured).
+    pub(crate) fn unused(limits: &Limits) -> Option<LimitSnapshot> {
+        const MINUTE: Duration = Duration::from_secs(60);
+        const DAY: Duration = Duration::from_secs(86_400);
+        let full = |buckets: [(Option<std::num::NonZeroU64>, Duration); 2]| {
+            buckets
+                .into_iter()
+                .filter_map(|(limit, window)| Some((limit?.get(), window)))
+                .min_by_key(|&(limit, _)| limit)
+                .map(|(limit, window)| BucketSnapshot::new(limit as f64, limit, window, None))
+        };
+        let snapshot = LimitSnapshot {
+            requests: full([(limits.rpm, MINUTE), (limits.rpd, DAY)]),
+            tokens: full([(limits.tpm, MINUTE), (limits.tpd, DAY)]),
+            wait: Some(Duration::ZERO),
+            ..LimitSnapshot::default()
+        };
+        (!snapshot.is_empty()).then_some(snapshot)
+    }
 }
 
 /// The storage behind the limiter. See the module docs.

@@ -279,9 +279,16 @@ impl Router {
         Some(entry.limits)
     }
 
-    /// What the limiter knows of `key` now.
-    pub(crate) async fn limits(&self, key: &LimitKey) -> Result<LimitSnapshot> {
-        self.limiter.peek(key).await
+    /// What the limiter knows of `key` now; before anything was booked for it, what its
+    /// provider's configured limits allow; `None` when nothing is known at all.
+    pub(crate) async fn limits(&self, key: &LimitKey) -> Result<Option<LimitSnapshot>> {
+        let snapshot = self.limiter.peek(key).await?;
+        if !snapshot.is_empty() {
+            return Ok(Some(snapshot));
+        }
+        Ok(self
+            .configured_limits(key.provider.as_str())
+            .and_then(|l| LimitSnapshot::unused(&l)))
     }
 
     /// The next request's number, for its span.

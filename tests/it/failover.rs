@@ -345,7 +345,9 @@ async fn observability_never_changes_what_is_sent() {
                 h.client
                     .limits("a", "gpt-4o-mini")
                     .await
-                    .map(|l| format!("{:?}", (l.requests, l.tokens, l.wait, l.token_room)))
+                    .map(|l| {
+                        l.map(|l| format!("{:?}", (l.requests, l.tokens, l.wait, l.token_room)))
+                    })
                     .unwrap(),
                 h.clock.sleeps(),
             ));

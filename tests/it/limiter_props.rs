@@ -8,8 +8,8 @@ use std::time::Duration;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::config::Limits;
 use llm_failover::ratelimit::{
-    Cost, Drain, LimitKey, LimitReport, LimiterStore, MemoryStore, Per, Reservation, Tightening,
-    Window,
+    BucketSnapshot, Cost, Drain, LimitKey, LimitReport, LimiterStore, MemoryStore, Per,
+    Reservation, Tightening, Window,
 };
 use llm_failover::ProviderId;
 use proptest::prelude::*;
@@ -207,7 +207,10 @@ fn believes_the_latest_statement(
             }
             let now = tokio::time::Instant::now();
             let snap = store.peek(&key, Cost::one_request(), now).await.unwrap();
-            if let Some((level, capacity)) = snap.requests {
+            if let Some(BucketSnapshot {
+                level, capacity, ..
+            }) = snap.requests
+            {
                 prop_assert!(level.is_finite(), "a level that is not a number: {snap:?}");
                 prop_assert!(
                     level <= capacity as f64 + 1e-9,

@@ -288,9 +288,9 @@ async fn limits_are_learned_from_the_first_response_headers() {
     a.push(CHAT, ok("second"));
     let h = client(&[("a", &a)], policy());
     h.client.chat(req()).await.unwrap();
-    let snap = h.client.limits("a", "gpt-4o-mini").await.unwrap();
-    assert_eq!(snap.requests.map(|(_, cap)| cap), Some(2));
-    assert_eq!(snap.tokens.map(|(_, cap)| cap), Some(150_000));
+    let snap = h.client.limits("a", "gpt-4o-mini").await.unwrap().unwrap();
+    assert_eq!(snap.requests.map(|b| b.capacity), Some(2));
+    assert_eq!(snap.tokens.map(|b| b.capacity), Some(150_000));
     // None left, two per minute: the next slot is 30 s away, and the client waits for it
     // instead of spending a request on a certain 429.
     h.client.chat(req()).await.unwrap();
@@ -359,13 +359,14 @@ async fn a_request_with_room_to_spare_is_booked_at_its_bound_and_reconciled() {
     // Reconciled to the reported usage whichever way it was priced: the manual clock has not
     // moved, so the bucket is down by exactly what the answers used — for each, the reported
     // 5 output tokens plus its input (10 reported) or its character floor, whichever is more.
-    let (level, cap) = h
+    let tokens = h
         .client
         .limits("a", "gpt-4o-mini")
         .await
         .unwrap()
-        .tokens
+        .and_then(|l| l.tokens)
         .unwrap();
+    let (level, cap) = (tokens.level, tokens.capacity);
     let per = 10u64.max(llm_failover::ratelimit::input_floor(&req())) + 5;
     assert_eq!(cap, 1_000_000);
     assert!(
