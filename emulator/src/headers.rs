@@ -41,9 +41,9 @@ pub fn ceil_secs(d: Duration) -> u64 {
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(emulator::headers::go_duration(Duration::from_secs(360)), "6m0s");
-/// assert_eq!(emulator::headers::go_duration(Duration::from_millis(1500)), "1.5s");
-/// assert_eq!(emulator::headers::go_duration(Duration::from_micros(11_200)), "12ms");
+/// assert_eq!(llm_failover_emulator::headers::go_duration(Duration::from_secs(360)), "6m0s");
+/// assert_eq!(llm_failover_emulator::headers::go_duration(Duration::from_millis(1500)), "1.5s");
+/// assert_eq!(llm_failover_emulator::headers::go_duration(Duration::from_micros(11_200)), "12ms");
 /// ```
 pub fn go_duration(d: Duration) -> String {
     let ms = ceil_ms(d);

@@ -13,7 +13,7 @@
 //! # Examples
 //!
 //! ```
-//! use emulator::{Emulator, Fault, Limits, ProviderConfig, RetryAfter};
+//! use llm_failover_emulator::{Emulator, Fault, Limits, ProviderConfig, RetryAfter};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
 //! let emu = Emulator::builder()
@@ -39,13 +39,14 @@
 //! The binary serves a TOML file (`emulator/emulator.toml` documents every field):
 //!
 //! ```sh
-//! cargo run -p emulator -- --config emulator/emulator.toml
+//! cargo run -p llm-failover-emulator -- --config emulator/emulator.toml
 //! ```
 
 #![forbid(unsafe_code)]
 
 mod admin;
 mod config;
+pub mod demo;
 mod faults;
 pub mod headers;
 pub mod limits;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emulator::{Emulator, EmulatorConfig};
+use llm_failover_emulator::{Emulator, EmulatorConfig};
 
 /// The port when neither the config nor `--port` gives one.
 const DEFAULT_PORT: u16 = 4010;
@@ -60,7 +60,7 @@ async fn main() -> ExitCode {
 
 /// The demo providers, when no config is given.
 fn default_config() -> EmulatorConfig {
-    use emulator::ProviderConfig;
+    use llm_failover_emulator::ProviderConfig;
     EmulatorConfig::default()
         .with_provider(ProviderConfig::openai("openai").with_models(["gpt-4o-mini", "whisper-1"]))
         .with_provider(ProviderConfig::anthropic("anthropic"))

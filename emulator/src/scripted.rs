@@ -179,7 +179,7 @@ fn lock(s: &SharedState) -> std::sync::MutexGuard<'_, Shared> {
 /// # Examples
 ///
 /// ```
-/// use emulator::scripted::{Reply, ScriptedServer};
+/// use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let server = ScriptedServer::start().await;

@@ -175,7 +175,7 @@ fn serve(
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
-/// let emu = emulator::Emulator::builder().openai("openai").anthropic("anthropic").start().await?;
+/// let emu = llm_failover_emulator::Emulator::builder().openai("openai").anthropic("anthropic").start().await?;
 /// assert!(emu.base_url("openai").ends_with("/openai/v1"));
 /// assert!(emu.base_url("anthropic").ends_with("/anthropic"));
 /// assert_eq!(emu.key("openai"), "emulator-key");

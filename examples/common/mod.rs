@@ -1,20 +1,20 @@
 //! Shared by the examples: read `providers.toml`, choose the environment, and — in `demo` —
 //! start the emulator in this process on a free loopback port and point the client at it.
 //!
-//! In `demo` nothing leaves the machine: every provider of the environment is served by the
-//! in-process emulator (its prefix is the first path segment of the provider's `base_url` in
-//! `providers.toml`, e.g. `/openai/v1` → `openai`), and the emulator's key is handed to the
-//! client in code, so `LLM_FAILOVER_DEMO_KEY` need not be set.
+//! In `demo` nothing leaves the machine: [`llm_failover_emulator::demo::Demo`] serves every
+//! provider of the environment (its prefix is the first path segment of the provider's
+//! `base_url` in `providers.toml`, e.g. `/openai/v1` → `openai`), and the emulator's key is
+//! handed to the client in code, so `LLM_FAILOVER_DEMO_KEY` need not be set. An application's
+//! own tests do the same with that module.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::BTreeMap;
 use std::error::Error;
 use std::future::Future;
 use std::process::ExitCode;
 
+use emulator::demo::Demo;
 use emulator::{Emulator, ProviderConfig};
-use llm_failover::config::ProviderKind;
-use llm_failover::{ClientBuilder, Config, Credential};
+use llm_failover::{ClientBuilder, Config};
 
 /// The environment that runs against the in-process emulator.
 pub const DEMO: &str = "demo";
@@ -34,7 +34,7 @@ impl Target {
     /// [`setup`] for these options.
     pub async fn setup(
         &self,
-        tune: impl Fn(&str, ProviderConfig) -> ProviderConfig,
+        tune: impl Fn(&str, ProviderConfig) -> ProviderConfig + Send + Sync + 'static,
     ) -> Result<Setup, Box<dyn Error>> {
         setup(&self.config, self.env.as_deref(), tune).await
     }
@@ -77,7 +77,7 @@ pub struct Setup {
 pub async fn setup(
     config_path: &str,
     env: Option<&str>,
-    tune: impl Fn(&str, ProviderConfig) -> ProviderConfig,
+    tune: impl Fn(&str, ProviderConfig) -> ProviderConfig + Send + Sync + 'static,
 ) -> Result<Setup, Box<dyn Error>> {
     let config = Config::from_path(config_path)?;
     let environment = config.select_environment(env)?.name.clone();
@@ -86,48 +86,9 @@ pub async fn setup(
         .environment(&environment);
     let mut emulator = None;
     if environment == DEMO {
-        let env = config.environment(DEMO)?;
-        // Provider name -> emulator prefix, for every provider the environment uses.
-        let mut prefixes: BTreeMap<String, (String, ProviderKind)> = BTreeMap::new();
-        for id in env.chat.iter().chain(&env.transcription) {
-            let pc = config.provider(id.as_str())?;
-            let prefix = pc
-                .base_url
-                .path_segments()
-                .and_then(|mut s| s.next())
-                .filter(|s| !s.is_empty())
-                .unwrap_or(id.as_str())
-                .to_owned();
-            prefixes.insert(id.to_string(), (prefix, pc.kind));
-        }
-        let mut emu = Emulator::builder();
-        let mut served = Vec::new();
-        for (prefix, kind) in prefixes.values() {
-            if served.contains(prefix) {
-                continue;
-            }
-            served.push(prefix.clone());
-            let p = match kind {
-                ProviderKind::OpenAi => ProviderConfig::openai(prefix),
-                ProviderKind::Azure => ProviderConfig::azure(prefix),
-                ProviderKind::Anthropic => ProviderConfig::anthropic(prefix),
-                ProviderKind::Gemini => ProviderConfig::gemini(prefix),
-                ProviderKind::Deepgram => ProviderConfig::deepgram(prefix),
-                other => return Err(format!("the demo emulator cannot serve kind {other}").into()),
-            };
-            emu = emu.provider(tune(prefix, p));
-        }
-        let emu = emu.start().await?;
-        for (name, (prefix, kind)) in &prefixes {
-            let mut url = emu.base_url(prefix);
-            if *kind == ProviderKind::Gemini {
-                url.push_str("/v1beta");
-            }
-            builder = builder
-                .base_url(name, url.parse()?)
-                .credential(name, Credential::new(emu.key(prefix)));
-        }
-        emulator = Some(emu);
+        let demo = Demo::builder(&config, DEMO).tune(tune).start().await?;
+        builder = demo.point(builder);
+        emulator = Some(demo.into_emulator());
     }
     Ok(Setup {
         config,

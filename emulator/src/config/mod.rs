@@ -4,7 +4,7 @@
 //! # Examples
 //!
 //! ```
-//! use emulator::{EmulatorConfig, Limits, ProviderConfig};
+//! use llm_failover_emulator::{EmulatorConfig, Limits, ProviderConfig};
 //!
 //! let cfg = EmulatorConfig::from_toml_str(r#"
 //!     minute_ms = 6000

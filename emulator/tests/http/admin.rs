@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use emulator::{Emulator, Limits, ProviderConfig};
+use llm_failover_emulator::{Emulator, Limits, ProviderConfig};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -180,7 +180,7 @@ async fn limits_can_be_changed_at_run_time() {
 
 #[test]
 fn the_binary_prints_one_base_url_per_provider() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_emulator"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-failover-emulator"))
         .args([
             "--config",
             concat!(env!("CARGO_MANIFEST_DIR"), "/emulator.toml"),

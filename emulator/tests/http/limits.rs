@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use emulator::{ChargeMode, Emulator, HeaderStyle, Limits, ProviderConfig};
+use llm_failover_emulator::{ChargeMode, Emulator, HeaderStyle, Limits, ProviderConfig};
 use serde_json::json;
 
 use crate::support::*;
@@ -76,7 +76,7 @@ async fn the_bucket_refills_within_a_scaled_minute() {
     let emu = Emulator::builder()
         .provider(openai_with(Limits::none().with_rpm(2)))
         .minute_ms(100) // one request back every 50 ms
-        .time_source(emulator::TimeSource::new(move || (time.now(), time.wall())))
+        .time_source(llm_failover_emulator::TimeSource::new(move || (time.now(), time.wall())))
         .start()
         .await
         .unwrap();

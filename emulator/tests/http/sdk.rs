@@ -9,7 +9,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use emulator::{Emulator, ProviderConfig};
+use llm_failover_emulator::{Emulator, ProviderConfig};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use emulator::Emulator;
+use llm_failover_emulator::Emulator;
 use reqwest::{RequestBuilder, Response};
 use serde_json::{json, Value};
 
@@ -129,7 +129,7 @@ pub(crate) fn gemini_body(prompt: &str) -> Value {
 }
 
 /// A WAV file of `secs` seconds of silence, 16 kHz mono 16-bit.
-pub(crate) use emulator::text::silent_wav as wav;
+pub(crate) use llm_failover_emulator::text::silent_wav as wav;
 
 /// Status, headers and the body as JSON (Null if not JSON).
 pub(crate) async fn parts(resp: Response) -> (u16, reqwest::header::HeaderMap, Value) {

@@ -1,11 +1,11 @@
 //! Authentication and request validation as each provider does it.
 
-use emulator::{Emulator, ProviderConfig};
+use llm_failover_emulator::{Emulator, ProviderConfig};
 use serde_json::json;
 
 use crate::support::*;
 
-fn all_kinds() -> emulator::EmulatorBuilder {
+fn all_kinds() -> llm_failover_emulator::EmulatorBuilder {
     Emulator::builder()
         .provider(
             ProviderConfig::openai("openai").with_key("sk-proj-abcdefghijklmnopqrstuvwxyz123456"),

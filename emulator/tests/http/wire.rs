@@ -1,6 +1,6 @@
 //! Every wire format answers a well-formed request in the provider's documented shape.
 
-use emulator::{Emulator, ProviderConfig};
+use llm_failover_emulator::{Emulator, ProviderConfig};
 use serde_json::{json, Value};
 
 use crate::support::*;
