@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use llm_failover_emulator::{Emulator, Fault, FaultConfig, HeaderStyle, Limits, ProviderConfig, RetryAfter};
+use llm_failover_emulator::{
+    Emulator, Fault, FaultConfig, HeaderStyle, Limits, ProviderConfig, RetryAfter,
+};
 use serde_json::{json, Value};
 
 use crate::support::*;

@@ -76,7 +76,9 @@ async fn the_bucket_refills_within_a_scaled_minute() {
     let emu = Emulator::builder()
         .provider(openai_with(Limits::none().with_rpm(2)))
         .minute_ms(100) // one request back every 50 ms
-        .time_source(llm_failover_emulator::TimeSource::new(move || (time.now(), time.wall())))
+        .time_source(llm_failover_emulator::TimeSource::new(move || {
+            (time.now(), time.wall())
+        }))
         .start()
         .await
         .unwrap();
