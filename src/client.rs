@@ -508,6 +508,7 @@ impl ClientBuilder {
                 model_limits: pc.model_limits.clone().into_iter().collect(),
                 timeout: pc.timeout,
                 credential,
+                extra_body: pc.extra_body.clone(),
             };
             providers.push((crate::provider::from_config(pc)?, settings));
         }

@@ -76,6 +76,9 @@ pub(crate) struct RawProvider {
     pub(crate) allow_http: bool,
     pub(crate) api_version: Option<String>,
     pub(crate) header_dialect: Option<String>,
+    /// Fields merged into each chat request's JSON body, as TOML.
+    #[serde(default)]
+    pub(crate) extra_body: toml::Table,
 }
 
 /// `limits = { … }` and each `model_limits` entry.

@@ -39,6 +39,12 @@ pub struct ProviderSettings {
     pub timeout: Option<Duration>,
     /// The key to send (none for local hosts).
     pub credential: Option<Credential>,
+    /// Provider-specific fields merged into every chat request's JSON body to this provider
+    /// (`seed`, `top_p`, `user`, `safetySettings`, …): objects merge key by key, `null`
+    /// removes a field the adapter writes, anything else replaces it (RFC 7396); a request's
+    /// own [`extra_body`](crate::ChatRequest::extra_body) applies over these. `model` and
+    /// `stream` are refused at build.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ProviderSettings {
@@ -65,6 +71,33 @@ impl ProviderSettings {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets one extra body field sent with every chat request to this provider
+    /// ([`extra_body`](Self::extra_body)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::ProviderSettings;
+    /// use serde_json::json;
+    ///
+    /// // Gemini: merged into the adapter's generationConfig, not replacing it.
+    /// let gemini = ProviderSettings::new()
+    ///     .extra_body("generationConfig", json!({ "seed": 7, "topK": 40 }))
+    ///     .extra_body("safetySettings", json!([
+    ///         { "category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH" }
+    ///     ]));
+    /// assert_eq!(gemini.extra_body["generationConfig"]["seed"], 7);
+    /// ```
+    #[must_use]
+    pub fn extra_body(
+        mut self,
+        field: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.extra_body.insert(field.into(), value.into());
         self
     }
 }

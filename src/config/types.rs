@@ -177,6 +177,9 @@ pub struct ProviderConfig {
     pub api_version: Option<String>,
     /// How to read this provider's rate-limit headers.
     pub header_dialect: HeaderDialect,
+    /// Fields merged into each chat request's JSON body (`extra_body = { seed = 7 }`; see
+    /// [`ProviderSettings::extra_body`](crate::ProviderSettings::extra_body)).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ProviderConfig {

@@ -262,6 +262,7 @@ mod tests {
             allow_http: false,
             api_version: api_version.map(str::to_owned),
             header_dialect: HeaderDialect::OpenAi,
+            extra_body: Default::default(),
         }
     }
 

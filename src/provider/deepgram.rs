@@ -475,6 +475,7 @@ mod tests {
             allow_http: false,
             api_version: None,
             header_dialect: HeaderDialect::Generic,
+            extra_body: Default::default(),
         }
     }
 

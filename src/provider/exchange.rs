@@ -18,7 +18,7 @@ use futures_util::future::{ready, Either};
 use futures_util::{FutureExt, Stream};
 use tokio::time::Instant;
 
-use super::{Provider, RequestContext, SseParser, StreamDecoder};
+use super::{extra, Provider, RequestContext, SseParser, StreamDecoder};
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{ByteStream, RawResponse, Streamed, Transport};
@@ -170,7 +170,9 @@ pub(crate) fn chat_once<'a>(
     timeout: Duration,
     now: impl Fn() -> Now + Send + 'a,
 ) -> impl Future<Output = Exchange<ChatResponse>> + Send + 'a {
-    let built = provider.chat_request(req, &ctx);
+    let built = provider
+        .chat_request(req, &ctx)
+        .and_then(|http| extra::apply(http, ctx.extra_body, &req.extra_body));
     send_whole(
         provider,
         transport,
@@ -242,7 +244,10 @@ pub(crate) fn chat_stream_once<'a>(
     now: impl Fn() -> Now + Send + 'a,
 ) -> impl Future<Output = Exchange<ChunkStream>> + Send + 'a {
     let ctx = ctx.streaming();
-    let sending = match provider.chat_request(req, &ctx) {
+    let built = provider
+        .chat_request(req, &ctx)
+        .and_then(|http| extra::apply(http, ctx.extra_body, &req.extra_body));
+    let sending = match built {
         Ok(http) => transport.send_streaming(http, timeout),
         Err(e) => return Either::Right(ready(unsent(e, provider, &ctx))),
     };

@@ -10,6 +10,7 @@ pub mod azure;
 mod body;
 pub mod deepgram;
 mod exchange;
+mod extra;
 pub mod gemini;
 pub mod openai;
 mod sse;
@@ -20,6 +21,7 @@ pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use exchange::{ChunkStream, Exchange};
+pub(crate) use extra::check as check_extra_body;
 pub use sse::SseEvent;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
@@ -65,6 +67,11 @@ pub struct RequestContext<'a> {
     pub credential: Option<&'a Credential>,
     /// Ask for a streamed answer.
     pub stream: bool,
+    /// The provider's extra body fields
+    /// ([`ProviderSettings::extra_body`](crate::ProviderSettings::extra_body)). Adapters need
+    /// not read them: they are merged, with the request's, into the JSON body an adapter
+    /// builds, after it built it.
+    pub extra_body: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 impl<'a> RequestContext<'a> {
@@ -74,7 +81,17 @@ impl<'a> RequestContext<'a> {
             model,
             credential,
             stream: false,
+            extra_body: None,
         }
+    }
+
+    /// The same context with the provider's extra body fields.
+    pub fn with_extra_body(
+        mut self,
+        extra_body: &'a serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        self.extra_body = Some(extra_body);
+        self
     }
 
     /// The same context, streaming.

@@ -136,7 +136,8 @@ impl Router {
             .send(Attempt {
                 adapter: entry.adapter.as_ref(),
                 transport: self.transport.as_ref(),
-                ctx: RequestContext::new(&ticket.key.model, credential),
+                ctx: RequestContext::new(&ticket.key.model, credential)
+                    .with_extra_body(&entry.extra_body),
                 timeout: self.timeout::<J>(entry, run, ticket.slot),
                 clock: self.clock.as_ref(),
                 span: &span,

@@ -16,7 +16,7 @@ use crate::config::{Policy, ProviderSettings};
 use crate::error::{Disposition, Error, ErrorKind, Result};
 use crate::http::{ClientChoice, Transport, TransportOptions};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
-use crate::provider::Provider;
+use crate::provider::{check_extra_body, Provider};
 use crate::ratelimit::{
     preload, Cost, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits,
     MemoryStore, Tightening,
@@ -51,6 +51,8 @@ pub(crate) struct Entry {
     model_limits: HashMap<String, Limits>,
     timeout: Option<Duration>,
     pub(crate) credential: Option<Credential>,
+    /// Fields merged into each chat request's body (checked at build: no reserved field).
+    pub(crate) extra_body: serde_json::Map<String, serde_json::Value>,
     pub(crate) counters: Counters,
     /// Set once a response of this provider states a token window: from then on its requests
     /// are priced in tokens even where no token limit is configured.
@@ -80,6 +82,7 @@ impl Entry {
             model_limits: s.model_limits,
             timeout: s.timeout,
             credential: s.credential,
+            extra_body: s.extra_body,
             counters: Counters::default(),
             token_limits_seen: AtomicBool::new(false),
             room: AtomicU64::new(u64::MAX),
@@ -232,6 +235,11 @@ impl Router {
             cooldown_max: policy.breaker_cooldown_max,
         }));
         preload_configured(&providers);
+        for (adapter, s) in &providers {
+            let whose = format!("provider {}'s extra_body", adapter.id());
+            check_extra_body(&s.extra_body, &whose)
+                .map_err(|e| Error::config(e.message().to_owned()))?;
+        }
         let entries = providers
             .into_iter()
             .map(|(adapter, s)| Entry::new(adapter, s, breakers.as_ref()))

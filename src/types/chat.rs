@@ -167,6 +167,14 @@ pub struct ChatRequest {
     pub stop: Vec<String>,
     /// Text or JSON.
     pub response_format: ResponseFormat,
+    /// Provider-specific fields merged into the JSON body the provider's adapter writes
+    /// (`seed`, `top_p`, `user`, …), over the provider's own
+    /// ([`ProviderSettings::extra_body`](crate::ProviderSettings::extra_body)): objects merge
+    /// key by key, `null` removes a field, anything else replaces it (RFC 7396). `model` and
+    /// `stream` are refused. Sent as given to whichever provider serves the request: name
+    /// fields every provider in the failover order accepts, or set them per provider.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ChatRequest {
@@ -237,6 +245,30 @@ impl ChatRequest {
     #[must_use]
     pub fn response_format(mut self, f: ResponseFormat) -> Self {
         self.response_format = f;
+        self
+    }
+
+    /// Sets one extra body field ([`extra_body`](Self::extra_body)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::ChatRequest;
+    /// use serde_json::json;
+    ///
+    /// let req = ChatRequest::from_prompt("Pick a number.")
+    ///     .extra_body("seed", 42)
+    ///     .extra_body("top_p", 0.9)
+    ///     .extra_body("user", "customer-1234");
+    /// assert_eq!(req.extra_body["seed"], json!(42));
+    /// ```
+    #[must_use]
+    pub fn extra_body(
+        mut self,
+        field: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.extra_body.insert(field.into(), value.into());
         self
     }
 }

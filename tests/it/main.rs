@@ -17,6 +17,7 @@ mod batch;
 mod circuit_breaker;
 mod config;
 mod e2e;
+mod extra_body;
 mod failover;
 mod layers;
 mod limiter_props;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use serde_json::Value;
 use url::{Host, Url};
 
 use super::policy::millis;
@@ -134,7 +135,53 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
         allow_http: raw.allow_http,
         api_version,
         header_dialect,
+        extra_body: extra_body(&path.key("extra_body"), &raw.extra_body)?,
     })
+}
+
+/// `extra_body = { … }` as JSON: every TOML value has a JSON form but a date-time (write it
+/// as a string) and a float that is not finite; `model` and `stream` are the SDK's to set.
+fn extra_body(path: &TomlPath, table: &toml::Table) -> Check<serde_json::Map<String, Value>> {
+    fn json(path: &TomlPath, v: &toml::Value) -> Check<Value> {
+        Ok(match v {
+            toml::Value::String(s) => Value::String(s.clone()),
+            toml::Value::Integer(n) => Value::from(*n),
+            toml::Value::Boolean(b) => Value::Bool(*b),
+            toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map(Value::Number)
+                .ok_or_else(|| Issue::new(path.clone(), "is not a finite number; JSON has none"))?,
+            toml::Value::Datetime(_) => {
+                return Err(Issue::new(
+                    path.clone(),
+                    "is a TOML date-time, which JSON has no form for: write it as a string",
+                ))
+            }
+            toml::Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| json(&path.index(i), item))
+                    .collect::<Check<_>>()?,
+            ),
+            toml::Value::Table(t) => Value::Object(
+                t.iter()
+                    .map(|(k, v)| Ok((k.clone(), json(&path.key(k), v)?)))
+                    .collect::<Check<_>>()?,
+            ),
+        })
+    }
+    let mut out = serde_json::Map::new();
+    for (k, v) in table {
+        if matches!(k.as_str(), "model" | "stream") {
+            return Err(Issue::new(
+                path.key(k),
+                "is the SDK's to set: name the model with `model` (or per request), and stream \
+                 with chat_stream",
+            ));
+        }
+        out.insert(k.clone(), json(&path.key(k), v)?);
+    }
+    Ok(out)
 }
 
 /// `(chat model, transcription model)`. Deepgram has one model, its speech model, written as

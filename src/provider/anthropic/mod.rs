@@ -236,6 +236,7 @@ mod tests {
             allow_http: false,
             api_version: None,
             header_dialect: HeaderDialect::Anthropic,
+            extra_body: Default::default(),
         }
     }
 

@@ -335,6 +335,7 @@ mod tests {
             allow_http: false,
             api_version: None,
             header_dialect: HeaderDialect::Groq,
+            extra_body: Default::default(),
         };
         let p = OpenAi::from_config(&cfg).unwrap();
         assert_eq!(p.default_model(Capability::Chat), Some("llama"));
