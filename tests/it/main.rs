@@ -19,6 +19,7 @@ mod config;
 mod e2e;
 mod extra_body;
 mod failover;
+mod http_client;
 mod layers;
 mod limiter_props;
 mod proptests;
