@@ -2,9 +2,9 @@
 //! completions, limits off, over keep-alive HTTP/1.1 connections.
 //!
 //! ```sh
-//! cargo run --release -p emulator --example throughput               # in-process emulator
-//! cargo run --release -p emulator --example throughput -- 64 5        # connections, seconds
-//! cargo run --release -p emulator --example throughput -- 64 5 127.0.0.1:4010  # a running one
+//! cargo run --release -p llm-failover-emulator --example throughput               # in-process emulator
+//! cargo run --release -p llm-failover-emulator --example throughput -- 64 5        # connections, seconds
+//! cargo run --release -p llm-failover-emulator --example throughput -- 64 5 127.0.0.1:4010  # a running one
 //! ```
 //!
 //! The load generator is deliberately thin (pre-built request bytes, a Content-Length reader)

@@ -10,6 +10,13 @@
 //! Several providers run at once, each under its own path prefix
 //! (`http://127.0.0.1:PORT/{prefix}/…`) or on its own port. It binds 127.0.0.1 only.
 //!
+//! In an application's own tests, [`demo::Demo`] serves an environment of its
+//! `providers.toml` (`environment("demo")`, or any other) and points an
+//! [`llm_failover::ClientBuilder`] at it, no key needed. The crate's README documents fault
+//! scripting completely — every [`Fault`], [`RetryAfter`] form, seeded mixes, the admin
+//! endpoints, counters and the request log — with limits, header styles and every
+//! configuration field.
+//!
 //! # Examples
 //!
 //! ```
@@ -50,6 +57,8 @@ pub mod demo;
 mod faults;
 pub mod headers;
 pub mod limits;
+#[cfg(test)]
+mod readme;
 mod routes;
 pub mod scripted;
 mod server;
@@ -63,3 +72,8 @@ pub use config::{
 pub use faults::{Fault, FaultConfig, RetryAfter, WeightedFault};
 pub use server::{Emulator, EmulatorBuilder};
 pub use state::{Counters, LogEntry, TimeSource};
+
+/// The README's Rust examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,5 +1,5 @@
-//! `emulator --config emulator.toml`: serves the configured providers on 127.0.0.1 and prints
-//! one line per provider, `PREFIX BASE_URL`, until Ctrl-C.
+//! `llm-failover-emulator --config emulator.toml`: serves the configured providers on
+//! 127.0.0.1 and prints one line per provider, `PREFIX BASE_URL`, until Ctrl-C.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -446,6 +446,8 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
         Some(ch) => match ch.admission {
             Admission::Admitted => Some(ch.snapshot),
             Admission::Denied(d) => {
+                // The late fault this request took is used up, not applied: no answer to change.
+                x.rec.fault = None;
                 let l = Limited {
                     which: d.which,
                     limit: d.limit,
@@ -495,6 +497,8 @@ async fn stt(x: &mut Ex<'_>, req: SttReq, fault: Option<Fault>) -> Response {
         Some(ch) => match ch.admission {
             Admission::Admitted => Some(ch.snapshot),
             Admission::Denied(d) => {
+                // The late fault this request took is used up, not applied: no answer to change.
+                x.rec.fault = None;
                 let l = Limited {
                     which: d.which,
                     limit: d.limit,

@@ -203,3 +203,43 @@ fn the_binary_prints_one_base_url_per_provider() {
     );
     assert!(got[0].ends_with("/anthropic"), "{got:?}");
 }
+
+/// Every `curl` line of README.md, against an emulator serving the providers it names.
+#[tokio::test]
+async fn the_readmes_admin_examples_are_accepted() {
+    let emu = Emulator::builder()
+        .openai("openai")
+        .anthropic("anthropic")
+        .start()
+        .await
+        .unwrap();
+    let readme = include_str!("../../README.md");
+    let mut sent = 0;
+    for line in readme.lines().filter(|l| l.starts_with("curl ")) {
+        let url = line
+            .split_whitespace()
+            .find(|w| {
+                w.trim_matches('\'')
+                    .starts_with("http://127.0.0.1:4010/_admin/")
+            })
+            .unwrap_or_else(|| panic!("no admin URL in {line}"))
+            .trim_matches('\'');
+        let url = url.replace("http://127.0.0.1:4010", &emu.url());
+        let resp = match line.split_once(" -d '") {
+            Some((_, rest)) => {
+                let body = rest.strip_suffix('\'').unwrap();
+                let body: Value = serde_json::from_str(body).unwrap();
+                client().post(&url).json(&body).send().await.unwrap()
+            }
+            None if line.contains("-X POST") => client().post(&url).send().await.unwrap(),
+            None => client().get(&url).send().await.unwrap(),
+        };
+        let status = resp.status().as_u16();
+        assert_eq!(status, 200, "{line}: {}", resp.text().await.unwrap());
+        sent += 1;
+    }
+    assert_eq!(sent, 10);
+    // The last ones lifted openai's limits and turned anthropic's mix off; the appended reset
+    // follows the three scripted steps.
+    assert_eq!(emu.pending_faults("openai"), 4);
+}

@@ -619,3 +619,39 @@ async fn a_runtime_mix_can_be_set_and_turned_off() {
         200
     );
 }
+
+#[tokio::test]
+async fn a_late_step_taken_by_a_refused_request_is_used_up_and_not_applied() {
+    let emu = Emulator::builder()
+        .provider(ProviderConfig::openai("openai").with_limits(Limits::none().with_rpm(1)))
+        .start()
+        .await
+        .unwrap();
+    let send = |key: &'static str| {
+        client()
+            .post(format!("{}/chat/completions", emu.base_url("openai")))
+            .bearer_auth(key)
+            .json(&chat_body("hi"))
+            .send()
+    };
+    // The first request uses the only request of the minute; the next two are refused — one by
+    // the key check, one by the limit — each taking a late step that is never applied.
+    assert_eq!(send("emulator-key").await.unwrap().status(), 200);
+    emu.script(
+        "openai",
+        [
+            Fault::Latency {
+                ms: 10,
+                jitter_ms: 0,
+            },
+            Fault::MalformedJson,
+        ],
+    );
+    assert_eq!(send("sk-wrong-000000000000").await.unwrap().status(), 401);
+    assert_eq!(send("emulator-key").await.unwrap().status(), 429);
+    assert_eq!(emu.pending_faults("openai"), 0);
+    let log = emu.log();
+    let faults: Vec<Option<&str>> = log.iter().map(|e| e.fault.as_deref()).collect();
+    assert_eq!(faults, [None, None, None]);
+    assert_eq!(emu.counters("openai").faults, 0);
+}
