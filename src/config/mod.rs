@@ -65,6 +65,7 @@
 //! # Ok::<(), llm_failover::Error>(())
 //! ```
 
+mod builder;
 mod keys;
 mod raw;
 mod settings;
@@ -73,6 +74,7 @@ mod types;
 mod validate;
 
 pub use crate::ratelimit::Limits;
+pub use builder::{ConfigBuilder, ProviderConfigBuilder};
 pub use settings::ProviderSettings;
 pub use types::{Config, Environment, KeySource, Policy, ProviderConfig, ProviderKind};
 
@@ -240,6 +242,13 @@ impl Config {
         let id = || ProviderId::new(provider);
         let var = match config.keys.get(environment) {
             Some(KeySource::None) => return Ok(None),
+            Some(KeySource::InCode) => {
+                return Err(Error::config(format!(
+                    "provider `{provider}`'s key is handed over in code (key_in_code): pass it \
+                     with ClientBuilder::credential(\"{provider}\", Credential::new(…))"
+                ))
+                .with_provider(id()))
+            }
             Some(KeySource::Env(var)) => var,
             None => {
                 return Err(Error::config(format!(

@@ -79,6 +79,13 @@ pub(crate) struct RawProvider {
     /// Fields merged into each chat request's JSON body, as TOML.
     #[serde(default)]
     pub(crate) extra_body: toml::Table,
+    /// Written in code only ([`ConfigBuilder`](super::ConfigBuilder)): extra body fields as
+    /// JSON (which can say `null`, TOML cannot), over `extra_body`.
+    #[serde(skip)]
+    pub(crate) extra_json: serde_json::Map<String, serde_json::Value>,
+    /// Written in code only: the key is handed over with `ClientBuilder::credential`.
+    #[serde(skip)]
+    pub(crate) key_in_code: bool,
 }
 
 /// `limits = { … }` and each `model_limits` entry.

@@ -121,6 +121,11 @@ pub enum KeySource {
     Env(String),
     /// No key is sent (local hosts such as Ollama or vLLM): `auth = "none"`.
     None,
+    /// The key is handed over in code with
+    /// [`ClientBuilder::credential`](crate::ClientBuilder::credential) (a configuration built
+    /// with [`ProviderConfigBuilder::key_in_code`](super::ProviderConfigBuilder::key_in_code));
+    /// the configuration holds none.
+    InCode,
 }
 
 /// One provider, validated.

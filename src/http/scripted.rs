@@ -134,6 +134,9 @@ impl ScriptedTransport {
             Some(Script::Reply(r)) => Ok(r),
             Some(Script::Fail(kind)) => Err(Error::new(kind, "scripted transport failure")),
             Some(Script::Hang) => {
+                // The transport's own timer, as reqwest's timeout is: tokio's (paused in the
+                // router's tests), not the client's clock.
+                #[allow(clippy::disallowed_methods)]
                 return async move {
                     tokio::time::sleep(timeout).await;
                     Err(Error::new(

@@ -15,6 +15,7 @@ mod adapter_gemini;
 mod adapter_openai;
 mod batch;
 mod circuit_breaker;
+mod code_first;
 mod config;
 mod e2e;
 mod extra_body;

@@ -203,6 +203,19 @@ fn keys(
     environments: &BTreeMap<String, Environment>,
 ) -> Check<BTreeMap<String, KeySource>> {
     let key_path = path.key("api_key_env");
+    if raw.key_in_code {
+        if raw.auth.is_some() || raw.api_key_env.is_some() {
+            return Err(Issue::new(
+                key_path,
+                "the key is handed over in code (key_in_code), so this provider must name no \
+                 variable and no auth",
+            ));
+        }
+        return Ok(environments
+            .keys()
+            .map(|env| (env.clone(), KeySource::InCode))
+            .collect());
+    }
     if raw.auth.is_some() {
         if raw.api_key_env.is_some() {
             return Err(Issue::new(

@@ -135,13 +135,17 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
         allow_http: raw.allow_http,
         api_version,
         header_dialect,
-        extra_body: extra_body(&path.key("extra_body"), &raw.extra_body)?,
+        extra_body: extra_body(&path.key("extra_body"), &raw.extra_body, &raw.extra_json)?,
     })
 }
 
 /// `extra_body = { … }` as JSON: every TOML value has a JSON form but a date-time (write it
 /// as a string) and a float that is not finite; `model` and `stream` are the SDK's to set.
-fn extra_body(path: &TomlPath, table: &toml::Table) -> Check<serde_json::Map<String, Value>> {
+fn extra_body(
+    path: &TomlPath,
+    table: &toml::Table,
+    json_fields: &serde_json::Map<String, Value>,
+) -> Check<serde_json::Map<String, Value>> {
     fn json(path: &TomlPath, v: &toml::Value) -> Check<Value> {
         Ok(match v {
             toml::Value::String(s) => Value::String(s.clone()),
@@ -180,6 +184,12 @@ fn extra_body(path: &TomlPath, table: &toml::Table) -> Check<serde_json::Map<Str
             ));
         }
         out.insert(k.clone(), json(&path.key(k), v)?);
+    }
+    for (k, v) in json_fields {
+        if matches!(k.as_str(), "model" | "stream") {
+            return Err(Issue::new(path.key(k), "is the SDK's to set: name the model with `model` (or per request), and stream with chat_stream"));
+        }
+        out.insert(k.clone(), v.clone());
     }
     Ok(out)
 }
