@@ -12,7 +12,9 @@
 //! throttling and failover all show within half a minute. No key, no network.
 //!
 //! Rerunning with the same `--output` skips ids already answered; `--retry-failed` also
-//! resends the failed ones. Ctrl-C stops admitting items and lets those in flight finish;
+//! resends the failed ones. The output must be a regular file other than the input: the same
+//! file by any name or link, a pipe, a terminal or a device, and a file with several hard
+//! links are refused at once; a symbolic link is followed (its target is written). Ctrl-C stops admitting items and lets those in flight finish;
 //! a second Ctrl-C drops them (they stay "not done" and run next time). Exit status: 0 when
 //! the run got to the end of the input (failed items are in the results), 1 on an error,
 //! 130 when stopped by Ctrl-C.
@@ -27,7 +29,10 @@ use std::time::Duration;
 use clap::Parser;
 use emulator::{Fault, Limits, ProviderConfig, RetryAfter};
 use indicatif::{ProgressBar, ProgressStyle};
-use llm_failover::batch::{count_lines, FileJob, Runner, Stop, Summary, DEFAULT_CONCURRENCY};
+use llm_failover::batch::{
+    count_lines, eta, FileJob, Pace, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
+};
+use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::Client;
 
 #[derive(Parser, Debug)]
@@ -127,9 +132,14 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             .join(" → ")
     );
 
-    let total = count_lines(&args.input)
-        .await
-        .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
+    // Counted only in a regular file: counting a pipe would consume it.
+    let total = if std::fs::metadata(&args.input).is_ok_and(|m| m.is_file()) {
+        count_lines(&args.input)
+            .await
+            .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?
+    } else {
+        0
+    };
     let runner = Runner::new(client.clone())
         .concurrency(args.concurrency)
         .deadline(std::time::Duration::from_secs(args.item_deadline_s.max(1)));
@@ -138,9 +148,19 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let stop = Stop::new();
     let bar = progress_bar(total);
     tokio::spawn(handle_ctrl_c(stop.clone(), bar.clone()));
+    // The model each chat provider is paced for, to read its limits.
+    let models: Vec<(String, String)> = client
+        .chat_providers()
+        .iter()
+        .filter_map(|id| {
+            let model = setup.config.providers.get(id.as_str())?.model.clone()?;
+            Some((id.to_string(), model))
+        })
+        .collect();
     let ticker = tokio::spawn(show_progress(
         runner.progress().clone(),
         client.clone(),
+        models,
         bar.clone(),
         total,
     ));
@@ -175,11 +195,10 @@ fn progress_bar(total: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);
-    let style = ProgressStyle::with_template(
-        "{bar:30.cyan/blue} {pos}/{len} {msg} · {elapsed_precise} ETA {eta}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("█▉▊▋▌▍▎▏ ");
+    let style =
+        ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} {msg} · {elapsed_precise}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("█▉▊▋▌▍▎▏ ");
     bar.set_style(style);
     bar
 }
@@ -188,6 +207,7 @@ fn progress_bar(total: u64) -> ProgressBar {
 async fn show_progress(
     progress: llm_failover::batch::Progress,
     client: Client,
+    models: Vec<(String, String)>,
     bar: ProgressBar,
     total: u64,
 ) {
@@ -197,19 +217,43 @@ async fn show_progress(
     } else {
         Duration::from_secs(2)
     };
+    let started = TokioClock.now();
     let mut tick = tokio::time::interval(period);
     tick.tick().await;
     loop {
         tick.tick().await;
         let p = progress.snapshot();
-        let t = client.stats().total();
+        let stats = client.stats();
+        let t = stats.total();
+        let left = total.saturating_sub(p.finished());
+        let now = TokioClock.now();
+        let mut paces = Vec::with_capacity(models.len());
+        for (provider, model) in &models {
+            let s = stats.provider(provider);
+            let tokens_per_item = s
+                .filter(|s| s.ok > 0)
+                .map(|s| (s.input_tokens + s.output_tokens) as f64 / s.ok as f64);
+            let limits = client.limits(provider, model).await.ok().flatten();
+            paces.push(limits.and_then(|l| Pace::from_limits(&l, tokens_per_item, now)));
+        }
+        let elapsed = TokioClock
+            .now()
+            .saturating_duration_since(started)
+            .as_secs_f64();
+        let ran = p.ok + p.failed;
+        let observed = (ran > 0 && elapsed > 0.0).then(|| ran as f64 / elapsed);
+        let eta = if total == 0 {
+            "?".to_owned()
+        } else {
+            eta(left, p.in_flight, &paces, observed).map_or_else(|| "?".to_owned(), show_duration)
+        };
         let msg = format!(
-            "ok {} · failed {} · in flight {} · skipped {} · waited on limits {:.1} s/request · 429s {} · failovers {}",
+            "ok {} · failed {} · in flight {} · skipped {} · waited on limits {:.1} s in all · 429s {} · failovers {} · ETA {eta}",
             p.ok,
             p.failed,
             p.in_flight,
             p.skipped,
-            t.admission_wait.as_secs_f64() / t.sent.max(1) as f64,
+            t.admission_wait.as_secs_f64(),
             t.rate_limited,
             t.failovers
         );
@@ -219,6 +263,16 @@ async fn show_progress(
         } else {
             eprintln!("[{}/{total}] {msg}", p.finished());
         }
+    }
+}
+
+/// `42 s`, `3 min 05 s`, `2 h 10 min`.
+fn show_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
     }
 }
 

@@ -15,7 +15,8 @@
 //! A line that breaks these rules is not dropped: it becomes an [`InputError`] naming its
 //! line number, which the runner records as a failed item of kind `invalid_input`. A line
 //! without a usable id (not JSON, no `id`, an id that is not a string) and a line repeating
-//! an earlier id are reported under the id `line:N`, N being its 1-based line number.
+//! an earlier id are reported by their 1-based line number instead ([`ItemKey::Line`]), never
+//! under an id, so a real item's id can never collide with a bad line's report.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -24,6 +25,7 @@ use std::io;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
+use super::key::ItemKey;
 use crate::types::{ChatRequest, Message, Role};
 
 /// Longest input line read, in bytes; a longer line is an [`InputError`] (and is skipped
@@ -74,21 +76,22 @@ impl BatchItem {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::parse_line;
+/// use llm_failover::batch::{parse_line, ItemKey};
 ///
 /// let err = parse_line(br#"{"id": "q7", "prompt": "Hi", "max_tokens": 0}"#, 7).unwrap_err();
-/// assert_eq!((err.id.as_str(), err.line), ("q7", 7));
+/// assert_eq!((err.id.as_deref(), err.line), (Some("q7"), 7));
 /// assert!(err.message.contains("max_tokens"));
 /// assert!(err.to_string().starts_with("line 7: "));
 ///
 /// let no_id = parse_line(b"not json", 8).unwrap_err();
-/// assert_eq!(no_id.id, "line:8");
+/// assert_eq!((no_id.id.as_deref(), no_id.key()), (None, ItemKey::Line(8)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InputError {
-    /// The line's id, or `line:N` when it has no usable id or repeats an earlier one.
-    pub id: String,
+    /// The line's id; `None` when it has no usable id or repeats an earlier line's (it is
+    /// then reported by its line number).
+    pub id: Option<String>,
     /// 1-based line number.
     pub line: u64,
     /// What is wrong, naming the field.
@@ -96,11 +99,19 @@ pub struct InputError {
 }
 
 impl InputError {
-    fn new(id: impl Into<String>, line: u64, message: impl Into<String>) -> Self {
+    fn new(id: Option<String>, line: u64, message: impl Into<String>) -> Self {
         InputError {
-            id: id.into(),
+            id,
             line,
             message: message.into(),
+        }
+    }
+
+    /// What its result line is filed under: its id, else its line number.
+    pub fn key(&self) -> ItemKey {
+        match &self.id {
+            Some(id) => ItemKey::Id(id.clone()),
+            None => ItemKey::Line(self.line),
         }
     }
 }
@@ -125,14 +136,9 @@ impl std::error::Error for InputError {}
 /// let lines = [r#"{"id": "q1", "prompt": "Hi"}"#, "not json"];
 /// let parsed: Vec<Parsed> = (1..).zip(lines).map(|(n, l)| parse_line(l.as_bytes(), n)).collect();
 /// assert!(matches!(&parsed[0], Ok(item) if item.id == "q1"));
-/// assert!(matches!(&parsed[1], Err(bad) if bad.id == "line:2"));
+/// assert!(matches!(&parsed[1], Err(bad) if bad.id.is_none() && bad.line == 2));
 /// ```
 pub type Parsed = std::result::Result<BatchItem, InputError>;
-
-/// The id reported for line `line` when it has no usable id of its own.
-pub fn line_id(line: u64) -> String {
-    format!("line:{line}")
-}
 
 /// Parses one input line (without its line end). Does not check that the id is unique:
 /// [`InputReader`] does.
@@ -150,22 +156,21 @@ pub fn line_id(line: u64) -> String {
 /// assert_eq!((item.id.as_str(), item.request.max_tokens), ("q1", Some(8)));
 ///
 /// let err = parse_line(br#"{"id": "q2", "prompt": ""}"#, 2).unwrap_err();
-/// assert_eq!(err.id, "q2");
+/// assert_eq!(err.id.as_deref(), Some("q2"));
 /// assert!(err.message.contains("prompt"));
 /// ```
 pub fn parse_line(text: &[u8], line: u64) -> Parsed {
-    let fallback = || line_id(line);
     let value: Value = serde_json::from_slice(text).map_err(|e| {
         let what = if e.is_eof() || e.is_syntax() {
             format!("not valid JSON ({e})")
         } else {
             format!("unreadable line ({e})")
         };
-        InputError::new(fallback(), line, what)
+        InputError::new(None, line, what)
     })?;
     let Value::Object(obj) = value else {
         return Err(InputError::new(
-            fallback(),
+            None,
             line,
             format!("expected a JSON object, found {}", json_type(&value)),
         ));
@@ -173,20 +178,20 @@ pub fn parse_line(text: &[u8], line: u64) -> Parsed {
     let id = match obj.get("id") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(Value::String(_)) => {
-            return Err(InputError::new(fallback(), line, "`id` is empty"));
+            return Err(InputError::new(None, line, "`id` is empty"));
         }
         Some(other) => {
             return Err(InputError::new(
-                fallback(),
+                None,
                 line,
                 format!("`id` must be a string, found {}", json_type(other)),
             ));
         }
-        None => return Err(InputError::new(fallback(), line, "no `id` field")),
+        None => return Err(InputError::new(None, line, "no `id` field")),
     };
     match request(&obj) {
         Ok(request) => Ok(BatchItem { id, line, request }),
-        Err(message) => Err(InputError::new(id, line, message)),
+        Err(message) => Err(InputError::new(Some(id), line, message)),
     }
 }
 
@@ -322,7 +327,7 @@ fn message(v: &Value) -> Result<Message, String> {
 /// let mut reader = InputReader::new(&input[..]);
 /// assert_eq!(reader.next().await?.unwrap().unwrap().id, "a");
 /// let dup = reader.next().await?.unwrap().unwrap_err(); // the blank line 2 is skipped
-/// assert_eq!(dup.id, "line:3");
+/// assert_eq!((dup.id, dup.line), (None, 3));
 /// assert!(reader.next().await?.is_none());
 /// # Ok(()) }
 /// ```
@@ -364,7 +369,7 @@ impl<R: AsyncBufRead + Unpin> InputReader<R> {
             let line = self.line;
             if too_long {
                 return Ok(Some(Err(InputError::new(
-                    line_id(line),
+                    None,
                     line,
                     format!("line longer than {MAX_LINE_BYTES} bytes"),
                 ))));
@@ -385,12 +390,14 @@ impl<R: AsyncBufRead + Unpin> InputReader<R> {
     fn check_unique(&mut self, parsed: Parsed) -> Parsed {
         let (id, line) = match &parsed {
             Ok(item) => (&item.id, item.line),
-            Err(e) if e.id != line_id(e.line) => (&e.id, e.line),
+            Err(InputError {
+                id: Some(id), line, ..
+            }) => (id, *line),
             Err(_) => return parsed,
         };
         if let Some(first) = self.first_seen.get(id.as_str()) {
             return Err(InputError::new(
-                line_id(line),
+                None,
                 line,
                 format!("duplicate id {id:?} (first on line {first})"),
             ));
@@ -437,14 +444,15 @@ mod tests {
 
     #[test]
     fn bad_lines_are_reported_with_a_reason_and_the_best_id_known() {
-        // (line, expected id, a word the message must contain)
+        // (line, expected id ("" for none: reported by line number), a word the message must
+        // contain)
         let cases: &[(&str, &str, &str)] = &[
-            ("not json", "line:7", "JSON"),
-            (r#"{"id": "a", "prompt": "x""#, "line:7", "JSON"),
-            ("[1, 2]", "line:7", "object"),
-            (r#"{"prompt": "hi"}"#, "line:7", "id"),
-            (r#"{"id": "", "prompt": "hi"}"#, "line:7", "empty"),
-            (r#"{"id": 5, "prompt": "hi"}"#, "line:7", "string"),
+            ("not json", "", "JSON"),
+            (r#"{"id": "a", "prompt": "x""#, "", "JSON"),
+            ("[1, 2]", "", "object"),
+            (r#"{"prompt": "hi"}"#, "", "id"),
+            (r#"{"id": "", "prompt": "hi"}"#, "", "empty"),
+            (r#"{"id": 5, "prompt": "hi"}"#, "", "string"),
             (r#"{"id": "a", "prompt": ""}"#, "a", "prompt"),
             (r#"{"id": "a", "prompt": "   "}"#, "a", "prompt"),
             (r#"{"id": "a"}"#, "a", "prompt"),
@@ -500,7 +508,12 @@ mod tests {
         ];
         for (text, id, word) in cases {
             let err = parse_line(text.as_bytes(), 7).expect_err(text);
-            assert_eq!(&err.id, id, "{text}");
+            let want = if id.is_empty() {
+                ItemKey::Line(7)
+            } else {
+                ItemKey::from(*id)
+            };
+            assert_eq!(err.key(), want, "{text}");
             assert_eq!(err.line, 7);
             assert!(
                 err.message.contains(word),
@@ -552,21 +565,21 @@ mod tests {
     async fn reader_numbers_lines_skips_blanks_and_catches_duplicates() {
         let input = "\u{feff}{\"id\":\"a\",\"prompt\":\"1\"}\r\n\n   \n{\"id\":\"b\",\"prompt\":\"\"}\n{\"id\":\"b\",\"prompt\":\"2\"}\n{\"id\":\"a\",\"prompt\":\"3\"}\n{\"id\":\"c\",\"prompt\":\"4\"}";
         let got = read_all(input.as_bytes()).await;
-        let summary: Vec<(String, u64, bool)> = got
+        let summary: Vec<(ItemKey, u64, bool)> = got
             .iter()
             .map(|p| match p {
-                Ok(i) => (i.id.clone(), i.line, true),
-                Err(e) => (e.id.clone(), e.line, false),
+                Ok(i) => (ItemKey::from(i.id.as_str()), i.line, true),
+                Err(e) => (e.key(), e.line, false),
             })
             .collect();
         assert_eq!(
             summary,
             [
-                ("a".to_string(), 1, true),
-                ("b".to_string(), 4, false),
-                ("line:5".to_string(), 5, false),
-                ("line:6".to_string(), 6, false),
-                ("c".to_string(), 7, true),
+                ("a".into(), 1, true),
+                ("b".into(), 4, false),
+                (ItemKey::Line(5), 5, false),
+                (ItemKey::Line(6), 6, false),
+                ("c".into(), 7, true),
             ]
         );
         let Err(dup) = &got[3] else { panic!() };
@@ -580,7 +593,7 @@ mod tests {
         let reader = tokio::io::BufReader::with_capacity(4096, &input[..]);
         let mut reader = InputReader::new(reader);
         let first = reader.next().await.unwrap().unwrap().unwrap_err();
-        assert_eq!(first.id, "line:1");
+        assert_eq!(first.key(), ItemKey::Line(1));
         assert!(first.message.contains("longer than"));
         assert_eq!(reader.next().await.unwrap().unwrap().unwrap().id, "ok");
     }

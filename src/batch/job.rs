@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::stream;
 
+use super::files::same_file;
 use super::input::{InputReader, Parsed};
+use super::key::ItemKey;
 use super::results::{compact, Compaction, ResultsWriter, ResumeIndex};
 use super::runner::{RunReport, Runner};
 use super::stop::Stop;
@@ -24,7 +26,13 @@ use super::stop::Stop;
 ///    this input are kept: results are never deleted.
 ///
 /// When a run ends without being stopped, the results file holds exactly one line per input
-/// id; a rerun after any interruption, `kill -9` included, sends only what is not done.
+/// id (and one per bad line with no id of its own, filed under its line number); a rerun
+/// after any interruption, `kill -9` included, sends only what is not done.
+///
+/// The results file must be a regular file other than the input (compared by device and
+/// inode, so a link to the input is caught): a symbolic link is followed and its target
+/// written and replaced; a pipe, terminal or device, or a file with several hard links, is
+/// refused before anything is read (see [`ResultsWriter::open`]).
 ///
 /// # Examples
 ///
@@ -134,13 +142,29 @@ impl FileJob {
     /// When the input cannot be opened or read, or the results file cannot be read, written,
     /// synced or compacted. Outcomes recorded before the error stay in the results file (it
     /// is synced and compacted first when it can be), so a rerun resumes.
+    ///
+    /// At once, with [`io::ErrorKind::InvalidInput`] and nothing read or written, when the
+    /// results file is the input (the same file by any name or link), or is not a file that
+    /// can be read back and replaced.
     pub async fn run(&self, runner: &Runner, stop: &Stop) -> io::Result<JobReport> {
+        if same_file(&self.input, &self.output) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the results file {} is the input {} (the same file): the run would read \
+                     its own results back as prompts; write the results to another file",
+                    self.output.display(),
+                    self.input.display()
+                ),
+            ));
+        }
         let input = tokio::fs::File::open(&self.input)
             .await
             .map_err(|e| with_path(e, "cannot open the input", &self.input))?;
         let (mut writer, previous) = ResultsWriter::open(&self.output)
             .await
-            .map_err(|e| with_path(e, "cannot open the results file", &self.output))?;
+            .map_err(|e| with_path(e, "cannot use the results file", &self.output))?;
+        let output = writer.path().to_owned();
 
         let shared = Arc::new(Mutex::new(Shared::default()));
         let reader = InputReader::new(tokio::io::BufReader::with_capacity(64 * 1024, input));
@@ -159,28 +183,23 @@ impl FileJob {
                             return None;
                         }
                     };
-                    let id = match &parsed {
-                        Ok(item) => item.id.as_str(),
-                        Err(bad) => bad.id.as_str(),
+                    let key = match &parsed {
+                        Ok(item) => ItemKey::Id(item.id.clone()),
+                        Err(bad) => bad.key(),
                     };
-                    if previous.is_ok(id) {
-                        lock(&shared).skipped_ok += 1;
-                        progress.add_skipped();
-                        continue;
+                    match previous.recorded(&key) {
+                        Some(true) => lock(&shared).skipped_ok += 1,
+                        Some(false) if !retry_failed => lock(&shared).skipped_failed += 1,
+                        _ => return Some((parsed, reader)),
                     }
-                    if previous.is_failed(id) && !retry_failed {
-                        lock(&shared).skipped_failed += 1;
-                        progress.add_skipped();
-                        continue;
-                    }
-                    return Some((parsed, reader));
+                    progress.add_skipped();
                 }
             }
         });
 
         let run = runner.run(items, &mut writer, stop).await;
         let finished = writer.finish().await;
-        let compaction = compact(&self.output).await;
+        let compaction = compact(&output).await;
         let run = run.map_err(|e| with_path(e, "cannot write results to", &self.output))?;
         finished.map_err(|e| with_path(e, "cannot sync", &self.output))?;
         let compaction = compaction.map_err(|e| with_path(e, "cannot compact", &self.output))?;

@@ -8,9 +8,10 @@
 //! failing item never stops the batch; outcomes go to an [`OutcomeSink`] as they complete.
 //!
 //! [`FileJob`] is the whole job of `examples/batch.rs`: JSON lines in ([`InputReader`]; bad
-//! lines become `invalid_input` failures naming their line), JSON lines out
-//! ([`ResultsWriter`]: each line written and flushed before it counts), a rerun that skips
-//! what is done ([`ResumeIndex`]), and a final atomic [`compact`]ion to one line per id.
+//! lines become `invalid_input` failures naming their line, filed under their [`ItemKey`]),
+//! JSON lines out ([`ResultsWriter`]: each line written and flushed before it counts, to a
+//! regular file that is not the input), a rerun that skips what is done ([`ResumeIndex`]),
+//! and a final atomic [`compact`]ion to one line per item.
 //! [`Summary`] reports the run against each provider's limits.
 //!
 //! A [`Stop`] ends a run early: first no new items, then (on [`Stop::abort`]) the items in
@@ -37,8 +38,11 @@
 //! # Ok(()) }
 //! ```
 
+mod eta;
+mod files;
 mod input;
 mod job;
+mod key;
 mod outcome;
 mod results;
 mod runner;
@@ -46,8 +50,10 @@ mod sink;
 mod stop;
 mod summary;
 
-pub use input::{line_id, parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE_BYTES};
+pub use eta::{eta, Pace};
+pub use input::{parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE_BYTES};
 pub use job::{count_lines, FileJob, JobReport};
+pub use key::ItemKey;
 pub use outcome::{Answer, Failure, FailureKind, Outcome};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};

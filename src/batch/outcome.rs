@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::input::InputError;
+use super::key::ItemKey;
 use crate::error::{Error, ErrorKind};
 use crate::id::ProviderId;
 use crate::types::{ChatResponse, Usage};
@@ -27,28 +28,39 @@ use crate::types::{ChatResponse, Usage};
 /// ```
 ///
 /// `usage` is `null` when the provider reported none; `status` and `provider` are `null`
-/// when no provider answered. A bad input line adds `"line": N` to its error.
+/// when no provider answered. A bad input line adds `"line": N` to its error; one with no id
+/// of its own to report under (not JSON, no usable `id`, a repeated id) has `"line": N` in
+/// place of `"id"` ([`ItemKey::Line`]):
+///
+/// ```json
+/// {"line":7,"ok":false,"error":{"kind":"invalid_input","status":null,"provider":null,
+///  "message":"line 7: not valid JSON (…)","line":7},"attempts":0}
+/// ```
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{parse_line, Failure, Outcome};
+/// use llm_failover::batch::{parse_line, Outcome};
 ///
 /// let bad = parse_line(br#"{"id": "q2"}"#, 2).unwrap_err();
-/// let outcome = Outcome::failed(bad.id.clone(), Failure::invalid_input(&bad));
+/// let outcome = Outcome::invalid_input(&bad);
 /// assert!(!outcome.is_ok());
 ///
 /// let line: serde_json::Value = serde_json::from_str(&outcome.to_json_line())?;
 /// assert_eq!(line["id"], "q2");
 /// assert_eq!(line["error"]["kind"], "invalid_input");
 /// assert_eq!(line["error"]["line"], 2);
+///
+/// let no_id = Outcome::invalid_input(&parse_line(b"not json", 3).unwrap_err());
+/// let line: serde_json::Value = serde_json::from_str(&no_id.to_json_line())?;
+/// assert_eq!((line.get("id"), &line["line"]), (None, &serde_json::json!(3)));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Outcome {
-    /// The item's id.
-    pub id: String,
+    /// The item's id, or the number of a bad input line that has none.
+    pub key: ItemKey,
     /// The answer, or why there is none.
     pub result: Result<Answer, Failure>,
 }
@@ -56,7 +68,7 @@ pub struct Outcome {
 impl fmt::Debug for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Outcome");
-        d.field("id", &self.id);
+        d.field("key", &self.key);
         match &self.result {
             Ok(a) => d.field("answer", a),
             Err(e) => d.field("failure", e),
@@ -302,7 +314,10 @@ struct WireError<'a> {
 #[serde(untagged)]
 enum WireLine<'a> {
     Ok {
-        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
         ok: bool,
         provider: &'a str,
         model: &'a str,
@@ -312,7 +327,10 @@ enum WireLine<'a> {
         latency_ms: u64,
     },
     Failed {
-        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
         ok: bool,
         error: WireError<'a>,
         attempts: u32,
@@ -323,17 +341,27 @@ impl Outcome {
     /// A success.
     pub fn ok(id: impl Into<String>, answer: Answer) -> Self {
         Outcome {
-            id: id.into(),
+            key: ItemKey::Id(id.into()),
             result: Ok(answer),
         }
     }
 
-    /// A failure.
-    pub fn failed(id: impl Into<String>, failure: Failure) -> Self {
+    /// A failure of the item `key` (an id, or [`ItemKey::Line`]).
+    pub fn failed(key: impl Into<ItemKey>, failure: Failure) -> Self {
         Outcome {
-            id: id.into(),
+            key: key.into(),
             result: Err(failure),
         }
+    }
+
+    /// The failure of a bad input line, under its [`key`](InputError::key).
+    pub fn invalid_input(err: &InputError) -> Self {
+        Outcome::failed(err.key(), Failure::invalid_input(err))
+    }
+
+    /// The item's id (`None` for a bad input line reported by its number).
+    pub fn id(&self) -> Option<&str> {
+        self.key.id()
     }
 
     /// Whether the item succeeded.
@@ -345,7 +373,8 @@ impl Outcome {
     pub fn to_json_line(&self) -> String {
         let wire = match &self.result {
             Ok(a) => WireLine::Ok {
-                id: &self.id,
+                id: self.key.id(),
+                line: self.key.line(),
                 ok: true,
                 provider: a.provider.as_str(),
                 model: &a.model,
@@ -358,7 +387,8 @@ impl Outcome {
                 latency_ms: u64::try_from(a.latency.as_millis()).unwrap_or(u64::MAX),
             },
             Err(f) => WireLine::Failed {
-                id: &self.id,
+                id: self.key.id(),
+                line: self.key.line(),
                 ok: false,
                 error: WireError {
                     kind: f.kind.as_str(),
@@ -378,16 +408,30 @@ impl Outcome {
 }
 
 /// The part of a results line that resuming needs.
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct LineHead {
-    pub(crate) id: String,
+    pub(crate) key: ItemKey,
     pub(crate) ok: bool,
 }
 
+#[derive(Deserialize)]
+struct WireHead {
+    id: Option<String>,
+    line: Option<u64>,
+    ok: bool,
+}
+
 impl LineHead {
-    /// Parses a results line; `None` for anything that is not one (a torn or foreign line).
+    /// Parses a results line; `None` for anything that is not one (a torn or foreign line,
+    /// or one with both or neither of `id` and `line`).
     pub(crate) fn parse(line: &[u8]) -> Option<LineHead> {
-        serde_json::from_slice(line).ok()
+        let head: WireHead = serde_json::from_slice(line).ok()?;
+        let key = match (head.id, head.line) {
+            (Some(id), None) => ItemKey::Id(id),
+            (None, Some(line)) => ItemKey::Line(line),
+            _ => return None,
+        };
+        Some(LineHead { key, ok: head.ok })
     }
 }
 
@@ -443,17 +487,15 @@ mod tests {
         );
 
         let bad = InputError {
-            id: "line:4".into(),
+            id: None,
             line: 4,
             message: "no `id` field".into(),
         };
-        let v: serde_json::Value = serde_json::from_str(
-            &Outcome::failed("line:4", Failure::invalid_input(&bad)).to_json_line(),
-        )
-        .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&Outcome::invalid_input(&bad).to_json_line()).unwrap();
         assert_eq!(
             v,
-            json!({"id": "line:4", "ok": false, "error": {"kind": "invalid_input",
+            json!({"line": 4, "ok": false, "error": {"kind": "invalid_input",
                    "status": null, "provider": null, "message": "line 4: no `id` field",
                    "line": 4}, "attempts": 0})
         );
@@ -463,8 +505,38 @@ mod tests {
     fn a_written_line_reads_back_as_its_id_and_status() {
         let line = Outcome::ok("q1", answer()).to_json_line();
         let head = LineHead::parse(line.trim_end().as_bytes()).unwrap();
-        assert_eq!((head.id.as_str(), head.ok), ("q1", true));
+        assert_eq!((head.key, head.ok), ("q1".into(), true));
         assert!(LineHead::parse(&line.as_bytes()[..20]).is_none(), "torn");
+    }
+
+    #[test]
+    fn a_bad_line_and_an_item_whose_id_reads_like_it_have_different_keys() {
+        let bad = InputError {
+            id: None,
+            line: 5,
+            message: "not valid JSON".into(),
+        };
+        let report = Outcome::invalid_input(&bad).to_json_line();
+        let real = Outcome::ok("line:5", answer()).to_json_line();
+        let heads = [report, real].map(|l| LineHead::parse(l.trim_end().as_bytes()).unwrap());
+        assert_eq!(heads[0].key, ItemKey::Line(5));
+        assert_eq!(heads[1].key, ItemKey::from("line:5"));
+        // (text, what it reads as)
+        let cases: [(&str, Option<ItemKey>); 6] = [
+            (r#"{"id":"a","ok":true}"#, Some("a".into())),
+            (r#"{"line":3,"ok":false}"#, Some(ItemKey::Line(3))),
+            (r#"{"id":null,"line":3,"ok":false}"#, Some(ItemKey::Line(3))),
+            (r#"{"id":"a","line":3,"ok":false}"#, None),
+            (r#"{"ok":false}"#, None),
+            (r#"{"line":"3","ok":false}"#, None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                LineHead::parse(text.as_bytes()).map(|h| h.key),
+                want,
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The results file: JSON lines appended one whole line at a time, read back to resume, and
-//! compacted to one line per id at the end.
+//! compacted to one line per item at the end.
 //!
 //! Durability rules:
 //!
@@ -8,13 +8,21 @@
 //!   a *torn last line* (no `\n`), never lose a line that was counted.
 //! * Only lines ending in `\n` count. On opening, a torn tail is cut off (its item was not
 //!   counted and runs again); a complete line that does not parse is ignored, and dropped at
-//!   compaction.
-//! * [`compact`] keeps the last line of each id (a retried item's new line replaces its old
+//!   compaction with a warning (its number and length, never its text) and a count
+//!   ([`Compaction::unreadable`]).
+//! * [`compact`] keeps the last line of each item (a retried item's new line replaces its old
 //!   failure), writes them to a temporary file in the same directory, `fsync`s it and renames
 //!   it over the original: the file is always either the old one or the new one.
+//! * Lines are filed under their [`ItemKey`]: an item's `id`, or the `line` number of a bad
+//!   input line that has no id of its own. The two never match each other.
 //!
-//! Memory stays flat: resuming keeps only ids, compaction two passes over the file with a
-//! map from id to the number of its last line.
+//! Which files: the results file must be a regular file (a pipe, terminal or device is
+//! refused before anything is read); a symbolic link is followed, and its target is the file
+//! appended to and replaced; a file with more than one hard link is refused, since the
+//! compaction's rename would cut it off from its other names.
+//!
+//! Memory stays flat: resuming keeps only keys, compaction two passes over the file with a
+//! map from key to the number of its last line.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -24,10 +32,12 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
+use super::files::{results_file, Access};
+use super::key::ItemKey;
 use super::outcome::{LineHead, Outcome};
 use super::sink::OutcomeSink;
 
-/// What an existing results file says is done: ids only.
+/// What an existing results file says is done: keys only.
 ///
 /// # Examples
 ///
@@ -52,8 +62,8 @@ use super::sink::OutcomeSink;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ResumeIndex {
-    ok: HashSet<String>,
-    failed: HashSet<String>,
+    ok: HashSet<ItemKey>,
+    failed: HashSet<ItemKey>,
     /// Complete lines read.
     pub lines: u64,
     /// Complete lines that were not results lines (ignored).
@@ -63,22 +73,34 @@ pub struct ResumeIndex {
 }
 
 impl ResumeIndex {
-    /// Whether `id`'s latest line is a success.
+    /// Whether the item `id`'s latest line is a success.
     pub fn is_ok(&self, id: &str) -> bool {
-        self.ok.contains(id)
+        self.recorded(&ItemKey::from(id)) == Some(true)
     }
 
-    /// Whether `id`'s latest line is a failure.
+    /// Whether the item `id`'s latest line is a failure.
     pub fn is_failed(&self, id: &str) -> bool {
-        self.failed.contains(id)
+        self.recorded(&ItemKey::from(id)) == Some(false)
     }
 
-    /// Ids whose latest line is a success.
+    /// What the latest line of `key` says: `Some(true)` a success, `Some(false)` a failure,
+    /// `None` no line.
+    pub fn recorded(&self, key: &ItemKey) -> Option<bool> {
+        if self.ok.contains(key) {
+            Some(true)
+        } else if self.failed.contains(key) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Items (and bad lines) whose latest line is a success.
     pub fn ok_count(&self) -> usize {
         self.ok.len()
     }
 
-    /// Ids whose latest line is a failure.
+    /// Items (and bad lines) whose latest line is a failure.
     pub fn failed_count(&self) -> usize {
         self.failed.len()
     }
@@ -102,12 +124,12 @@ impl ResumeIndex {
             index.lines += 1;
             match LineHead::parse(line) {
                 Some(head) if head.ok => {
-                    index.failed.remove(&head.id);
-                    index.ok.insert(head.id);
+                    index.failed.remove(&head.key);
+                    index.ok.insert(head.key);
                 }
                 Some(head) => {
-                    index.ok.remove(&head.id);
-                    index.failed.insert(head.id);
+                    index.ok.remove(&head.key);
+                    index.failed.insert(head.key);
                 }
                 None => index.unreadable += 1,
             }
@@ -115,14 +137,20 @@ impl ResumeIndex {
         Ok((index, valid_len))
     }
 
-    /// Reads the results at `path` without changing it (a missing file is empty).
+    /// Reads the results at `path` without changing it (a missing file is empty; a
+    /// symbolic link is followed).
     ///
     /// # Errors
     ///
-    /// When the file exists but cannot be read.
+    /// When the file exists but cannot be read, or is not a regular file
+    /// ([`io::ErrorKind::InvalidInput`]: a pipe or terminal would never end).
     pub async fn load(path: impl AsRef<Path>) -> io::Result<ResumeIndex> {
         let path = path.as_ref().to_owned();
-        blocking(move || Self::scan(&path).map(|(index, _)| index)).await
+        blocking(move || {
+            let path = results_file(&path, Access::Read)?;
+            Self::scan(&path).map(|(index, _)| index)
+        })
+        .await
     }
 }
 
@@ -177,13 +205,23 @@ impl ResultsWriter {
     /// Opens (or creates) the results file at `path` for appending, after reading what it
     /// already holds and cutting off a torn last line.
     ///
+    /// A symbolic link at `path` is followed: the writer appends to its target (see
+    /// [`path`](Self::path)), which [`compact`] replaces, leaving the link in place.
+    ///
     /// # Errors
     ///
-    /// When the file cannot be read, truncated or opened.
+    /// When the file cannot be read, truncated or opened; [`io::ErrorKind::InvalidInput`]
+    /// when it is not a regular file (a pipe, a terminal, a device, a directory), is a
+    /// symbolic link to nothing, or has more than one hard link (compaction would cut it off
+    /// from its other names). Nothing is read or changed then.
     pub async fn open(path: impl AsRef<Path>) -> io::Result<(ResultsWriter, ResumeIndex)> {
         let path = path.as_ref().to_owned();
-        let scan_path = path.clone();
-        let (index, valid_len) = blocking(move || ResumeIndex::scan(&scan_path)).await?;
+        let (path, (index, valid_len)) = blocking(move || {
+            let path = results_file(&path, Access::Replace)?;
+            let scanned = ResumeIndex::scan(&path)?;
+            Ok((path, scanned))
+        })
+        .await?;
         if index.torn_bytes > 0 {
             let f = tokio::fs::OpenOptions::new()
                 .write(true)
@@ -225,7 +263,8 @@ impl ResultsWriter {
         self.written
     }
 
-    /// The file's path.
+    /// The file's path: the one given to [`open`](Self::open), or the target of the
+    /// symbolic link it named.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -265,7 +304,7 @@ impl OutcomeSink for ResultsWriter {
 ///     "{\"id\":\"q3\",\"ok\"", // torn by a killed run
 /// ))?;
 /// let done = compact(&path).await?;
-/// assert_eq!((done.kept, done.replaced, done.dropped), (2, 1, 1));
+/// assert_eq!((done.kept, done.replaced, done.dropped, done.unreadable), (2, 1, 1, 0));
 /// assert_eq!(std::fs::read_to_string(&path)?.lines().count(), 2);
 /// # std::fs::remove_file(&path)?;
 /// # Ok(()) }
@@ -273,30 +312,47 @@ impl OutcomeSink for ResultsWriter {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Compaction {
-    /// Lines kept: one per id.
+    /// Lines kept: one per item (id, or bad line's number).
     pub kept: u64,
-    /// Older lines of an id that has a later one (e.g. a retried failure).
+    /// Older lines of an item that has a later one (e.g. a retried failure).
     pub replaced: u64,
     /// Complete lines that were not results lines, and a torn last line.
     pub dropped: u64,
+    /// Of the dropped lines, the complete ones that were not results lines (garbage in the
+    /// file, not a torn tail): each is warned about (`tracing::warn!`, its number and
+    /// length, never its text).
+    pub unreadable: u64,
 }
 
-/// Rewrites the results file at `path` to hold exactly one line per id — the last one —
-/// atomically (temporary file, `fsync`, rename). A missing file is left missing.
+/// Complete non-result lines warned about one by one; beyond these, one warning counts the
+/// rest.
+const UNREADABLE_WARNINGS: u64 = 10;
+
+/// Rewrites the results file at `path` to hold exactly one line per item — the last one —
+/// atomically (temporary file, `fsync`, rename). A missing file is left missing. A symbolic
+/// link is followed: its target is replaced and the link kept.
+///
+/// Complete lines that are not results lines are dropped, each with a `tracing` warning
+/// naming its line number (never its text), and counted in [`Compaction::unreadable`].
 ///
 /// # Errors
 ///
 /// When the file cannot be read, or the new one written or renamed (the old file is then
-/// untouched).
+/// untouched); [`io::ErrorKind::InvalidInput`] when it is not a regular file or has more than
+/// one hard link (as [`ResultsWriter::open`]).
 pub async fn compact(path: impl AsRef<Path>) -> io::Result<Compaction> {
     let path = path.as_ref().to_owned();
-    blocking(move || compact_blocking(&path)).await
+    blocking(move || {
+        let path = results_file(&path, Access::Replace)?;
+        compact_blocking(&path)
+    })
+    .await
 }
 
 fn compact_blocking(path: &Path) -> io::Result<Compaction> {
     let mut report = Compaction::default();
-    // Pass 1: the number of each id's last line.
-    let mut last: HashMap<String, u64> = HashMap::new();
+    // Pass 1: the number of each key's last line.
+    let mut last: HashMap<ItemKey, u64> = HashMap::new();
     let file = match fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
@@ -307,12 +363,12 @@ fn compact_blocking(path: &Path) -> io::Result<Compaction> {
         n += 1;
         if complete {
             if let Some(head) = LineHead::parse(line) {
-                last.insert(head.id, n);
+                last.insert(head.key, n);
             }
         }
     })?;
 
-    // Pass 2: copy the last line of each id.
+    // Pass 2: copy the last line of each key.
     let tmp = temp_path(path);
     let result = (|| {
         let mut out = BufWriter::new(fs::File::create(&tmp)?);
@@ -329,16 +385,41 @@ fn compact_blocking(path: &Path) -> io::Result<Compaction> {
                 None
             };
             match head {
-                Some(head) if last.get(&head.id) == Some(&n) => {
+                Some(head) if last.get(&head.key) == Some(&n) => {
                     report.kept += 1;
                     failed = out.write_all(line).and_then(|()| out.write_all(b"\n"));
                 }
                 Some(_) => report.replaced += 1,
-                None => report.dropped += 1,
+                None => {
+                    report.dropped += 1;
+                    if complete {
+                        report.unreadable += 1;
+                        if report.unreadable <= UNREADABLE_WARNINGS {
+                            tracing::warn!(
+                                path = %path.display(),
+                                line = n,
+                                bytes = line.len(),
+                                "results file: a line that is not a result line is dropped"
+                            );
+                        }
+                    }
+                }
             }
         })?;
         failed?;
+        if report.unreadable > UNREADABLE_WARNINGS {
+            tracing::warn!(
+                path = %path.display(),
+                unreadable = report.unreadable,
+                "results file: {} more lines that are not result lines are dropped",
+                report.unreadable - UNREADABLE_WARNINGS
+            );
+        }
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        // The new file takes the old one's permissions (best effort).
+        if let Ok(meta) = fs::metadata(path) {
+            let _ = file.set_permissions(meta.permissions());
+        }
         file.sync_all()?;
         drop(file);
         fs::rename(&tmp, path)?;
@@ -408,13 +489,13 @@ mod tests {
         )
     }
 
-    fn ids(path: &Path) -> Vec<(String, bool)> {
+    fn ids(path: &Path) -> Vec<(ItemKey, bool)> {
         fs::read_to_string(path)
             .unwrap()
             .lines()
             .map(|l| {
                 let h = LineHead::parse(l.as_bytes()).unwrap();
-                (h.id, h.ok)
+                (h.key, h.ok)
             })
             .collect()
     }
@@ -458,7 +539,8 @@ mod tests {
             Compaction {
                 kept: 3,
                 replaced: 1,
-                dropped: 2
+                dropped: 2,
+                unreadable: 1,
             }
         );
         assert_eq!(
@@ -468,6 +550,86 @@ mod tests {
         assert!(!temp_path(&path).exists());
         let index = ResumeIndex::load(&path).await.unwrap();
         assert_eq!((index.ok_count(), index.failed_count()), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_bad_lines_report_and_an_item_with_an_id_like_line_n_are_kept_apart() {
+        let dir = tempdir();
+        let path = dir.join("r.jsonl");
+        let bad = crate::batch::parse_line(b"not json", 3).unwrap_err();
+        let text = [
+            ok("line:3").to_json_line(),
+            Outcome::invalid_input(&bad).to_json_line(),
+        ]
+        .concat();
+        fs::write(&path, text).unwrap();
+        let index = ResumeIndex::load(&path).await.unwrap();
+        assert!(index.is_ok("line:3"));
+        assert_eq!(index.recorded(&ItemKey::Line(3)), Some(false));
+        assert_eq!(index.recorded(&ItemKey::Line(4)), None);
+        let report = compact(&path).await.unwrap();
+        assert_eq!((report.kept, report.replaced), (2, 0));
+        assert_eq!(
+            ids(&path),
+            [("line:3".into(), true), (ItemKey::Line(3), false)]
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_lines_are_counted_however_many() {
+        let dir = tempdir();
+        let path = dir.join("r.jsonl");
+        let mut text = ok("a").to_json_line();
+        for i in 0..25 {
+            text.push_str(&format!("garbage {i}\n"));
+        }
+        fs::write(&path, text).unwrap();
+        let report = compact(&path).await.unwrap();
+        assert_eq!(
+            (report.kept, report.dropped, report.unreadable),
+            (1, 25, 25)
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_symlinked_results_file_is_written_and_compacted_through_the_link() {
+        let dir = tempdir();
+        let target = dir.join("real.jsonl");
+        let link = dir.join("link.jsonl");
+        fs::write(&target, failed("a").to_json_line()).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+
+        let (mut w, index) = ResultsWriter::open(&link).await.unwrap();
+        assert!(index.is_failed("a"));
+        assert_eq!(w.path(), fs::canonicalize(&target).unwrap());
+        w.write(&ok("a")).await.unwrap();
+        w.finish().await.unwrap();
+        compact(&link).await.unwrap();
+
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(ids(&target), [("a".into(), true)]);
+        assert_eq!(ids(&link), [("a".into(), true)]);
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_hard_linked_results_file_is_refused_before_anything_changes() {
+        let dir = tempdir();
+        let path = dir.join("r.jsonl");
+        let text = ok("a").to_json_line() + &ok("a").to_json_line() + "{\"torn";
+        fs::write(&path, &text).unwrap();
+        fs::hard_link(&path, dir.join("other-name.jsonl")).unwrap();
+        let err = ResultsWriter::open(&path).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("hard links"), "{err}");
+        let err = compact(&path).await.unwrap_err();
+        assert!(err.to_string().contains("hard links"), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), text, "untouched");
+        assert_eq!(ResumeIndex::load(&path).await.unwrap().lines, 2);
     }
 
     #[tokio::test]

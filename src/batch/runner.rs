@@ -145,7 +145,7 @@ impl Runner {
                     None => input_done = true,
                     Some(Err(bad)) => {
                         self.progress.inner.started.fetch_add(1, Relaxed);
-                        let outcome = Outcome::failed(bad.id.clone(), Failure::invalid_input(&bad));
+                        let outcome = Outcome::invalid_input(&bad);
                         if let Err(e) = self.keep(sink, &outcome, &mut report).await {
                             return Err(self.give_up(e, &mut set, &mut report).await);
                         }
@@ -239,7 +239,7 @@ impl Runner {
             }
         }
         tracing::debug!(
-            id = %outcome.id,
+            item = %outcome.key,
             outcome = match &outcome.result {
                 Ok(_) => "ok",
                 Err(f) => f.kind.as_str(),

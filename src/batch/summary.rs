@@ -15,8 +15,9 @@ use crate::stats::ProviderStats;
 /// The end-of-run summary: items by outcome, requests and throttling per provider, and the
 /// rates achieved against each provider's limits.
 ///
-/// `Display` is the human table printed by `examples/batch.rs`; `Serialize` is its
-/// `--summary-json` (durations in milliseconds).
+/// `Display` is the human summary printed by `examples/batch.rs`, in lines of at most 80
+/// characters (a field too wide for a line goes to the next one, indented); `Serialize` is
+/// its `--summary-json` (durations in milliseconds).
 ///
 /// # Examples
 ///
@@ -58,7 +59,10 @@ pub struct Summary {
     pub failovers: u64,
     /// Times a provider's breaker opened.
     pub breaker_opens: u64,
-    /// Time requests spent waiting for admission, summed over requests.
+    /// Time spent waiting for admission by the providers' limits, summed over every attempt
+    /// of every item (retries and failovers included; an attempt dropped by an abort while
+    /// it waited is not counted). Divided by [`requests`](Self::requests), the mean wait of
+    /// a request sent.
     #[serde(rename = "admission_wait_ms", serialize_with = "ser_ms")]
     pub admission_wait: Duration,
     /// Wall time of the run.
@@ -66,6 +70,9 @@ pub struct Summary {
     pub wall: Duration,
     /// Per chat provider, in failover order.
     pub providers: Vec<ProviderSummary>,
+    /// Lines of the results file that were not result lines, dropped by the compaction (and
+    /// warned about); 0 for a run without a results file.
+    pub unreadable_lines: u64,
 }
 
 /// Items by outcome.
@@ -178,6 +185,7 @@ impl Summary {
         let mut s = Self::for_run(client, &report.run, config).await;
         s.items.skipped_ok = report.skipped_ok;
         s.items.skipped_failed = report.skipped_failed;
+        s.unreadable_lines = report.compaction.unreadable;
         s
     }
 
@@ -203,9 +211,9 @@ impl Summary {
                 .or_else(|| run.models.get(&id).cloned());
             let (mut rpm_now, mut tpm_now) = (None, None);
             if let Some(model) = model {
-                if let Ok(snap) = client.limits(name, &model).await {
-                    rpm_now = snap.requests.map(|(_, cap)| cap);
-                    tpm_now = snap.tokens.map(|(_, cap)| cap);
+                if let Ok(Some(snap)) = client.limits(name, &model).await {
+                    rpm_now = snap.requests.map(|b| b.capacity);
+                    tpm_now = snap.tokens.map(|b| b.capacity);
                 }
             }
             providers.push(ProviderSummary {
@@ -238,107 +246,297 @@ impl Summary {
             admission_wait: total.admission_wait,
             wall: run.elapsed,
             providers,
+            unreadable_lines: 0,
         }
     }
 }
+
+/// Widest a summary line may be, in characters: a terminal of 80 columns.
+const WIDTH: usize = 80;
+
+/// The widest provider name kept in the name column; a longer one gets a line of its own.
+const NAME_COLUMN: usize = 18;
 
 fn limit(configured: Option<u64>, now: Option<u64>) -> String {
     match (configured, now) {
-        (Some(c), Some(n)) if c == n => c.to_string(),
-        (Some(c), Some(n)) => format!("{c}→{n}"),
-        (None, Some(n)) => format!("{n} learned"),
-        (Some(c), None) => c.to_string(),
-        (None, None) => "?".to_owned(),
+        (Some(c), Some(n)) if c == n => format!("limit {c}"),
+        (Some(c), Some(n)) => format!("limit {c}→{n}"),
+        (None, Some(n)) => format!("limit {n} learned"),
+        (Some(c), None) => format!("limit {c}"),
+        (None, None) => "no limit known".to_owned(),
     }
 }
 
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &self.items;
-        write!(
-            f,
-            "{} in {:.1} s ({}): {} ok, {} failed",
-            if i.stopped { "stopped" } else { "finished" },
-            self.wall.as_secs_f64(),
-            self.environment,
-            i.ok,
-            i.failed
-        )?;
-        if !i.failed_by_kind.is_empty() {
-            let kinds: Vec<String> = i
-                .failed_by_kind
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            write!(f, " ({})", kinds.join(", "))?;
+/// Lays `fields` out on lines of at most `width` characters, separated by ` · `: the first
+/// line starts with `first`, the next ones with `indent` spaces (a field too long for any line
+/// is cut short with `…`).
+fn wrap(first: &str, indent: usize, fields: &[String], width: usize) -> Vec<String> {
+    const SEP: &str = " · ";
+    let mut lines = Vec::new();
+    let mut line = first.to_owned();
+    let mut empty = true; // no field on `line` yet
+    for field in fields {
+        let len = |s: &str| s.chars().count();
+        let room = if empty {
+            width.saturating_sub(len(&line))
+        } else {
+            width.saturating_sub(len(&line) + len(SEP))
+        };
+        if !empty && len(field) > room {
+            lines.push(std::mem::replace(&mut line, " ".repeat(indent)));
+            empty = true;
         }
-        writeln!(f)?;
+        if !empty {
+            line.push_str(SEP);
+        }
+        let room = width.saturating_sub(len(&line));
+        line.push_str(&shortened(field, room));
+        empty = false;
+    }
+    lines.push(line);
+    lines
+}
+
+/// `s` cut to `max` characters, the last one `…` when it was cut.
+fn shortened(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    if max > 0 {
+        out.push('…');
+    }
+    out
+}
+
+impl Summary {
+    /// The lines of the human summary, each at most [`WIDTH`] characters.
+    fn lines(&self) -> Vec<String> {
+        let i = &self.items;
+        let mut out = Vec::new();
+        let mut head = vec![
+            format!(
+                "{} in {:.1} s",
+                if i.stopped { "stopped" } else { "finished" },
+                self.wall.as_secs_f64()
+            ),
+            format!("environment {}", self.environment),
+            format!("{} ok", i.ok),
+            format!("{} failed", i.failed),
+        ];
+        head.extend(i.failed_by_kind.iter().map(|(k, n)| format!("{k} {n}")));
+        out.extend(wrap("", 2, &head, WIDTH));
         if i.skipped_ok + i.skipped_failed > 0 {
-            writeln!(
-                f,
-                "skipped {} done earlier and {} failed earlier (retry them with --retry-failed)",
-                i.skipped_ok, i.skipped_failed
-            )?;
+            let skipped = [
+                format!("skipped {} done earlier", i.skipped_ok),
+                format!(
+                    "{} failed earlier (retry them with --retry-failed)",
+                    i.skipped_failed
+                ),
+            ];
+            out.extend(wrap("", 2, &skipped, WIDTH));
         }
         if i.not_done > 0 {
-            writeln!(
-                f,
-                "{} in flight when aborted: not done, a rerun sends them",
-                i.not_done
-            )?;
+            out.extend(wrap(
+                "",
+                2,
+                &[format!(
+                    "{} in flight when aborted: not done, a rerun sends them",
+                    i.not_done
+                )],
+                WIDTH,
+            ));
         }
-        writeln!(
-            f,
-            "requests {} · 429s received {} · failovers {} · breaker opens {} · waited for admission {:.1} s (summed over requests)",
-            self.requests,
-            self.rate_limited,
-            self.failovers,
-            self.breaker_opens,
-            self.admission_wait.as_secs_f64()
-        )?;
-        writeln!(
-            f,
-            "{:<16} {:>6} {:>6} {:>5} {:>5} {:>9} {:>8} {:>16} {:>22}",
-            "provider",
-            "sent",
-            "ok",
-            "429",
-            "5xx",
-            "failovers",
-            "wait s",
-            "req/min (limit)",
-            "tokens/min (limit)"
-        )?;
+        if self.unreadable_lines > 0 {
+            out.extend(wrap(
+                "",
+                2,
+                &[format!(
+                    "{} lines of the results file were not result lines and were dropped \
+                     (see the warnings)",
+                    self.unreadable_lines
+                )],
+                WIDTH,
+            ));
+        }
+        let per_request = self.admission_wait.as_secs_f64() / self.requests.max(1) as f64;
+        let totals = [
+            format!("requests {}", self.requests),
+            format!("429s received {}", self.rate_limited),
+            format!("failovers {}", self.failovers),
+            format!("breaker opens {}", self.breaker_opens),
+            format!(
+                "waited for admission {:.1} s in all (every attempt's wait, summed; {:.1} s \
+                 per request sent)",
+                self.admission_wait.as_secs_f64(),
+                per_request
+            ),
+        ];
+        out.extend(wrap("", 2, &totals, WIDTH));
+        let names = self
+            .providers
+            .iter()
+            .map(|p| p.provider.chars().count())
+            .filter(|n| *n <= NAME_COLUMN)
+            .max()
+            .unwrap_or(0);
         for p in &self.providers {
             let s = &p.stats;
-            writeln!(
-                f,
-                "{:<16} {:>6} {:>6} {:>5} {:>5} {:>9} {:>8.1} {:>16} {:>22}",
-                p.provider,
-                s.sent,
-                s.ok,
-                s.rate_limited,
-                s.server_errors,
-                s.failovers,
-                s.admission_wait.as_secs_f64(),
+            let fields = [
+                format!("sent {}", s.sent),
+                format!("ok {}", s.ok),
+                format!("429 {}", s.rate_limited),
+                format!("5xx {}", s.server_errors),
+                format!("failovers {}", s.failovers),
+                format!("waited {:.1} s", s.admission_wait.as_secs_f64()),
                 format!(
-                    "{:.0} ({})",
+                    "{:.0} req/min ({})",
                     p.requests_per_minute,
                     limit(p.rpm_configured, p.rpm_now)
                 ),
                 format!(
-                    "{:.0} ({})",
+                    "{:.0} tokens/min ({})",
                     p.tokens_per_minute,
                     limit(p.tpm_configured, p.tpm_now)
                 ),
-            )?;
+            ];
+            let name = p.provider.as_str();
+            let first = if name.chars().count() <= NAME_COLUMN {
+                format!("{name:<names$}  ")
+            } else {
+                out.push(shortened(name, WIDTH));
+                " ".repeat(names + 2)
+            };
+            out.extend(wrap(&first, names + 2, &fields, WIDTH));
         }
         if self.wall < Duration::from_secs(60) && self.requests > 0 {
-            writeln!(
-                f,
+            out.push(
                 "(a run shorter than a minute can exceed a per-minute limit: buckets start full)"
-            )?;
+                    .to_owned(),
+            );
+        }
+        out
+    }
+}
+
+impl fmt::Display for Summary {
+    /// The human summary: lines of at most 80 characters.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in self.lines() {
+            writeln!(f, "{line}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(name: &str, n: u64) -> ProviderSummary {
+        ProviderSummary {
+            provider: name.to_owned(),
+            stats: ProviderStats {
+                sent: n,
+                ok: n - 1,
+                rate_limited: n / 3,
+                server_errors: n / 7,
+                failovers: n / 11,
+                admission_wait: Duration::from_secs(n / 2),
+                ..ProviderStats::default()
+            },
+            requests_per_minute: n as f64 * 1.5,
+            tokens_per_minute: n as f64 * 150.0,
+            rpm_configured: Some(n),
+            tpm_configured: Some(n * 100),
+            rpm_now: Some(n / 2),
+            tpm_now: None,
+        }
+    }
+
+    fn summary(environment: &str, n: u64, providers: Vec<ProviderSummary>) -> Summary {
+        Summary {
+            environment: environment.to_owned(),
+            items: Items {
+                ok: n,
+                failed: n,
+                failed_by_kind: ["rate_limited", "invalid_input", "context_length_exceeded"]
+                    .iter()
+                    .map(|k| (k.to_string(), n / 3))
+                    .collect(),
+                skipped_ok: n,
+                skipped_failed: n,
+                not_done: n,
+                stopped: true,
+            },
+            requests: n,
+            rate_limited: n,
+            failovers: n,
+            breaker_opens: n,
+            admission_wait: Duration::from_secs(n),
+            wall: Duration::from_secs(30),
+            providers,
+            unreadable_lines: n,
+        }
+    }
+
+    #[test]
+    fn every_line_fits_80_columns_with_long_names_and_large_counts() {
+        let big = 98_765_432_101_234;
+        let cases = [
+            summary(
+                "demo",
+                213,
+                vec![provider("demo-openai", 154), provider("demo-anthropic", 59)],
+            ),
+            summary(
+                "production-eu-west-1-with-a-very-long-environment-name-indeed-that-goes-on",
+                big,
+                vec![
+                    provider("openrouter-meta-llama-3.1-405b-instruct-fallback-eu", big),
+                    provider("azure-openai-swedencentral", big),
+                    provider("x".repeat(200).as_str(), big),
+                    provider("groq", big),
+                ],
+            ),
+        ];
+        for s in cases {
+            let text = s.to_string();
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= 80,
+                    "{} columns: {line}\n{text}",
+                    line.chars().count()
+                );
+            }
+            // Nothing is lost: every count and every provider that fits is there.
+            assert!(text.contains(&format!("requests {}", s.requests)), "{text}");
+            assert!(
+                text.contains(&format!("{} lines of the results file", s.unreadable_lines)),
+                "{text}"
+            );
+            for p in &s.providers {
+                assert!(text.contains(&format!("sent {}", p.stats.sent)), "{text}");
+                if p.provider.len() <= WIDTH {
+                    assert!(text.contains(&p.provider), "{text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fields_wrap_onto_indented_lines_and_an_overlong_field_is_cut() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(wrap("p  ", 3, &f(&["a", "b"]), 80), ["p  a · b"]);
+        assert_eq!(
+            wrap("p  ", 3, &f(&["aaaa", "bbbb"]), 10),
+            ["p  aaaa", "   bbbb"]
+        );
+        assert_eq!(wrap("", 2, &f(&["abcdefghijkl"]), 8), ["abcdefg…"]);
+        assert_eq!(
+            wrap("", 2, &f(&["ab", "abcdefghijkl"]), 8),
+            ["ab", "  abcde…"]
+        );
+        assert_eq!(wrap("", 2, &f(&[]), 8), [""]);
     }
 }

@@ -115,11 +115,16 @@ fn read_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Output lines by id; fails if an id appears twice.
+/// Output lines by id, and `line N` for a bad line's report (which has `"line"` in place of
+/// `"id"`); fails if a key appears twice or a line has both or neither.
 fn by_id(path: &Path) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for line in read_lines(path) {
-        let id = line["id"].as_str().unwrap().to_owned();
+        let id = match (&line["id"], &line["line"]) {
+            (Value::String(id), Value::Null) => id.clone(),
+            (Value::Null, Value::Number(n)) => format!("line {n}"),
+            _ => panic!("a result line has one of id and line: {line}"),
+        };
         assert!(out.insert(id.clone(), line).is_none(), "id {id} twice");
     }
     out
@@ -133,13 +138,14 @@ fn ids(expected: impl IntoIterator<Item = impl Into<String>>) -> BTreeSet<String
 async fn every_input_id_gets_exactly_one_line_and_bad_lines_are_labelled_failures() {
     let s = Setup::new("one-line-per-id").await;
     let mut lines = prompts(20);
-    // (line text, the id it is reported under, a word its message must contain)
+    // (line text, the id it is reported under — `line N` for `"line": N` in place of an id —,
+    // a word its message must contain)
     let bad: [(&str, &str, &str); 6] = [
-        ("this is not json", "line:21", "JSON"),
-        (r#"{"prompt": "no id here"}"#, "line:22", "id"),
+        ("this is not json", "line 21", "JSON"),
+        (r#"{"prompt": "no id here"}"#, "line 22", "id"),
         (
             r#"{"id": "q3", "prompt": "the same id again"}"#,
-            "line:23",
+            "line 23",
             "duplicate",
         ),
         (r#"{"id": "empty", "prompt": ""}"#, "empty", "prompt"),
