@@ -243,3 +243,77 @@ async fn without_the_emulator_the_missing_key_is_a_config_error_naming_its_varia
     assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     assert!(err.to_string().contains("LLM_FAILOVER_DEMO_KEY"), "{err}");
 }
+
+#[tokio::test]
+async fn every_kind_is_served_and_a_remote_base_url_under_the_providers_own_name() {
+    // An application's production-like environment, served by the emulator in a test.
+    let config = Config::from_toml_str(
+        r#"
+        default_environment = "staging"
+        [environments.staging]
+        chat = ["openai", "azure", "anthropic", "gemini"]
+        transcription = ["openai-whisper", "deepgram"]
+        [providers.openai]
+        kind = "openai"
+        base_url = "https://api.openai.com/v1"
+        model = "gpt-4o-mini"
+        api_key_env = { staging = "OPENAI_API_KEY" }
+        [providers.openai-whisper]
+        kind = "openai"
+        base_url = "https://api.openai.com/v1"
+        transcription_model = "whisper-1"
+        api_key_env = { staging = "OPENAI_API_KEY" }
+        [providers.azure]
+        kind = "azure"
+        base_url = "https://my-resource.openai.azure.com"
+        model = "gpt-4o-mini"
+        api_version = "2024-10-21"
+        api_key_env = { staging = "AZURE_OPENAI_API_KEY" }
+        [providers.anthropic]
+        kind = "anthropic"
+        base_url = "https://api.anthropic.com"
+        model = "claude-3-5-haiku-latest"
+        api_key_env = { staging = "ANTHROPIC_API_KEY" }
+        [providers.gemini]
+        kind = "gemini"
+        base_url = "https://generativelanguage.googleapis.com/v1beta"
+        model = "gemini-2.0-flash"
+        api_key_env = { staging = "GEMINI_API_KEY" }
+        [providers.deepgram]
+        kind = "deepgram"
+        base_url = "https://api.deepgram.com"
+        model = "nova-2"
+        api_key_env = { staging = "DEEPGRAM_API_KEY" }
+        "#,
+    )
+    .unwrap();
+    let demo = Demo::start(&config, "staging").await.unwrap();
+    for name in ["openai", "azure", "anthropic", "gemini"] {
+        assert_eq!(demo.prefix(name), name);
+        let client = demo
+            .point(
+                Client::builder()
+                    .config(config.clone())
+                    .environment("staging")
+                    .env_lookup(|_| None)
+                    .chat_order([name]),
+            )
+            .build()
+            .unwrap();
+        let answer = client
+            .chat(ChatRequest::from_prompt("hi").max_tokens(10))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(answer.provider.as_str(), name);
+        assert_eq!(demo.counters(name).ok, 1, "{name}");
+    }
+    let client = demo.client_builder().env_lookup(|_| None).build().unwrap();
+    demo.script("openai-whisper", [Fault::Overloaded]);
+    let audio = AudioInput::from_bytes(text::silent_wav(1.0), "a.wav").unwrap();
+    let transcript = client
+        .transcribe(TranscriptionRequest::new(audio))
+        .await
+        .unwrap();
+    assert_eq!(transcript.provider.as_str(), "deepgram");
+    assert_eq!(demo.counters("openai-whisper").server_errors, 1);
+}
