@@ -48,6 +48,9 @@ impl Default for TransportOptions {
     }
 }
 
+/// Whether a client the transport builds can speak TLS.
+const TLS: bool = cfg!(any(feature = "rustls", feature = "native-tls"));
+
 /// The user agent of a client the transport builds when none is configured.
 const DEFAULT_USER_AGENT: &str = concat!("llm-failover/", env!("CARGO_PKG_VERSION"));
 
@@ -175,6 +178,15 @@ impl HttpTransport {
     ) -> Result<impl Future<Output = reqwest::Result<reqwest::Response>>> {
         if let Some(ua) = &self.user_agent {
             req.headers.entry(USER_AGENT).or_insert_with(|| ua.clone());
+        }
+        // A client of ours built without a TLS backend cannot speak https: say so, rather than
+        // fail over on what would look like a connection error.
+        if !TLS && !self.check_redirects && req.url.scheme() == "https" {
+            return Err(Error::config(format!(
+                "`{}` is https, and llm-failover was built without TLS: enable its `rustls` or \
+                 `native-tls` feature, or bring a reqwest::Client (ClientBuilder::http_client)",
+                without_query(&req.url)
+            )));
         }
         let payload = match req.body {
             Body::Multipart(parts) => {
@@ -415,4 +427,28 @@ fn map_err(e: reqwest::Error) -> Error {
         format!("{what}: {detail}")
     };
     Error::new(kind, msg).with_source(e.without_url())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_tls_an_https_url_is_a_config_error_not_a_connection_failure() {
+        let t = HttpTransport::new(&TransportOptions::default()).unwrap();
+        let req = HttpRequest::new(
+            reqwest::Method::GET,
+            "https://127.0.0.1:9/v1/models?key=secret".parse().unwrap(),
+        );
+        let result = t.send(req, Duration::from_secs(1)).await;
+        if TLS {
+            // Built with TLS: it tries (nothing listens there).
+            assert_eq!(result.unwrap_err().kind(), ErrorKind::Connect);
+        } else {
+            let e = result.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+            assert!(e.to_string().contains("rustls"), "{e}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
+    }
 }

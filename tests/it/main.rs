@@ -17,6 +17,7 @@ mod batch;
 mod circuit_breaker;
 mod code_first;
 mod config;
+mod docs;
 mod e2e;
 mod extra_body;
 mod failover;
