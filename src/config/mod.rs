@@ -88,6 +88,31 @@ use crate::id::{Credential, ProviderId};
 use keys::{check_key_value, shown};
 use source::{Document, TomlPath};
 
+/// For a provider on this machine, how to run against the emulator without a key (host and
+/// port only: a URL could carry more).
+fn emulator_hint(base_url: &Url, environment: &str, var: &str) -> String {
+    let loopback = match base_url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    if !loopback {
+        return String::new();
+    }
+    let at = match (base_url.host_str(), base_url.port_or_known_default()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        _ => "this machine".to_owned(),
+    };
+    format!(
+        " — this provider is on this machine ({at}): to run against the emulator without a key, \
+         start it in the process with llm_failover_emulator::demo::Demo::start(&config, \
+         \"{environment}\") and build the client from demo.client_builder(), or run `cargo run \
+         -p llm-failover-emulator -- --config emulator/emulator.toml` and set \
+         {var}=emulator-key"
+    )
+}
+
 /// The environment variable naming the environment to use when code names none.
 pub const ENVIRONMENT_VAR: &str = "LLM_FAILOVER_ENV";
 
@@ -260,10 +285,12 @@ impl Config {
         };
         let at = at.key(environment);
         match lookup(var) {
-            None => Err(
-                Error::config(format!("environment variable `{var}` ({at}) is not set"))
-                    .with_provider(id()),
-            ),
+            None => Err(Error::config(format!(
+                "environment variable `{var}` ({at}) is not set; set it, or give the key in code \
+                 with ClientBuilder::credential(\"{provider}\", Credential::new(…)){}",
+                emulator_hint(&config.base_url, environment, var)
+            ))
+            .with_provider(id())),
             Some(key) => match check_key_value(&key) {
                 Some(problem) => Err(Error::config(format!(
                     "environment variable `{var}` ({at}) {problem}"

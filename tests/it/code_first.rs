@@ -250,3 +250,36 @@ fn the_code_first_example_builds_its_client_without_toml_or_variables() {
     );
     assert!(!stdout.trim().is_empty());
 }
+
+#[test]
+fn a_missing_key_says_how_to_give_one_and_on_this_machine_how_to_run_without() {
+    let file = |url: &str| {
+        format!(
+            r#"
+            default_environment = "demo"
+            [environments.demo]
+            chat = ["p"]
+            [providers.p]
+            kind = "openai"
+            base_url = "{url}"
+            model = "m"
+            api_key_env = {{ demo = "DEMO_KEY" }}
+            "#
+        )
+    };
+    let local: Config = file("http://127.0.0.1:4010/openai/v1").parse().unwrap();
+    let e = local.credential("p", "demo", &|_| None).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("`DEMO_KEY`"), "{text}");
+    assert!(text.contains("ClientBuilder::credential(\"p\""), "{text}");
+    assert!(text.contains("(127.0.0.1:4010)"), "{text}");
+    assert!(text.contains("Demo::start(&config, \"demo\")"), "{text}");
+
+    let remote: Config = file("https://api.openai.com/v1").parse().unwrap();
+    let text = remote
+        .credential("p", "demo", &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("ClientBuilder::credential"), "{text}");
+    assert!(!text.contains("emulator"), "{text}");
+}
