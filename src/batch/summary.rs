@@ -351,11 +351,15 @@ impl Summary {
             out.extend(wrap(
                 "",
                 2,
-                &[format!(
-                    "{} lines of the results file were not result lines and were dropped \
-                     (see the warnings)",
-                    self.unreadable_lines
-                )],
+                &[match self.unreadable_lines {
+                    1 => "1 line of the results file was not a result line: dropped (see the \
+                          warning)"
+                        .to_owned(),
+                    n => format!(
+                        "{n} lines of the results file were not result lines: dropped (see \
+                         the warnings)"
+                    ),
+                }],
                 WIDTH,
             ));
         }
@@ -366,8 +370,7 @@ impl Summary {
             format!("failovers {}", self.failovers),
             format!("breaker opens {}", self.breaker_opens),
             format!(
-                "waited for admission {:.1} s in all (every attempt's wait, summed; {:.1} s \
-                 per request sent)",
+                "waited for admission {:.1} s in all attempts ({:.1} s per request sent)",
                 self.admission_wait.as_secs_f64(),
                 per_request
             ),

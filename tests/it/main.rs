@@ -14,6 +14,7 @@ mod adapter_deepgram;
 mod adapter_gemini;
 mod adapter_openai;
 mod batch;
+mod batch_files;
 mod circuit_breaker;
 mod code_first;
 mod config;
