@@ -454,3 +454,39 @@ async fn a_429_on_the_primary_fails_over_and_is_counted_in_the_summary() {
     assert_eq!(v["providers"][0]["stats"]["rate_limited"], 1);
     assert!(v["wall_ms"].is_number());
 }
+
+#[tokio::test]
+async fn an_item_only_ever_throttled_reads_rate_limited_in_its_result_line() {
+    let s = Setup::new("rate-limited").await;
+    let input = s.input(&prompts(1));
+    // Both providers throttle for longer than the item's deadline: the router ends the item
+    // at once (it never sleeps past a deadline) with what happened — throttled everywhere.
+    for prefix in ["openai", "anthropic"] {
+        s.emu.script(
+            prefix,
+            [Fault::RateLimit {
+                retry_after: RetryAfter::Seconds(60),
+            }],
+        );
+    }
+    let runner = s.runner(1).deadline(std::time::Duration::from_secs(10));
+    let report = FileJob::new(&input, s.output())
+        .run(&runner, &Stop::new())
+        .await
+        .unwrap();
+
+    assert_eq!(
+        report.run.failed_by_kind,
+        BTreeMap::from([("rate_limited".to_string(), 1)])
+    );
+    let line = &by_id(&s.output())["q0"];
+    assert_eq!(line["ok"], false);
+    assert_eq!(line["error"]["kind"], "rate_limited", "{line}");
+    assert_eq!(line["error"]["status"], 429);
+    assert_eq!(
+        line["error"]["provider"], "demo-anthropic",
+        "the last attempt's"
+    );
+    assert_eq!(line["attempts"], 2, "one 429 from each provider");
+    assert_eq!(s.requests(), 2);
+}
