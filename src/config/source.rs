@@ -1,9 +1,11 @@
-//! Reading the text: TOML syntax, the key policy scan, serde into the raw types, and turning
-//! every problem into an [`Error`] that names its TOML path and, where the file has it, the
-//! line and column.
+//! Reading the text: the file (bounded, UTF-8), TOML syntax, the key policy scan, serde into
+//! the raw types, and turning every problem into an [`Error`] that names its TOML path and,
+//! where the file has it, the line and column.
 
 use std::fmt;
+use std::io::Read;
 use std::ops::Range;
+use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -14,6 +16,72 @@ use super::keys::{
 };
 use super::raw::RawConfig;
 use crate::error::{Error, Result};
+
+/// The largest providers file read: 1 MiB, far above any real one (the bundled file with
+/// every provider documented is under 10 KiB). The read stops there, so an endless file
+/// (`/dev/zero`, a pipe that never closes its end) ends in an error, not in exhausted memory.
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads the providers file at `path`: at most [`MAX_CONFIG_BYTES`] (a bounded read, for
+/// regular files, pipes and devices alike), as UTF-8.
+///
+/// # Errors
+///
+/// A [`Config`](crate::ErrorKind::Config) error naming `path`: it cannot be opened or read;
+/// it is larger than the cap (named); it is not UTF-8 (the line and column of the first
+/// invalid byte).
+#[cfg_attr(not(test), allow(dead_code))] // until `Config::from_path` reads through it
+pub(crate) fn read_config_file(path: &Path) -> Result<String> {
+    let cannot = |e: std::io::Error| {
+        Error::config(format!("cannot read {}: {e}", path.display())).with_source(e)
+    };
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    read_capped(file, path, MAX_CONFIG_BYTES)
+}
+
+/// [`read_config_file`] over any reader, with the cap given.
+fn read_capped(reader: impl Read, path: &Path, cap: u64) -> Result<String> {
+    let mut bytes = Vec::new();
+    reader
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            Error::config(format!("cannot read {}: {e}", path.display())).with_source(e)
+        })?;
+    if bytes.len() as u64 > cap {
+        return Err(Error::config(format!(
+            "{}: larger than {}, the most a providers file may be (is it the right file?)",
+            path.display(),
+            shown_bytes(cap)
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        // Everything before `at` is valid UTF-8.
+        let before = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+        let (line, column) = Document::position(before, at);
+        let what = match e.utf8_error().error_len() {
+            Some(_) => format!("byte 0x{:02X}", bytes[at]),
+            None => "an incomplete character at the end".to_owned(),
+        };
+        Error::config(format!(
+            "{}: not UTF-8 text: {what} at line {line}, column {column}",
+            path.display()
+        ))
+    })
+}
+
+/// `1 MiB`, `64 KiB`, `10 bytes`.
+fn shown_bytes(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
 
 /// A path inside the document: `providers.openai.limits.rpm`, `environments.prod.chat[1]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -472,6 +540,71 @@ mod tests {
         assert_eq!(Document::position(text, 6), (2, 1));
         assert_eq!(Document::position(text, 10), (2, 4));
         assert_eq!(Document::position(text, 999), (3, 1));
+    }
+
+    #[test]
+    fn a_file_is_read_up_to_the_cap_and_no_further() {
+        let path = Path::new("providers.toml");
+        assert_eq!(read_capped(&b"a = 1\n"[..], path, 6).unwrap(), "a = 1\n");
+        let err = read_capped(&b"a = 10\n"[..], path, 6).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "providers.toml: larger than 6 bytes, the most a providers file may be (is it the \
+             right file?)"
+        );
+        // An endless reader ends at the cap plus one byte.
+        let err = read_capped(std::io::repeat(b'#'), path, MAX_CONFIG_BYTES).unwrap_err();
+        assert!(
+            err.message().contains("larger than 1 MiB"),
+            "{}",
+            err.message()
+        );
+        assert_eq!(shown_bytes(64 << 10), "64 KiB");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_endless_device_is_refused_at_the_cap() {
+        let err = read_config_file(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "/dev/zero: larger than 1 MiB, the most a providers file may be (is it the right \
+             file?)"
+        );
+        let err = read_config_file(Path::new("/no/such/providers.toml")).unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("cannot read /no/such/providers.toml: "),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_is_reported_with_its_line_and_column() {
+        let path = Path::new("providers.toml");
+        // (bytes, expected message after the path)
+        let cases: [(&[u8], &str); 4] = [
+            (b"\xff", "byte 0xFF at line 1, column 1"),
+            (b"a = 1\n# caf\xe9\n", "byte 0xE9 at line 2, column 6"),
+            // Columns count characters: the `é` before the bad byte is one.
+            (
+                b"[p]\nk = \"\xc3\xa9\xff\"\n",
+                "byte 0xFF at line 2, column 7",
+            ),
+            (
+                b"[p]\nk = \"\xc3\xa9\xc3",
+                "an incomplete character at the end at line 2, column 7",
+            ),
+        ];
+        for (bytes, want) in cases {
+            let err = read_capped(bytes, path, MAX_CONFIG_BYTES).unwrap_err();
+            assert_eq!(
+                err.message(),
+                format!("providers.toml: not UTF-8 text: {want}"),
+                "{bytes:?}"
+            );
+        }
     }
 
     #[test]

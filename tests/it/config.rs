@@ -435,3 +435,74 @@ mod mangled {
         }
     }
 }
+
+/// A fresh file under the temp dir holding `bytes`.
+fn temp_config(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "llm-failover-config-{name}-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+#[ignore = "until Config::from_path reads through config::source::read_config_file"]
+fn from_path_refuses_a_file_larger_than_the_cap_naming_path_and_cap() {
+    // Valid TOML (comments), just too much of it.
+    let mut text = GOOD.to_owned();
+    while text.len() <= 1 << 20 {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    let path = temp_config("large", text.as_bytes());
+    let err = Config::from_path(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert_eq!(
+        err.message(),
+        format!(
+            "{}: larger than 1 MiB, the most a providers file may be (is it the right file?)",
+            path.display()
+        )
+    );
+}
+
+#[cfg(unix)]
+#[test]
+#[ignore = "until Config::from_path reads through config::source::read_config_file"]
+fn from_path_on_an_endless_pipe_stops_at_the_cap() {
+    // A pipe that never ends, as `--config <(yes)` would give; bounded by the cap, not memory.
+    let mut child = std::process::Command::new("yes")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("yes runs");
+    let stdout = child.stdout.take().unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stdout);
+    let err = Config::from_path(format!("/proc/self/fd/{fd}")).unwrap_err();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        err.message().contains("larger than 1 MiB"),
+        "{}",
+        err.message()
+    );
+}
+
+#[test]
+#[ignore = "until Config::from_path reads through config::source::read_config_file"]
+fn from_path_reports_a_byte_that_is_not_utf8_with_its_line_and_column() {
+    let mut bytes = GOOD.as_bytes().to_vec();
+    let line = GOOD.lines().count() + 1;
+    bytes.extend_from_slice(b"# a Latin-1 caf\xe9\n");
+    let path = temp_config("latin1", &bytes);
+    let err = Config::from_path(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert_eq!(
+        err.message(),
+        format!(
+            "{}: not UTF-8 text: byte 0xE9 at line {line}, column 16",
+            path.display()
+        )
+    );
+}
