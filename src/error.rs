@@ -460,12 +460,33 @@ impl Error {
     }
 
     /// What went wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::RateLimited, "slow down").with_status(429);
+    /// assert_eq!(e.kind(), ErrorKind::RateLimited);
+    /// assert_eq!(e.kind().as_str(), "rate_limited");
+    /// ```
     pub fn kind(&self) -> ErrorKind {
         self.inner.kind
     }
 
     /// How the router treats this error: the kind's [`Disposition`], unless the provider said
     /// otherwise with `x-should-retry`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// use llm_failover::Disposition;
+    ///
+    /// let e = Error::new(ErrorKind::Server, "bad gateway").with_status(502);
+    /// assert_eq!(e.disposition(), Disposition::Transient);
+    /// let e = Error::new(ErrorKind::InvalidRequest, "bad field").with_status(400);
+    /// assert_eq!(e.disposition(), Disposition::Terminal);
+    /// ```
     pub fn disposition(&self) -> Disposition {
         if matches!(
             self.inner.kind,
@@ -507,6 +528,14 @@ impl Error {
 
     /// The same request may succeed if sent again later (to this or another provider):
     /// throttling and transient faults. Quota exhaustion is not retryable on the same provider.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::Timeout, "no answer").is_retryable());
+    /// assert!(!Error::new(ErrorKind::ContextLengthExceeded, "too long").is_retryable());
+    /// ```
     pub fn is_retryable(&self) -> bool {
         matches!(
             self.disposition(),
@@ -515,66 +544,180 @@ impl Error {
     }
 
     /// The request can only fail again: resending it anywhere is pointless.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::ContextLengthExceeded, "too long").with_status(400);
+    /// assert!(e.is_terminal()); // shorten the prompt: no provider will take it as it is
+    /// assert!(!Error::new(ErrorKind::RateLimited, "not now").is_terminal());
+    /// ```
     pub fn is_terminal(&self) -> bool {
         self.disposition() == Disposition::Terminal
     }
 
     /// The provider throttled the request (HTTP 429 or equivalent).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::RateLimited, "429").is_rate_limited());
+    /// ```
     pub fn is_rate_limited(&self) -> bool {
         self.inner.kind == ErrorKind::RateLimited
     }
 
     /// A quota, credit or per-day allowance is used up.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::QuotaExhausted, "out of credits").is_quota_exhausted());
+    /// ```
     pub fn is_quota_exhausted(&self) -> bool {
         self.inner.kind == ErrorKind::QuotaExhausted
     }
 
     /// The request timed out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::Timeout, "no answer in 60 s").is_timeout());
+    /// ```
     pub fn is_timeout(&self) -> bool {
         self.inner.kind == ErrorKind::Timeout
     }
 
     /// The connection failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::Connect, "connection refused").is_connect());
+    /// ```
     pub fn is_connect(&self) -> bool {
         self.inner.kind == ErrorKind::Connect
     }
 
     /// The key was missing, wrong or revoked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::Auth, "invalid key").with_status(401).is_auth());
+    /// ```
     pub fn is_auth(&self) -> bool {
         self.inner.kind == ErrorKind::Auth
     }
 
     /// The configuration is invalid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// use llm_failover::config::Config;
+    ///
+    /// let e = "default_environment = 3".parse::<Config>().unwrap_err();
+    /// assert!(e.is_config());
+    /// ```
     pub fn is_config(&self) -> bool {
         self.inner.kind == ErrorKind::Config
     }
 
     /// A response could not be decoded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// assert!(Error::new(ErrorKind::Decode, "not JSON").is_decode());
+    /// ```
     pub fn is_decode(&self) -> bool {
         self.inner.kind == ErrorKind::Decode
     }
 
     /// The provider that produced this error, if one did.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// use llm_failover::config::Config;
+    ///
+    /// let config: Config = r#"
+    ///     default_environment = "prod"
+    ///     [environments.prod]
+    ///     chat = ["openai"]
+    ///     [providers.openai]
+    ///     kind = "openai"
+    ///     base_url = "https://api.openai.com/v1"
+    ///     model = "gpt-4o-mini"
+    ///     api_key_env = { prod = "OPENAI_API_KEY" }
+    /// "#.parse()?;
+    /// let e = config.credential("openai", "prod", &|_| None).unwrap_err();
+    /// assert_eq!(e.provider().map(|p| p.as_str()), Some("openai"));
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn provider(&self) -> Option<&ProviderId> {
         self.inner.provider.as_ref()
     }
 
     /// The model the failed request was for, if known.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::NotFound, "no such model");
+    /// assert_eq!(e.model(), None); // set by the client for a provider's answer
+    /// ```
     pub fn model(&self) -> Option<&str> {
         self.inner.model.as_deref()
     }
 
     /// The HTTP status the provider answered with, if it answered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::Server, "unavailable").with_status(503);
+    /// assert_eq!(e.status(), Some(503));
+    /// ```
     pub fn status(&self) -> Option<u16> {
         self.inner.status
     }
 
     /// The vendor's own error code or type (`insufficient_quota`, `overloaded_error`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::QuotaExhausted, "no credit").with_code("insufficient_quota");
+    /// assert_eq!(e.code(), Some("insufficient_quota"));
+    /// ```
     pub fn code(&self) -> Option<&str> {
         self.inner.code.as_deref()
     }
 
     /// The message: the provider's (truncated, key scrubbed) or ours.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::InvalidRequest, "max_tokens must be positive");
+    /// assert_eq!(e.message(), "max_tokens must be positive");
+    /// ```
     pub fn message(&self) -> &str {
         &self.inner.message
     }
@@ -582,6 +725,18 @@ impl Error {
     /// How long the provider asked us to wait, when it said so.
     ///
     /// For [`ErrorKind::AllProvidersUnavailable`], the wait until the earliest reopen.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// use std::time::Duration;
+    ///
+    /// let e = Error::new(ErrorKind::RateLimited, "slow down")
+    ///     .with_status(429)
+    ///     .with_retry_after(Some(Duration::from_secs(20)));
+    /// assert_eq!(e.retry_after(), Some(Duration::from_secs(20)));
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         self.inner.retry_after
     }
@@ -589,16 +744,40 @@ impl Error {
     /// For an error that ended a request because every provider is closed past its deadline
     /// ([`ErrorKind::AllProvidersUnavailable`], or [`ErrorKind::RateLimited`] when they are
     /// all throttled): when the earliest provider reopens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// // Set by the client on an error that ended a request because every provider is closed.
+    /// assert_eq!(Error::new(ErrorKind::RateLimited, "429").retry_at(), None);
+    /// ```
     pub fn retry_at(&self) -> Option<Instant> {
         self.inner.retry_at
     }
 
     /// The provider's request id (`x-request-id`, `request-id`, …), for support tickets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// // Set from the provider's answer (`x-request-id`, `request-id`, …) by its adapter.
+    /// assert_eq!(Error::new(ErrorKind::Server, "oops").request_id(), None);
+    /// ```
     pub fn request_id(&self) -> Option<&str> {
         self.inner.request_id.as_deref()
     }
 
     /// The `x-should-retry` header, when the provider sent one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// // Set from an `x-should-retry` header by the adapter that read the answer.
+    /// assert_eq!(Error::new(ErrorKind::Server, "oops").should_retry(), None);
+    /// ```
     pub fn should_retry(&self) -> Option<bool> {
         self.inner.should_retry
     }
@@ -606,6 +785,14 @@ impl Error {
     /// How many requests the client sent for the call that returned this error (0 when it
     /// failed before sending anything), for errors returned by
     /// [`Client`](crate::Client); `None` for errors of a single exchange.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// // Set by the client: how many requests went out for the call.
+    /// assert_eq!(Error::new(ErrorKind::Timeout, "slow").sends(), None);
+    /// ```
     pub fn sends(&self) -> Option<u32> {
         self.inner.sends
     }
@@ -615,6 +802,21 @@ impl Error {
     /// [`ErrorKind::RateLimited`] (or [`ErrorKind::QuotaExhausted`]) when every provider
     /// throttled the request, else [`ErrorKind::AllProvidersFailed`] or
     /// [`ErrorKind::AllProvidersUnavailable`]. Empty for the error of a single attempt.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Error, ErrorKind};
+    /// // What a client returns after trying two providers (see the crate README's
+    /// // "Handling errors" for one seen through a real client).
+    /// # fn handle(e: &Error) {
+    /// for attempt in e.attempts() {
+    ///     let provider = attempt.provider().map_or("-", |p| p.as_str());
+    ///     eprintln!("{provider}: {} ({:?})", attempt.kind(), attempt.status());
+    /// }
+    /// # }
+    /// assert!(Error::new(ErrorKind::Timeout, "one attempt").attempts().is_empty());
+    /// ```
     pub fn attempts(&self) -> &[Error] {
         &self.inner.attempts
     }
