@@ -136,12 +136,12 @@ impl Config {
     /// # Errors
     ///
     /// As [`from_toml_str`](Self::from_toml_str), with the file's path in front of the
-    /// message; also when the file cannot be read.
+    /// message; also when the file cannot be read, is larger than 1 MiB (it is read through a
+    /// bounded reader, so `/dev/zero` or an endless pipe ends in this error, not in memory
+    /// exhaustion), or is not UTF-8 (the line and column of the first invalid byte).
     pub fn from_path(path: impl AsRef<Path>) -> Result<Config> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::config(format!("cannot read {}: {e}", path.display())).with_source(e)
-        })?;
+        let text = source::read_config_file(path)?;
         Self::from_toml_str(&text)
             .map_err(|e| Error::config(format!("{}: {}", path.display(), e.message())))
     }

@@ -30,7 +30,6 @@ pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// A [`Config`](crate::ErrorKind::Config) error naming `path`: it cannot be opened or read;
 /// it is larger than the cap (named); it is not UTF-8 (the line and column of the first
 /// invalid byte).
-#[cfg_attr(not(test), allow(dead_code))] // until `Config::from_path` reads through it
 pub(crate) fn read_config_file(path: &Path) -> Result<String> {
     let cannot = |e: std::io::Error| {
         Error::config(format!("cannot read {}: {e}", path.display())).with_source(e)

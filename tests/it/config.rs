@@ -447,7 +447,6 @@ fn temp_config(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 }
 
 #[test]
-#[ignore = "until Config::from_path reads through config::source::read_config_file"]
 fn from_path_refuses_a_file_larger_than_the_cap_naming_path_and_cap() {
     // Valid TOML (comments), just too much of it.
     let mut text = GOOD.to_owned();
@@ -469,7 +468,6 @@ fn from_path_refuses_a_file_larger_than_the_cap_naming_path_and_cap() {
 
 #[cfg(unix)]
 #[test]
-#[ignore = "until Config::from_path reads through config::source::read_config_file"]
 fn from_path_on_an_endless_pipe_stops_at_the_cap() {
     // A pipe that never ends, as `--config <(yes)` would give; bounded by the cap, not memory.
     let mut child = std::process::Command::new("yes")
@@ -489,7 +487,6 @@ fn from_path_on_an_endless_pipe_stops_at_the_cap() {
 }
 
 #[test]
-#[ignore = "until Config::from_path reads through config::source::read_config_file"]
 fn from_path_reports_a_byte_that_is_not_utf8_with_its_line_and_column() {
     let mut bytes = GOOD.as_bytes().to_vec();
     let line = GOOD.lines().count() + 1;
