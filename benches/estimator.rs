@@ -5,7 +5,7 @@
 //! - Throughput of `estimate_chat` over the mixed prompt set: items/s, estimated tokens/s,
 //!   characters/s (median of several passes).
 //! - The estimate's error against the emulator's server-side count (`ceil(chars / 4)` of the
-//!   messages plus `max_tokens`, `emulator::text::estimate_tokens`), per kind of prompt; and,
+//!   messages plus `max_tokens`, `llm_failover_emulator::text::estimate_tokens`), per kind of prompt; and,
 //!   for reference, how far that server count is from the real `o200k_base` token count.
 //!
 //! ```sh
@@ -114,7 +114,7 @@ fn main() {
     let mut by: BTreeMap<Option<Kind>, Acc> = BTreeMap::new();
     for it in &items {
         let est = estimate_chat(&it.request, MODEL);
-        let server_input = emulator::text::estimate_tokens(it.chars());
+        let server_input = llm_failover_emulator::text::estimate_tokens(it.chars());
         let server = it.server_cost();
         let real: u64 = it
             .request

@@ -23,10 +23,10 @@ use std::time::Instant;
 
 use common::prompts::{self, Item};
 use common::{f, median, percentile, Table};
-use emulator::{Emulator, Fault, RetryAfter};
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::{Emulator, Fault, RetryAfter};
 use serde_json::json;
 
 const ITEMS: usize = 1_000;
@@ -169,8 +169,8 @@ fn main() {
 /// What one run observed.
 struct Observed {
     outcomes: Vec<Outcome>,
-    primary: emulator::Counters,
-    secondary: emulator::Counters,
+    primary: llm_failover_emulator::Counters,
+    secondary: llm_failover_emulator::Counters,
     wall: std::time::Duration,
 }
 

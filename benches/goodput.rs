@@ -29,12 +29,12 @@ use std::time::Duration;
 
 use common::prompts::{self, Item, MODEL};
 use common::{f, percentile, Table};
-use emulator::{Emulator, EmulatorConfig, LogEntry, ProviderConfig, TimeSource};
 use llm_failover::clock::{Clock, FastClock};
 use llm_failover::config::{Limits, Policy};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::SeededRng;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::{Emulator, EmulatorConfig, LogEntry, ProviderConfig, TimeSource};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde::Serialize;
@@ -223,7 +223,7 @@ fn prompt_set(k: &Knobs) -> Vec<Item> {
     let mut i = 0;
     while total < target {
         let item = prompts::item(k.seed, i);
-        total += emulator::text::estimate_tokens(item.chars()) + MEAN_OUTPUT;
+        total += llm_failover_emulator::text::estimate_tokens(item.chars()) + MEAN_OUTPUT;
         out.push(item);
         i += 1;
     }
@@ -238,7 +238,7 @@ async fn run_one(c: Contender, k: &Knobs, items: Arc<Vec<Item>>) -> Figures {
         .config(cfg)
         .provider(
             ProviderConfig::openai("openai")
-                .with_limits(emulator::Limits::per_minute(k.rpm, k.tpm)),
+                .with_limits(llm_failover_emulator::Limits::per_minute(k.rpm, k.tpm)),
         )
         .time_source(TimeSource::new(move || (clock.now(), clock.wall())))
         .start()

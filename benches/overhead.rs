@@ -34,12 +34,12 @@ use std::time::Duration;
 use common::prompts::MODEL;
 use common::wire::{WireMessage, WireRequest, WireResponse};
 use common::{f, median, Table};
-use emulator::Emulator;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::http::{HttpTransport, Transport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::provider::{Provider, RequestContext};
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::Emulator;
 use serde_json::json;
 
 /// Rounds of interleaved segments.

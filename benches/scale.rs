@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use common::prompts::{self, MODEL};
 use common::{f, Table};
-use emulator::{Emulator, EmulatorConfig, ProviderConfig};
 use llm_failover::batch::{BatchItem, ResultsWriter, Runner, Stop};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::ratelimit::{chat_cost_bound, estimate_chat};
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::{Emulator, EmulatorConfig, ProviderConfig};
 use serde_json::json;
 
 const ITEMS: u64 = 100_000;
@@ -66,8 +66,9 @@ fn main() {
             Emulator::builder()
                 .config(cfg)
                 .provider(if limits_on {
-                    ProviderConfig::openai("openai")
-                        .with_limits(emulator::Limits::per_minute(STATED_RPM, STATED_TPM))
+                    ProviderConfig::openai("openai").with_limits(
+                        llm_failover_emulator::Limits::per_minute(STATED_RPM, STATED_TPM),
+                    )
                 } else {
                     ProviderConfig::openai("openai")
                 })

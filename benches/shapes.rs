@@ -36,14 +36,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{f, Table};
-use emulator::{
-    ChargeMode, Emulator, Fault, HeaderStyle, LogEntry, ProviderConfig, RetryAfter, TimeSource,
-};
 use llm_failover::clock::{Clock, FastClock};
 use llm_failover::config::Policy;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::SeededRng;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::{
+    ChargeMode, Emulator, Fault, HeaderStyle, LogEntry, ProviderConfig, RetryAfter, TimeSource,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -76,7 +76,7 @@ fn shapes() -> Vec<Shape> {
             name: "window-6s",
             provider: || {
                 ProviderConfig::openai("p")
-                    .with_limits(emulator::Limits::default().with_rpm(60))
+                    .with_limits(llm_failover_emulator::Limits::default().with_rpm(60))
                     .with_minute_ms(6_000)
             },
             script: Vec::new,
@@ -88,7 +88,11 @@ fn shapes() -> Vec<Shape> {
             name: "groq-day",
             provider: || {
                 ProviderConfig::openai("p")
-                    .with_limits(emulator::Limits::default().with_rpd(14_400).with_tpm(6_000))
+                    .with_limits(
+                        llm_failover_emulator::Limits::default()
+                            .with_rpd(14_400)
+                            .with_tpm(6_000),
+                    )
                     .with_headers(HeaderStyle::Groq)
                     // The admission charge stays (Groq counts what was asked for): tokens bind.
                     .with_charge(ChargeMode::Estimate)
@@ -108,7 +112,7 @@ fn shapes() -> Vec<Shape> {
             name: "fixed-minute",
             provider: || {
                 ProviderConfig::openai("p")
-                    .with_limits(emulator::Limits::default().with_rpm(60))
+                    .with_limits(llm_failover_emulator::Limits::default().with_rpm(60))
                     .with_headers(HeaderStyle::LiteLlm)
                     .with_fixed_windows()
             },
@@ -121,7 +125,7 @@ fn shapes() -> Vec<Shape> {
             name: "silent",
             provider: || {
                 ProviderConfig::openai("p")
-                    .with_limits(emulator::Limits::default().with_rpm(120))
+                    .with_limits(llm_failover_emulator::Limits::default().with_rpm(120))
                     .with_headers(HeaderStyle::None)
             },
             script: Vec::new,

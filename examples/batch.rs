@@ -27,13 +27,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use emulator::{Fault, Limits, ProviderConfig, RetryAfter};
 use indicatif::{ProgressBar, ProgressStyle};
 use llm_failover::batch::{
     count_lines, eta, FileJob, Pace, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
 };
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::Client;
+use llm_failover_emulator::{Fault, Limits, ProviderConfig, RetryAfter};
 
 #[derive(Parser, Debug)]
 #[command(about = "Run a JSON-lines prompt batch through llm-failover, resumably")]

@@ -12,8 +12,8 @@ mod common;
 
 use std::process::ExitCode;
 
-use emulator::Fault;
 use llm_failover::{ChatRequest, Error};
+use llm_failover_emulator::Fault;
 
 #[derive(clap::Parser, Debug)]
 #[command(about = "Send one chat prompt through llm-failover")]

@@ -15,11 +15,11 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
-use emulator::{Emulator, Fault, ProviderConfig};
 use llm_failover::config::Policy;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, Limits, ProviderId, ProviderSettings};
+use llm_failover_emulator::{Emulator, Fault, ProviderConfig};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

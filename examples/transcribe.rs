@@ -14,8 +14,8 @@ mod common;
 
 use std::process::ExitCode;
 
-use emulator::Fault;
 use llm_failover::{AudioInput, TranscriptionRequest};
+use llm_failover_emulator::Fault;
 
 #[derive(clap::Parser, Debug)]
 #[command(about = "Transcribe an audio file through llm-failover")]

@@ -62,9 +62,9 @@ impl Item {
     }
 
     /// The emulator's server-side cost of this request: `ceil(chars / 4)` + `max_tokens`
-    /// (`emulator::text::estimate_tokens`, as OpenAI documents its limiter's count).
+    /// (`llm_failover_emulator::text::estimate_tokens`, as OpenAI documents its limiter's count).
     pub fn server_cost(&self) -> u64 {
-        emulator::text::estimate_tokens(self.chars())
+        llm_failover_emulator::text::estimate_tokens(self.chars())
             + u64::from(self.request.max_tokens.unwrap_or(1024))
     }
 }

@@ -12,9 +12,9 @@ use std::error::Error;
 use std::future::Future;
 use std::process::ExitCode;
 
-use emulator::demo::Demo;
-use emulator::{Emulator, ProviderConfig};
 use llm_failover::{ClientBuilder, Config};
+use llm_failover_emulator::demo::Demo;
+use llm_failover_emulator::{Emulator, ProviderConfig};
 
 /// The environment that runs against the in-process emulator.
 pub const DEMO: &str = "demo";

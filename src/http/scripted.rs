@@ -144,7 +144,7 @@ impl ScriptedTransport {
                         format!("scripted hang: no answer within {timeout:?}"),
                     ))
                 }
-                .boxed()
+                .boxed();
             }
             None => Err(Error::new(
                 ErrorKind::Connect,

@@ -15,12 +15,12 @@
 
 use std::time::Duration;
 
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::provider::anthropic::{Anthropic, DEFAULT_MAX_TOKENS};
 use llm_failover::{
     ChatRequest, ChatResponse, Credential, Disposition, Error, ErrorKind, FinishReason, ProviderId,
     ResponseFormat, Result, Usage,
 };
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use serde_json::json;
 
 use crate::support::adapter::{self, only_request};

@@ -15,7 +15,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::provider::azure::Azure;
 use llm_failover::provider::{Exchange, Provider};
@@ -25,6 +24,7 @@ use llm_failover::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
     ProviderId, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
+use llm_failover_emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 
 use crate::support::adapter;
 

@@ -14,13 +14,13 @@
 
 use std::time::Duration;
 
-use emulator::scripted::{Recorded, Reply, ScriptedServer};
 use llm_failover::provider::deepgram::Deepgram;
 use llm_failover::provider::Provider;
 use llm_failover::{
     AudioInput, ChatRequest, Credential, Disposition, ErrorKind, ProviderId, Result, Transcript,
     TranscriptionRequest,
 };
+use llm_failover_emulator::scripted::{Recorded, Reply, ScriptedServer};
 
 use crate::support::adapter::{self, only_request};
 
@@ -34,7 +34,7 @@ fn provider(server: &ScriptedServer) -> Deepgram {
 
 /// A one-second, 8 kHz, 16-bit mono WAV of silence.
 fn wav() -> Vec<u8> {
-    emulator::text::silent_wav(1.0)
+    llm_failover_emulator::text::silent_wav(1.0)
 }
 
 fn wav_request() -> TranscriptionRequest {

@@ -19,7 +19,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::provider::{ChunkStream, Exchange, Provider};
@@ -28,6 +27,7 @@ use llm_failover::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
     ProviderId, ResponseFormat, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
+use llm_failover_emulator::scripted::{Recorded, Reply, ReplyBody, ScriptedServer};
 
 use crate::support::adapter;
 
@@ -121,7 +121,7 @@ fn prompt() -> ChatRequest {
 /// A valid WAV header, then patterned samples (not silence): an upload that reorders, drops
 /// or zeroes bytes does not compare equal.
 fn wav() -> Vec<u8> {
-    let mut v = emulator::text::silent_wav(0.1);
+    let mut v = llm_failover_emulator::text::silent_wav(0.1);
     for (i, b) in v[44..].iter_mut().enumerate() {
         *b = (i % 251) as u8;
     }

@@ -11,12 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
 use llm_failover::batch::{
     FileJob, JobReport, Outcome, OutcomeSink, ResultsWriter, Runner, Stop, Summary,
 };
 use llm_failover::config::Limits;
 use llm_failover::{Client, Config, Credential};
+use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
 use serde_json::{json, Value};
 
 struct Setup {

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::support::*;
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::{ChatRequest, ErrorKind};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 
 fn req() -> ChatRequest {
     ChatRequest::from_prompt("hello").max_tokens(16)

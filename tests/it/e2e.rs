@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use emulator::{Emulator, Fault, ProviderConfig, RetryAfter, TimeSource};
 use futures_util::StreamExt;
 use llm_failover::clock::{Clock, FastClock, ManualClock};
 use llm_failover::config::{Limits, Policy};
@@ -21,6 +20,7 @@ use llm_failover::{
     AudioInput, ChatRequest, Client, Credential, ErrorKind, ProviderId, ProviderSettings,
     RequestOptions, TranscriptionRequest,
 };
+use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter, TimeSource};
 
 fn shared(clock: &ManualClock) -> TimeSource {
     let c = clock.clone();
@@ -271,7 +271,8 @@ async fn transcribes_through_whisper_then_deepgram() {
         policy(),
         vec![keyed(&emu, "openai"), keyed(&emu, "deepgram")],
     );
-    let audio = AudioInput::from_bytes(emulator::text::silent_wav(1.0), "memo.wav").unwrap();
+    let audio =
+        AudioInput::from_bytes(llm_failover_emulator::text::silent_wav(1.0), "memo.wav").unwrap();
     let t = c
         .transcribe(TranscriptionRequest::new(audio.clone()))
         .await
@@ -301,7 +302,7 @@ async fn a_burst_of_large_prompts_paced_to_configured_limits_sees_no_429() {
     let emu = Emulator::builder()
         .provider(
             ProviderConfig::openai("openai")
-                .with_limits(emulator::Limits::per_minute(1000, 20_000)),
+                .with_limits(llm_failover_emulator::Limits::per_minute(1000, 20_000)),
         )
         .time_source(TimeSource::new(move || (clock.now(), clock.wall())))
         .start()

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use emulator::{Emulator, ProviderConfig};
 use llm_failover::config::Config;
 use llm_failover::http::{Body, Script, ScriptedTransport};
 use llm_failover::provider::anthropic::Anthropic;
@@ -14,6 +13,7 @@ use llm_failover::provider::Provider;
 use llm_failover::{
     ChatRequest, Client, Credential, ErrorKind, ProviderId, ProviderSettings, RequestOptions,
 };
+use llm_failover_emulator::{Emulator, ProviderConfig};
 use serde_json::{json, Value};
 
 fn body(t: &ScriptedTransport, host: &str) -> Value {

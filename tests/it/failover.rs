@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::support::*;
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::{ChatRequest, ErrorKind, RequestOptions};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 
 fn req() -> ChatRequest {
     ChatRequest::from_prompt("hello").max_tokens(16)
@@ -346,7 +346,17 @@ async fn observability_never_changes_what_is_sent() {
                     .limits("a", "gpt-4o-mini")
                     .await
                     .map(|l| {
-                        l.map(|l| format!("{:?}", (l.requests, l.tokens, l.wait, l.token_room)))
+                        let now = llm_failover::clock::Clock::now(&h.clock);
+                        let relative = |b: Option<llm_failover::BucketSnapshot>| {
+                            b.map(|b| {
+                                let reset = b.reset.map(|r| r.saturating_duration_since(now));
+                                (b.level, b.capacity, b.window, reset)
+                            })
+                        };
+                        l.map(|l| {
+                            let (r, t) = (relative(l.requests), relative(l.tokens));
+                            format!("{:?}", (r, t, l.wait, l.token_room))
+                        })
                     })
                     .unwrap(),
                 h.clock.sleeps(),

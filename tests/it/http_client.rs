@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderId, ProviderSettings};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use reqwest::header::{HeaderMap, HeaderValue};
 
 const ANSWER: &str = r#"{"id": "chatcmpl-1", "object": "chat.completion", "created": 1,

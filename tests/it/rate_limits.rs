@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use crate::support::*;
 use async_trait::async_trait;
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::clock::ManualClock;
 use llm_failover::config::Limits;
 use llm_failover::ratelimit::{
     Cost, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
 };
 use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderSettings, RequestOptions};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use tokio::time::Instant;
 
 fn req() -> ChatRequest {

@@ -5,11 +5,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use crate::support::{error_body, ok_body, CHAT, SENTINEL};
-use emulator::scripted::{Reply, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::clock::ManualClock;
 use llm_failover::rng::FixedRng;
 use llm_failover::{AudioInput, ChatRequest, Client, Config, TranscriptionRequest};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 
 const PROMPT: &str = "PROMPT-SENTINEL-the user's private words";
 const ANSWER: &str = "ANSWER-SENTINEL-the model's private words";

@@ -17,13 +17,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
 use llm_failover::clock::{Clock, ManualClock, TokioClock};
 use llm_failover::config::Policy;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::SeededRng;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
 use tracing::field::{Field, Visit};
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::{Context, SubscriberExt};

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::clock::ManualClock;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::rng::FixedRng;
 use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderId, ProviderSettings};
+use llm_failover_emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 
 fn delta(text: &str) -> String {
     format!("data: {{\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n")

@@ -7,12 +7,12 @@ pub mod adapter;
 use std::sync::Arc;
 use std::time::Duration;
 
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::clock::ManualClock;
 use llm_failover::config::{Limits, Policy};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::FixedRng;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 
 /// The path an OpenAI-format provider rooted at `/v1` answers chat on.
 pub const CHAT: &str = "/v1/chat/completions";

@@ -5,16 +5,16 @@
 use std::sync::Arc;
 
 use crate::support::error_body;
-use emulator::scripted::{Reply, ScriptedServer};
 use llm_failover::clock::ManualClock;
 use llm_failover::rng::FixedRng;
 use llm_failover::{AudioInput, Client, Config, Credential, ErrorKind, TranscriptionRequest};
+use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 
 const WHISPER: &str = "/openai/v1/audio/transcriptions";
 const LISTEN: &str = "/deepgram/v1/listen";
 
 fn wav() -> Vec<u8> {
-    emulator::text::silent_wav(0.1)
+    llm_failover_emulator::text::silent_wav(0.1)
 }
 
 /// A client for the `demo` environment of the real `providers.toml`, every provider pointed

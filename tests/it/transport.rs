@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 use llm_failover::http::{FormPart, HttpRequest, HttpTransport, Transport, TransportOptions};
 use llm_failover::ErrorKind;
+use llm_failover_emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 
 fn transport(cap: usize) -> HttpTransport {
     let mut opts = TransportOptions::default();

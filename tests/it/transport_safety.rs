@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::config::Policy;
 use llm_failover::http::{HttpRequest, HttpTransport, Transport, TransportOptions};
@@ -16,6 +15,7 @@ use llm_failover::rng::FixedRng;
 use llm_failover::{
     ChatRequest, Client, Config, Credential, Error, ErrorKind, ProviderId, ProviderSettings,
 };
+use llm_failover_emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 use tokio::time::Instant;
 
 const CHAT: &str = "/v1/chat/completions";

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use emulator::scripted::{Recorded, ScriptedServer};
 use futures_util::StreamExt;
 use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::http::{HttpTransport, TransportOptions};
@@ -14,6 +13,7 @@ use llm_failover::provider::{
 use llm_failover::{
     ChatChunk, ChatRequest, ChatResponse, Credential, Result, Transcript, TranscriptionRequest,
 };
+use llm_failover_emulator::scripted::{Recorded, ScriptedServer};
 
 /// Each attempt's timeout.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
