@@ -23,6 +23,49 @@
 //! the provider's reset headers, then a delay stated in the body (Gemini `RetryInfo`) or the
 //! error message. A value that is negative, not finite, unparseable, in the past or absurdly
 //! large is ignored and the router falls back to jittered backoff.
+//!
+//! # Examples
+//!
+//! A bucket of 60 requests a minute holds 60 and refills one a second; the header
+//! `retry-after-ms` beats `Retry-After`:
+//!
+//! ```
+//! use std::time::Duration;
+//! use reqwest::header::{HeaderMap, HeaderValue};
+//! use llm_failover::clock::{Clock, TokioClock};
+//! use llm_failover::ratelimit::{
+//!     parse_limit_headers, Cost, HeaderDialect, LimitKey, LimiterStore, Limits, MemoryStore,
+//!     Reservation,
+//! };
+//! use llm_failover::ProviderId;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> llm_failover::Result<()> {
+//! let store = MemoryStore::new();
+//! let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+//! let limits = Limits::none().with_rpm(60);
+//! let now = tokio::time::Instant::now();
+//! let max_wait = Duration::from_secs(10);
+//! for _ in 0..60 {
+//!     let r = store.reserve(&key, &limits, Cost::one_request(), max_wait, now).await?;
+//!     assert!(matches!(r, Reservation::Granted { wait, .. } if wait.is_zero()));
+//! }
+//! let next = store.reserve(&key, &limits, Cost::one_request(), max_wait, now).await?;
+//! assert!(matches!(next, Reservation::Granted { wait, .. }
+//!     if wait > Duration::ZERO && wait <= Duration::from_secs(1)));
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert("retry-after-ms", HeaderValue::from_static("1500"));
+//! headers.insert("retry-after", HeaderValue::from_static("30"));
+//! let report = parse_limit_headers(HeaderDialect::OpenAi, &headers, TokioClock.both());
+//! assert_eq!(report.retry_after, Some(Duration::from_millis(1500)));
+//!
+//! let mut absurd = HeaderMap::new();
+//! absurd.insert("retry-after", HeaderValue::from_static("-5"));
+//! let report = parse_limit_headers(HeaderDialect::OpenAi, &absurd, TokioClock.both());
+//! assert_eq!(report.retry_after, None); // ignored: backoff decides
+//! # Ok(()) }
+//! ```
 
 mod bucket;
 mod duration;
@@ -38,6 +81,7 @@ mod named;
 mod paced;
 mod report;
 mod retry_after;
+mod shared;
 mod stated;
 mod store;
 mod value;
@@ -48,6 +92,7 @@ mod random_input_tests;
 pub use headers::parse_limit_headers;
 pub use limits::Limits;
 pub use memory::MemoryStore;
+pub use shared::{SharedSettings, WhenDown, REDIS_URL_VAR};
 pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
 pub use store::{

@@ -1,0 +1,155 @@
+//! [`SharedSettings`]: how several processes share one quota through Redis — where Redis is,
+//! how its keys are named, how long a call may take, and what happens while it is away
+//! ([`WhenDown`]). The settings exist with or without the `redis` feature, so a
+//! configuration that names Redis is understood everywhere and refused with a clear error by
+//! a build that cannot use it.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+
+/// The environment variable that turns sharing on for any program using this crate
+/// (`LLM_FAILOVER_REDIS_URL=redis://127.0.0.1:6379`), over `[shared] redis_url` in
+/// `providers.toml`.
+pub const REDIS_URL_VAR: &str = "LLM_FAILOVER_REDIS_URL";
+
+/// What admission does while Redis cannot be reached (or answers slower than
+/// [`SharedSettings::timeout`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use llm_failover::ratelimit::WhenDown;
+///
+/// // Four workers on one key: each keeps to a quarter of the configured limits meanwhile.
+/// let share = WhenDown::LocalShare { processes: NonZeroU32::new(4).unwrap() };
+/// assert_ne!(share, WhenDown::default());
+/// assert_eq!(WhenDown::default(), WhenDown::Wait);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WhenDown {
+    /// Fail closed: nothing is admitted until Redis answers again. A request waits for it
+    /// within its deadline, then ends with a retryable error (`RateLimited`/
+    /// `AllProvidersUnavailable`, `retry_after` the next try): no quota is overshot, and no
+    /// batch item is lost (it is retried later).
+    #[default]
+    Wait,
+    /// Fall back to this process's own buckets, each configured limit divided by
+    /// `processes` (the number of processes expected to share the quota); limits the
+    /// providers state are learned from their answers as usual. Traffic goes on, at a share.
+    LocalShare {
+        /// How many processes share the quota.
+        processes: NonZeroU32,
+    },
+}
+
+/// Where and how limits and breakers are shared.
+///
+/// The URL can carry a password (`redis://:secret@host:6379`): it is kept secret — never in
+/// `Debug`, logs or errors, which name only the host and port.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::SharedSettings;
+///
+/// let shared = SharedSettings::new("redis://:s3cret@127.0.0.1:6379")
+///     .prefix("batch-7")
+///     .timeout(Duration::from_millis(100));
+/// assert_eq!(shared.host(), "127.0.0.1:6379");
+/// assert!(!format!("{shared:?}").contains("s3cret"));
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct SharedSettings {
+    url: SecretString,
+    /// Every key starts with this (`llm-failover` by default), so several applications can
+    /// share one Redis.
+    pub key_prefix: String,
+    /// The longest a Redis call may take before it counts as Redis being down.
+    pub timeout: Duration,
+    /// What admission does while Redis is down.
+    pub when_down: WhenDown,
+    /// How often a Redis that was down is tried again.
+    pub retry_interval: Duration,
+}
+
+impl SharedSettings {
+    /// Redis at `url` (`redis://host:port`, `rediss://…` for TLS, `redis://:password@…`),
+    /// with the default prefix, a 250 ms timeout, [`WhenDown::Wait`] and a retry every
+    /// second.
+    pub fn new(url: impl Into<String>) -> Self {
+        SharedSettings {
+            url: SecretString::from(url.into()),
+            key_prefix: "llm-failover".to_owned(),
+            timeout: Duration::from_millis(250),
+            when_down: WhenDown::Wait,
+            retry_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// Sets the key prefix.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Sets the timeout of each Redis call.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets what admission does while Redis is down.
+    #[must_use]
+    pub fn when_down(mut self, when_down: WhenDown) -> Self {
+        self.when_down = when_down;
+        self
+    }
+
+    /// The URL, password included: for the connection only.
+    pub(crate) fn url(&self) -> &str {
+        self.url.expose_secret()
+    }
+
+    /// `host:port` (or what the URL has in their place), for messages: never the password.
+    pub fn host(&self) -> String {
+        match url::Url::parse(self.url()) {
+            Ok(u) => match (u.host_str(), u.port()) {
+                (Some(h), Some(p)) => format!("{h}:{p}"),
+                (Some(h), None) => format!("{h}:6379"),
+                _ => "(no host)".to_owned(),
+            },
+            Err(_) => "(an unreadable URL)".to_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for SharedSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedSettings")
+            .field("host", &self.host())
+            .field("key_prefix", &self.key_prefix)
+            .field("timeout", &self.timeout)
+            .field("when_down", &self.when_down)
+            .field("retry_interval", &self.retry_interval)
+            .finish()
+    }
+}
+
+impl PartialEq for SharedSettings {
+    fn eq(&self, other: &Self) -> bool {
+        self.url() == other.url()
+            && self.key_prefix == other.key_prefix
+            && self.timeout == other.timeout
+            && self.when_down == other.when_down
+            && self.retry_interval == other.retry_interval
+    }
+}
