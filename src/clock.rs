@@ -5,6 +5,35 @@
 //! default [`TokioClock`] uses `tokio::time`, so unit tests can run under
 //! `tokio::time::pause()`. HTTP tests use `ManualClock` (feature `test-util`), which records
 //! every requested wait and returns at once: paused time and real sockets do not mix.
+//!
+//! # Examples
+//!
+//! Code that takes a `&dyn Clock` runs on real time in production and on a `ManualClock`
+//! (feature `test-util`) in a test, where an hour's wait passes at once:
+//!
+//! ```
+//! use std::time::Duration;
+//! use llm_failover::clock::{Clock, ManualClock, TokioClock};
+//! use tokio::time::Instant;
+//!
+//! /// When a request given `budget` must have finished.
+//! fn deadline(clock: &dyn Clock, budget: Duration) -> Instant {
+//!     clock.now() + budget
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let real = TokioClock;
+//! assert!(deadline(&real, Duration::from_secs(1)) > real.now());
+//!
+//! let manual = ManualClock::new();
+//! let due = deadline(&manual, Duration::from_secs(3600));
+//! let started = std::time::Instant::now();
+//! manual.sleep_until(due).await; // returns at once, the wait recorded
+//! assert_eq!(manual.now(), due);
+//! assert_eq!(manual.sleeps(), [Duration::from_secs(3600)]);
+//! assert!(started.elapsed() < Duration::from_secs(60));
+//! # }
+//! ```
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -37,6 +66,21 @@ pub struct Now {
 
 impl Now {
     /// Converts a wall-clock instant to a monotonic one; past times clamp to `self.instant`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use llm_failover::clock::{Clock, TokioClock};
+    ///
+    /// let now = TokioClock.both();
+    /// // A reset stated as a wall-clock time (an HTTP-date 90 s from now) ...
+    /// let reset = now.wall + Duration::from_secs(90);
+    /// // ... becomes the instant the limiter waits for.
+    /// assert_eq!(now.instant_at(reset) - now.instant, Duration::from_secs(90));
+    /// // A time already past is "now", never earlier.
+    /// assert_eq!(now.instant_at(SystemTime::UNIX_EPOCH), now.instant);
+    /// ```
     pub fn instant_at(&self, wall: SystemTime) -> Instant {
         match wall.duration_since(self.wall) {
             Ok(ahead) => self.instant + ahead,
@@ -45,6 +89,23 @@ impl Now {
     }
 
     /// The delay from now until `wall`, or `None` when `wall` is not in the future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use llm_failover::clock::Now;
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Now {
+    ///     instant: Instant::now(),
+    ///     wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000),
+    /// };
+    /// let later = SystemTime::UNIX_EPOCH + Duration::from_secs(1_045);
+    /// assert_eq!(now.until_wall(later), Some(Duration::from_secs(45)));
+    /// assert_eq!(now.until_wall(now.wall), None); // not in the future
+    /// assert_eq!(now.until_wall(SystemTime::UNIX_EPOCH), None); // in the past
+    /// ```
     pub fn until_wall(&self, wall: SystemTime) -> Option<Duration> {
         wall.duration_since(self.wall).ok().filter(|d| !d.is_zero())
     }
@@ -67,12 +128,54 @@ impl Now {
 #[async_trait]
 pub trait Clock: Send + Sync + fmt::Debug {
     /// The current monotonic instant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::clock::{Clock, ManualClock, TokioClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let t0 = clock.now();
+    /// clock.advance(Duration::from_secs(5));
+    /// assert_eq!(clock.now() - t0, Duration::from_secs(5));
+    ///
+    /// let real = TokioClock.now();
+    /// assert!(TokioClock.now() >= real); // monotonic
+    /// ```
     fn now(&self) -> Instant;
 
     /// The current wall-clock time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use llm_failover::clock::{Clock, ManualClock, TokioClock};
+    ///
+    /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    /// let clock = ManualClock::with_wall(start);
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(clock.wall(), start + Duration::from_secs(60));
+    ///
+    /// assert!(TokioClock.wall() > SystemTime::UNIX_EPOCH); // the system clock
+    /// ```
     fn wall(&self) -> SystemTime;
 
     /// Both at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_secs(10));
+    /// let now = clock.both();
+    /// assert_eq!(now.instant, clock.now());
+    /// assert_eq!(now.wall, clock.wall());
+    /// ```
     fn both(&self) -> Now {
         Now {
             instant: self.now(),
@@ -81,6 +184,26 @@ pub trait Clock: Send + Sync + fmt::Debug {
     }
 
     /// Waits until `deadline` (returns at once if it has passed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::clock::{Clock, ManualClock, TokioClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let real = TokioClock;
+    /// let due = real.now() + Duration::from_millis(10);
+    /// real.sleep_until(due).await;
+    /// assert!(real.now() >= due);
+    ///
+    /// let manual = ManualClock::new();
+    /// let t0 = manual.now();
+    /// manual.sleep_until(t0 + Duration::from_secs(2)).await;
+    /// manual.sleep_until(t0).await; // already past: returns at once, not recorded
+    /// assert_eq!(manual.sleeps(), [Duration::from_secs(2)]);
+    /// # }
+    /// ```
     async fn sleep_until(&self, deadline: Instant);
 }
 
@@ -174,6 +297,24 @@ mod fast {
     impl FastClock {
         /// A clock `factor` (≥ 1) times faster than real time, starting at wall time
         /// 2026-01-01T00:00:00Z.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::{Duration, SystemTime};
+        /// use llm_failover::clock::{Clock, FastClock};
+        ///
+        /// let clock = FastClock::new(60.0); // a minute per real second
+        /// let new_year = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        /// assert!(clock.wall() >= new_year);
+        /// assert!(clock.wall() < new_year + Duration::from_secs(3600));
+        ///
+        /// // A factor below 1 (or not finite) runs at real speed instead.
+        /// let slow = FastClock::new(0.5);
+        /// let t0 = slow.now();
+        /// std::thread::sleep(Duration::from_millis(20));
+        /// assert!(slow.now() - t0 >= Duration::from_millis(20));
+        /// ```
         pub fn new(factor: f64) -> Self {
             FastClock {
                 factor: if factor.is_finite() {
@@ -260,11 +401,38 @@ mod manual {
 
     impl ManualClock {
         /// A clock starting now, at a fixed wall time (2026-01-01T00:00:00Z).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::{Duration, SystemTime};
+        /// use llm_failover::clock::{Clock, ManualClock};
+        ///
+        /// let clock = ManualClock::new();
+        /// let new_year = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        /// assert_eq!(clock.wall(), new_year);
+        /// assert_eq!(clock.elapsed(), Duration::ZERO);
+        /// assert!(clock.sleeps().is_empty());
+        /// ```
         pub fn new() -> Self {
             Self::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600))
         }
 
         /// A clock whose wall time starts at `wall`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::{Duration, SystemTime};
+        /// use llm_failover::clock::{Clock, ManualClock};
+        ///
+        /// // Just before a minute boundary, to test a reset stated as an HTTP-date.
+        /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_659);
+        /// let clock = ManualClock::with_wall(start);
+        /// assert_eq!(clock.wall(), start);
+        /// let reset = start + Duration::from_secs(1);
+        /// assert_eq!(clock.both().until_wall(reset), Some(Duration::from_secs(1)));
+        /// ```
         pub fn with_wall(wall: SystemTime) -> Self {
             ManualClock {
                 state: Arc::new(Mutex::new(State {
@@ -281,17 +449,65 @@ mod manual {
         }
 
         /// Moves time forward by `by` without recording a sleep.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use llm_failover::clock::{Clock, ManualClock};
+        ///
+        /// let clock = ManualClock::new();
+        /// let shared = clock.clone(); // clones share the same time
+        /// let t0 = clock.now();
+        /// shared.advance(Duration::from_secs(61));
+        /// assert_eq!(clock.now() - t0, Duration::from_secs(61));
+        /// assert!(clock.sleeps().is_empty()); // an advance is not a sleep
+        /// ```
         pub fn advance(&self, by: Duration) {
             self.lock().elapsed += by;
         }
 
         /// Every wait requested through [`Clock::sleep_until`] so far, in order (zero-length
         /// waits are not recorded).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use llm_failover::clock::{Clock, ManualClock};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+        /// let clock = ManualClock::new();
+        /// for ms in [100, 200, 400] {
+        ///     clock.sleep_until(clock.now() + Duration::from_millis(ms)).await;
+        /// }
+        /// clock.sleep_until(clock.now()).await; // zero-length: not recorded
+        /// assert_eq!(
+        ///     clock.sleeps(),
+        ///     [100, 200, 400].map(Duration::from_millis),
+        /// );
+        /// # }
+        /// ```
         pub fn sleeps(&self) -> Vec<Duration> {
             self.lock().sleeps.clone()
         }
 
         /// How much time has passed since the clock was created.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use llm_failover::clock::{Clock, ManualClock};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+        /// let clock = ManualClock::new();
+        /// clock.advance(Duration::from_secs(1));
+        /// clock.sleep_until(clock.now() + Duration::from_secs(2)).await;
+        /// // Advances and sleeps both count.
+        /// assert_eq!(clock.elapsed(), Duration::from_secs(3));
+        /// # }
+        /// ```
         pub fn elapsed(&self) -> Duration {
             self.lock().elapsed
         }

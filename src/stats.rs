@@ -1,4 +1,23 @@
 //! Counters a caller can read: what each provider was sent and answered.
+//!
+//! # Examples
+//!
+//! [`Client::stats`](crate::Client::stats) takes a [`Stats`] snapshot; it serializes (to
+//! JSON for a metrics endpoint, with `admission_wait` in milliseconds):
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use llm_failover::provider::openai::OpenAi;
+//! # use llm_failover::{Client, ProviderId, ProviderSettings};
+//! # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+//! #     .with_chat_model("llama3.2");
+//! # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+//! let stats = client.stats();
+//! let json = serde_json::to_value(&stats)?;
+//! assert_eq!(json["providers"]["local"]["sent"], 0);
+//! assert_eq!(json["providers"]["local"]["admission_wait"], 0.0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -180,6 +199,21 @@ impl Stats {
     }
 
     /// The counters of one provider.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{ProviderId, ProviderStats, Stats};
+    ///
+    /// let mut groq = ProviderStats::default();
+    /// groq.sent = 10;
+    /// groq.rate_limited = 3;
+    /// let mut stats = Stats::default();
+    /// stats.providers.insert(ProviderId::new("groq"), groq);
+    ///
+    /// assert_eq!(stats.provider("groq").map(|s| s.rate_limited), Some(3));
+    /// assert!(stats.provider("openai").is_none()); // not configured
+    /// ```
     pub fn provider(&self, id: &str) -> Option<&ProviderStats> {
         self.providers
             .iter()
@@ -188,6 +222,26 @@ impl Stats {
     }
 
     /// Sums over every provider.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::{ProviderId, ProviderStats, Stats};
+    ///
+    /// let mut stats = Stats::default();
+    /// for (name, sent, wait_ms) in [("openai", 7, 250), ("anthropic", 5, 100)] {
+    ///     let mut s = ProviderStats::default();
+    ///     s.sent = sent;
+    ///     s.ok = sent - 1;
+    ///     s.admission_wait = Duration::from_millis(wait_ms);
+    ///     stats.providers.insert(ProviderId::new(name), s);
+    /// }
+    /// let total = stats.total();
+    /// assert_eq!((total.sent, total.ok), (12, 10));
+    /// assert_eq!(total.admission_wait, Duration::from_millis(350));
+    /// assert_eq!(Stats::default().total(), ProviderStats::default());
+    /// ```
     pub fn total(&self) -> ProviderStats {
         self.providers
             .values()

@@ -7,6 +7,36 @@
 //! timeout on every call; transport failures are `Timeout` or `Connect` errors. Redirects are
 //! never followed, so a key never travels to another host: a 3xx is reported as a
 //! configuration problem.
+//!
+//! # Examples
+//!
+//! Both halves of an exchange, without the network in between: the request an adapter
+//! builds, and the response it is given back.
+//!
+//! ```
+//! use reqwest::header::HeaderMap;
+//! use llm_failover::http::{Body, HttpRequest, RawResponse};
+//! use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+//! use llm_failover::{ChatRequest, Credential, ProviderId};
+//!
+//! let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+//! let key = Credential::new("sk-local");
+//! let req: HttpRequest =
+//!     local.chat_request(&ChatRequest::from_prompt("Hi"), &RequestContext::new("llama3.2", Some(&key)))?;
+//! assert_eq!(req.url.as_str(), "http://127.0.0.1:11434/v1/chat/completions");
+//! assert!(matches!(req.body, Body::Json(_)));
+//! let again = req.clone(); // what a retry sends
+//! assert_eq!(again.json_body(), req.json_body());
+//!
+//! let raw = RawResponse::new(
+//!     200,
+//!     HeaderMap::new(),
+//!     r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}]}"#,
+//! );
+//! assert!(raw.is_success());
+//! assert_eq!(local.chat_response(raw, "llama3.2")?.text, "Hello!");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod request;
 #[cfg(any(test, feature = "test-util"))]

@@ -2,6 +2,32 @@
 //!
 //! Adapters translate these to and from each provider's wire format; nothing here knows a
 //! vendor.
+//!
+//! # Examples
+//!
+//! One [`ChatRequest`], two wire formats:
+//!
+//! ```
+//! use llm_failover::provider::{anthropic::Anthropic, openai::OpenAi, Provider, RequestContext};
+//! use llm_failover::{ChatRequest, ProviderId};
+//!
+//! let req = ChatRequest::new().system("Answer in one word.").user("Capital of France?");
+//! let ctx = RequestContext::new("some-model", None);
+//! let body = |p: &dyn Provider| -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+//!     let http = p.chat_request(&req, &ctx)?;
+//!     Ok(serde_json::from_slice(http.json_body().unwrap())?)
+//! };
+//!
+//! let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+//! let json = body(&openai)?;
+//! assert_eq!(json["messages"][0]["role"], "system"); // a message like any other
+//!
+//! let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+//! let json = body(&claude)?;
+//! assert_eq!(json["system"], "Answer in one word."); // a top-level field
+//! assert_eq!(json["messages"][0]["role"], "user");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod chat;
 mod transcription;
