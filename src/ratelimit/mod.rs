@@ -79,6 +79,8 @@ mod memory;
 mod message;
 mod named;
 mod paced;
+#[cfg(feature = "redis")]
+mod redis;
 mod report;
 mod retry_after;
 mod shared;
@@ -89,12 +91,14 @@ mod value;
 #[cfg(test)]
 mod random_input_tests;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisStore, PROBE_TTL};
 pub use headers::parse_limit_headers;
 pub use limits::Limits;
 pub use memory::MemoryStore;
-pub use shared::{SharedSettings, WhenDown, REDIS_URL_VAR};
 pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
+pub use shared::{SharedSettings, WhenDown, REDIS_URL_VAR};
 pub use store::{
     BucketSnapshot, Cost, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
     Tightening,

@@ -1,0 +1,665 @@
+//! [`RedisStore`]: the limiter's state shared by every process on one quota, in Redis.
+//!
+//! Each operation of [`LimiterStore`] is one call of one Lua script
+//! (`redis_limiter.lua`, a rule-for-rule port of the in-memory model: configured ceilings,
+//! stated buckets whose windows are learned from the resets, stated remaining as the truth
+//! less what is booked and unanswered, targeted drains, the gate, the pace learned from 429s).
+//! So, across processes:
+//!
+//! * **Reservation**: each caller books its own future slot in one atomic call and sleeps
+//!   locally until it — first come, first served, without polling; a request larger than a
+//!   bucket is refused and books nothing; refunds are capped at the capacity.
+//! * **Time** is Redis's own (`TIME`, integer microseconds), never a host's: hosts whose
+//!   clocks disagree still agree on every bucket. Instants cross the wire as durations from
+//!   the script's now.
+//! * **The gate** only ever moves later (`max`), so an older, shorter cooldown never shortens
+//!   a newer, longer one; a 429 or an opened breaker seen by one process stops them all until
+//!   the stated reset.
+//! * **One half-open probe across all processes**: after a gate, the first reservation takes
+//!   a token (`SET …:probe <booking> NX PX`); the others wait for its answer, which releases
+//!   it by compare-and-delete (or for the token's expiry, [`PROBE_TTL`], if its process died).
+//! * **Keys**: `<prefix>:{<provider>|<model>|<account>}:limits` and `…:probe`, one hash tag per
+//!   (provider, model, account) so a call is atomic and Redis Cluster routes it; the state
+//!   expires two days after its last write. Nothing secret is written: no key, no prompt —
+//!   provider, model and account names, numbers and times only.
+//! * **Redis down or slow** (a call over [`SharedSettings::timeout`]) is a mode, not an
+//!   accident ([`WhenDown`]): fail closed (nothing admitted; requests wait within their
+//!   deadline, then end retryable) or a local share of the configured limits. A warning says
+//!   so once per outage; Redis is tried again every [`SharedSettings::retry_interval`] and
+//!   used again as soon as it answers.
+//!
+//! The client is the `redis` crate's [`ConnectionManager`] (reconnects by itself) and its
+//! [`Script`] (`EVALSHA`, loading the script again after a `NOSCRIPT`); no pool.
+
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+use redis::Script;
+use serde::{Deserialize, Serialize};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::memory::MemoryStore;
+use super::shared::{SharedSettings, WhenDown};
+use super::store::{
+    BucketSnapshot, Cost, Dimension, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
+};
+use super::{LimitReport, Limits, Per, Window};
+use crate::error::{Error, ErrorKind, Result};
+
+/// How long a half-open probe holds the other processes back when its answer never comes
+/// (its process died): then the next reservation probes.
+pub const PROBE_TTL: Duration = Duration::from_secs(10);
+
+/// How long a key's state outlives its last write: longer than the longest window (a day).
+const STATE_TTL: Duration = Duration::from_secs(2 * 86_400);
+
+/// The script: one call per operation.
+const SCRIPT: &str = include_str!("redis_limiter.lua");
+
+/// Limits and the gate shared through Redis: see the [module documentation](self).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ratelimit::{RedisStore, SharedSettings};
+///
+/// // Connects on first use; building it checks the URL only.
+/// let store = RedisStore::new(SharedSettings::new("redis://127.0.0.1:6379"))?;
+/// assert!(format!("{store:?}").contains("127.0.0.1:6379"));
+/// assert!(RedisStore::new(SharedSettings::new("not a url")).is_err());
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
+pub struct RedisStore {
+    settings: SharedSettings,
+    client: redis::Client,
+    conn: OnceCell<ConnectionManager>,
+    script: Script,
+    allowance: Duration,
+    probe_ttl: Option<Duration>,
+    /// Tests: the script's now is this instant's age, not Redis's `TIME`.
+    virtual_epoch: Option<Instant>,
+    /// The local share used while Redis is down ([`WhenDown::LocalShare`]).
+    local: MemoryStore,
+    down: Mutex<Down>,
+}
+
+/// Whether Redis is taken to be down, and until when it is not tried again.
+#[derive(Debug, Default)]
+struct Down {
+    next_try: Option<Instant>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store on the Redis `settings` name. It connects on first use (and again after
+    /// Redis went away); nothing is sent here.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the URL is not a Redis URL (the message names the host at most).
+    pub fn new(settings: SharedSettings) -> Result<Self> {
+        let client = redis::Client::open(settings.url()).map_err(|e| {
+            Error::config(format!(
+                "shared limits: `{}` is not a Redis URL ({:?}); write redis://host:port",
+                settings.host(),
+                e.kind()
+            ))
+        })?;
+        let local = MemoryStore::new();
+        Ok(RedisStore {
+            client,
+            conn: OnceCell::new(),
+            script: Script::new(SCRIPT),
+            allowance: Duration::ZERO,
+            probe_ttl: Some(PROBE_TTL),
+            virtual_epoch: None,
+            local,
+            down: Mutex::new(Down::default()),
+            settings,
+        })
+    }
+
+    /// Keeps `allowance` of each bucket's refill in reserve, as the in-memory store does
+    /// ([`Policy::latency_allowance`](crate::config::Policy)).
+    #[must_use]
+    pub fn with_latency_allowance(mut self, allowance: Duration) -> Self {
+        self.allowance = allowance;
+        self.local = MemoryStore::with_latency_allowance(allowance);
+        self
+    }
+
+    /// Runs the script on the caller's clock (`now - epoch`) instead of Redis's `TIME`, and
+    /// without half-open probes: for tests that compare this store with the in-memory one
+    /// on one virtual clock.
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[allow(dead_code)]
+    pub(crate) fn on_virtual_clock(mut self, epoch: Instant) -> Self {
+        self.virtual_epoch = Some(epoch);
+        self.probe_ttl = None;
+        self
+    }
+
+    /// The state's and the probe's keys for `key`.
+    fn keys(&self, key: &LimitKey) -> (String, String) {
+        let tag = format!(
+            "{}|{}|{}",
+            escape(key.provider.as_str()),
+            escape(&key.model),
+            key.account.as_deref().map(escape).unwrap_or_default()
+        );
+        let prefix = &self.settings.key_prefix;
+        (
+            format!("{prefix}:{{{tag}}}:limits"),
+            format!("{prefix}:{{{tag}}}:probe"),
+        )
+    }
+
+    /// One call of the script, or `None` while Redis is down (the mode then decides).
+    async fn call<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &LimitKey,
+        op: &str,
+        args: &impl Serialize,
+        now: Instant,
+    ) -> Result<Option<T>> {
+        if self.resting(now) {
+            return Ok(None);
+        }
+        match self.invoke(key, op, args, now).await {
+            Ok(text) => {
+                self.up(now);
+                serde_json::from_str(&text).map(Some).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Io,
+                        format!("shared limits: the limiter script's answer to {op} is not what it should be: {e}"),
+                    )
+                })
+            }
+            Err(Failure::Down(why)) => {
+                self.went_down(now, &why);
+                Ok(None)
+            }
+            Err(Failure::Script(why)) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "shared limits: the limiter script failed at Redis {} ({op}): {why}",
+                    self.settings.host()
+                ),
+            )),
+        }
+    }
+
+    async fn invoke(
+        &self,
+        key: &LimitKey,
+        op: &str,
+        args: &impl Serialize,
+        now: Instant,
+    ) -> std::result::Result<String, Failure> {
+        let payload = serde_json::to_string(args)
+            .map_err(|e| Failure::Script(format!("cannot write the arguments: {e}")))?;
+        let (state, probe) = self.keys(key);
+        let clock = self
+            .virtual_epoch
+            .map(|epoch| now.saturating_duration_since(epoch).as_micros().to_string())
+            .unwrap_or_default();
+        let timeout = self.settings.timeout;
+        let work = async {
+            let conn = self
+                .conn
+                .get_or_try_init(|| ConnectionManager::new(self.client.clone()))
+                .await
+                .map_err(classify)?;
+            let mut conn = conn.clone();
+            self.script
+                .key(state)
+                .key(probe)
+                .arg(op)
+                .arg(clock)
+                .arg(millis(STATE_TTL))
+                .arg(self.allowance.as_micros().to_string())
+                .arg(payload)
+                .invoke_async::<String>(&mut conn)
+                .await
+                .map_err(classify)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Down(format!("no answer within {timeout:?}"))),
+        }
+    }
+
+    /// Whether Redis is resting after a failure (not tried before its next try).
+    fn resting(&self, now: Instant) -> bool {
+        let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+        down.next_try.is_some_and(|t| now < t)
+    }
+
+    fn went_down(&self, now: Instant, why: &str) {
+        let mut down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = down.next_try.is_none();
+        down.next_try = Some(now + self.settings.retry_interval);
+        if first {
+            tracing::warn!(
+                redis = %self.settings.host(),
+                mode = mode_name(self.settings.when_down),
+                "shared limits: Redis is unreachable ({why}); {}, trying it again every {:?}",
+                match self.settings.when_down {
+                    WhenDown::LocalShare { .. } =>
+                        "each process keeps to its share of the configured limits meanwhile",
+                    _ => "nothing is admitted until it answers (fail closed)",
+                },
+                self.settings.retry_interval,
+            );
+        }
+    }
+
+    fn up(&self, _now: Instant) {
+        let mut down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+        if down.next_try.take().is_some() {
+            tracing::warn!(redis = %self.settings.host(), "shared limits: Redis answers again");
+        }
+    }
+
+    /// While Redis is down: the wait before it is tried again.
+    fn until_retry(&self, now: Instant) -> Duration {
+        let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+        down.next_try
+            .map_or(self.settings.retry_interval, |t| {
+                t.saturating_duration_since(now)
+            })
+            .max(Duration::from_millis(1))
+    }
+
+    fn share(&self) -> Option<u32> {
+        match self.settings.when_down {
+            WhenDown::LocalShare { processes } => Some(processes.get()),
+            _ => None,
+        }
+    }
+}
+
+/// Why a call failed: Redis away (the mode applies) or the script itself (an error).
+enum Failure {
+    Down(String),
+    Script(String),
+}
+
+fn classify(e: redis::RedisError) -> Failure {
+    use redis::{ErrorKind as K, ServerErrorKind as S};
+    let away = e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            K::Server(S::BusyLoading | S::TryAgain | S::ClusterDown | S::MasterDown)
+        );
+    if away {
+        Failure::Down(e.to_string())
+    } else {
+        Failure::Script(e.to_string())
+    }
+}
+
+fn mode_name(m: WhenDown) -> &'static str {
+    match m {
+        WhenDown::LocalShare { .. } => "local_share",
+        _ => "wait",
+    }
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn from_micros(us: f64) -> Duration {
+    Duration::try_from_secs_f64(us.max(0.0) / 1e6).unwrap_or(Duration::MAX)
+}
+
+/// `{`, `}`, `|` and `%` escaped, so names cannot break the hash tag or the separators.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            '|' => out.push_str("%7C"),
+            '%' => out.push_str("%25"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `limits` divided among `processes` (at least one unit each).
+fn share_of(limits: &Limits, processes: u32) -> Limits {
+    let part = |v: Option<std::num::NonZeroU64>| {
+        v.and_then(|n| std::num::NonZeroU64::new((n.get() / u64::from(processes)).max(1)))
+    };
+    Limits {
+        rpm: part(limits.rpm),
+        tpm: part(limits.tpm),
+        rpd: part(limits.rpd),
+        tpd: part(limits.tpd),
+        audio_seconds_per_hour: part(limits.audio_seconds_per_hour),
+    }
+}
+
+// ------------------------------------------------------------------ the script's wire form
+
+#[derive(Serialize)]
+struct WireLimits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rpm: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tpm: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rpd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tpd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aud: Option<u64>,
+}
+
+impl From<&Limits> for WireLimits {
+    fn from(l: &Limits) -> Self {
+        let g = |v: Option<std::num::NonZeroU64>| v.map(std::num::NonZeroU64::get);
+        WireLimits {
+            rpm: g(l.rpm),
+            tpm: g(l.tpm),
+            rpd: g(l.rpd),
+            tpd: g(l.tpd),
+            aud: g(l.audio_seconds_per_hour),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireCost {
+    r: u64,
+    i: u64,
+    o: u64,
+    a: u64,
+}
+
+impl From<Cost> for WireCost {
+    fn from(c: Cost) -> Self {
+        WireCost {
+            r: c.requests,
+            i: c.input_tokens,
+            o: c.output_tokens,
+            a: c.audio_seconds,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ReserveArgs {
+    limits: WireLimits,
+    cost: WireCost,
+    max_wait: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probe_ttl: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ReserveAnswer {
+    #[serde(default)]
+    granted: bool,
+    #[serde(default)]
+    too_large: bool,
+    #[serde(default)]
+    wait: f64,
+    #[serde(default)]
+    booking: u64,
+    token_room: Option<u64>,
+    dimension: Option<String>,
+    #[serde(default)]
+    cost: u64,
+    #[serde(default)]
+    capacity: u64,
+}
+
+#[derive(Serialize)]
+struct RefundArgs {
+    requests: u64,
+    tokens: i64,
+}
+
+#[derive(Serialize, Default)]
+struct WireWindow {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining: Option<u64>,
+    /// Microseconds from now (0 for a reset already past).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reset: Option<f64>,
+    per: &'static str,
+}
+
+fn wire_window(w: &Window, now: Instant) -> WireWindow {
+    WireWindow {
+        limit: w.limit,
+        remaining: w.remaining,
+        reset: w.reset_at.map(|r| micros(r.saturating_duration_since(now))),
+        per: match w.per {
+            Per::Minute => "m",
+            Per::Day => "d",
+            _ => "u",
+        },
+    }
+}
+
+#[derive(Serialize, Default)]
+struct WireReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    r: Option<WireWindow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    t: Option<WireWindow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    i: Option<WireWindow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    o: Option<WireWindow>,
+}
+
+fn wire_report(r: &LimitReport, now: Instant) -> WireReport {
+    let w = |w: &Option<Window>| w.as_ref().map(|w| wire_window(w, now));
+    WireReport {
+        r: w(&r.requests),
+        t: w(&r.tokens),
+        i: w(&r.input_tokens),
+        o: w(&r.output_tokens),
+    }
+}
+
+#[derive(Serialize)]
+struct WireDrain {
+    r: bool,
+    t: bool,
+    i: bool,
+    o: bool,
+    day: bool,
+}
+
+#[derive(Serialize)]
+struct RaiseArgs {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<f64>,
+    drain: WireDrain,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<WireReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    booking: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct PeekArgs {
+    cost: WireCost,
+}
+
+#[derive(Deserialize)]
+struct WireBucket {
+    level: f64,
+    capacity: u64,
+    window: f64,
+    reset: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct PeekAnswer {
+    wait: Option<f64>,
+    requests: Option<WireBucket>,
+    tokens: Option<WireBucket>,
+    token_room: Option<u64>,
+    learned_rate: Option<f64>,
+    gate: Option<f64>,
+}
+
+fn dimension(name: &str) -> Dimension {
+    match name {
+        "requests_per_minute" => Dimension::RequestsPerMinute,
+        "tokens_per_minute" => Dimension::TokensPerMinute,
+        "requests_per_day" => Dimension::RequestsPerDay,
+        "tokens_per_day" => Dimension::TokensPerDay,
+        "audio_seconds_per_hour" => Dimension::AudioSecondsPerHour,
+        "tokens" => Dimension::Tokens,
+        "input_tokens" => Dimension::InputTokens,
+        "output_tokens" => Dimension::OutputTokens,
+        _ => Dimension::Requests,
+    }
+}
+
+#[async_trait]
+impl LimiterStore for RedisStore {
+    async fn reserve(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Cost,
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        let args = ReserveArgs {
+            limits: limits.into(),
+            cost: cost.into(),
+            max_wait: micros(max_wait),
+            probe_ttl: self.probe_ttl.map(|t| t.as_millis() as u64),
+        };
+        let Some(a) = self
+            .call::<ReserveAnswer>(key, "reserve", &args, now)
+            .await?
+        else {
+            return match self.share() {
+                Some(n) => {
+                    let limits = share_of(limits, n);
+                    self.local.reserve(key, &limits, cost, max_wait, now).await
+                }
+                None => Ok(Reservation::NotUntil {
+                    wait: self.until_retry(now),
+                }),
+            };
+        };
+        Ok(if a.too_large {
+            Reservation::TooLarge {
+                dimension: dimension(a.dimension.as_deref().unwrap_or_default()),
+                cost: a.cost,
+                capacity: a.capacity,
+            }
+        } else if a.granted {
+            Reservation::Granted {
+                wait: from_micros(a.wait),
+                token_room: a.token_room,
+                booking: a.booking,
+            }
+        } else {
+            Reservation::NotUntil {
+                wait: from_micros(a.wait).max(Duration::from_micros(1)),
+            }
+        })
+    }
+
+    async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
+        let args = RefundArgs { requests, tokens };
+        if self
+            .call::<serde_json::Value>(key, "refund", &args, now)
+            .await?
+            .is_none()
+            && self.share().is_some()
+        {
+            self.local.refund(key, requests, tokens, now).await?;
+        }
+        Ok(())
+    }
+
+    async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
+        let args = RaiseArgs {
+            gate: t
+                .gate_until
+                .map(|g| micros(g.saturating_duration_since(now))),
+            drain: WireDrain {
+                r: t.drain.requests,
+                t: t.drain.tokens,
+                i: t.drain.input_tokens,
+                o: t.drain.output_tokens,
+                day: t.drain.day,
+            },
+            report: t.report.as_ref().map(|r| wire_report(r, now)),
+            booking: t.booking,
+        };
+        if self
+            .call::<serde_json::Value>(key, "raise", &args, now)
+            .await?
+            .is_none()
+            && self.share().is_some()
+        {
+            self.local.raise(key, t, now).await?;
+        }
+        Ok(())
+    }
+
+    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
+        let args = PeekArgs { cost: cost.into() };
+        let Some(p) = self.call::<PeekAnswer>(key, "peek", &args, now).await? else {
+            return match self.share() {
+                Some(_) => self.local.peek(key, cost, now).await,
+                None => Ok(LimitSnapshot {
+                    wait: Some(self.until_retry(now)),
+                    ..LimitSnapshot::default()
+                }),
+            };
+        };
+        let bucket = |b: WireBucket| {
+            BucketSnapshot::new(
+                b.level,
+                b.capacity,
+                from_micros(b.window),
+                b.reset.map(|r| now + from_micros(r)),
+            )
+        };
+        Ok(LimitSnapshot {
+            requests: p.requests.map(bucket),
+            tokens: p.tokens.map(bucket),
+            learned_rate: p.learned_rate,
+            gate_until: p.gate.map(|g| now + from_micros(g)),
+            wait: p.wait.map(from_micros),
+            token_room: p.token_room,
+        })
+    }
+}

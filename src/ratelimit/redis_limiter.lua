@@ -1,0 +1,574 @@
+-- llm-failover: the limiter of one (provider, model, account), shared through Redis.
+--
+-- A port of src/ratelimit/{bucket,stated,paced,key_state}.rs, rule for rule and constant for
+-- constant: the same buckets, the same learned windows and stated-remaining truth, the same
+-- drains, gate and learned pace. tests/it/shared_limits.rs runs this script and the in-memory
+-- store through the same sequences on one virtual clock and compares every answer.
+--
+-- KEYS[1] the state (one value: MessagePack, which keeps doubles exact), KEYS[2] the
+-- half-open probe token. Both share one hash tag, so one call is atomic and Redis Cluster
+-- routes it.
+-- ARGV[1] operation: reserve | refund | raise | peek
+-- ARGV[2] now in microseconds, or "" to read TIME (production: every host agrees on Redis's
+--         clock, never its own)
+-- ARGV[3] the state's TTL in milliseconds (refreshed on every write)
+-- ARGV[4] the latency allowance in microseconds
+-- ARGV[5] the operation's arguments, JSON
+-- Returns JSON. Every instant crosses the wire as microseconds from the script's now.
+
+local op, now_arg, ttl, allowance = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local args = cjson.decode(ARGV[5])
+
+local now
+if now_arg ~= '' then
+  now = tonumber(now_arg)
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local SEC = 1000000
+local MINUTE, HOUR, DAY = 60 * SEC, 3600 * SEC, 86400 * SEC
+local SHORT = 600 * SEC        -- a window longer than this is day-scale
+local MAX_LOG = 8192
+local MAX_AGE = 120 * SEC
+local MIN_DEPTH, SNAP, DEFAULT_WINDOW = 0.05, 0.25, 60 * SEC
+local DRY_UNITS, DRY_RUN = 3.0, 2
+local P_START, P_DECREASE, P_INCREASE = 1.0, 0.8, 0.02
+local P_INTERVAL, P_MEASURE, P_BURST, P_MIN = 5 * SEC, 10 * SEC, 1 * SEC, 1.0 / 60.0
+local DIMS = { 'r', 't', 'i', 'o' }
+local DIM_NAMES = { r = 'requests', t = 'tokens', i = 'input_tokens', o = 'output_tokens' }
+
+---------------------------------------------------------------------------------- bucket
+-- {c = capacity, cap = highest level, r = units per microsecond, a = allowance (us),
+--  l = level, t = updated}
+
+local function cap_for(a, c, r) return math.max(c - r * a, math.min(c, 1.0)) end
+
+local function b_new(limit, window, at, a)
+  local c = math.max(limit, 1)
+  local w = math.max(window, 1000)
+  local r = c / w
+  local b = { c = c, cap = c, r = r, a = 0, l = c, t = at }
+  if a and a > 0 then
+    b.a = a
+    b.cap = cap_for(a, c, r)
+    b.l = math.min(b.l, b.cap)
+  end
+  return b
+end
+
+local function b_refill(b, at)
+  if at > b.t then
+    b.l = math.min(b.l + (at - b.t) * b.r, b.cap)
+    b.t = at
+  end
+end
+local function b_level(b, at) b_refill(b, at); return b.l end
+local function b_window(b) return b.c / b.r end
+local function b_wait_for(b, after) if after >= 0 then return 0 end; return -after / b.r end
+-- The wait for `n`, or nil when it exceeds the capacity.
+local function b_peek(b, n, at)
+  if n > b.c then return nil end
+  b_refill(b, at)
+  return b_wait_for(b, b.l - n)
+end
+local function b_refund(b, n, at) b_refill(b, at); b.l = math.min(b.l + n, b.cap) end
+local function b_charge(b, n, at) b_refill(b, at); b.l = b.l - n end
+local function b_tighten(b, rem, at) b_refill(b, at); b.l = math.min(b.l, rem) end
+local function b_set_level(b, lvl, at) b_refill(b, at); b.l = math.min(lvl, b.cap) end
+local function b_drain(b, at) b_refill(b, at); b.l = math.min(b.l, 0) end
+local function b_set_limit(b, limit, window, at)
+  b_refill(b, at)
+  local c = math.max(limit, 1)
+  local w = math.max(window, 1000)
+  b.c = c
+  b.r = c / w
+  b.cap = cap_for(b.a, c, b.r)
+  b.l = math.min(b.l, b.cap)
+end
+local function b_full_at(b, at)
+  b_refill(b, at)
+  if b.l >= b.cap then return nil end
+  return at + math.min((b.cap - b.l) / b.r, 1e15)
+end
+
+---------------------------------------------------------------------------------- stated
+-- {b = bucket, lw = learned window, ld = its depth, pr = documented window or nil,
+--  ap = booking applied last, fx = next fixed-window boundary (nil: a bucket),
+--  ltt/ltl = last truth (when, level), ft = first truth, ch = charged since, dry}
+
+local function learn(lw, ld, limit, rem, until_reset, prior)
+  if limit == 0 or rem >= limit or until_reset <= 0 then return lw, ld end
+  local depth = (limit - rem) / limit
+  if depth >= MIN_DEPTH and depth >= ld then
+    local implied = until_reset / depth
+    local window = implied
+    if prior and math.abs(implied / prior - 1) <= SNAP then window = prior end
+    return window, depth
+  end
+  if until_reset > lw then return until_reset, ld end
+  return lw, ld
+end
+
+local function sign(gain, bucket_gain, elapsed, window, limit)
+  if gain >= limit / 2 and elapsed < window / 4 then return 'jump' end
+  if bucket_gain < DRY_UNITS then return 'unclear' end
+  if gain < bucket_gain / 4 then return 'dry' end
+  if gain >= bucket_gain / 2 then return 'steady' end
+  return 'unclear'
+end
+
+local function s_new(limit, prior, a, at)
+  local lw = prior or DEFAULT_WINDOW
+  return { b = b_new(limit, lw, at, a), lw = lw, ld = 0, pr = prior, ch = 0, dry = 0 }
+end
+
+local function s_roll(s, at)
+  if not s.fx or at < s.fx then return end
+  local w = math.max(s.lw, 1000)
+  local passed = 1 + math.floor((at - s.fx) / w)
+  b_set_level(s.b, b_level(s.b, at) + math.floor(s.b.c) * passed, at)
+  s.fx = s.fx + w * passed
+end
+
+local function s_level(s, at) s_roll(s, at); return b_level(s.b, at) end
+
+local function s_wait(s, n, at)
+  s_roll(s, at)
+  if not s.fx then return b_peek(s.b, n, at) end
+  if b_peek(s.b, n, at) == nil then return nil end
+  local missing = n - b_level(s.b, at)
+  if missing <= 0 then return 0 end
+  local windows = math.max(math.ceil(missing / math.floor(s.b.c)), 1)
+  return math.max(s.fx + s.lw * (windows - 1) - at, 0)
+end
+
+local function s_charge(s, n, at) s_roll(s, at); b_charge(s.b, n, at); s.ch = s.ch + n end
+
+local function s_drain(s, at)
+  s_roll(s, at)
+  b_drain(s.b, at)
+  if s.ltt then
+    s.ltt = at
+    s.ltl = b_level(s.b, at)
+    s.ch = 0
+  end
+end
+
+local function s_full_at(s, at)
+  s_roll(s, at)
+  local full = b_full_at(s.b, at)
+  if not full then return nil end
+  if not s.fx then return full end
+  local c = math.floor(s.b.c)
+  local missing = c - b_level(s.b, at)
+  local windows = math.max(math.ceil(missing / math.max(c, 1)), 1)
+  return s.fx + s.lw * (windows - 1)
+end
+
+local function s_shape(s, limit, at)
+  local window = s.lw
+  if s.fx then window = s.lw * 1000 end
+  local bw = b_window(s.b)
+  if limit ~= math.floor(s.b.c) or math.abs(window - bw) > 1e-3 then
+    b_set_limit(s.b, limit, window, at)
+  end
+end
+
+local function s_classify(s, truth, limit, at)
+  if not s.ltt then return end
+  local elapsed = math.max(at - s.ltt, 0)
+  local dry_level = s.ltl - s.ch
+  local bucket_gain = 0
+  if not s.fx then bucket_gain = math.max(b_level(s.b, at) - dry_level, 0) end
+  local gain = truth - dry_level
+  local window = s.lw
+  local closed = truth < 1 and b_level(s.b, at) >= 1
+  local read
+  if closed then
+    s.dry = DRY_RUN - 1
+    read = 'dry'
+  else
+    read = sign(gain, bucket_gain, elapsed, window, limit)
+  end
+  if read == 'jump' then
+    s.fx = at + window
+    s.dry = 0
+  elseif read == 'dry' and not s.fx then
+    s.dry = s.dry + 1
+    if s.dry >= DRY_RUN then
+      local first = s.ft or at
+      local k = math.max(1, math.floor((at - first) / window) + 1)
+      s.fx = first + window * k
+    end
+  elseif read == 'steady' and not s.fx then
+    s.dry = 0
+  end
+  s_shape(s, limit, at)
+end
+
+-- w = {limit, remaining, reset (us from now, absent: unknown), per}
+local function s_observe(s, w, booked, inflight, at)
+  if booked and s.ap and booked < s.ap then return end
+  s_roll(s, at)
+  if booked then s.ap = booked end
+  local limit = math.floor(s.b.c)
+  if w.limit and w.limit > 0 then limit = w.limit end
+  if w.remaining and w.reset then
+    s.lw, s.ld = learn(s.lw, s.ld, limit, w.remaining, math.max(w.reset, 0), s.pr)
+  end
+  s_shape(s, limit, at)
+  if not w.remaining then return end
+  if not booked then
+    b_tighten(s.b, w.remaining, at)
+    return
+  end
+  local truth = w.remaining - inflight
+  if not w.reset then s_classify(s, truth, limit, at) end
+  b_set_level(s.b, truth, at)
+  s.ltt = at
+  s.ltl = b_level(s.b, at)
+  if not s.ft then s.ft = at end
+  s.ch = 0
+end
+
+---------------------------------------------------------------------------------- paced
+-- {b, rate, ss = slow start, cr = rate at the last cut, chg = changed, sb = first booking
+--  under the current rate, bk = recent bookings, st = started}
+
+local function burst_of(rate) return math.max(math.floor(rate * (P_BURST / SEC)), 1) end
+local function window_of(c, rate) return c / rate * SEC end
+local function p_bucket(rate, at)
+  local c = burst_of(rate)
+  return b_new(c, window_of(c, rate), at, 0)
+end
+
+local function p_start(nb, at)
+  return { b = p_bucket(P_START, at), rate = P_START, ss = true, cr = P_START, chg = at,
+           sb = nb, bk = {}, st = at }
+end
+
+local function p_set(p, rate, at)
+  p.rate = math.max(rate, P_MIN)
+  p.chg = at
+  local lvl = b_level(p.b, at)
+  local c = burst_of(p.rate)
+  b_set_limit(p.b, c, window_of(c, p.rate), at)
+  b_set_level(p.b, math.min(lvl, c), at)
+end
+
+local function p_booked(p, at)
+  table.insert(p.bk, at)
+  while #p.bk > 0 and at - p.bk[1] > P_MEASURE do table.remove(p.bk, 1) end
+  if at - p.chg >= P_INTERVAL then
+    local rate
+    if p.ss then rate = p.rate * 2 else rate = p.rate + P_INCREASE * p.cr end
+    p_set(p, rate, at)
+  end
+end
+
+local function p_throttled(p, booking, nb, at)
+  if booking == nil or booking < p.sb then return end
+  local span = math.max(math.min(at - p.st, P_MEASURE), 1000)
+  local achieved = #p.bk / (span / SEC)
+  local rate = P_DECREASE * math.min(achieved, p.rate)
+  p.ss = false
+  p.cr = math.max(rate, P_MIN)
+  p.sb = nb
+  p_set(p, rate, at)
+end
+
+---------------------------------------------------------------------------------- key
+-- {cfg = {rpm, tpm, rpd, tpd, aud}, st = {r, t, i, o}, pc = paced, gate, log = {{n, r, i, o,
+--  at}}, nb = next booking, a = allowance, probe = a half-open probe is due}
+
+local function part(c, d)
+  if d == 'r' then return c.r end
+  if d == 't' then return c.i + c.o end
+  if d == 'i' then return c.i end
+  return c.o
+end
+
+local function from_limits(l, a, at)
+  local function b(v, w) if v then return b_new(v, w, at, a) end; return nil end
+  return { cfg = { rpm = b(l.rpm, MINUTE), tpm = b(l.tpm, MINUTE), rpd = b(l.rpd, DAY),
+                   tpd = b(l.tpd, DAY), aud = b(l.aud, HOUR) },
+           st = {}, log = {}, nb = 0, a = a }
+end
+
+local function unconfigured(a) return { cfg = {}, st = {}, log = {}, nb = 0, a = a } end
+
+local function buckets(S, c)
+  local pb = nil
+  if S.pc then pb = S.pc.b end
+  return {
+    { pb, c.r, 'requests' },
+    { S.cfg.rpm, c.r, 'requests_per_minute' },
+    { S.cfg.tpm, c.i + c.o, 'tokens_per_minute' },
+    { S.cfg.rpd, c.r, 'requests_per_day' },
+    { S.cfg.tpd, c.i + c.o, 'tokens_per_day' },
+    { S.cfg.aud, c.a, 'audio_seconds_per_hour' },
+  }
+end
+
+-- The wait for `c`, or nil and the limit it can never fit (dimension, cost, capacity).
+local function k_wait(S, c, at)
+  local wait = 0
+  if S.gate and S.gate > at then wait = S.gate - at end
+  for _, e in ipairs(buckets(S, c)) do
+    local b, n, dim = e[1], e[2], e[3]
+    if b then
+      local w = b_peek(b, n, at)
+      if w == nil then return nil, dim, n, math.floor(b.c) end
+      wait = math.max(wait, w)
+    end
+  end
+  for _, d in ipairs(DIMS) do
+    local s = S.st[d]
+    if s then
+      local n = part(c, d)
+      local w = s_wait(s, n, at)
+      if w == nil then return nil, DIM_NAMES[d], n, math.floor(s.b.c) end
+      wait = math.max(wait, w)
+    end
+  end
+  return wait
+end
+
+local function any_stated(S) return S.st.r or S.st.t or S.st.i or S.st.o end
+
+local function k_book(S, c, at)
+  for _, e in ipairs(buckets(S, c)) do
+    if e[1] then b_charge(e[1], e[2], at) end
+  end
+  for _, d in ipairs(DIMS) do
+    local s = S.st[d]
+    if s then s_charge(s, part(c, d), at) end
+  end
+  local booking = S.nb
+  S.nb = S.nb + 1
+  if S.pc then p_booked(S.pc, at) end
+  if any_stated(S) then
+    if #S.log >= MAX_LOG then table.remove(S.log, 1) end
+    table.insert(S.log, { booking, c.r, c.i, c.o, at })
+  end
+  return booking
+end
+
+local function k_refund(S, requests, tokens, at)
+  local function give(b, n)
+    if b then
+      if n >= 0 then b_refund(b, n, at) else b_charge(b, -n, at) end
+    end
+  end
+  give(S.cfg.rpm, requests)
+  give(S.cfg.rpd, requests)
+  give(S.cfg.tpm, tokens)
+  give(S.cfg.tpd, tokens)
+end
+
+local function unanswered(S, booking, d)
+  local sum = 0
+  for _, e in ipairs(S.log) do
+    if e[1] ~= booking then
+      local c = { r = e[2], i = e[3], o = e[4] }
+      sum = sum + part(c, d)
+    end
+  end
+  return sum
+end
+
+local function raise_gate(S, until_at)
+  if not S.gate or until_at > S.gate then S.gate = until_at end
+end
+
+local PER = { m = MINUTE, d = DAY }
+
+local function k_apply(S, report, booking, at)
+  while #S.log > 0 and at - S.log[1][5] > MAX_AGE do table.remove(S.log, 1) end
+  for _, d in ipairs(DIMS) do
+    local w = report[d]
+    if w then
+      local skip = false
+      if not S.st[d] then
+        if not (w.limit and w.limit > 0) then
+          if w.remaining == 0 and w.reset then raise_gate(S, at + math.max(w.reset, 0)) end
+          skip = true
+        else
+          S.st[d] = s_new(w.limit, PER[w.per], S.a, at)
+        end
+      end
+      if not skip then
+        S.pc = nil
+        local inflight = 0
+        if booking then inflight = unanswered(S, booking, d) end
+        s_observe(S.st[d], w, booking, inflight, at)
+      end
+    end
+  end
+  if booking then
+    for i = #S.log, 1, -1 do
+      if S.log[i][1] == booking then table.remove(S.log, i) end
+    end
+  end
+end
+
+local function k_drain(S, dr, at)
+  local function drains(window, named) return named and (dr.day or window <= SHORT) end
+  for _, e in ipairs({ { S.cfg.rpm, dr.r }, { S.cfg.rpd, dr.r }, { S.cfg.tpm, dr.t },
+                        { S.cfg.tpd, dr.t } }) do
+    local b, named = e[1], e[2]
+    if b and drains(b_window(b), named) then b_drain(b, at) end
+  end
+  for _, d in ipairs(DIMS) do
+    local s = S.st[d]
+    if s and drains(s.lw, dr[d]) then s_drain(s, at) end
+  end
+end
+
+local function k_throttled(S, booking, at)
+  if S.cfg.rpm or S.cfg.rpd or any_stated(S) then return end
+  if not S.pc then S.pc = p_start(S.nb, at) else p_throttled(S.pc, booking, S.nb, at) end
+end
+
+local function k_token_room(S, at)
+  local best = nil
+  local function room(level, capacity)
+    local r = math.floor(math.max(level - capacity / 2, 0))
+    if not best or r < best then best = r end
+  end
+  for _, b in ipairs({ S.cfg.tpm or false, S.cfg.tpd or false }) do
+    if b then room(b_level(b, at), math.floor(b.c)) end
+  end
+  for _, d in ipairs({ 't', 'i' }) do
+    local s = S.st[d]
+    if s then room(s_level(s, at), math.floor(s.b.c)) end
+  end
+  return best
+end
+
+local function rel(t) if t then return t - now end; return nil end
+
+local function view_b(b, at)
+  return { level = b_level(b, at), capacity = math.floor(b.c), window = b_window(b),
+           reset = rel(b_full_at(b, at)) }
+end
+local function view_s(s, at)
+  return { level = s_level(s, at), capacity = math.floor(s.b.c), window = s.lw,
+           reset = rel(s_full_at(s, at)) }
+end
+local function lowest(list)
+  local best = nil
+  for _, v in ipairs(list) do
+    if not best or v.level < best.level then best = v end
+  end
+  return best
+end
+
+local function k_binding(S, at)
+  local req, tok = {}, {}
+  for _, b in ipairs({ S.cfg.rpm or false, S.cfg.rpd or false, (S.pc and S.pc.b) or false }) do
+    if b then table.insert(req, view_b(b, at)) end
+  end
+  if S.st.r then table.insert(req, view_s(S.st.r, at)) end
+  for _, b in ipairs({ S.cfg.tpm or false, S.cfg.tpd or false }) do
+    if b then table.insert(tok, view_b(b, at)) end
+  end
+  if S.st.t then table.insert(tok, view_s(S.st.t, at)) end
+  return lowest(req), lowest(tok)
+end
+
+---------------------------------------------------------------------------------- storage
+
+local function load()
+  local raw = redis.call('GET', KEYS[1])
+  if not raw then return nil end
+  return cmsgpack.unpack(raw)
+end
+
+local function save(S)
+  redis.call('SET', KEYS[1], cmsgpack.pack(S), 'PX', ttl)
+end
+
+local function none(l) return not (l.rpm or l.tpm or l.rpd or l.tpd or l.aud) end
+
+---------------------------------------------------------------------------------- operations
+
+if op == 'reserve' then
+  -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl}
+  local S = load()
+  if not S then
+    if none(args.limits) then
+      -- Unknown: nothing would be booked, so nothing is created (as in memory).
+      return cjson.encode({ granted = true, wait = 0, booking = 0 })
+    end
+    S = from_limits(args.limits, allowance, now)
+  end
+  local probe = false
+  if S.probe and args.probe_ttl and not (S.gate and S.gate > now) then
+    -- Half-open: the first reservation after the gate is the one probe across processes.
+    local token = tostring(S.nb)
+    if not redis.call('SET', KEYS[2], token, 'NX', 'PX', args.probe_ttl) then
+      local left = redis.call('PTTL', KEYS[2])
+      return cjson.encode({ granted = false, wait = math.max(left, 1) * 1000, probing = true })
+    end
+    probe = true
+  end
+  local wait, dim, n, capacity = k_wait(S, args.cost, now)
+  if wait == nil then
+    if probe then redis.call('DEL', KEYS[2]) end
+    save(S)
+    return cjson.encode({ too_large = true, dimension = dim, cost = n, capacity = capacity })
+  end
+  if wait > args.max_wait then
+    if probe then redis.call('DEL', KEYS[2]) end
+    save(S)
+    return cjson.encode({ granted = false, wait = wait })
+  end
+  local booking = k_book(S, args.cost, now)
+  save(S)
+  return cjson.encode({ granted = true, wait = wait, booking = booking,
+                        token_room = k_token_room(S, now), probe = probe })
+elseif op == 'refund' then
+  -- args: {requests, tokens}
+  local S = load()
+  if not S then return cjson.encode({}) end
+  k_refund(S, args.requests, args.tokens, now)
+  save(S)
+  return cjson.encode({})
+elseif op == 'raise' then
+  -- args: {gate (us from now), drain = {r, t, i, o, day}, report = {r, t, i, o}, booking,
+  --        answered (the booking's answer arrived: a probe it held is released)}
+  local S = load() or unconfigured(allowance)
+  if args.report then k_apply(S, args.report, args.booking, now) end
+  local d = args.drain
+  if d and (d.r or d.t or d.i or d.o) then
+    k_throttled(S, args.booking, now)
+    k_drain(S, d, now)
+  end
+  if args.gate then
+    raise_gate(S, now + math.max(args.gate, 0))
+    S.probe = true
+  end
+  if args.booking and redis.call('GET', KEYS[2]) == tostring(args.booking) then
+    -- The probe's own answer: released (compare-and-delete). A success closes the half-open
+    -- state; a throttled answer raised a new gate above, and the next probe comes after it.
+    redis.call('DEL', KEYS[2])
+    if not args.gate then S.probe = nil end
+  end
+  save(S)
+  return cjson.encode({})
+elseif op == 'peek' then
+  -- args: {cost}
+  local S = load()
+  if not S then return cjson.encode({ wait = 0 }) end
+  local wait = k_wait(S, args.cost, now)
+  local req, tok = k_binding(S, now)
+  local out = { wait = wait, requests = req, tokens = tok, token_room = k_token_room(S, now) }
+  if S.pc then out.learned_rate = S.pc.rate end
+  if S.gate and S.gate > now then out.gate = S.gate - now end
+  save(S)
+  return cjson.encode(out)
+end
+return redis.error_reply('unknown operation ' .. tostring(op))
