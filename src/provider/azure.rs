@@ -62,6 +62,27 @@ pub struct Azure {
 impl Azure {
     /// A resource at `base_url` (`https://RESOURCE.openai.azure.com`), called with
     /// `api-version={api_version}`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{azure::Azure, Provider, RequestContext};
+    /// use llm_failover::{ChatRequest, Credential, ProviderId};
+    ///
+    /// // A gateway on this machine in front of the resource.
+    /// let azure = Azure::new(ProviderId::new("azure"), "http://127.0.0.1:8443".parse()?, "2024-10-21");
+    /// let key = Credential::new("azure-key");
+    /// // The model is the deployment's name.
+    /// let ctx = RequestContext::new("gpt-4o-mini-prod", Some(&key));
+    /// let http = azure.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// assert_eq!(
+    ///     http.url.as_str(),
+    ///     "http://127.0.0.1:8443/openai/deployments/gpt-4o-mini-prod/chat/completions\
+    ///      ?api-version=2024-10-21",
+    /// );
+    /// assert!(http.headers["api-key"].is_sensitive()); // not `Authorization: Bearer`
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(id: ProviderId, base_url: Url, api_version: impl Into<String>) -> Self {
         Azure {
             id,
@@ -74,6 +95,21 @@ impl Azure {
     }
 
     /// Sets the default chat deployment.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{azure::Azure, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, ProviderId};
+    ///
+    /// let azure = Azure::new(ProviderId::new("azure"), "http://127.0.0.1:8443".parse()?, "2024-10-21")
+    ///     .with_chat_model("chat-eu");
+    /// let deployment = azure.default_model(Capability::Chat).unwrap();
+    /// assert_eq!(deployment, "chat-eu");
+    /// let http = azure.chat_request(&ChatRequest::from_prompt("Hi"), &RequestContext::new(deployment, None))?;
+    /// assert_eq!(http.url.path(), "/openai/deployments/chat-eu/chat/completions");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_chat_model(mut self, deployment: impl Into<String>) -> Self {
         self.chat_deployment = Some(deployment.into());
@@ -81,6 +117,24 @@ impl Azure {
     }
 
     /// Sets the default transcription (Whisper) deployment.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{azure::Azure, Provider, RequestContext};
+    /// use llm_failover::{AudioInput, Capability, ProviderId, TranscriptionRequest};
+    ///
+    /// let azure = Azure::new(ProviderId::new("azure"), "http://127.0.0.1:8443".parse()?, "2024-06-01")
+    ///     .with_transcription_model("whisper-eu");
+    /// let deployment = azure.default_model(Capability::Transcription).unwrap();
+    /// assert_eq!(azure.default_model(Capability::Chat), None); // set separately
+    ///
+    /// let req = TranscriptionRequest::new(AudioInput::from_bytes(vec![0u8; 64], "memo.mp3")?);
+    /// let http = azure.transcription_request(&req, &RequestContext::new(deployment, None))?;
+    /// assert_eq!(http.url.path(), "/openai/deployments/whisper-eu/audio/transcriptions");
+    /// assert_eq!(http.url.query(), Some("api-version=2024-06-01"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_transcription_model(mut self, deployment: impl Into<String>) -> Self {
         self.transcription_deployment = Some(deployment.into());
@@ -88,6 +142,33 @@ impl Azure {
     }
 
     /// Sets how rate-limit headers are read (default [`HeaderDialect::Azure`]).
+    ///
+    /// # Examples
+    ///
+    /// Azure's request counter has no stated window; a gateway speaking OpenAI's headers counts
+    /// per minute:
+    ///
+    /// ```
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    /// use llm_failover::clock::{Clock, TokioClock};
+    /// use llm_failover::provider::{azure::Azure, Provider};
+    /// use llm_failover::ratelimit::{HeaderDialect, Per};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let base: url::Url = "http://127.0.0.1:8443".parse()?;
+    /// let azure = Azure::new(ProviderId::new("azure"), base.clone(), "2024-10-21");
+    /// let gateway = Azure::new(ProviderId::new("gw"), base, "2024-10-21")
+    ///     .with_dialect(HeaderDialect::OpenAi);
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-ratelimit-limit-requests", HeaderValue::from_static("100"));
+    /// headers.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("99"));
+    /// let now = TokioClock.both();
+    /// let per = |p: &Azure| p.limit_report(&headers, now).requests.map(|w| w.per);
+    /// assert_eq!(per(&azure), Some(Per::Unknown));
+    /// assert_eq!(per(&gateway), Some(Per::Minute));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_dialect(mut self, dialect: HeaderDialect) -> Self {
         self.dialect = dialect;

@@ -68,6 +68,29 @@ pub struct Deepgram {
 impl Deepgram {
     /// A provider named `id` at `base_url` (normally [`DEFAULT_BASE_URL`]), with no default
     /// model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::http::Body;
+    /// use llm_failover::provider::{deepgram::Deepgram, Provider, RequestContext};
+    /// use llm_failover::{AudioInput, Capability, Credential, ProviderId, TranscriptionRequest};
+    ///
+    /// let dg = Deepgram::new(ProviderId::new("deepgram"), "http://127.0.0.1:8083".parse()?);
+    /// assert_eq!(dg.default_model(Capability::Transcription), None);
+    ///
+    /// let key = Credential::new("dg-test");
+    /// let audio = AudioInput::from_bytes(vec![0u8; 64], "memo.mp3")?;
+    /// let req = TranscriptionRequest::new(audio).language("de");
+    /// let http = dg.transcription_request(&req, &RequestContext::new("nova-3", Some(&key)))?;
+    /// assert_eq!(
+    ///     http.url.as_str(),
+    ///     "http://127.0.0.1:8083/v1/listen?model=nova-3&smart_format=true&language=de",
+    /// );
+    /// assert!(matches!(&http.body, Body::Bytes { content_type, .. } if content_type == "audio/mpeg"));
+    /// assert!(http.headers["authorization"].is_sensitive()); // `Token KEY`
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(id: ProviderId, base_url: Url) -> Self {
         Deepgram {
             id,
@@ -77,6 +100,26 @@ impl Deepgram {
     }
 
     /// Sets the model used when a request names none (`nova-3`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{deepgram::Deepgram, Provider, RequestContext};
+    /// use llm_failover::{AudioInput, Capability, ProviderId, TranscriptionRequest};
+    ///
+    /// let dg = Deepgram::new(ProviderId::new("deepgram"), "http://127.0.0.1:8083".parse()?)
+    ///     .with_model("nova-3");
+    /// let model = dg.default_model(Capability::Transcription).unwrap();
+    /// assert_eq!(model, "nova-3");
+    /// assert_eq!(dg.default_model(Capability::Chat), None); // speech to text only
+    ///
+    /// let req = TranscriptionRequest::new(AudioInput::from_bytes(vec![0u8; 64], "memo.mp3")?);
+    /// let http = dg.transcription_request(&req, &RequestContext::new(model, None))?;
+    /// let query: Vec<_> = http.url.query_pairs().collect();
+    /// assert!(query.contains(&("model".into(), "nova-3".into())));
+    /// assert!(query.contains(&("detect_language".into(), "true".into()))); // no language given
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());

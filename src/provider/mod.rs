@@ -4,6 +4,38 @@
 //! [`HttpRequest`] in its provider's format, a [`RawResponse`] back into a neutral result or a
 //! classified [`Error`], and the response headers into a [`LimitReport`]. It never sends
 //! anything, sleeps or retries: [`crate::http`] does the I/O and the router decides.
+//!
+//! # Examples
+//!
+//! One exchange with the Anthropic adapter, the response written by hand: nothing is sent.
+//!
+//! ```
+//! use reqwest::header::HeaderMap;
+//! use llm_failover::clock::{Clock, TokioClock};
+//! use llm_failover::http::RawResponse;
+//! use llm_failover::provider::{anthropic::Anthropic, Provider, RequestContext};
+//! use llm_failover::{ChatRequest, ErrorKind, FinishReason, ProviderId};
+//!
+//! let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+//! let ctx = RequestContext::new("claude-sonnet-4-5", None);
+//! let http = claude.chat_request(&ChatRequest::new().system("Be brief.").user("Hi"), &ctx)?;
+//! assert_eq!(http.url.path(), "/v1/messages");
+//!
+//! let ok = RawResponse::new(200, HeaderMap::new(), r#"{"type":"message","role":"assistant",
+//!     "content":[{"type":"text","text":"Hello!"}],"stop_reason":"end_turn",
+//!     "usage":{"input_tokens":9,"output_tokens":3}}"#);
+//! let answer = claude.chat_response(ok, ctx.model)?;
+//! assert_eq!(answer.text, "Hello!");
+//! assert_eq!(answer.finish_reason, Some(FinishReason::Stop));
+//! assert_eq!(answer.usage.map(|u| u.total()), Some(12));
+//!
+//! let busy = RawResponse::new(529, HeaderMap::new(),
+//!     r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+//! let err = claude.error(&busy, TokioClock.both());
+//! assert_eq!(err.kind(), ErrorKind::Overloaded);
+//! assert!(err.is_retryable()); // the router would try the next provider
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod anthropic;
 pub mod azure;
@@ -76,6 +108,22 @@ pub struct RequestContext<'a> {
 
 impl<'a> RequestContext<'a> {
     /// A context for a non-streamed request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::RequestContext;
+    /// use llm_failover::Credential;
+    ///
+    /// let key = Credential::new("sk-test");
+    /// let ctx = RequestContext::new("gpt-4o-mini", Some(&key));
+    /// assert_eq!(ctx.model, "gpt-4o-mini");
+    /// assert_eq!(ctx.credential.map(Credential::expose), Some("sk-test"));
+    /// assert!(!ctx.stream && ctx.extra_body.is_none());
+    ///
+    /// let keyless = RequestContext::new("llama3.2", None); // Ollama, vLLM
+    /// assert!(keyless.credential.is_none());
+    /// ```
     pub fn new(model: &'a str, credential: Option<&'a Credential>) -> Self {
         RequestContext {
             model,
@@ -86,6 +134,25 @@ impl<'a> RequestContext<'a> {
     }
 
     /// The same context with the provider's extra body fields.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{ChatRequest, ProviderId};
+    ///
+    /// let extra = json!({ "seed": 7 }).as_object().unwrap().clone();
+    /// let ctx = RequestContext::new("gpt-4o-mini", None).with_extra_body(&extra);
+    /// assert_eq!(ctx.extra_body.map(|m| m["seed"].clone()), Some(json!(7)));
+    ///
+    /// // An adapter builds its body without them; the client merges them in afterwards.
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let http = openai.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["model"], "gpt-4o-mini");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_extra_body(
         mut self,
         extra_body: &'a serde_json::Map<String, serde_json::Value>,
@@ -95,6 +162,23 @@ impl<'a> RequestContext<'a> {
     }
 
     /// The same context, streaming.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{ChatRequest, ProviderId};
+    ///
+    /// let ctx = RequestContext::new("gpt-4o-mini", None).streaming();
+    /// assert!(ctx.stream);
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let http = openai.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["stream"], true);
+    /// assert_eq!(body["stream_options"]["include_usage"], true); // usage in the last chunk
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn streaming(mut self) -> Self {
         self.stream = true;
         self
@@ -132,10 +216,63 @@ pub trait StreamDecoder: Send + fmt::Debug {
     /// Decodes one server-sent event. Returns a chunk when the event carries content or
     /// metadata, `None` for keep-alives and bookkeeping events, and an error (classified like
     /// the matching HTTP status) when the provider reports one inside the stream.
+    ///
+    /// # Examples
+    ///
+    /// With the OpenAI adapter's decoder:
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider, SseEvent};
+    /// use llm_failover::{FinishReason, ProviderId};
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let mut decoder = openai.stream_decoder("gpt-4o-mini");
+    /// let data = |s: &str| SseEvent { data: s.to_owned(), ..SseEvent::default() };
+    ///
+    /// let chunk = decoder.decode(&data(r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#))?;
+    /// assert_eq!(chunk.map(|c| c.delta), Some("Hi".to_owned()));
+    /// let last = decoder
+    ///     .decode(&data(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#))?
+    ///     .unwrap();
+    /// assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    ///
+    /// // An error inside a stream that began with 200 OK:
+    /// let err = decoder
+    ///     .decode(&data(r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#))
+    ///     .unwrap_err();
+    /// assert!(err.is_rate_limited());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn decode(&mut self, event: &SseEvent) -> Result<Option<ChatChunk>>;
 
     /// True once the provider has signalled the end of the answer (`[DONE]`,
     /// `message_stop`, a final finish reason). A stream that ends before this is an error.
+    ///
+    /// # Examples
+    ///
+    /// With the Anthropic adapter's decoder:
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, Provider, SseEvent};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    /// let mut decoder = claude.stream_decoder("claude-sonnet-4-5");
+    /// let event = |name: &str, data: &str| SseEvent {
+    ///     event: name.to_owned(),
+    ///     data: data.to_owned(),
+    ///     ..SseEvent::default()
+    /// };
+    ///
+    /// decoder.decode(&event(
+    ///     "content_block_delta",
+    ///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+    /// ))?;
+    /// assert!(!decoder.is_done()); // a stream cut off here is an error
+    /// decoder.decode(&event("message_stop", r#"{"type":"message_stop"}"#))?;
+    /// assert!(decoder.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn is_done(&self) -> bool;
 }
 
@@ -165,15 +302,82 @@ pub trait StreamDecoder: Send + fmt::Debug {
 /// ```
 pub trait Provider: Send + Sync + fmt::Debug {
     /// The configured name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let groq = OpenAi::new(ProviderId::new("groq"), "http://127.0.0.1:8080/openai/v1".parse()?);
+    /// assert_eq!(groq.id(), &ProviderId::new("groq"));
+    /// assert_eq!(groq.id().as_str(), "groq"); // the name errors and stats use
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn id(&self) -> &ProviderId;
 
     /// The wire format's name (`"openai"`, `"anthropic"`, …), as written in `providers.toml`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::provider::{anthropic::Anthropic, azure::Azure, openai::OpenAi, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let url: url::Url = "http://127.0.0.1:8080".parse()?;
+    /// let adapters: [Arc<dyn Provider>; 3] = [
+    ///     Arc::new(OpenAi::new(ProviderId::new("together"), url.clone())),
+    ///     Arc::new(Azure::new(ProviderId::new("azure"), url.clone(), "2024-10-21")),
+    ///     Arc::new(Anthropic::new(ProviderId::new("claude"), url)),
+    /// ];
+    /// let kinds: Vec<&str> = adapters.iter().map(|p| p.kind()).collect();
+    /// assert_eq!(kinds, ["openai", "azure", "anthropic"]);
+    /// assert_eq!(
+    ///     llm_failover::config::ProviderKind::from_name(adapters[2].kind()),
+    ///     Some(llm_failover::config::ProviderKind::Anthropic),
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn kind(&self) -> &'static str;
 
     /// What this provider offers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{deepgram::Deepgram, openai::OpenAi, Provider};
+    /// use llm_failover::{Capability, ProviderId};
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// assert!(openai.capabilities().supports(Capability::Chat));
+    /// assert!(openai.capabilities().supports(Capability::Transcription));
+    ///
+    /// let deepgram = Deepgram::new(ProviderId::new("deepgram"), "http://127.0.0.1:8083".parse()?);
+    /// assert!(!deepgram.capabilities().supports(Capability::Chat)); // speech to text only
+    /// assert!(deepgram.capabilities().transcription);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn capabilities(&self) -> Capabilities;
 
     /// The model used when a request names none, per capability.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::{Capability, ProviderId};
+    ///
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:8000/v1".parse()?)
+    ///     .with_chat_model("qwen2.5")
+    ///     .with_transcription_model("whisper-large-v3");
+    /// assert_eq!(local.default_model(Capability::Chat), Some("qwen2.5"));
+    /// assert_eq!(local.default_model(Capability::Transcription), Some("whisper-large-v3"));
+    ///
+    /// let bare = OpenAi::new(ProviderId::new("bare"), "http://127.0.0.1:8000/v1".parse()?);
+    /// assert_eq!(bare.default_model(Capability::Chat), None); // requests must name one
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn default_model(&self, capability: Capability) -> Option<&str>;
 
     /// Builds the HTTP request for a chat completion (streamed when `ctx.stream`).
@@ -181,6 +385,27 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// When the request cannot be expressed in this format.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{gemini::Gemini, Provider, RequestContext};
+    /// use llm_failover::{ChatRequest, ProviderId};
+    ///
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?);
+    /// let req = ChatRequest::new().system("Be brief.").user("Hi").max_tokens(64);
+    /// let http = gemini.chat_request(&req, &RequestContext::new("gemini-2.5-flash", None))?;
+    /// assert_eq!(http.url.path(), "/v1beta/models/gemini-2.5-flash:generateContent");
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["systemInstruction"]["parts"][0]["text"], "Be brief.");
+    /// assert_eq!(body["contents"][0]["role"], "user");
+    /// assert_eq!(body["generationConfig"]["maxOutputTokens"], 64);
+    ///
+    /// // A request the format cannot express is refused before anything is sent.
+    /// let none = gemini.chat_request(&req, &RequestContext::new("", None)).unwrap_err();
+    /// assert_eq!(none.kind(), llm_failover::ErrorKind::InvalidRequest);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest>;
 
     /// Parses a successful (2xx) chat response. Errors reported inside a 200 become the
@@ -189,9 +414,59 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// `Decode` when the body is not what the format promises.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    /// use llm_failover::http::RawResponse;
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::{FinishReason, ProviderId};
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-request-id", HeaderValue::from_static("req_123"));
+    /// let raw = RawResponse::new(200, headers, r#"{"choices":[{"index":0,
+    ///     "message":{"role":"assistant","content":"Bonjour"},"finish_reason":"length"}],
+    ///     "usage":{"prompt_tokens":12,"completion_tokens":1}}"#);
+    /// let answer = openai.chat_response(raw, "gpt-4o-mini")?;
+    /// assert_eq!(answer.text, "Bonjour");
+    /// assert_eq!(answer.finish_reason, Some(FinishReason::Length));
+    /// assert_eq!(answer.usage.map(|u| (u.input_tokens, u.output_tokens)), Some((12, 1)));
+    /// assert_eq!(answer.request_id.as_deref(), Some("req_123"));
+    ///
+    /// let html = RawResponse::new(200, HeaderMap::new(), "<html>captive portal</html>");
+    /// assert!(openai.chat_response(html, "gpt-4o-mini").unwrap_err().is_decode());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse>;
 
     /// A decoder for one streamed answer.
+    ///
+    /// # Examples
+    ///
+    /// Feeding it the events of a Gemini stream:
+    ///
+    /// ```
+    /// use llm_failover::provider::{gemini::Gemini, Provider, SseEvent};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?);
+    /// let mut decoder = gemini.stream_decoder("gemini-2.5-flash");
+    /// let mut text = String::new();
+    /// for data in [
+    ///     r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"Hel"}]}}]}"#,
+    ///     r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"lo"}]},"finishReason":"STOP"}]}"#,
+    /// ] {
+    ///     let event = SseEvent { data: data.to_owned(), ..SseEvent::default() };
+    ///     if let Some(chunk) = decoder.decode(&event)? {
+    ///         text.push_str(&chunk.delta);
+    ///     }
+    /// }
+    /// assert_eq!(text, "Hello");
+    /// assert!(decoder.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder>;
 
     /// Builds the HTTP request for a transcription.
@@ -199,6 +474,27 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// `Unsupported` by default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{AudioInput, ErrorKind, ProviderId, TranscriptionRequest};
+    ///
+    /// let audio = AudioInput::from_bytes(vec![0u8; 64], "memo.mp3")?;
+    /// let req = TranscriptionRequest::new(audio).language("en");
+    /// let ctx = RequestContext::new("whisper-1", None);
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let http = openai.transcription_request(&req, &ctx)?;
+    /// assert_eq!(http.url.path(), "/v1/audio/transcriptions");
+    ///
+    /// // An adapter without speech to text keeps the default:
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    /// let err = claude.transcription_request(&req, &ctx).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Unsupported);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn transcription_request(
         &self,
         req: &TranscriptionRequest,
@@ -213,6 +509,27 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// `Unsupported` by default; `Decode` on a malformed body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+    /// use llm_failover::http::RawResponse;
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    /// let raw = RawResponse::new(200, headers.clone(), r#"{"text":"Hello there."}"#);
+    /// let transcript = openai.transcription_response(raw, "whisper-1")?;
+    /// assert_eq!(transcript.text, "Hello there.");
+    /// assert_eq!(transcript.model, "whisper-1");
+    ///
+    /// let truncated = RawResponse::new(200, headers, r#"{"text":"Hel"#);
+    /// assert!(openai.transcription_response(truncated, "whisper-1").unwrap_err().is_decode());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn transcription_response(&self, raw: RawResponse, model: &str) -> Result<Transcript> {
         let _ = (raw, model);
         Err(Error::unsupported(self.id(), "transcription"))
@@ -220,19 +537,126 @@ pub trait Provider: Send + Sync + fmt::Debug {
 
     /// Classifies a non-2xx response: kind from status and body, the provider's message
     /// (truncated), its error code, and any delay stated in the body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    /// use llm_failover::clock::{Clock, TokioClock};
+    /// use llm_failover::http::RawResponse;
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::{ErrorKind, ProviderId};
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let now = TokioClock.both();
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("retry-after", HeaderValue::from_static("7"));
+    /// let throttled = RawResponse::new(429, headers, r#"{"error":{"message":"Rate limit reached",
+    ///     "type":"requests","code":"rate_limit_exceeded"}}"#);
+    /// let err = openai.error(&throttled, now);
+    /// assert!(err.is_rate_limited());
+    /// assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
+    /// assert_eq!(err.code(), Some("rate_limit_exceeded"));
+    /// assert_eq!(err.provider().map(|p| p.as_str()), Some("openai"));
+    ///
+    /// // The same status, but no credit left: waiting will not help.
+    /// let broke = RawResponse::new(429, HeaderMap::new(), r#"{"error":{
+    ///     "message":"You exceeded your current quota","type":"insufficient_quota"}}"#);
+    /// assert_eq!(openai.error(&broke, now).kind(), ErrorKind::QuotaExhausted);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn error(&self, raw: &RawResponse, now: Now) -> Error;
 
     /// Reads the rate-limit state from a response's headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    /// use llm_failover::clock::Now;
+    /// use llm_failover::provider::{anthropic::Anthropic, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    /// let now = Now {
+    ///     instant: tokio::time::Instant::now(),
+    ///     wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600), // 2026-01-01
+    /// };
+    /// let mut headers = HeaderMap::new();
+    /// for (name, value) in [
+    ///     ("anthropic-ratelimit-requests-limit", "50"),
+    ///     ("anthropic-ratelimit-requests-remaining", "0"),
+    ///     ("anthropic-ratelimit-requests-reset", "2026-01-01T00:00:20Z"),
+    /// ] {
+    ///     headers.insert(name, HeaderValue::from_static(value));
+    /// }
+    /// let report = claude.limit_report(&headers, now);
+    /// let requests = report.requests.unwrap();
+    /// assert_eq!((requests.limit, requests.remaining), (Some(50), Some(0)));
+    /// assert_eq!(report.exhausted_until(), Some(now.instant + Duration::from_secs(20)));
+    /// assert!(claude.limit_report(&HeaderMap::new(), now).is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport;
 
     /// Reads the rate-limit state from an error response: its headers and, for a format whose
     /// hosts put limits in the error body (OpenRouter's `error.metadata.headers`), its body.
     /// The headers alone by default.
+    ///
+    /// # Examples
+    ///
+    /// OpenRouter (the OpenAI adapter) forwards an upstream's `Retry-After` inside the body;
+    /// an adapter keeping the default reads headers only:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest::header::HeaderMap;
+    /// use llm_failover::clock::{Clock, TokioClock};
+    /// use llm_failover::http::RawResponse;
+    /// use llm_failover::provider::{gemini::Gemini, openai::OpenAi, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let raw = RawResponse::new(429, HeaderMap::new(), r#"{"error":{"message":"Rate limited",
+    ///     "code":429,"metadata":{"headers":{"Retry-After":"17"}}}}"#);
+    /// let now = TokioClock.both();
+    ///
+    /// let router = OpenAi::new(ProviderId::new("openrouter"), "http://127.0.0.1:8080/api/v1".parse()?);
+    /// let report = router.error_limit_report(&raw, now);
+    /// assert_eq!(report.retry_after, Some(Duration::from_secs(17)));
+    ///
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?);
+    /// assert!(gemini.error_limit_report(&raw, now).is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn error_limit_report(&self, raw: &RawResponse, now: Now) -> LimitReport {
         self.limit_report(&raw.headers, now)
     }
 
     /// The provider's id for this request, from the response headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    /// use llm_failover::provider::{anthropic::Anthropic, openai::OpenAi, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-request-id", HeaderValue::from_static("req_abc"));
+    /// assert_eq!(openai.request_id(&headers).as_deref(), Some("req_abc"));
+    ///
+    /// // Anthropic's own header comes first.
+    /// headers.insert("request-id", HeaderValue::from_static("req_011CV"));
+    /// assert_eq!(claude.request_id(&headers).as_deref(), Some("req_011CV"));
+    /// assert_eq!(openai.request_id(&HeaderMap::new()), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn request_id(&self, headers: &HeaderMap) -> Option<String> {
         default_request_id(headers)
     }
@@ -264,6 +688,29 @@ pub(crate) fn default_request_id(headers: &HeaderMap) -> Option<String> {
 ///
 /// `Config` when the configuration lacks something the wire format needs (e.g. Azure's
 /// `api_version`).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::config::{Config, ProviderConfig, ProviderKind};
+/// use llm_failover::provider::from_config;
+/// use llm_failover::Capability;
+///
+/// let config = Config::builder("dev")
+///     .provider(
+///         "local",
+///         ProviderConfig::builder(ProviderKind::OpenAi, "http://127.0.0.1:11434/v1")
+///             .model("llama3.2")
+///             .no_key(),
+///     )
+///     .chat("dev", ["local"])
+///     .build()?;
+/// let adapter = from_config(config.provider("local")?)?;
+/// assert_eq!(adapter.kind(), "openai");
+/// assert_eq!(adapter.id().as_str(), "local");
+/// assert_eq!(adapter.default_model(Capability::Chat), Some("llama3.2"));
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
 pub fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Arc<dyn Provider>> {
     use crate::config::ProviderKind;
     Ok(match cfg.kind {

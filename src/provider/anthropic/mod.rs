@@ -76,6 +76,25 @@ pub struct Anthropic {
 impl Anthropic {
     /// A provider named `id` at `base_url` (normally [`DEFAULT_BASE_URL`]), sending
     /// `anthropic-version: 2023-06-01` and with no default model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, Credential, ProviderId};
+    ///
+    /// // A proxy on this machine; `base_url` is the API root, without `/v1`.
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    /// assert_eq!(claude.default_model(Capability::Chat), None);
+    ///
+    /// let key = Credential::new("sk-ant-test");
+    /// let ctx = RequestContext::new("claude-sonnet-4-5", Some(&key));
+    /// let http = claude.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// assert_eq!(http.url.as_str(), "http://127.0.0.1:8081/v1/messages");
+    /// assert_eq!(http.headers["anthropic-version"], "2023-06-01");
+    /// assert!(http.headers["x-api-key"].is_sensitive());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(id: ProviderId, base_url: Url) -> Self {
         Anthropic {
             id,
@@ -86,6 +105,25 @@ impl Anthropic {
     }
 
     /// Sets the model used when a request names none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, ProviderId};
+    ///
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?)
+    ///     .with_model("claude-haiku-4-5");
+    /// let model = claude.default_model(Capability::Chat).unwrap();
+    /// assert_eq!(model, "claude-haiku-4-5");
+    /// assert_eq!(claude.default_model(Capability::Transcription), None); // chat only
+    ///
+    /// let http = claude.chat_request(&ChatRequest::from_prompt("Hi"), &RequestContext::new(model, None))?;
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["model"], "claude-haiku-4-5");
+    /// assert_eq!(body["max_tokens"], 4096); // always sent: Anthropic requires it
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
@@ -93,6 +131,20 @@ impl Anthropic {
     }
 
     /// Sets the `anthropic-version` header value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, Provider, RequestContext};
+    /// use llm_failover::{ChatRequest, ProviderId};
+    ///
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?)
+    ///     .with_version("2024-01-01");
+    /// let ctx = RequestContext::new("claude-sonnet-4-5", None);
+    /// let http = claude.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// assert_eq!(http.headers["anthropic-version"], "2024-01-01");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_version(mut self, version: impl Into<String>) -> Self {
         self.version = version.into();

@@ -66,6 +66,25 @@ pub struct Gemini {
 impl Gemini {
     /// A provider named `id` at `base_url` (normally [`DEFAULT_BASE_URL`]), with no default
     /// model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{gemini::Gemini, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, Credential, ProviderId};
+    ///
+    /// // A proxy on this machine; the version is part of `base_url`.
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?);
+    /// assert_eq!(gemini.default_model(Capability::Chat), None);
+    ///
+    /// let key = Credential::new("AIza-test");
+    /// let ctx = RequestContext::new("gemini-2.5-flash", Some(&key));
+    /// let http = gemini.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// assert_eq!(http.url.path(), "/v1beta/models/gemini-2.5-flash:generateContent");
+    /// assert_eq!(http.url.query(), None); // the key is never in the URL ...
+    /// assert!(http.headers["x-goog-api-key"].is_sensitive()); // ... but in a header
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(id: ProviderId, base_url: Url) -> Self {
         Gemini {
             id,
@@ -76,6 +95,25 @@ impl Gemini {
 
     /// Sets the model used when a request names none (`gemini-2.5-flash`; a `models/` prefix
     /// is accepted).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{gemini::Gemini, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, ProviderId};
+    ///
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?)
+    ///     .with_model("models/gemini-2.5-flash");
+    /// let model = gemini.default_model(Capability::Chat).unwrap();
+    /// let ctx = RequestContext::new(model, None).streaming();
+    /// let http = gemini.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// // The prefix is not doubled.
+    /// assert_eq!(
+    ///     http.url.as_str(),
+    ///     "http://127.0.0.1:8082/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());

@@ -73,6 +73,24 @@ pub struct OpenAi {
 impl OpenAi {
     /// A provider at `base_url` (including the version path, e.g. `https://api.openai.com/v1`),
     /// reading rate-limit headers in the OpenAI dialect.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, ProviderId};
+    ///
+    /// // Ollama on this machine: the version path is part of `base_url`.
+    /// let ollama = OpenAi::new(ProviderId::new("ollama"), "http://127.0.0.1:11434/v1".parse()?);
+    /// assert_eq!(ollama.id().as_str(), "ollama");
+    /// assert_eq!(ollama.default_model(Capability::Chat), None); // until one is set
+    ///
+    /// let ctx = RequestContext::new("llama3.2", None);
+    /// let http = ollama.chat_request(&ChatRequest::from_prompt("Hi"), &ctx)?;
+    /// assert_eq!(http.url.as_str(), "http://127.0.0.1:11434/v1/chat/completions");
+    /// assert!(http.headers.get("authorization").is_none()); // no key, no header
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(id: ProviderId, base_url: Url) -> Self {
         let chat_url = endpoint(&id, &base_url, &["chat", "completions"]).ok();
         OpenAi {
@@ -86,6 +104,25 @@ impl OpenAi {
     }
 
     /// Sets the default chat model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{Capability, ChatRequest, ProviderId};
+    ///
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?)
+    ///     .with_chat_model("llama3.2");
+    /// assert_eq!(local.default_model(Capability::Chat), Some("llama3.2"));
+    /// assert_eq!(local.default_model(Capability::Transcription), None);
+    ///
+    /// // A request naming no model is sent with the default:
+    /// let model = local.default_model(Capability::Chat).unwrap();
+    /// let http = local.chat_request(&ChatRequest::from_prompt("Hi"), &RequestContext::new(model, None))?;
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["model"], "llama3.2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_chat_model(mut self, model: impl Into<String>) -> Self {
         self.chat_model = Some(model.into());
@@ -93,6 +130,28 @@ impl OpenAi {
     }
 
     /// Sets the default transcription model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::http::{Body, FormPart};
+    /// use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{AudioInput, Capability, ProviderId, TranscriptionRequest};
+    ///
+    /// let whisper = OpenAi::new(ProviderId::new("whisper"), "http://127.0.0.1:8000/v1".parse()?)
+    ///     .with_transcription_model("whisper-1");
+    /// let model = whisper.default_model(Capability::Transcription).unwrap();
+    /// assert_eq!(model, "whisper-1");
+    ///
+    /// let audio = AudioInput::from_bytes(vec![0u8; 64], "memo.mp3")?;
+    /// let req = TranscriptionRequest::new(audio);
+    /// let http = whisper.transcription_request(&req, &RequestContext::new(model, None))?;
+    /// assert_eq!(http.url.path(), "/v1/audio/transcriptions");
+    /// let Body::Multipart(parts) = &http.body else { panic!("expected a form") };
+    /// assert!(parts.iter().any(|p| matches!(p,
+    ///     FormPart::Text { name, value } if name == "model" && value == "whisper-1")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_transcription_model(mut self, model: impl Into<String>) -> Self {
         self.transcription_model = Some(model.into());
@@ -100,6 +159,32 @@ impl OpenAi {
     }
 
     /// Sets how rate-limit headers are read (e.g. [`HeaderDialect::Groq`]).
+    ///
+    /// # Examples
+    ///
+    /// Groq sends OpenAI's header names, but counts requests per day:
+    ///
+    /// ```
+    /// use reqwest::header::{HeaderMap, HeaderValue};
+    /// use llm_failover::clock::{Clock, TokioClock};
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::ratelimit::{HeaderDialect, Per};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-ratelimit-limit-requests", HeaderValue::from_static("14400"));
+    /// headers.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("14399"));
+    ///
+    /// let base = "http://127.0.0.1:8080/openai/v1".parse::<url::Url>()?;
+    /// let plain = OpenAi::new(ProviderId::new("plain"), base.clone());
+    /// let groq = OpenAi::new(ProviderId::new("groq"), base).with_dialect(HeaderDialect::Groq);
+    ///
+    /// let now = TokioClock.both();
+    /// let per = |p: &OpenAi| p.limit_report(&headers, now).requests.map(|w| w.per);
+    /// assert_eq!(per(&plain), Some(Per::Minute));
+    /// assert_eq!(per(&groq), Some(Per::Day));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn with_dialect(mut self, dialect: HeaderDialect) -> Self {
         self.dialect = dialect;
