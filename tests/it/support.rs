@@ -1,8 +1,10 @@
 //! Shared helpers for the integration tests: clients over loopback scripted servers with an
-//! injected manual clock and a fixed jitter source; [`adapter`] for the adapters' tests.
+//! injected manual clock and a fixed jitter source; [`adapter`] for the adapters' tests;
+//! [`redis`] for a real `redis-server` on loopback.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod adapter;
+pub mod redis;
 
 use std::sync::Arc;
 use std::time::Duration;

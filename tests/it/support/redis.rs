@@ -1,0 +1,239 @@
+//! A real Redis for the tests: [`RedisServer`] runs the `redis-server` of the Debian package
+//! on a free loopback port, in a directory of its own, with nothing persisted; it can be
+//! killed (SIGKILL, as a crash) and restarted on the same port, and is killed on drop.
+//!
+//! No mock: the tests of the shared store talk to this server. Without `redis-server` on the
+//! machine the helper panics with the command that installs it (a skipped test would pass
+//! without testing anything).
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// What to run, and how to get it.
+const PROGRAM: &str = "redis-server";
+const INSTALL: &str = "sudo apt-get install -y redis-server";
+
+/// The pause between two PINGs while a server starts.
+const POLL: Duration = Duration::from_millis(10);
+
+/// PINGs before a starting server counts as not coming up: 20 s or more (a debug build of the
+/// whole test suite can keep both cores busy). Counted, not timed, so that a paused tokio
+/// clock in the test cannot stretch or shrink it.
+const START_POLLS: u32 = 2_000;
+
+/// A `redis-server` of our own on `127.0.0.1:port`.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and returns once it answers PING.
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` is not installed (the message has the apt command), or the server
+    /// does not come up (its output is in the message).
+    pub fn start() -> RedisServer {
+        static SERVERS: AtomicUsize = AtomicUsize::new(0);
+        let n = SERVERS.fetch_add(1, Ordering::Relaxed);
+        // Another process may take the free port between our probe and the server's bind:
+        // then try another one.
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!(
+                "llm-failover-redis-{}-{n}-{port}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+            let mut server = RedisServer {
+                port,
+                dir,
+                child: None,
+            };
+            match server.launch() {
+                Ok(()) => return server,
+                Err(output) if output.contains("Address already in use") => last = output,
+                Err(output) => panic!("{PROGRAM} on port {port} did not start:\n{output}"),
+            }
+        }
+        panic!("{PROGRAM} found no free port in 5 tries; the last said:\n{last}");
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on (the same after [`restart`](Self::restart)).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Kills the server with SIGKILL (a crash: nothing flushed, connections dropped) and waits
+    /// for it to be gone. Nothing happens if it is not running.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // `Child::kill` is SIGKILL on Unix; an error means it has exited already.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port with the same settings (killing it first
+    /// if it still runs) and returns once it answers PING. Its data is gone: nothing was
+    /// persisted.
+    ///
+    /// # Panics
+    ///
+    /// When it does not come up (its output is in the message).
+    pub fn restart(&mut self) {
+        self.kill();
+        if let Err(output) = self.launch() {
+            panic!("{PROGRAM} did not restart on port {}:\n{output}", self.port);
+        }
+    }
+
+    /// Whether a PING is answered with PONG now.
+    pub fn ping(&self) -> bool {
+        ping(self.addr()).is_ok()
+    }
+
+    /// Spawns the server on `self.port` and waits for its PONG; `Err` has its output.
+    fn launch(&mut self) -> Result<(), String> {
+        // Its output goes to a file, not a pipe nobody reads (a full pipe would stall it).
+        let log = self.dir.join("redis.log");
+        let out =
+            File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        let err = out
+            .try_clone()
+            .unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
+        let child = Command::new(PROGRAM)
+            .args(["--bind", "127.0.0.1", "--port"])
+            .arg(self.port.to_string())
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| match e.kind() {
+                ErrorKind::NotFound => panic!(
+                    "{PROGRAM} is not installed, and the tests of shared limits need a real \
+                     Redis: install the Debian package with `{INSTALL}` (.ci/run does)"
+                ),
+                _ => panic!("cannot run {PROGRAM}: {e}"),
+            });
+        self.child = Some(child);
+        let printed = || std::fs::read_to_string(&log).unwrap_or_default();
+        for _ in 0..START_POLLS {
+            if ping(self.addr()).is_ok() {
+                return Ok(());
+            }
+            let child = self.child.as_mut().expect("just spawned");
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Err(format!("exited ({status}):\n{}", printed()));
+            }
+            poll_pause();
+        }
+        self.kill();
+        Err(format!(
+            "no PONG after {START_POLLS} tries {POLL:?} apart on port {}:\n{}",
+            self.port,
+            printed()
+        ))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One PING over a fresh connection; `Ok` only for `+PONG`.
+pub fn ping(addr: SocketAddr) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(b"*1\r\n$4\r\nPING\r\n")?;
+    let mut reply = [0u8; 7];
+    stream.read_exact(&mut reply)?;
+    if &reply == b"+PONG\r\n" {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "PING answered {:?}",
+            String::from_utf8_lossy(&reply)
+        )))
+    }
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+}
+
+/// The pause between two PINGs while a server starts: a process coming up, not logic.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "polling a child process's socket while it starts; no logic waits on the clock"
+)]
+fn poll_pause() {
+    std::thread::sleep(POLL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_started_server_answers_ping_on_loopback() {
+        let server = RedisServer::start();
+        assert!(server.ping());
+        assert_eq!(server.url(), format!("redis://127.0.0.1:{}", server.port()));
+        ping(server.addr()).unwrap();
+    }
+
+    #[test]
+    fn a_killed_server_refuses_connections_and_a_restarted_one_answers_on_the_same_port() {
+        let mut server = RedisServer::start();
+        let port = server.port();
+        server.kill();
+        let err = ping(server.addr()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ConnectionRefused, "{err}");
+        server.kill(); // killing a dead server is nothing
+        server.restart();
+        assert_eq!(server.port(), port);
+        assert!(server.ping());
+        // Restarting a running one kills it first.
+        server.restart();
+        assert!(server.ping());
+    }
+
+    #[test]
+    fn a_dropped_server_is_gone() {
+        let server = RedisServer::start();
+        let addr = server.addr();
+        drop(server);
+        assert_eq!(ping(addr).unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    }
+}
