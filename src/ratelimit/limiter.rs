@@ -52,6 +52,11 @@ impl Limiter {
         self.store.reserve(key, limits, cost, max_wait, now).await
     }
 
+    /// Whether other processes share the store ([`LimiterStore::is_shared`]).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.store.is_shared()
+    }
+
     /// Whether a reservation of `key` under `limits` would book nothing (the store says so
     /// without a call): then there is nothing to admit.
     pub(crate) fn admits_freely(&self, key: &LimitKey, limits: &Limits) -> bool {

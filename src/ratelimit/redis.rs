@@ -36,7 +36,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
@@ -139,13 +139,20 @@ impl RedisStore {
         self
     }
 
-    /// Runs the script on the caller's clock (`now - epoch`) instead of Redis's `TIME`, and
-    /// without half-open probes: for tests that compare this store with the in-memory one
-    /// on one virtual clock.
+    /// Runs the script on the caller's clock (`now - epoch`) instead of Redis's `TIME`: for
+    /// tests on a virtual clock.
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
     #[allow(dead_code)]
     pub(crate) fn on_virtual_clock(mut self, epoch: Instant) -> Self {
         self.virtual_epoch = Some(epoch);
+        self
+    }
+
+    /// Hands out no half-open probes: for tests that compare this store with the in-memory
+    /// one, which has none (its process's breaker is the probe).
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[allow(dead_code)]
+    pub(crate) fn without_probes(mut self) -> Self {
         self.probe_ttl = None;
         self
     }
@@ -218,7 +225,17 @@ impl RedisStore {
         let work = async {
             let conn = self
                 .conn
-                .get_or_try_init(|| ConnectionManager::new(self.client.clone()))
+                .get_or_try_init(|| {
+                    // Each call is bounded by `timeout` anyway; reconnecting is quick and
+                    // bounded too, so a Redis that comes back is used again at once.
+                    let config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(timeout))
+                        .set_response_timeout(Some(timeout))
+                        .set_number_of_retries(2)
+                        .set_min_delay(Duration::from_millis(10))
+                        .set_max_delay(self.settings.retry_interval);
+                    ConnectionManager::new_with_config(self.client.clone(), config)
+                })
                 .await
                 .map_err(classify)?;
             let mut conn = conn.clone();
@@ -632,6 +649,10 @@ impl LimiterStore for RedisStore {
             self.local.raise(key, t, now).await?;
         }
         Ok(())
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 
     async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {

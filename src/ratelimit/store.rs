@@ -538,6 +538,15 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
         let _ = (key, limits);
         false
     }
+
+    /// Whether other processes share this store (Redis). The client then also tells it
+    /// what only this process saw — a breaker that opened (as a gate until it reopens), the
+    /// answer to every booking even when it stated nothing — so that the others stop too, and
+    /// a half-open probe the store handed out is released as soon as it is answered.
+    /// `false` (the default): a store of this process alone, told only what it needs.
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
 
 fn _obj_safe(_: &dyn LimiterStore) {}

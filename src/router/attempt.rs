@@ -20,7 +20,7 @@ use super::request::{BreakerRef, Run};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Credential, CredentialSource, ProviderId};
 use crate::provider::RequestContext;
-use crate::ratelimit::{LimitReport, Permit};
+use crate::ratelimit::{LimitReport, Permit, Tightening};
 use crate::stats::Counters;
 
 /// The loop goes on, or the request ends with this.
@@ -179,9 +179,14 @@ impl Router {
         report: Option<&LimitReport>,
         used: Option<u64>,
     ) -> Result<()> {
+        let entry = run.candidates[ticket.slot].entry;
         if let Some(report) = report {
-            let entry = run.candidates[ticket.slot].entry;
             self.learn(entry, &ticket.key, report, ticket.booking)
+                .await?;
+        } else if ticket.booking.is_some() && self.limiter.is_shared() {
+            // A shared store hears every answer: a half-open probe it handed out to this
+            // booking is released for the other processes at once.
+            self.learn(entry, &ticket.key, &LimitReport::default(), ticket.booking)
                 .await?;
         }
         if let Some(used) = used {
@@ -335,6 +340,7 @@ impl Router {
         if matches!(action.count, Count::Transient { .. }) {
             run.failed += 1;
         }
+        let gated = action.tighten.as_ref().and_then(|t| t.gate_until);
         if let Some(mut t) = action.tighten {
             t.booking = ticket.booking;
             if let Err(e) = self.limiter.raise(&ticket.key, t).await {
@@ -347,6 +353,18 @@ impl Router {
         }
         if let Some(until) = moved.open_until {
             self.log_open(entry.id(), until, moved.version);
+            if self.limiter.is_shared() && gated.is_none_or(|g| g < until) {
+                // The other processes on this store stop too, until the breaker reopens (a
+                // gate only ever moves later, so a 429's own gate is not shortened).
+                let gate = Tightening {
+                    gate_until: Some(until),
+                    booking: ticket.booking,
+                    ..Tightening::default()
+                };
+                if let Err(e) = self.limiter.raise(&ticket.key, gate).await {
+                    return ControlFlow::Break(Err(e));
+                }
+            }
         }
         if let Some(until) = action.back_off_until {
             run.tried_mut(ticket.slot).ready_at = Some(until);
