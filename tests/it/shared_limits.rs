@@ -1,0 +1,556 @@
+//! The Redis store against a real `redis-server` (the Debian package, started on a free
+//! loopback port): the same semantics as the in-memory store — the same sequences of
+//! reservations, refunds, reports, drains, gates and peeks on one virtual clock give the same
+//! answers — plus what only sharing adds: one half-open probe across clients, and Redis
+//! down as a mode.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_failover::ratelimit::{
+    Cost, Drain, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits, MemoryStore, Per,
+    RedisStore, Reservation, SharedSettings, Tightening, WhenDown, Window,
+};
+use llm_failover::ProviderId;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::Instant;
+
+use crate::support::redis::RedisServer;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// `redis-cli` (from the Debian package, with the server) against `redis`: what it prints.
+fn cli(redis: &RedisServer, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli (apt-get install redis-server)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn key(i: usize) -> LimitKey {
+    LimitKey::new(
+        ProviderId::new(["openai", "anthropic", "groq"][i % 3]),
+        "m{x|y}",
+    )
+}
+
+/// One operation of a sequence.
+#[derive(Clone, Debug)]
+enum Op {
+    Reserve {
+        key: usize,
+        limits: Limits,
+        cost: Cost,
+        max_wait: Duration,
+    },
+    Refund {
+        key: usize,
+        requests: u64,
+        tokens: i64,
+    },
+    Raise {
+        key: usize,
+        t: Tightening,
+    },
+    Peek {
+        key: usize,
+        cost: Cost,
+    },
+    Advance(Duration),
+}
+
+fn limits(rng: &mut StdRng) -> Limits {
+    match rng.random_range(0..5) {
+        0 => Limits::none(),
+        1 => Limits::none().with_rpm(rng.random_range(2..120)),
+        2 => Limits::none().with_tpm(rng.random_range(500..20_000)),
+        3 => Limits::none()
+            .with_rpm(rng.random_range(2..120))
+            .with_tpm(rng.random_range(500..20_000))
+            .with_rpd(rng.random_range(100..10_000)),
+        _ => Limits::none()
+            .with_rpm(rng.random_range(2..60))
+            .with_tpd(50_000),
+    }
+}
+
+fn cost(rng: &mut StdRng) -> Cost {
+    Cost {
+        input_tokens: rng.random_range(0..800),
+        output_tokens: rng.random_range(0..400),
+        ..Cost::one_request()
+    }
+}
+
+fn window(rng: &mut StdRng, now: Instant) -> Option<Window> {
+    if rng.random_bool(0.3) {
+        return None;
+    }
+    let limit = rng.random_range(1..2_000u64);
+    Some(Window {
+        limit: rng.random_bool(0.9).then_some(limit),
+        remaining: rng.random_bool(0.9).then(|| rng.random_range(0..=limit)),
+        reset_at: rng
+            .random_bool(0.7)
+            .then(|| now + MS * rng.random_range(0..90_000u32)),
+        per: [Per::Minute, Per::Day, Per::Unknown][rng.random_range(0..3)],
+    })
+}
+
+fn tightening(rng: &mut StdRng, now: Instant, bookings: &[u64]) -> Tightening {
+    let report = rng.random_bool(0.7).then(|| {
+        let mut r = LimitReport::default();
+        r.requests = window(rng, now);
+        r.tokens = window(rng, now);
+        if rng.random_bool(0.2) {
+            r.input_tokens = window(rng, now);
+        }
+        if rng.random_bool(0.2) {
+            r.output_tokens = window(rng, now);
+        }
+        r
+    });
+    let throttled = rng.random_bool(0.25);
+    let mut t = Tightening::default();
+    t.report = report;
+    if throttled {
+        t.drain = match rng.random_range(0..3) {
+            0 => Drain::every_minute(),
+            1 => {
+                let mut d = Drain::none();
+                d.tokens = true;
+                d
+            }
+            _ => {
+                let mut d = Drain::none();
+                d.requests = true;
+                d.day = true;
+                d
+            }
+        };
+        t.gate_until = rng
+            .random_bool(0.6)
+            .then(|| now + MS * rng.random_range(0..20_000u32));
+    }
+    t.booking = if bookings.is_empty() || rng.random_bool(0.15) {
+        None
+    } else {
+        Some(bookings[rng.random_range(0..bookings.len())])
+    };
+    t
+}
+
+/// A sequence of `n` operations over three keys, from `seed`.
+fn sequence(seed: u64, n: usize, t0: Instant) -> Vec<Op> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut now = t0;
+    let mut ops = Vec::new();
+    let mut bookings = Vec::new();
+    let configured: Vec<Limits> = (0..3).map(|_| limits(&mut rng)).collect();
+    for _ in 0..n {
+        let k = rng.random_range(0..3);
+        let op = match rng.random_range(0..10) {
+            0..=3 => Op::Reserve {
+                key: k,
+                limits: configured[k],
+                cost: cost(&mut rng),
+                max_wait: MS * rng.random_range(0..30_000u32) + Duration::from_micros(317),
+            },
+            4 => Op::Refund {
+                key: k,
+                requests: rng.random_range(0..2),
+                tokens: rng.random_range(-300..300),
+            },
+            5 | 6 => Op::Raise {
+                key: k,
+                t: tightening(&mut rng, now, &bookings),
+            },
+            7 => Op::Peek {
+                key: k,
+                cost: cost(&mut rng),
+            },
+            _ => {
+                let d = MS * rng.random_range(0..4_000u32);
+                now += d;
+                Op::Advance(d)
+            }
+        };
+        ops.push(op);
+        // Booking numbers the sequence may answer later (per-key numbers overlap: fine, an
+        // unknown one is just older news).
+        bookings.push(rng.random_range(0..40));
+    }
+    ops
+}
+
+/// What an operation answered, comparable across stores within float tolerance.
+#[derive(Debug)]
+enum Answer {
+    Reserved(Reservation),
+    Done,
+    Peeked(LimitSnapshot),
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 + 1e-9 * a.abs().max(b.abs())
+}
+
+fn close_d(a: Duration, b: Duration) -> bool {
+    a.abs_diff(b) <= Duration::from_micros(3)
+}
+
+fn close_i(a: Option<Instant>, b: Option<Instant>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => close_d(a.max(b) - a.min(b), Duration::ZERO),
+        _ => false,
+    }
+}
+
+fn same(a: &Answer, b: &Answer) -> bool {
+    match (a, b) {
+        (Answer::Done, Answer::Done) => true,
+        (Answer::Reserved(x), Answer::Reserved(y)) => match (x, y) {
+            (
+                Reservation::Granted {
+                    wait: w1,
+                    token_room: r1,
+                    booking: b1,
+                },
+                Reservation::Granted {
+                    wait: w2,
+                    token_room: r2,
+                    booking: b2,
+                },
+            ) => close_d(*w1, *w2) && b1 == b2 && r1.abs_diff(*r2).is_none_or(|d| d <= 1),
+            (Reservation::NotUntil { wait: w1 }, Reservation::NotUntil { wait: w2 }) => {
+                close_d(*w1, *w2)
+            }
+            (x, y) => x == y,
+        },
+        (Answer::Peeked(x), Answer::Peeked(y)) => {
+            let bucket =
+                |p: &Option<llm_failover::BucketSnapshot>,
+                 q: &Option<llm_failover::BucketSnapshot>| match (p, q) {
+                    (None, None) => true,
+                    (Some(p), Some(q)) => {
+                        close(p.level, q.level)
+                            && p.capacity == q.capacity
+                            && close_d(p.window, q.window)
+                            && close_i(p.reset, q.reset)
+                    }
+                    _ => false,
+                };
+            bucket(&x.requests, &y.requests)
+                && bucket(&x.tokens, &y.tokens)
+                && match (x.learned_rate, y.learned_rate) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => close(a, b),
+                    _ => false,
+                }
+                && close_i(x.gate_until, y.gate_until)
+                && match (x.wait, y.wait) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => close_d(a, b),
+                    _ => false,
+                }
+                && x.token_room.abs_diff(y.token_room).is_none_or(|d| d <= 1)
+        }
+        _ => false,
+    }
+}
+
+trait AbsDiff {
+    fn abs_diff(self, other: Self) -> Option<u64>;
+}
+
+impl AbsDiff for Option<u64> {
+    /// `Some(0)` when both are none, `None` when only one is.
+    fn abs_diff(self, other: Self) -> Option<u64> {
+        match (self, other) {
+            (None, None) => Some(0),
+            (Some(a), Some(b)) => Some(a.abs_diff(b)),
+            _ => Some(u64::MAX),
+        }
+    }
+}
+
+async fn run(store: &dyn LimiterStore, ops: &[Op], t0: Instant) -> Vec<Answer> {
+    let mut now = t0;
+    let mut out = Vec::new();
+    for op in ops {
+        out.push(match op.clone() {
+            Op::Reserve {
+                key: k,
+                limits,
+                cost,
+                max_wait,
+            } => Answer::Reserved(
+                store
+                    .reserve(&key(k), &limits, cost, max_wait, now)
+                    .await
+                    .unwrap(),
+            ),
+            Op::Refund {
+                key: k,
+                requests,
+                tokens,
+            } => {
+                store.refund(&key(k), requests, tokens, now).await.unwrap();
+                Answer::Done
+            }
+            Op::Raise { key: k, t } => {
+                store.raise(&key(k), t, now).await.unwrap();
+                Answer::Done
+            }
+            Op::Peek { key: k, cost } => {
+                Answer::Peeked(store.peek(&key(k), cost, now).await.unwrap())
+            }
+            Op::Advance(d) => {
+                now += d;
+                Answer::Done
+            }
+        });
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_redis_store_answers_as_the_memory_store_does() {
+    let redis = RedisServer::start();
+    let t0 = Instant::now();
+    let mut compared = 0;
+    // Granted after a wait, refused for now, too large, peeks of stated buckets, of a
+    // learned pace, of a gate: the sequences reach every branch.
+    let mut seen = [0; 6];
+    for seed in 0..40u64 {
+        let ops = sequence(seed, 300, t0);
+        let allowance = if seed % 4 == 3 {
+            50 * MS
+        } else {
+            Duration::ZERO
+        };
+        let memory = MemoryStore::with_latency_allowance(allowance);
+        let shared =
+            RedisStore::new(SharedSettings::new(redis.url()).prefix(format!("seed{seed}")))
+                .unwrap()
+                .with_latency_allowance(allowance)
+                .on_virtual_clock(t0)
+                .without_probes();
+        let a = run(&memory, &ops, t0).await;
+        let b = run(&shared, &ops, t0).await;
+        for x in &a {
+            match x {
+                Answer::Reserved(Reservation::Granted { wait, .. }) if !wait.is_zero() => {
+                    seen[0] += 1
+                }
+                Answer::Reserved(Reservation::NotUntil { .. }) => seen[1] += 1,
+                Answer::Reserved(Reservation::TooLarge { .. }) => seen[2] += 1,
+                Answer::Peeked(p) if p.requests.is_some() && p.tokens.is_some() => seen[3] += 1,
+                Answer::Peeked(p) if p.learned_rate.is_some() => seen[4] += 1,
+                Answer::Peeked(p) if p.gate_until.is_some() => seen[5] += 1,
+                _ => {}
+            }
+        }
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                same(x, y),
+                "seed {seed}, op {i} {:?}:\n memory {x:?}\n redis  {y:?}",
+                ops[i]
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 40 * 300);
+    eprintln!("branches seen: {seen:?}");
+    assert!(seen.iter().all(|&n| n >= 5), "{seen:?}");
+}
+
+#[tokio::test]
+async fn one_probe_across_clients_after_a_gate_and_its_answer_releases_it() {
+    let redis = RedisServer::start();
+    let t0 = Instant::now();
+    let stores: Vec<RedisStore> = (0..4)
+        .map(|_| {
+            RedisStore::new(SharedSettings::new(redis.url()))
+                .unwrap()
+                .on_virtual_clock(t0)
+        })
+        .collect();
+    let k = key(0);
+    let limits = Limits::none().with_rpm(600);
+    let one = Cost::one_request();
+    // A 429 seen by the first: a gate of 300 ms, for every client.
+    let granted = stores[0]
+        .reserve(&k, &limits, one, Duration::ZERO, t0)
+        .await
+        .unwrap();
+    let Reservation::Granted { booking, .. } = granted else {
+        panic!("{granted:?}")
+    };
+    let mut throttled = Tightening::default();
+    throttled.gate_until = Some(t0 + 300 * MS);
+    throttled.drain = Drain::every_minute();
+    throttled.booking = Some(booking);
+    stores[0].raise(&k, throttled, t0).await.unwrap();
+    for s in &stores[1..] {
+        let r = s
+            .reserve(&k, &limits, one, Duration::ZERO, t0)
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Reservation::NotUntil { wait } if wait == 300 * MS),
+            "{r:?}: the others wait for the gate"
+        );
+    }
+    // Past the gate: all four ask at once; one probes, the others wait for its answer.
+    let now = t0 + 350 * MS;
+    let mut probes = Vec::new();
+    for s in &stores {
+        probes.push(
+            s.reserve(&k, &limits, one, Duration::from_secs(5), now)
+                .await
+                .unwrap(),
+        );
+    }
+    let granted: Vec<u64> = probes
+        .iter()
+        .filter_map(|r| match r {
+            Reservation::Granted { booking, .. } => Some(*booking),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(granted.len(), 1, "exactly one probe: {probes:?}");
+    assert!(
+        probes
+            .iter()
+            .filter(
+                |r| matches!(r, Reservation::NotUntil { wait } if *wait > Duration::from_secs(5))
+            )
+            .count()
+            == 3,
+        "the others wait for the probe's answer (its token's life, {:?}): {probes:?}",
+        llm_failover::ratelimit::PROBE_TTL
+    );
+    // Its answer (a success) releases it, from whichever client it came: all may send.
+    let mut answered = Tightening::default();
+    answered.booking = Some(granted[0]);
+    answered.report = Some(LimitReport::default());
+    stores[2].raise(&k, answered, now).await.unwrap();
+    for s in &stores {
+        let r = s
+            .reserve(&k, &limits, one, Duration::from_secs(5), now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Reservation::Granted { .. }), "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn redis_down_is_a_mode_and_it_is_used_again_when_it_returns() {
+    let mut redis = RedisServer::start();
+    let settings = |when_down| {
+        SharedSettings::new(redis.url())
+            .timeout(200 * MS)
+            .when_down(when_down)
+    };
+    let wait = RedisStore::new(settings(WhenDown::Wait)).unwrap();
+    let share = RedisStore::new(settings(WhenDown::LocalShare {
+        processes: NonZeroU32::new(4).unwrap(),
+    }))
+    .unwrap();
+    let k = key(1);
+    let limits = Limits::none().with_rpm(40);
+    let one = Cost::one_request();
+    let t = Instant::now();
+    assert!(matches!(
+        wait.reserve(&k, &limits, one, Duration::ZERO, t)
+            .await
+            .unwrap(),
+        Reservation::Granted { .. }
+    ));
+    redis.kill();
+    // Fail closed: nothing admitted, a wait until the next try; never an error or a panic.
+    let r = wait
+        .reserve(&k, &limits, one, Duration::ZERO, t)
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Reservation::NotUntil { wait } if wait <= Duration::from_secs(1)),
+        "{r:?}"
+    );
+    // A local share: 40 rpm over 4 processes is 10 here.
+    let mut granted = 0;
+    for _ in 0..20 {
+        if let Reservation::Granted { .. } = share
+            .reserve(&k, &limits, one, Duration::ZERO, t)
+            .await
+            .unwrap()
+        {
+            granted += 1;
+        }
+    }
+    assert_eq!(granted, 10);
+    let snap = share.peek(&k, one, t).await.unwrap();
+    assert_eq!(snap.requests.map(|b| b.capacity), Some(10));
+
+    redis.restart();
+    // Tried again once the retry interval has passed on the caller's clock (`now`), the
+    // store is back on Redis as soon as its connection is: the connection manager
+    // reconnects in the background, so the first try after the restart may still find it
+    // away. Each try is a retry interval later (virtual); between tries the test gives the
+    // reconnect a few real milliseconds (redis-server and a socket, not our logic).
+    let mut later = t;
+    let mut tries = 0;
+    let r = loop {
+        later += Duration::from_secs(2);
+        tries += 1;
+        let r = wait
+            .reserve(&k, &limits, one, Duration::ZERO, later)
+            .await
+            .unwrap();
+        if matches!(r, Reservation::Granted { .. }) || tries == 50 {
+            break r;
+        }
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(20 * MS).await;
+    };
+    assert!(
+        matches!(r, Reservation::Granted { .. }),
+        "Redis is used again: {r:?}"
+    );
+    assert!(tries <= 10, "back after {tries} tries");
+}
+
+#[tokio::test]
+async fn keys_are_namespaced_expire_and_hold_no_secret() {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(SharedSettings::new(redis.url()).prefix("app7")).unwrap();
+    let k = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini")
+        .with_account(Some(Arc::from("tenant-42")));
+    let now = Instant::now();
+    store
+        .reserve(
+            &k,
+            &Limits::none().with_rpm(10),
+            Cost::one_request(),
+            Duration::ZERO,
+            now,
+        )
+        .await
+        .unwrap();
+    let keys = cli(&redis, &["KEYS", "*"]);
+    assert_eq!(keys.trim(), "app7:{openai|gpt-4o-mini|tenant-42}:limits");
+    let ttl: i64 = cli(
+        &redis,
+        &["PTTL", "app7:{openai|gpt-4o-mini|tenant-42}:limits"],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(ttl > 86_400_000 && ttl <= 2 * 86_400_000, "{ttl}");
+}
