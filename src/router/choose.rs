@@ -89,6 +89,9 @@ enum Look<'r> {
 #[derive(Default)]
 struct Survey {
     soonest: Option<Instant>,
+    /// The soonest instant a candidate that may not be sent to now (backing off, breaker
+    /// open, probe out) may be again.
+    reopens: Option<Instant>,
     /// The candidate whose admission wait is shortest, and that wait.
     paced: Option<(usize, Duration)>,
     never: Option<Error>,
@@ -135,7 +138,15 @@ impl Router {
                 return Ok(Pick::Go(t));
             }
         }
-        if let Some((slot, _)) = survey.paced.take().filter(|(_, w)| *w <= remaining) {
+        // The candidate that can start soonest is booked — unless a provider that cannot be
+        // sent to now reopens before that slot: then the request waits for the reopening and
+        // chooses again (a primary back in 3 s beats a secondary's slot in 16 s).
+        let reopens = survey.reopens;
+        if let Some((slot, _)) = survey
+            .paced
+            .take()
+            .filter(|(_, w)| *w <= remaining && reopens.is_none_or(|r| now + *w <= r))
+        {
             if let Some(t) = self
                 .try_slot(job, run, slot, now, remaining, &mut survey)
                 .await?
@@ -165,6 +176,7 @@ impl Router {
             Look::Ready(c) => Box::pin(self.admit(run, c, now, max_wait, survey)).await,
             Look::Skip(until) => {
                 survey.sooner(until);
+                survey.reopens = Some(survey.reopens.map_or(until, |r| r.min(until)));
                 Ok(None)
             }
             Look::Never(e) => {

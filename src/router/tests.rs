@@ -530,3 +530,42 @@ async fn a_provider_that_states_nothing_is_paced_by_what_its_429s_teach() {
     assert_eq!(Instant::now() - t0, 3 * S, "one a second");
     assert_eq!(t.count("a"), 5, "one 429, then no more");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_back_sooner_than_the_secondary_s_slot_is_waited_for() {
+    // b has one request a minute, already spent; a says "retry after 3 s".
+    let transport = ScriptedTransport::new();
+    let provider = |host: &str| {
+        Arc::new(
+            OpenAi::new(
+                ProviderId::new(host),
+                format!("http://{host}/v1").parse().unwrap(),
+            )
+            .with_chat_model("m"),
+        )
+    };
+    let key = || ProviderSettings::new().credential(Credential::new("sk-test"));
+    let c = Client::builder()
+        .clock(Arc::new(TokioClock))
+        .rng(Arc::new(FixedRng::new([0.5])))
+        .policy(policy())
+        .transport(Arc::new(transport.clone()))
+        .provider(provider("a"), key())
+        .provider(provider("b"), key().limits(Limits::none().with_rpm(1)))
+        .build()
+        .unwrap();
+    transport
+        .push("b", ok("b's one"))
+        .push("a", error(429, "requests").header("retry-after", "3"))
+        .push("a", ok("a again"));
+    let only_b = RequestOptions::new().provider("b");
+    assert_eq!(c.chat_with(req(), &only_b).await.unwrap().text, "b's one");
+
+    let t0 = Instant::now();
+    let r = c.chat(req()).await.unwrap();
+    // Not booked on b, whose next slot is a minute away: the request waited for a's reset.
+    assert_eq!((r.text.as_str(), r.provider.as_str()), ("a again", "a"));
+    assert_eq!(transport.count("b"), 1, "nothing more was sent to b");
+    let waited = Instant::now() - t0;
+    assert!(waited >= 3 * S && waited < 4 * S, "{waited:?}");
+}
