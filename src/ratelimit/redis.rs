@@ -16,8 +16,9 @@
 //!   a newer, longer one; a 429 or an opened breaker seen by one process stops them all until
 //!   the stated reset.
 //! * **One half-open probe across all processes**: after a gate, the first reservation takes
-//!   a token (`SET …:probe <booking> NX PX`); the others wait for its answer, which releases
-//!   it by compare-and-delete (or for the token's expiry, [`PROBE_TTL`], if its process died).
+//!   a token (`SET …:probe <booking> NX PX`); the others look again every 250 ms until its
+//!   answer releases it by compare-and-delete (or the token expires, [`PROBE_TTL`], if its
+//!   process died).
 //! * **Keys**: `<prefix>:{<provider>|<model>|<account>}:limits` and `…:probe`, one hash tag per
 //!   (provider, model, account) so a call is atomic and Redis Cluster routes it; the state
 //!   expires two days after its last write. Nothing secret is written: no key, no prompt —
@@ -53,6 +54,10 @@ use crate::error::{Error, ErrorKind, Result};
 /// How long a half-open probe holds the other processes back when its answer never comes
 /// (its process died): then the next reservation probes.
 pub const PROBE_TTL: Duration = Duration::from_secs(10);
+
+/// While another process's half-open probe is out, a reservation looks again this soon (its
+/// answer releases the probe at once), as a local probe in flight is polled.
+const PROBE_POLL: Duration = Duration::from_millis(250);
 
 /// How long a key's state outlives its last write: longer than the longest window (a day).
 const STATE_TTL: Duration = Duration::from_secs(2 * 86_400);
@@ -433,6 +438,8 @@ struct ReserveArgs {
     max_wait: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     probe_ttl: Option<u64>,
+    /// While another process's probe is out, how soon to look again (ms).
+    probe_poll: u64,
 }
 
 #[derive(Deserialize)]
@@ -578,6 +585,7 @@ impl LimiterStore for RedisStore {
             cost: cost.into(),
             max_wait: micros(max_wait),
             probe_ttl: self.probe_ttl.map(|t| t.as_millis() as u64),
+            probe_poll: PROBE_POLL.as_millis() as u64,
         };
         let Some(a) = self
             .call::<ReserveAnswer>(key, "reserve", &args, now)

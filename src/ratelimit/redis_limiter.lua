@@ -496,7 +496,8 @@ local function none(l) return not (l.rpm or l.tpm or l.rpd or l.tpd or l.aud) en
 ---------------------------------------------------------------------------------- operations
 
 if op == 'reserve' then
-  -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl}
+  -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl,
+  --        probe_poll (ms)}
   local S = load()
   if not S then
     if none(args.limits) then
@@ -510,8 +511,11 @@ if op == 'reserve' then
     -- Half-open: the first reservation after the gate is the one probe across processes.
     local token = tostring(S.nb)
     if not redis.call('SET', KEYS[2], token, 'NX', 'PX', args.probe_ttl) then
-      local left = redis.call('PTTL', KEYS[2])
-      return cjson.encode({ granted = false, wait = math.max(left, 1) * 1000, probing = true })
+      -- Another process's probe is out: look again soon (its answer releases it at once),
+      -- or when its token expires, whichever comes first.
+      local left = math.max(redis.call('PTTL', KEYS[2]), 1)
+      local wait = math.min(left, args.probe_poll or left) * 1000
+      return cjson.encode({ granted = false, wait = wait, probing = true })
     end
     probe = true
   end
