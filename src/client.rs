@@ -9,12 +9,12 @@ use std::sync::Arc;
 use url::Url;
 
 use crate::clock::{Clock, TokioClock};
-use crate::config::{Config, Limits, Policy, ProviderSettings};
-use crate::error::Result;
+use crate::config::{check_shared_settings, Config, Limits, Policy, ProviderSettings};
+use crate::error::{Error, Result};
 use crate::http::{ClientChoice, Transport};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::provider::Provider;
-use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore};
+use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore, SharedSettings, REDIS_URL_VAR};
 use crate::rng::{Rng, SeededRng};
 use crate::router::{self, ChatStream, Parts, RequestOptions, Router, NO_OPTIONS};
 use crate::stats::Stats;
@@ -43,14 +43,21 @@ use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 #[derive(Clone)]
 pub struct Client {
     router: Arc<Router>,
-    environment: Arc<str>,
+    about: Arc<About>,
+}
+
+/// What a client was built with, beyond its router.
+struct About {
+    environment: String,
+    shared: Option<SharedSettings>,
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("environment", &self.environment)
+            .field("environment", &self.about.environment)
             .field("providers", &self.router.providers().collect::<Vec<_>>())
+            .field("shared", &self.about.shared)
             .finish()
     }
 }
@@ -63,7 +70,31 @@ impl Client {
 
     /// The active environment's name.
     pub fn environment(&self) -> &str {
-        &self.environment
+        &self.about.environment
+    }
+
+    /// Where limits are shared with other processes: the Redis settings the limiter store was
+    /// built from ([`ClientBuilder::shared`], the `LLM_FAILOVER_REDIS_URL` variable or
+    /// `[shared]` in the configuration). `None` when they live in this process's memory, or in
+    /// a store given with [`ClientBuilder::limiter_store`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+    /// let client = Client::builder()
+    ///     .provider(Arc::new(local), ProviderSettings::new())
+    ///     .env_lookup(|_| None) // as if LLM_FAILOVER_REDIS_URL were unset
+    ///     .build()?;
+    /// assert!(client.shared().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shared(&self) -> Option<&SharedSettings> {
+        self.about.shared.as_ref()
     }
 
     /// A chat completion, failing over as needed.
@@ -249,6 +280,7 @@ pub struct ClientBuilder {
     clock: Option<Arc<dyn Clock>>,
     rng: Option<Arc<dyn Rng>>,
     store: Option<Arc<dyn LimiterStore>>,
+    shared: Option<SharedSettings>,
     transport: Option<Arc<dyn Transport>>,
     http: ClientChoice,
     providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
@@ -306,9 +338,49 @@ impl ClientBuilder {
         self
     }
 
-    /// Replaces the in-memory limiter store.
+    /// Replaces the in-memory limiter store. Not together with shared limits
+    /// ([`shared`](Self::shared), `LLM_FAILOVER_REDIS_URL`, `[shared]`): [`build`](Self::build)
+    /// says which to drop.
     pub fn limiter_store(mut self, store: Arc<dyn LimiterStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Shares limits with every other process on the same quota through Redis, so that N
+    /// workers on one key together keep to its limits instead of overshooting them N times.
+    ///
+    /// This wins over the `LLM_FAILOVER_REDIS_URL` variable, which wins over `[shared]` in the
+    /// configuration (the variable's URL then replaces the table's `redis_url` only). Any of
+    /// the three needs the crate's `redis` feature: without it, [`build`](Self::build) is a
+    /// `Config` error, never a silent fall back to this process's memory. The store connects
+    /// on first use; what admission does while Redis is away is
+    /// [`SharedSettings::when_down`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::ratelimit::{Limits, SharedSettings, WhenDown};
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+    /// // Four workers of one batch: while Redis is down, each keeps to a quarter of 600 rpm.
+    /// let shared = SharedSettings::new("redis://127.0.0.1:6379")
+    ///     .prefix("nightly-batch")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .when_down(WhenDown::LocalShare { processes: NonZeroU32::new(4).unwrap() });
+    /// let client = Client::builder()
+    ///     .provider(Arc::new(local), ProviderSettings::new().limits(Limits::none().with_rpm(600)))
+    ///     .shared(shared)
+    ///     .build()?;
+    /// assert_eq!(client.shared().map(|s| s.host()), Some("127.0.0.1:6379".to_owned()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shared(mut self, settings: SharedSettings) -> Self {
+        self.shared = Some(settings);
         self
     }
 
@@ -435,7 +507,10 @@ impl ClientBuilder {
     ///
     /// `Config` when the configuration is invalid, names an unknown provider or environment,
     /// or a key's environment variable is missing (the message names the variable, never a
-    /// key).
+    /// key); when shared limits are asked for ([`shared`](Self::shared),
+    /// `LLM_FAILOVER_REDIS_URL`, `[shared]`) with a URL that is not a Redis URL (the message
+    /// names the host at most, never the password), together with a
+    /// [`limiter_store`](Self::limiter_store), or in a build without the `redis` feature.
     pub fn build(mut self) -> Result<Client> {
         let resolved = match self.config.take() {
             Some(config) => self.resolve_config(config?)?,
@@ -446,7 +521,22 @@ impl ClientBuilder {
             mut providers,
             mut orders,
             policy,
+            shared: file_shared,
         } = resolved;
+        let policy = self.policy.take().or(policy).unwrap_or_default();
+        let shared = self.shared_settings(file_shared)?;
+        let store = match choose_store(
+            self.store.is_some(),
+            shared.as_ref(),
+            cfg!(feature = "redis"),
+        )? {
+            StoreChoice::InMemory => None,
+            StoreChoice::Given => self.store.take(),
+            StoreChoice::Redis => shared
+                .as_ref()
+                .map(|(settings, origin)| redis_store(settings, *origin, &policy))
+                .transpose()?,
+        };
         providers.splice(0..0, std::mem::take(&mut self.providers));
         if let Some(order) = self.chat_order.take() {
             orders.set(
@@ -463,20 +553,64 @@ impl ClientBuilder {
         let router = Router::new(Parts {
             providers,
             orders,
-            policy: self.policy.take().or(policy).unwrap_or_default(),
+            policy,
             clock: self.clock.take().unwrap_or_else(|| Arc::new(TokioClock)),
             rng: self
                 .rng
                 .take()
                 .unwrap_or_else(|| Arc::new(SeededRng::from_entropy())),
-            store: self.store.take(),
+            store,
             transport: self.transport.take(),
             http: std::mem::take(&mut self.http),
         })?;
         Ok(Client {
             router: Arc::new(router),
-            environment: Arc::from(environment),
+            about: Arc::new(About {
+                environment,
+                shared: shared.map(|(settings, _)| settings),
+            }),
         })
+    }
+
+    /// The shared settings in force, and where they come from: the builder's, else
+    /// `LLM_FAILOVER_REDIS_URL` (over the file's `[shared]`, whose other values it keeps),
+    /// else the file's. A blank variable counts as unset.
+    fn shared_settings(
+        &self,
+        file: Option<SharedSettings>,
+    ) -> Result<Option<(SharedSettings, SharedOrigin)>> {
+        if let Some(settings) = &self.shared {
+            check_shared_settings(settings).map_err(|(field, message)| {
+                Error::config(format!("ClientBuilder::shared: {field} {message}"))
+            })?;
+            return Ok(Some((settings.clone(), SharedOrigin::Code)));
+        }
+        let url = match &self.env_lookup {
+            Some(lookup) => lookup(REDIS_URL_VAR),
+            // Not `lookup()`: a value that is not UTF-8 must not read as unset.
+            None => match std::env::var(REDIS_URL_VAR) {
+                Ok(url) => Some(url),
+                Err(std::env::VarError::NotPresent) => None,
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(Error::config(format!(
+                        "environment variable {REDIS_URL_VAR} is not valid UTF-8; write it \
+                         like redis://127.0.0.1:6379, or unset it to keep limits in this process"
+                    )))
+                }
+            },
+        };
+        if let Some(url) = url.filter(|u| !u.trim().is_empty()) {
+            let url = url.trim();
+            crate::config::check_redis_url(url).map_err(|message| {
+                Error::config(format!("environment variable {REDIS_URL_VAR} {message}"))
+            })?;
+            let settings = match file {
+                Some(file) => file.with_url(url),
+                None => SharedSettings::new(url),
+            };
+            return Ok(Some((settings, SharedOrigin::Env)));
+        }
+        Ok(file.map(|settings| (settings, SharedOrigin::File)))
     }
 
     /// The environment, providers, orders and policy `config` names (the builder's base URLs,
@@ -517,6 +651,7 @@ impl ClientBuilder {
             environment: env.name,
             providers,
             policy: Some(config.policy),
+            shared: config.shared,
         })
     }
 
@@ -543,6 +678,7 @@ impl ClientBuilder {
             providers: Vec::new(),
             orders,
             policy: None,
+            shared: None,
         }
     }
 
@@ -560,6 +696,108 @@ struct Resolved {
     providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
     orders: PerCapability<Vec<ProviderId>>,
     policy: Option<Policy>,
+    /// The configuration's `[shared]`.
+    shared: Option<SharedSettings>,
+}
+
+/// Where the shared settings in force come from, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SharedOrigin {
+    /// [`ClientBuilder::shared`].
+    Code,
+    /// `LLM_FAILOVER_REDIS_URL`.
+    Env,
+    /// `[shared]` in the configuration.
+    File,
+}
+
+impl SharedOrigin {
+    /// Where, and how to drop it.
+    fn describe(self) -> String {
+        match self {
+            SharedOrigin::Code => "ClientBuilder::shared (drop that call)".to_owned(),
+            SharedOrigin::Env => format!("the {REDIS_URL_VAR} environment variable (unset it)"),
+            SharedOrigin::File => {
+                "the configuration's [shared] table (remove it from providers.toml)".to_owned()
+            }
+        }
+    }
+}
+
+/// Which limiter store the client gets.
+#[derive(Debug, PartialEq, Eq)]
+enum StoreChoice {
+    /// The router's own in-memory store.
+    InMemory,
+    /// The one given with [`ClientBuilder::limiter_store`].
+    Given,
+    /// Redis, with the shared settings.
+    Redis,
+}
+
+/// Decides the store before anything is built: a store given in code, shared settings, or
+/// neither (`redis_built`: whether this build has the `redis` feature).
+///
+/// # Errors
+///
+/// `Config` for a given store together with shared settings (the message says which to
+/// drop), and for shared settings in a build without Redis support (never a silent fall back
+/// to memory).
+fn choose_store(
+    given: bool,
+    shared: Option<&(SharedSettings, SharedOrigin)>,
+    redis_built: bool,
+) -> Result<StoreChoice> {
+    match (given, shared) {
+        (false, None) => Ok(StoreChoice::InMemory),
+        (true, None) => Ok(StoreChoice::Given),
+        (true, Some((settings, origin))) => Err(Error::config(format!(
+            "a limiter store is given in code (ClientBuilder::limiter_store) and limits are \
+             shared through Redis at {} by {}: use one of the two — drop the limiter_store \
+             call, or the shared settings",
+            settings.host(),
+            origin.describe()
+        ))),
+        (false, Some((settings, origin))) if !redis_built => {
+            Err(no_redis_feature(settings, *origin))
+        }
+        (false, Some(_)) => Ok(StoreChoice::Redis),
+    }
+}
+
+/// Shared limits asked for in a build without the `redis` feature.
+fn no_redis_feature(settings: &SharedSettings, origin: SharedOrigin) -> Error {
+    Error::config(format!(
+        "limits are to be shared through Redis at {} (asked for by {}), but this build of \
+         llm-failover has no Redis support: enable the crate's `redis` feature (llm-failover = \
+         {{ version = \"…\", features = [\"redis\"] }}), or drop the shared settings to keep \
+         limits in this process",
+        settings.host(),
+        origin.describe()
+    ))
+}
+
+/// The Redis limiter store for `settings`, keeping the policy's latency allowance as the
+/// in-memory store does.
+#[cfg(feature = "redis")]
+fn redis_store(
+    settings: &SharedSettings,
+    _origin: SharedOrigin,
+    policy: &Policy,
+) -> Result<Arc<dyn LimiterStore>> {
+    let store = crate::ratelimit::RedisStore::new(settings.clone())?
+        .with_latency_allowance(policy.latency_allowance);
+    Ok(Arc::new(store))
+}
+
+/// Without the `redis` feature there is no Redis store ([`choose_store`] says so first).
+#[cfg(not(feature = "redis"))]
+fn redis_store(
+    settings: &SharedSettings,
+    origin: SharedOrigin,
+    _policy: &Policy,
+) -> Result<Arc<dyn LimiterStore>> {
+    Err(no_redis_feature(settings, origin))
 }
 
 #[cfg(test)]
@@ -610,12 +848,66 @@ mod tests {
     }
 
     #[test]
+    fn the_store_is_chosen_before_anything_is_built() {
+        let url = "redis://:pw-SENTINEL@10.1.2.3:6380";
+        for redis_built in [true, false] {
+            assert_eq!(
+                choose_store(false, None, redis_built).unwrap(),
+                StoreChoice::InMemory
+            );
+            assert_eq!(
+                choose_store(true, None, redis_built).unwrap(),
+                StoreChoice::Given
+            );
+        }
+        for origin in [SharedOrigin::Code, SharedOrigin::Env, SharedOrigin::File] {
+            let shared = (SharedSettings::new(url), origin);
+            assert_eq!(
+                choose_store(false, Some(&shared), true).unwrap(),
+                StoreChoice::Redis
+            );
+            let where_from = match origin {
+                SharedOrigin::Code => "ClientBuilder::shared",
+                SharedOrigin::Env => REDIS_URL_VAR,
+                SharedOrigin::File => "[shared]",
+            };
+            for redis_built in [true, false] {
+                let both = choose_store(true, Some(&shared), redis_built).unwrap_err();
+                let message = both.to_string();
+                assert!(both.is_config(), "{message}");
+                for part in [
+                    "limiter_store",
+                    where_from,
+                    "10.1.2.3:6380",
+                    "use one of the two",
+                ] {
+                    assert!(message.contains(part), "{part}: {message}");
+                }
+                assert!(
+                    !format!("{both:?}{message}").contains("SENTINEL"),
+                    "{message}"
+                );
+            }
+            let absent = choose_store(false, Some(&shared), false).unwrap_err();
+            let message = absent.to_string();
+            assert!(absent.is_config(), "{message}");
+            for part in ["`redis` feature", where_from, "10.1.2.3:6380"] {
+                assert!(message.contains(part), "{part}: {message}");
+            }
+            assert!(
+                !format!("{absent:?}{message}").contains("SENTINEL"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
     fn client_is_cheap_to_clone_and_thread_safe() {
         fn assert_send_sync<T: Send + Sync + Clone>() {}
         assert_send_sync::<Client>();
         assert_eq!(
             std::mem::size_of::<Client>(),
-            2 * std::mem::size_of::<usize>() + std::mem::size_of::<usize>()
+            2 * std::mem::size_of::<usize>()
         );
     }
 }

@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::raw::{RawConfig, RawEnvironment, RawLimits, RawPolicy, RawProvider};
+use super::raw::{RawConfig, RawEnvironment, RawLimits, RawPolicy, RawProvider, RawShared};
 use super::source::TomlPath;
 use super::types::{Config, Policy, ProviderKind};
 use super::validate::validate;
 use crate::error::{Error, Result};
-use crate::ratelimit::{HeaderDialect, Limits};
+use crate::ratelimit::{HeaderDialect, Limits, SharedSettings, WhenDown};
 
 /// Builds a [`Config`] in code: providers, environments (failover orders) and the policy.
 ///
@@ -68,6 +68,7 @@ pub struct ConfigBuilder {
     environments: BTreeMap<String, RawEnvironment>,
     providers: BTreeMap<String, RawProvider>,
     policy: Option<Policy>,
+    shared: Option<RawShared>,
 }
 
 impl Config {
@@ -78,6 +79,7 @@ impl Config {
             environments: BTreeMap::new(),
             providers: BTreeMap::new(),
             policy: None,
+            shared: None,
         }
     }
 }
@@ -117,6 +119,45 @@ impl ConfigBuilder {
         self
     }
 
+    /// Shares limits and breakers with other processes through Redis, as a `[shared]` table
+    /// does (checked by its rules, durations to the millisecond; errors name `shared.…` and
+    /// never the URL).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::config::{Config, ProviderConfig, ProviderKind};
+    /// use llm_failover::ratelimit::SharedSettings;
+    ///
+    /// let config = Config::builder("local")
+    ///     .provider(
+    ///         "ollama",
+    ///         ProviderConfig::builder(ProviderKind::OpenAi, "http://127.0.0.1:11434/v1")
+    ///             .model("llama3.2")
+    ///             .no_key(),
+    ///     )
+    ///     .chat("local", ["ollama"])
+    ///     .shared(SharedSettings::new("redis://127.0.0.1:6379").prefix("nightly"))
+    ///     .build()?;
+    /// let shared = config.shared.as_ref().expect("shared");
+    /// assert_eq!((shared.host().as_str(), shared.key_prefix.as_str()), ("127.0.0.1:6379", "nightly"));
+    ///
+    /// let err = Config::builder("local")
+    /// #   .provider("ollama", ProviderConfig::builder(ProviderKind::OpenAi, "http://127.0.0.1:11434/v1").model("m").no_key())
+    /// #   .chat("local", ["ollama"])
+    ///     .shared(SharedSettings::new("redis://:hunter2@127.0.0.1:6379").timeout(Duration::ZERO))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(err.message().starts_with("shared.timeout_ms: "));
+    /// assert!(!err.message().contains("hunter2"));
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    pub fn shared(mut self, shared: SharedSettings) -> Self {
+        self.shared = Some(raw_shared(&shared));
+        self
+    }
+
     fn env(&mut self, name: impl Into<String>) -> &mut RawEnvironment {
         self.environments
             .entry(name.into())
@@ -140,6 +181,7 @@ impl ConfigBuilder {
             policy: self.policy.as_ref().map(raw_policy).unwrap_or_default(),
             environments: self.environments,
             providers: self.providers,
+            shared: self.shared,
         };
         validate(&raw).map_err(|issue| {
             let message = if issue.path == TomlPath::root() {
@@ -300,6 +342,21 @@ fn raw_limits(l: &Limits) -> RawLimits {
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn raw_shared(s: &SharedSettings) -> RawShared {
+    let (when_down, processes) = match s.when_down {
+        WhenDown::Wait => ("wait", None),
+        WhenDown::LocalShare { processes } => ("local_share", Some(i64::from(processes.get()))),
+    };
+    RawShared {
+        redis_url: s.url().to_owned(),
+        key_prefix: Some(s.key_prefix.clone()),
+        timeout_ms: Some(millis(s.timeout)),
+        when_down: Some(when_down.to_owned()),
+        processes,
+        retry_interval_ms: Some(millis(s.retry_interval)),
+    }
 }
 
 fn raw_policy(p: &Policy) -> RawPolicy {

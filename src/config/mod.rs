@@ -34,6 +34,27 @@
 //! No error built here ever contains a value that could be a key: messages name the TOML path
 //! or the variable, and serde messages are rewritten so that they never repeat a string.
 //!
+//! # Shared limits
+//!
+//! An optional `[shared]` table shares limits and breakers with every other process on the
+//! same quota through Redis ([`SharedSettings`](crate::ratelimit::SharedSettings), on
+//! [`Config::shared`]); the `LLM_FAILOVER_REDIS_URL` variable turns the same on without a
+//! file, its URL over the table's:
+//!
+//! ```toml
+//! [shared]
+//! redis_url = "redis://127.0.0.1:6379"  # required; may hold a password: redis://:PASSWORD@host:port
+//! key_prefix = "llm-failover"           # every key starts with it
+//! timeout_ms = 250                      # the longest one Redis call may take (1 to 60000)
+//! when_down = "wait"                    # or "local_share": limit ÷ processes meanwhile
+//! # processes = 4                       # required with local_share, not allowed otherwise
+//! retry_interval_ms = 1000              # how often a Redis that was down is tried again
+//! ```
+//!
+//! The URL is the user's own Redis, like a database URL, so a password inside it passes the
+//! key scan; it is never shown (errors and `Debug` name the host and port only), and a field
+//! of its own for a secret (`password`, `token`, …) is refused.
+//!
 //! # Choosing the environment
 //!
 //! The environment named in code wins, then the [`ENVIRONMENT_VAR`] variable
@@ -77,6 +98,7 @@ pub use crate::ratelimit::Limits;
 pub use builder::{ConfigBuilder, ProviderConfigBuilder};
 pub use settings::ProviderSettings;
 pub use types::{Config, Environment, KeySource, Policy, ProviderConfig, ProviderKind};
+pub(crate) use validate::{check_redis_url, check_shared_settings};
 
 use std::path::Path;
 use std::str::FromStr;

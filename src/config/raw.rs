@@ -8,10 +8,13 @@
 //! meaning: an absent `[policy]` is the default policy, an absent list is an empty list, an
 //! absent `allow_http` is `false`.
 //!
-//! These types never hold a key: the key policy scan (`source.rs`) rejects a literal key or a
-//! list of keys before serde runs, and `api_key_env` holds variable names only.
+//! These types never hold a provider's key: the key policy scan (`source.rs`) rejects a literal key or a
+//! list of keys before serde runs, and `api_key_env` holds variable names only. The one secret
+//! they may hold is the password inside `[shared] redis_url` (the user's own Redis, like a
+//! database URL), which no `Debug` or message shows.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::Deserialize;
 
@@ -24,6 +27,36 @@ pub(crate) struct RawConfig {
     pub(crate) policy: RawPolicy,
     pub(crate) environments: BTreeMap<String, RawEnvironment>,
     pub(crate) providers: BTreeMap<String, RawProvider>,
+    /// `[shared]`: absent, limits and breakers live in this process's memory.
+    pub(crate) shared: Option<RawShared>,
+}
+
+/// `[shared]`: limits and breakers shared with other processes through Redis. Only
+/// `redis_url` is required; the others take [`SharedSettings`](crate::ratelimit::SharedSettings)'
+/// defaults.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawShared {
+    /// May carry a password (`redis://:PASSWORD@host:6379`): never shown, not even by `Debug`.
+    pub(crate) redis_url: String,
+    pub(crate) key_prefix: Option<String>,
+    pub(crate) timeout_ms: Option<i64>,
+    pub(crate) when_down: Option<String>,
+    pub(crate) processes: Option<i64>,
+    pub(crate) retry_interval_ms: Option<i64>,
+}
+
+impl fmt::Debug for RawShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawShared")
+            .field("redis_url", &"(not shown: it may hold a password)")
+            .field("key_prefix", &self.key_prefix)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("when_down", &self.when_down)
+            .field("processes", &self.processes)
+            .field("retry_interval_ms", &self.retry_interval_ms)
+            .finish()
+    }
 }
 
 /// `[policy]`: every key optional; absent keys take [`crate::config::Policy`]'s defaults.

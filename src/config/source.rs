@@ -16,6 +16,7 @@ use super::keys::{
 };
 use super::raw::RawConfig;
 use crate::error::{Error, Result};
+use crate::ratelimit::REDIS_URL_VAR;
 
 /// The largest providers file read: 1 MiB, far above any real one (the bundled file with
 /// every provider documented is under 10 KiB). The read stops there, so an endless file
@@ -219,13 +220,17 @@ impl<'a> Document<'a> {
     pub(crate) fn check_key_policy(&self) -> Result<()> {
         let root = TomlPath::root();
         self.forbidden_fields(&root, self.root.get_ref())?;
-        for section in ["policy", "environments", "providers"] {
+        for section in ["policy", "shared", "environments", "providers"] {
             let Some(DeValue::Table(table)) = field(self.root.get_ref(), section) else {
                 continue;
             };
             let path = root.key(section);
             if section == "policy" {
                 self.forbidden_fields(&path, table)?;
+                continue;
+            }
+            if section == "shared" {
+                self.shared_fields(&path, table)?;
                 continue;
             }
             for (name, value) in table.iter() {
@@ -261,6 +266,31 @@ impl<'a> Document<'a> {
                     format!(
                         "lists several keys, and keys never go in the file: \
                          {ONE_KEY_PER_ENVIRONMENT}"
+                    ),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `[shared]` holds no provider key, and a Redis password only inside `redis_url` (the
+    /// user's own Redis, like a database URL); a field of its own for one is refused.
+    fn shared_fields(&self, path: &TomlPath, table: &DeTable<'_>) -> Result<()> {
+        for (name, _) in table.iter() {
+            let lower = name.get_ref().to_ascii_lowercase();
+            let secret = LITERAL_KEY_FIELDS.contains(&lower.as_str())
+                || KEY_POOL_FIELDS.contains(&lower.as_str())
+                || ["password", "secret", "token"]
+                    .iter()
+                    .any(|w| lower.contains(w));
+            if secret {
+                return Err(self.error(Issue::new(
+                    path.key(name.get_ref()),
+                    format!(
+                        "[shared] takes no secret of its own: a Redis password goes inside \
+                         redis_url (redis://:PASSWORD@host:6379), or keep the whole URL out of \
+                         the file in the {REDIS_URL_VAR} environment variable; provider keys \
+                         go in api_key_env"
                     ),
                 )));
             }

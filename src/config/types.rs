@@ -7,7 +7,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::id::{Capabilities, Capability, ProviderId};
-use crate::ratelimit::{HeaderDialect, Limits};
+use crate::ratelimit::{HeaderDialect, Limits, SharedSettings};
 
 /// The wire format a provider speaks (`kind = "…"` in `providers.toml`).
 ///
@@ -379,4 +379,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Shared policy.
     pub policy: Policy,
+    /// `[shared]`: limits and breakers shared with other processes through Redis; `None`
+    /// (no `[shared]` table), this process's own memory. The URL inside is kept secret:
+    /// `Debug` shows only its host and port.
+    pub shared: Option<SharedSettings>,
 }

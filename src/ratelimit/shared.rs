@@ -80,9 +80,10 @@ pub struct SharedSettings {
 }
 
 impl SharedSettings {
-    /// Redis at `url` (`redis://host:port`, `rediss://…` for TLS, `redis://:password@…`),
-    /// with the default prefix, a 250 ms timeout, [`WhenDown::Wait`] and a retry every
-    /// second.
+    /// Redis at `url` (`redis://host:port`, `redis://:password@host:port`, `/N` after the port
+    /// for database N; TLS, `rediss://`, is not supported by this build), with the default
+    /// prefix, a 250 ms timeout, [`WhenDown::Wait`] and a retry every second. The URL is
+    /// checked when a client is built.
     pub fn new(url: impl Into<String>) -> Self {
         SharedSettings {
             url: SecretString::from(url.into()),
@@ -114,9 +115,23 @@ impl SharedSettings {
         self
     }
 
+    /// Sets how often a Redis that was down is tried again.
+    #[must_use]
+    pub fn retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = interval;
+        self
+    }
+
     /// The URL, password included: for the connection only.
     pub(crate) fn url(&self) -> &str {
         self.url.expose_secret()
+    }
+
+    /// The same settings for Redis at `url` (`LLM_FAILOVER_REDIS_URL` over the file's
+    /// `redis_url`, the file's other `[shared]` values kept).
+    pub(crate) fn with_url(mut self, url: impl Into<String>) -> Self {
+        self.url = SecretString::from(url.into());
+        self
     }
 
     /// `host:port` (or what the URL has in their place), for messages: never the password.

@@ -28,6 +28,7 @@ mod limiter_props;
 mod proptests;
 mod rate_limits;
 mod secrets;
+mod shared_config;
 mod shared_limits;
 mod soak;
 mod streaming;

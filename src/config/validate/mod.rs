@@ -1,14 +1,16 @@
 //! Stage two: raw types → [`Config`], checking everything serde cannot.
 //!
 //! Each check returns an [`Issue`] naming the TOML path at fault; the caller adds the line
-//! and column. Checks run in a fixed order (names, policy, providers, environments, how
-//! environments use providers, `default_environment`), so the same file always gives the same
-//! first error.
+//! and column. Checks run in a fixed order (names, policy, `[shared]`, providers,
+//! environments, how environments use providers, `default_environment`), so the same file
+//! always gives the same first error.
 
 mod policy;
 mod provider;
+mod shared;
 
 pub(crate) use provider::check_base_url_override;
+pub(crate) use shared::{check_settings as check_shared_settings, check_url as check_redis_url};
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,6 +34,10 @@ pub(crate) fn validate(raw: &RawConfig) -> Check<Config> {
     check_names(&environments_path, raw.environments.keys(), "environment")?;
 
     let policy = policy::policy(&root.key("policy"), &raw.policy)?;
+    let shared = match &raw.shared {
+        Some(s) => Some(shared::shared(&root.key("shared"), s)?),
+        None => None,
+    };
 
     let mut providers = BTreeMap::new();
     for (name, p) in &raw.providers {
@@ -69,6 +75,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Check<Config> {
         environments,
         providers,
         policy,
+        shared,
     })
 }
 
