@@ -131,6 +131,14 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             .collect::<Vec<_>>()
             .join(" → ")
     );
+    // LLM_FAILOVER_REDIS_URL (or [shared] in the file) shares the limits with other workers.
+    if let Some(shared) = client.shared() {
+        eprintln!(
+            "limits shared through Redis at {} (keys under {})",
+            shared.host(),
+            shared.key_prefix
+        );
+    }
 
     // Counted only in a regular file: counting a pipe would consume it.
     let total = if std::fs::metadata(&args.input).is_ok_and(|m| m.is_file()) {
