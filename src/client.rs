@@ -297,6 +297,7 @@ impl fmt::Debug for ClientBuilder {
             .field("environment", &self.environment)
             .field("providers", &self.providers.len())
             .field("credentials", &self.credentials.keys().collect::<Vec<_>>())
+            .field("shared", &self.shared)
             .finish_non_exhaustive()
     }
 }

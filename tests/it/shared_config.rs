@@ -229,17 +229,29 @@ fn a_password_in_redis_url_passes_the_key_policy_and_is_never_shown() {
     ));
     let config = Config::from_toml_str(&text).unwrap();
     assert_no_password(&format!("{config:?}"));
-    let client = builder_with_var(config, None).build().unwrap();
+    let builder = builder_with_var(config, None);
+    assert_no_password(&format!(
+        "{:?}",
+        builder.shared(SharedSettings::new(with_password(1)))
+    ));
+    let client = builder_with_var(Config::from_toml_str(&text).unwrap(), None)
+        .build()
+        .unwrap();
     assert_no_password(&format!("{client:?}"));
     assert_eq!(client.shared().unwrap().host(), "127.0.0.1:6379");
 
-    // A TOML syntax error next to it does not quote the line.
-    let broken = toml(&format!(
-        "[shared]\nredis_url = \"{}\n",
-        with_password(6379)
-    ));
-    let err = parse_err(&broken);
-    assert_no_password(&format!("{err} {err:?}"));
+    // A TOML syntax error next to it, or a second one, does not quote it.
+    let url = with_password(6379);
+    for broken in [
+        format!("[shared]\nredis_url = \"{url}\n"),
+        format!("[shared]\nredis_url = \"{url}\"\nredis_url = \"{url}\"\n"),
+        format!("[shared]\nredis_url = \"{url}\"\n[shared]\nredis_url = \"{url}\"\n"),
+        format!("[shared]\nredis_url = '''{url}\n"),
+    ] {
+        let err = parse_err(&toml(&broken));
+        assert!(err.message().contains("line "), "{err}");
+        assert_no_password(&format!("{err} {err:?}"));
+    }
 }
 
 #[test]
