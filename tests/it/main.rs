@@ -30,6 +30,7 @@ mod rate_limits;
 mod secrets;
 mod shared_config;
 mod shared_limits;
+mod shared_processes;
 mod soak;
 mod streaming;
 mod transcription;

@@ -1,0 +1,641 @@
+//! Four OS processes of the `batch` example on one provider quota, shared through a real Redis
+//! (`LLM_FAILOVER_REDIS_URL`): together they keep to the quota the emulator states (nothing is
+//! configured, every limit is learned from its headers), a 429 seen by one stops all four until
+//! the stated reset and then lets exactly one half-open probe through, and Redis killed and
+//! restarted mid-run loses no item (fail closed: admission waits for Redis).
+//!
+//! The emulator and Redis run in the test process; the four workers are children, each on a
+//! quarter of the input, with the emulator's key in its environment. A "minute" lasts
+//! [`MINUTE_MS`], so a run is a few windows and about ten seconds. A child that runs past
+//! [`CHILD_LIMIT`] is killed and fails its test; nothing here sleeps to wait for the logic
+//! (the tests wait for the children's exits and for lines they print). One fleet runs at a
+//! time (four processes each, on a shared two-core machine).
+#![cfg(unix)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use llm_failover_emulator::{
+    Counters, Emulator, EmulatorConfig, Fault, Limits, LogEntry, ProviderConfig, RetryAfter,
+};
+use serde_json::{json, Value};
+
+use crate::support::redis::RedisServer;
+
+/// Worker processes per fleet.
+const WORKERS: usize = 4;
+/// The emulator's "minute": a window lasts this long.
+const MINUTE_MS: u64 = 2_000;
+/// Requests per "minute" the emulator states and enforces: the binding limit (100/s).
+const RPM: u64 = 200;
+/// Tokens per "minute": far from binding (an item costs about 25).
+const TPM: u64 = 1_000_000;
+/// The emulator's answer time: fixed, so a probe's answer is at its arrival + this.
+const LATENCY_MS: u64 = 40;
+/// Items per worker in a full run: 4 × 200 = 800, a window's burst then three windows paced.
+const ITEMS: usize = 200;
+/// The longest a worker may run before it is killed and its test fails.
+const CHILD_LIMIT: Duration = Duration::from_secs(120);
+/// The provider's name in providers.toml and its prefix in the emulator.
+const PROVIDER: &str = "openai";
+/// The variable the workers read the emulator's key from, and the key (checked never printed).
+const KEY_VAR: &str = "SHARED_PROCESSES_EMU_KEY";
+const KEY: &str = "sk-shared-processes-0f9e8d7c6b5a";
+/// A password in the Redis URL (Redis's default user has none, so any password works for it;
+/// checked never printed).
+const PASSWORD: &str = "pw-shared-processes-4b3a";
+/// Every prompt starts with this (checked never printed).
+const PROMPT: &str = "Shared-quota prompt";
+
+/// One fleet at a time.
+static FLEETS: Mutex<()> = Mutex::new(());
+
+/// The `batch` example, built once per test run by the cargo that runs the tests.
+fn batch_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let features: Vec<&str> = [
+            (cfg!(feature = "rustls"), "rustls"),
+            (cfg!(feature = "native-tls"), "native-tls"),
+            (cfg!(feature = "tokenizer"), "tokenizer"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        let out = Command::new(env!("CARGO"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "build",
+                "--quiet",
+                "--example",
+                "batch",
+                "--message-format=json",
+            ])
+            .args(["--no-default-features", "--features", &features.join(",")])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("cargo runs");
+        assert!(out.status.success(), "building the batch example failed");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "batch")
+            .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+            .expect("cargo names the batch example's executable")
+    })
+}
+
+/// A fresh directory for one fleet.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!(
+            "llm-failover-shared-processes-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The emulator (one OpenAI-style provider stating [`RPM`] and [`TPM`]) on its own runtime,
+/// which serves it while the test thread waits for the workers.
+struct Provider {
+    emu: Emulator,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Provider {
+    fn start(script: Vec<Fault>) -> Provider {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut cfg = EmulatorConfig::default();
+        cfg.log_capacity = 1 << 16;
+        let emu = rt
+            .block_on(
+                Emulator::builder()
+                    .config(cfg)
+                    .minute_ms(MINUTE_MS)
+                    .provider(
+                        ProviderConfig::openai(PROVIDER)
+                            .with_key(KEY)
+                            .with_limits(Limits::per_minute(RPM, TPM))
+                            .with_latency(LATENCY_MS, 0),
+                    )
+                    .start(),
+            )
+            .expect("the emulator starts");
+        if !script.is_empty() {
+            emu.script(PROVIDER, script);
+        }
+        Provider { emu, _rt: rt }
+    }
+
+    fn counters(&self) -> Counters {
+        self.emu.counters(PROVIDER)
+    }
+
+    /// The provider's requests by arrival.
+    fn log(&self) -> Vec<LogEntry> {
+        let mut log: Vec<LogEntry> = self
+            .emu
+            .log()
+            .into_iter()
+            .filter(|e| e.provider == PROVIDER)
+            .collect();
+        log.sort_by_key(|e| e.at_ms);
+        log
+    }
+}
+
+/// providers.toml: one environment naming only the emulator's provider, no limits.
+fn write_config(dir: &Dir, emu: &Emulator) -> PathBuf {
+    let path = dir.path("providers.toml");
+    let toml = format!(
+        r#"default_environment = "shared"
+
+[environments.shared]
+chat = ["{PROVIDER}"]
+
+[providers.{PROVIDER}]
+kind = "openai"
+base_url = "{base}"
+model = "gpt-4o-mini"
+api_key_env = {{ shared = "{KEY_VAR}" }}
+"#,
+        base = emu.base_url(PROVIDER)
+    );
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+/// Tokens between two workers' prompts: the emulator's log tells the workers apart by the
+/// tokens it charged (the prompt's estimate, plus up to `max_tokens` = 8 of output).
+const TOKENS_APART: u64 = 25;
+
+/// Worker `w`'s input: `items` prompts with ids `w{w}-{i}`, each [`TOKENS_APART`] × `w`
+/// tokens longer than worker 0's.
+fn write_input(dir: &Dir, w: usize, items: usize) -> (PathBuf, Vec<String>) {
+    let ids: Vec<String> = (0..items).map(|i| format!("w{w}-{i:04}")).collect();
+    let pad = "x".repeat(4 * TOKENS_APART as usize * w);
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let prompt = format!("{PROMPT} {id} {pad}");
+            json!({"id": id, "prompt": prompt, "max_tokens": 8}).to_string()
+        })
+        .collect();
+    let path = dir.path(&format!("in-{w}.jsonl"));
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    (path, ids)
+}
+
+/// What a worker says while it runs.
+enum Event {
+    Line(usize, String),
+    Exit(usize, Option<i32>),
+}
+
+/// Four workers running.
+struct Fleet {
+    pids: Vec<u32>,
+    events: Receiver<Event>,
+    outputs: Vec<PathBuf>,
+    summaries: Vec<PathBuf>,
+    ids: Vec<Vec<String>>,
+    stderr: Vec<String>,
+    codes: Vec<Option<Option<i32>>>,
+}
+
+impl Fleet {
+    fn start(dir: &Dir, emu: &Emulator, redis_url: &str, items: usize) -> Fleet {
+        let config = write_config(dir, emu);
+        let (tx, events) = mpsc::channel();
+        let mut fleet = Fleet {
+            pids: Vec::new(),
+            events,
+            outputs: Vec::new(),
+            summaries: Vec::new(),
+            ids: Vec::new(),
+            stderr: vec![String::new(); WORKERS],
+            codes: vec![None; WORKERS],
+        };
+        for w in 0..WORKERS {
+            let (input, ids) = write_input(dir, w, items);
+            let output = dir.path(&format!("out-{w}.jsonl"));
+            let summary = dir.path(&format!("summary-{w}.json"));
+            let mut child = Command::new(batch_bin())
+                .arg("--config")
+                .arg(&config)
+                .args(["--env", "shared", "--input"])
+                .arg(&input)
+                .arg("--output")
+                .arg(&output)
+                .arg("--summary-json")
+                .arg(&summary)
+                .current_dir(&dir.0)
+                .env_remove("RUST_LOG")
+                .env_remove("LLM_FAILOVER_ENV")
+                .env("NO_COLOR", "1")
+                .env(KEY_VAR, KEY)
+                .env("LLM_FAILOVER_REDIS_URL", redis_url)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the batch example starts");
+            fleet.pids.push(child.id());
+            let stderr = child.stderr.take().expect("piped");
+            let lines: Sender<Event> = tx.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if lines.send(Event::Line(w, line)).is_err() {
+                        break;
+                    }
+                }
+                // Its stderr is closed: it has exited (or closed it, then exits).
+                let code = child.wait().ok().and_then(|s| s.code());
+                let _ = lines.send(Event::Exit(w, code));
+            });
+            fleet.outputs.push(output);
+            fleet.summaries.push(summary);
+            fleet.ids.push(ids);
+        }
+        fleet
+    }
+
+    /// The next event, or `None` once every worker has exited. Panics (killing the workers)
+    /// when none comes within [`CHILD_LIMIT`].
+    fn next(&mut self) -> Option<Event> {
+        if self.codes.iter().all(Option::is_some) {
+            return None;
+        }
+        match self.events.recv_timeout(CHILD_LIMIT) {
+            Ok(Event::Line(w, line)) => {
+                self.stderr[w].push_str(&line);
+                self.stderr[w].push('\n');
+                Some(Event::Line(w, line))
+            }
+            Ok(Event::Exit(w, code)) => {
+                self.codes[w] = Some(code);
+                Some(Event::Exit(w, code))
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                self.kill();
+                panic!(
+                    "the workers did not end within {CHILD_LIMIT:?}; their stderr:\n{}",
+                    self.stderr.join("\n---\n")
+                );
+            }
+        }
+    }
+
+    /// Waits for every worker to exit.
+    fn wait(&mut self) {
+        while self.next().is_some() {}
+    }
+
+    fn kill(&self) {
+        for (pid, code) in self.pids.iter().zip(&self.codes) {
+            if code.is_none() {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
+    }
+
+    /// After [`wait`](Self::wait): every worker exited 0, and each answered every item of its
+    /// input once, ok. Returns the summaries (requests and 429s each worker counted).
+    fn check_every_item_ok_once(&self) -> Vec<Value> {
+        for w in 0..WORKERS {
+            assert_eq!(
+                self.codes[w],
+                Some(Some(0)),
+                "worker {w} failed; its stderr:\n{}",
+                self.stderr[w]
+            );
+            let text = std::fs::read_to_string(&self.outputs[w]).unwrap();
+            let mut seen: BTreeMap<String, Value> = BTreeMap::new();
+            for l in text.lines() {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                let id = v["id"].as_str().unwrap_or_else(|| panic!("no id: {l}"));
+                assert_eq!(v["ok"], true, "worker {w}: {l}");
+                assert!(
+                    seen.insert(id.to_owned(), v.clone()).is_none(),
+                    "worker {w}: {id} twice"
+                );
+            }
+            let want: BTreeSet<&str> = self.ids[w].iter().map(String::as_str).collect();
+            let got: BTreeSet<&str> = seen.keys().map(String::as_str).collect();
+            assert_eq!(got, want, "worker {w}: results are not its input's ids");
+        }
+        self.summaries
+            .iter()
+            .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+            .collect()
+    }
+
+    /// No worker printed a secret or a prompt.
+    fn check_no_secret_printed(&self) {
+        for (w, err) in self.stderr.iter().enumerate() {
+            for secret in [KEY, PASSWORD, PROMPT] {
+                assert!(
+                    !err.contains(secret),
+                    "worker {w} printed {secret:?}:\n{err}"
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `redis-cli` (from the Debian package, with the server) against `redis`: what it prints.
+fn cli(redis: &RedisServer, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli (apt-get install redis-server)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The script calls Redis has run (`EVALSHA` and `EVAL`), from `INFO commandstats`.
+fn script_calls(redis: &RedisServer) -> u64 {
+    cli(redis, &["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The share of requests the emulator answered 429.
+fn rate_limited_share(c: &Counters) -> f64 {
+    c.rate_limited as f64 / c.requests.max(1) as f64
+}
+
+#[test]
+fn four_processes_keep_together_to_the_quota_they_share_through_redis() {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let redis = RedisServer::start();
+    let provider = Provider::start(Vec::new());
+    let dir = Dir::new("quota");
+    let mut fleet = Fleet::start(&dir, &provider.emu, &redis.url(), ITEMS);
+    fleet.wait();
+    let summaries = fleet.check_every_item_ok_once();
+    fleet.check_no_secret_printed();
+    let c = provider.counters();
+    let items = (WORKERS * ITEMS) as u64;
+    // Every item answered once: none sent again after a success, none lost.
+    assert_eq!(c.ok, items, "{c:?}");
+    let counted: u64 = summaries
+        .iter()
+        .map(|s| s["rate_limited"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        counted, c.rate_limited,
+        "the workers count the 429s the emulator sent"
+    );
+    assert!(
+        rate_limited_share(&c) <= 0.005,
+        "{} of {} requests answered 429 (over 0.5 %): {c:?}",
+        c.rate_limited,
+        c.requests
+    );
+    // Shared: the limits are in Redis, and every request went through it.
+    let keys = cli(&redis, &["--scan", "--pattern", "llm-failover:*"]);
+    assert!(
+        keys.contains(":limits"),
+        "the limiter's state is in Redis: {keys:?}"
+    );
+    let calls = script_calls(&redis);
+    assert!(
+        calls >= c.requests,
+        "{calls} script calls for {} requests",
+        c.requests
+    );
+    let log = provider.log();
+    let last = log.last().map_or(0, |e| e.at_ms);
+    let first = log.first().map_or(0, |e| e.at_ms);
+    eprintln!(
+        "{} items, {} requests, {} 429s, {:.1} s from first to last request, {calls} script \
+         calls",
+        items,
+        c.requests,
+        c.rate_limited,
+        (last - first) as f64 / 1000.0
+    );
+}
+
+/// The request log from `from_ms` - 100 to `to_ms` + 100, a line per request with the worker
+/// that sent it, for a failure message.
+fn around(log: &[LogEntry], from_ms: u64, to_ms: u64) -> String {
+    let base = log
+        .iter()
+        .filter(|e| e.status == Some(200))
+        .map(|e| e.tokens)
+        .min()
+        .unwrap_or(0);
+    log.iter()
+        .filter(|e| e.at_ms + 100 >= from_ms && e.at_ms <= to_ms.saturating_add(100))
+        .map(|e| {
+            format!(
+                "  at_ms {:>6}  worker {}  status {}{}",
+                e.at_ms,
+                match e.tokens.checked_sub(base) {
+                    Some(t) if e.status == Some(200) => (t / TOKENS_APART).to_string(),
+                    _ => "?".to_owned(),
+                },
+                e.status.map_or("-".to_owned(), |s| s.to_string()),
+                e.fault
+                    .as_deref()
+                    .map_or(String::new(), |f| format!("  fault {f}"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+#[ignore = "finding (issue 18): requests booked before a 429 are sent during its gate, and \
+            those booked during it all go at its reset, with no single probe first"]
+fn a_429_seen_by_one_process_stops_all_four_until_its_reset_then_one_probe_goes_first() {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let redis = RedisServer::start();
+    // Mid-run: after the first window's burst, while the workers are paced and have booked
+    // slots ahead.
+    const BEFORE: usize = 320;
+    const RETRY_AFTER_S: u64 = 2;
+    let mut script = vec![Fault::Pass; BEFORE];
+    script.push(Fault::RateLimit {
+        retry_after: RetryAfter::Seconds(RETRY_AFTER_S),
+    });
+    let provider = Provider::start(script);
+    let dir = Dir::new("gate");
+    let items = 125; // 500 in all: the 429 comes well before the end
+    let mut fleet = Fleet::start(&dir, &provider.emu, &redis.url(), items);
+    fleet.wait();
+    let summaries = fleet.check_every_item_ok_once();
+    fleet.check_no_secret_printed();
+    let got_it: Vec<usize> = (0..WORKERS)
+        .filter(|&w| summaries[w]["rate_limited"].as_u64() != Some(0))
+        .collect();
+    eprintln!("the 429 went to worker {got_it:?}");
+    let log = provider.log();
+    let limited: Vec<&LogEntry> = log.iter().filter(|e| e.status == Some(429)).collect();
+    assert_eq!(
+        limited.len(),
+        1,
+        "only the scripted 429:\n{}",
+        around(&log, 0, u64::MAX)
+    );
+    let t429 = limited[0].at_ms;
+    // The 429 is answered at once (an early fault). A request arriving more than this after
+    // it was sent by a worker that could have known: the worker that got it has had time to
+    // read it and write its gate to Redis.
+    const GRACE_MS: u64 = 50;
+    let reset = t429 + RETRY_AFTER_S * 1_000;
+    let during = log
+        .iter()
+        .filter(|e| e.at_ms > t429 + GRACE_MS && e.at_ms < reset)
+        .count();
+    let after: Vec<&LogEntry> = log.iter().filter(|e| e.at_ms >= reset).collect();
+    let probe_ms = after.first().map_or(reset, |e| e.at_ms);
+    assert!(
+        during == 0,
+        "{during} requests arrived between the 429 (at_ms {t429}, Retry-After {RETRY_AFTER_S} \
+         s) + {GRACE_MS} ms and its reset (at_ms {reset}):\n{}",
+        around(&log, t429, probe_ms + LATENCY_MS)
+    );
+    // After the reset: one request (the half-open probe), and nothing else until its answer.
+    assert!(after.len() >= 2, "the run went on after the reset");
+    assert!(
+        after[1].at_ms >= after[0].at_ms + LATENCY_MS,
+        "a second request arrived before the probe's answer (at_ms {} + {LATENCY_MS}):\n{}",
+        after[0].at_ms,
+        around(&log, reset, probe_ms + LATENCY_MS)
+    );
+}
+
+/// Now, in milliseconds since the Unix epoch: the emulator's log is stamped so too.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "when Redis went down and came back, to read the emulator's log by; no logic \
+              waits on it"
+)]
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[test]
+fn redis_killed_and_restarted_mid_run_loses_no_item() {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut redis = RedisServer::start();
+    let url = format!("redis://default:{PASSWORD}@127.0.0.1:{}", redis.port());
+    let provider = Provider::start(Vec::new());
+    let dir = Dir::new("outage");
+    let mut fleet = Fleet::start(&dir, &provider.emu, &url, ITEMS);
+    // Redis goes down at the first progress line (every worker prints one every 2 s), and
+    // comes back once every worker has said it is unreachable and printed progress since.
+    let mut outage: Option<(u64, Option<u64>)> = None;
+    let mut warned = [false; WORKERS];
+    let mut alive_since = [false; WORKERS];
+    while let Some(event) = fleet.next() {
+        match (outage, event) {
+            (None, Event::Line(_, line)) if line.starts_with('[') => {
+                redis.kill();
+                outage = Some((unix_ms(), None));
+            }
+            (Some((down, None)), Event::Line(w, line)) => {
+                if line.contains("Redis is unreachable") {
+                    warned[w] = true;
+                } else if warned[w] && line.starts_with('[') {
+                    alive_since[w] = true;
+                }
+                if alive_since.iter().all(|a| *a) {
+                    outage = Some((down, Some(unix_ms())));
+                    redis.restart();
+                }
+            }
+            (Some((_, None)), Event::Exit(w, code)) => {
+                panic!(
+                    "worker {w} exited ({code:?}) while Redis was down; its stderr:\n{}",
+                    fleet.stderr[w]
+                );
+            }
+            _ => {}
+        }
+    }
+    let Some((down, Some(up))) = outage else {
+        panic!("Redis was not killed and restarted mid-run: {outage:?}");
+    };
+    fleet.check_every_item_ok_once();
+    fleet.check_no_secret_printed();
+    for (w, err) in fleet.stderr.iter().enumerate() {
+        assert!(
+            err.contains("Redis is unreachable")
+                && err.contains(&format!("127.0.0.1:{}", redis.port())),
+            "worker {w} said which Redis is unreachable:\n{err}"
+        );
+        assert!(!err.contains("panicked"), "worker {w}:\n{err}");
+    }
+    let c = provider.counters();
+    assert_eq!(
+        c.ok,
+        (WORKERS * ITEMS) as u64,
+        "every item answered once: {c:?}"
+    );
+    // Fail closed: while Redis is down nothing is admitted. What arrives meanwhile was booked
+    // before the kill: at most every worker's items in flight, at the binding rate.
+    let log = provider.log();
+    let sent: Vec<u64> = log
+        .iter()
+        .filter(|e| e.unix_ms >= down && e.unix_ms < up)
+        .map(|e| e.unix_ms - down)
+        .collect();
+    let booked_ahead_ms = (WORKERS * 16) as u64 * MINUTE_MS / RPM;
+    eprintln!(
+        "Redis down for {} ms: {} requests arrived meanwhile, the last {} ms after the kill",
+        up - down,
+        sent.len(),
+        sent.last().copied().unwrap_or(0)
+    );
+    assert!(
+        sent.iter().all(|&ms| ms <= booked_ahead_ms + 500),
+        "requests arrived while Redis was down ({} ms), at these ms after the kill: {sent:?}",
+        up - down
+    );
+}
