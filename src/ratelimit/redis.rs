@@ -202,6 +202,11 @@ impl RedisStore {
                 self.went_down(now, &why);
                 Ok(None)
             }
+            Err(Failure::Refused(why)) => Err(Error::config(format!(
+                "shared limits: Redis at {} refused this client ({why}): check the password \
+                 and user in the Redis URL (LLM_FAILOVER_REDIS_URL or [shared] redis_url)",
+                self.settings.host()
+            ))),
             Err(Failure::Script(why)) => Err(Error::new(
                 ErrorKind::Io,
                 format!(
@@ -312,9 +317,11 @@ impl RedisStore {
     }
 }
 
-/// Why a call failed: Redis away (the mode applies) or the script itself (an error).
+/// Why a call failed: Redis away (the mode applies), Redis refusing this client's
+/// credentials or settings (a configuration error), or the script itself (an error).
 enum Failure {
     Down(String),
+    Refused(String),
     Script(String),
 }
 
@@ -330,6 +337,11 @@ fn classify(e: redis::RedisError) -> Failure {
         );
     if away {
         Failure::Down(e.to_string())
+    } else if matches!(
+        e.kind(),
+        K::AuthenticationFailed | K::InvalidClientConfig | K::Server(S::NoPerm)
+    ) {
+        Failure::Refused(format!("{:?}", e.kind()))
     } else {
         Failure::Script(e.to_string())
     }

@@ -548,3 +548,31 @@ async fn keys_are_namespaced_expire_and_hold_no_secret() {
     .unwrap();
     assert!(ttl > 86_400_000 && ttl <= 2 * 86_400_000, "{ttl}");
 }
+
+#[tokio::test]
+async fn a_redis_that_refuses_the_password_is_a_config_error_that_never_shows_it() {
+    let redis = RedisServer::start();
+    assert_eq!(
+        cli(&redis, &["CONFIG", "SET", "requirepass", "right-one"]).trim(),
+        "OK"
+    );
+    let url = format!("redis://:wrong-one@127.0.0.1:{}", redis.port());
+    let store = RedisStore::new(SharedSettings::new(url)).unwrap();
+    let k = key(2);
+    let limits = Limits::none().with_rpm(10);
+    let now = Instant::now();
+    let e = store
+        .reserve(&k, &limits, Cost::one_request(), Duration::ZERO, now)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), llm_failover::ErrorKind::Config, "{e}");
+    let text = format!("{e} {e:?}");
+    assert!(
+        text.contains("refused") && text.contains("password"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("wrong-one") && !text.contains("right-one"),
+        "{text}"
+    );
+}
