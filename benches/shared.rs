@@ -1,0 +1,762 @@
+//! B6 — one quota, four processes: limits shared through Redis.
+//!
+//! Part 1, the fleet. Four OS processes of the `batch` example (`examples/batch.rs`, built here
+//! in this profile) each run a quarter of the items against one OpenAI-format provider of the
+//! emulator, which enforces RPM `B6_RPM` per "minute" of `B6_MINUTE_MS` (the binding limit;
+//! TPM is far away). Nothing is configured: every limit is learned from the emulator's
+//! headers. Two contenders, interleaved in the same run (ABBA over runs), each against a fresh
+//! emulator (full buckets):
+//!
+//! - **Redis**: `LLM_FAILOVER_REDIS_URL` names a fresh `redis-server` on loopback, so the four
+//!   share one view of the quota;
+//! - **memory**: without it, each process paces from its own memory (and the headers of its
+//!   own answers).
+//!
+//! Figures come from the emulator's request log: the rate achieved as % of the binding limit
+//! (whole run: successes against what the server could admit over the run, the full bucket at
+//! the start included; steady: from the end of the first window to the last success), the
+//! share of requests answered 429, the wall time and the items that ended ok. For Redis also
+//! the script calls per request (`INFO commandstats`) and which operations they were
+//! (`redis-cli MONITOR`, the operation is the script's first argument).
+//!
+//! Part 2, the cost per admission. One reservation (`LimiterStore::reserve`) plus the matching
+//! `raise` of its answer's report (as the client does after every answer) — and, in a second
+//! pair of rows, the `refund` of the unused output tokens as well (the client reconciles every
+//! success that booked tokens: MONITOR shows all three per request) — in a loop on one key the
+//! provider's report has taught, through the in-memory store and through the Redis
+//! store on loopback, at concurrency 1 and 64, interleaved in segments of `B6_SEGMENT_MS`
+//! (ABAB), medians reported. Admissions per second, µs per admission, µs added by Redis, and
+//! the Redis commands per admission.
+//!
+//! ```sh
+//! cargo bench --bench shared                  # two fleet runs (ABBA) and the store costs
+//! B6_RUNS=4 cargo bench --bench shared        # more fleet runs
+//! B6_ONLY=store cargo bench --bench shared    # one part only (fleet | store)
+//! ```
+//!
+//! Needs `redis-server` and `redis-cli` (Debian: `apt-get install redis-server`).
+
+mod common;
+// The tests' real redis-server on a free loopback port (its own tests compile away here).
+#[path = "../tests/it/support/redis.rs"]
+#[allow(dead_code, unreachable_pub, unused_imports)]
+mod redis_server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use common::{f, Table};
+use llm_failover::clock::{Clock, TokioClock};
+use llm_failover::ratelimit::{
+    Cost, LimitKey, LimitReport, LimiterStore, Limits, MemoryStore, Per, RedisStore, Reservation,
+    SharedSettings, Tightening, Window,
+};
+use llm_failover::ProviderId;
+use llm_failover_emulator::{Emulator, EmulatorConfig, LogEntry, ProviderConfig};
+use redis_server::RedisServer;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+/// Worker processes.
+const WORKERS: usize = 4;
+/// The emulator's "minute".
+const MINUTE_MS: u64 = 6_000;
+/// Requests per "minute": the binding limit (100 a second).
+const RPM: u64 = 600;
+/// Tokens per "minute": far from binding (an item costs about 20).
+const TPM: u64 = 100_000_000;
+/// Items, in windows of RPM (the first window is the full bucket).
+const WINDOWS: f64 = 4.0;
+/// The emulator's answer time: this plus up to `LATENCY_JITTER_MS`.
+const LATENCY_MS: u64 = 100;
+const LATENCY_JITTER_MS: u64 = 100;
+/// Fleet runs; each runs both contenders, the order alternating (ABBA).
+const RUNS: usize = 2;
+/// Longest a contender may run before its workers are killed and it is reported cut short.
+const MAX_WALL_S: u64 = 180;
+/// Store costs: segments per store and concurrency, and their length.
+const ROUNDS: usize = 7;
+const SEGMENT_MS: u64 = 700;
+
+const PROVIDER: &str = "openai";
+const KEY_VAR: &str = "B6_EMULATOR_KEY";
+
+#[derive(Clone, Debug)]
+struct Knobs {
+    minute_ms: u64,
+    rpm: u64,
+    tpm: u64,
+    windows: f64,
+    runs: usize,
+    max_wall: Duration,
+    rounds: usize,
+    segment: Duration,
+    only: String,
+}
+
+impl Knobs {
+    fn from_env() -> Self {
+        Knobs {
+            minute_ms: common::env_or("B6_MINUTE_MS", MINUTE_MS),
+            rpm: common::env_or("B6_RPM", RPM),
+            tpm: common::env_or("B6_TPM", TPM),
+            windows: common::env_or("B6_WINDOWS", WINDOWS),
+            runs: common::env_or("B6_RUNS", RUNS),
+            max_wall: Duration::from_secs(common::env_or("B6_MAX_WALL_S", MAX_WALL_S)),
+            rounds: common::env_or("B6_ROUNDS", ROUNDS),
+            segment: Duration::from_millis(common::env_or("B6_SEGMENT_MS", SEGMENT_MS)),
+            only: std::env::var("B6_ONLY").unwrap_or_default(),
+        }
+    }
+
+    fn items(&self) -> usize {
+        (self.windows * self.rpm as f64).round() as usize
+    }
+}
+
+fn main() {
+    let knobs = Knobs::from_env();
+    let machine = common::machine();
+    machine.print("shared (B6)");
+    if knobs.only.is_empty() || knobs.only == "fleet" {
+        fleet_part(&knobs, &machine);
+    }
+    if knobs.only.is_empty() || knobs.only == "store" {
+        store_part(&knobs, &machine);
+    }
+}
+
+// ------------------------------------------------------------------------------ the fleet
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Contender {
+    Redis,
+    Memory,
+}
+
+impl Contender {
+    fn name(self) -> &'static str {
+        match self {
+            Contender::Redis => "4 processes, Redis",
+            Contender::Memory => "4 processes, each its own memory",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Fleet {
+    contender: &'static str,
+    items: usize,
+    ok: usize,
+    cut_short: bool,
+    requests: u64,
+    rate_limited: u64,
+    rate_limited_pct: f64,
+    /// Successes as % of what the server could admit from the first request to the last
+    /// success (the full bucket plus the refill).
+    whole_pct: f64,
+    /// Successes per second after the first window, % of the binding rate.
+    steady_pct: f64,
+    /// From the first request to the last success.
+    span_s: f64,
+    wall_s: f64,
+    /// Script calls per request (Redis only).
+    calls_per_request: f64,
+    /// Redis commands seen by MONITOR, by command (and script operation).
+    commands: BTreeMap<String, u64>,
+}
+
+fn fleet_part(k: &Knobs, machine: &common::Machine) {
+    let items = k.items();
+    println!(
+        "\nfleet: {WORKERS} processes of the batch example, {items} items in all; RPM {} per {} ms \
+         \"minute\" (binding: {:.0}/s), TPM {}; latency {LATENCY_MS}-{} ms; limits learned from \
+         headers; {} runs (ABBA)",
+        k.rpm,
+        k.minute_ms,
+        k.rpm as f64 * 1000.0 / k.minute_ms as f64,
+        k.tpm,
+        LATENCY_MS + LATENCY_JITTER_MS,
+        k.runs
+    );
+    let bin = batch_bin();
+    let rt = common::runtime("emu", 1);
+    let mut all: Vec<(Contender, Fleet)> = Vec::new();
+    for run in 0..k.runs {
+        let order = if run % 2 == 0 {
+            [Contender::Redis, Contender::Memory]
+        } else {
+            [Contender::Memory, Contender::Redis]
+        };
+        let mut figures = Vec::new();
+        for c in order {
+            let fig = run_fleet(c, k, &bin, &rt);
+            figures.push((c, fig));
+        }
+        figures.sort_by_key(|(c, _)| *c != Contender::Redis);
+        println!("\nrun {}/{}:", run + 1, k.runs);
+        print_fleets(&figures, k);
+        common::record(
+            "shared",
+            machine,
+            json!({"part": "fleet", "run": run + 1, "knobs": format!("{k:?}"),
+                   "figures": figures.iter().map(|(_, f)| f).collect::<Vec<_>>()}),
+        );
+        all.extend(figures);
+    }
+}
+
+fn print_fleets(figs: &[(Contender, Fleet)], k: &Knobs) {
+    let mut t = Table::new([
+        "contender",
+        "ok/items",
+        "rate, whole run, % of limit",
+        "steady % of limit",
+        "requests",
+        "429s",
+        "429 %",
+        "first request to last ok, s",
+        "wall s",
+        "script calls/request",
+    ]);
+    for (c, x) in figs {
+        t.row([
+            c.name().to_owned(),
+            format!(
+                "{}/{}{}",
+                x.ok,
+                x.items,
+                if x.cut_short { " CUT" } else { "" }
+            ),
+            f(x.whole_pct, 1),
+            f(x.steady_pct, 1),
+            x.requests.to_string(),
+            x.rate_limited.to_string(),
+            f(x.rate_limited_pct, 2),
+            f(x.span_s, 1),
+            f(x.wall_s, 1),
+            f(x.calls_per_request, 2),
+        ]);
+    }
+    t.print();
+    for (c, x) in figs {
+        if !x.commands.is_empty() {
+            let per: Vec<String> = x
+                .commands
+                .iter()
+                .map(|(cmd, n)| format!("{cmd} {n} ({:.2}/request)", *n as f64 / x.requests as f64))
+                .collect();
+            println!("{}: Redis commands (MONITOR): {}", c.name(), per.join(", "));
+        }
+    }
+    let _ = k;
+}
+
+/// The `batch` example, built in this bench's profile by the cargo that built the bench.
+fn batch_bin() -> PathBuf {
+    let profile = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "bench"
+    };
+    let out = Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--quiet",
+            "--profile",
+            profile,
+            "--example",
+            "batch",
+        ])
+        .arg("--message-format=json")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building the batch example failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "batch")
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .expect("cargo names the batch example's executable")
+}
+
+fn run_fleet(c: Contender, k: &Knobs, bin: &Path, rt: &tokio::runtime::Runtime) -> Fleet {
+    let mut cfg = EmulatorConfig::default();
+    cfg.log_capacity = 1 << 20;
+    let emu = rt
+        .block_on(
+            Emulator::builder()
+                .config(cfg)
+                .minute_ms(k.minute_ms)
+                .provider(
+                    ProviderConfig::openai(PROVIDER)
+                        .with_limits(llm_failover_emulator::Limits::per_minute(k.rpm, k.tpm))
+                        .with_latency(LATENCY_MS, LATENCY_JITTER_MS),
+                )
+                .start(),
+        )
+        .expect("the emulator starts");
+    let redis = (c == Contender::Redis).then(RedisServer::start);
+    let dir = std::env::temp_dir().join(format!("llm-failover-b6-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let config = dir.join("providers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "default_environment = \"b6\"\n\n[environments.b6]\nchat = [\"{PROVIDER}\"]\n\n\
+             [providers.{PROVIDER}]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\n\
+             api_key_env = {{ b6 = \"{KEY_VAR}\" }}\n",
+            emu.base_url(PROVIDER)
+        ),
+    )
+    .expect("providers.toml written");
+    let items = k.items();
+    let per = items.div_ceil(WORKERS);
+    let mut outputs = Vec::new();
+    for w in 0..WORKERS {
+        let lines: Vec<String> = (w * per..((w + 1) * per).min(items))
+            .map(|i| {
+                json!({"id": format!("i{i:06}"), "prompt": format!("Item {i}: say something short."),
+                       "max_tokens": 8})
+                .to_string()
+            })
+            .collect();
+        std::fs::write(dir.join(format!("in-{w}.jsonl")), lines.join("\n") + "\n")
+            .expect("input written");
+        outputs.push(dir.join(format!("out-{w}.jsonl")));
+    }
+    let monitor = redis.as_ref().map(Monitor::start);
+    let before = redis.as_ref().map_or(0, script_calls);
+    let wall0 = common::wall();
+    let (tx, rx) = mpsc::channel();
+    let mut pids = Vec::new();
+    for (w, output) in outputs.iter().enumerate() {
+        let mut cmd = Command::new(bin);
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--env", "b6", "--input"])
+            .arg(dir.join(format!("in-{w}.jsonl")))
+            .arg("--output")
+            .arg(output)
+            .current_dir(&dir)
+            .env_remove("RUST_LOG")
+            .env_remove("LLM_FAILOVER_ENV")
+            .env("NO_COLOR", "1")
+            .env(KEY_VAR, emu.key(PROVIDER))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(dir.join(format!("err-{w}.txt"))).expect("a stderr file"),
+            );
+        match &redis {
+            Some(r) => cmd.env("LLM_FAILOVER_REDIS_URL", r.url()),
+            None => cmd.env_remove("LLM_FAILOVER_REDIS_URL"),
+        };
+        let mut child: Child = cmd.spawn().expect("the batch example starts");
+        pids.push(child.id());
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait().ok().and_then(|s| s.code()));
+        });
+    }
+    drop(tx);
+    let mut cut_short = false;
+    for _ in 0..WORKERS {
+        let left = k.max_wall.saturating_sub(wall0.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(Some(0)) => {}
+            Ok(code) => {
+                eprintln!("{}: a worker exited with {code:?}", c.name());
+            }
+            Err(_) => {
+                cut_short = true;
+                for pid in &pids {
+                    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                }
+                break;
+            }
+        }
+    }
+    let wall = wall0.elapsed();
+    let calls = redis.as_ref().map_or(0, script_calls) - before;
+    let commands = monitor.map(Monitor::stop).unwrap_or_default();
+    let mut ok = 0;
+    for (w, output) in outputs.iter().enumerate() {
+        let text = std::fs::read_to_string(output).unwrap_or_default();
+        ok += text
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["ok"] == true))
+            .count();
+        let err = std::fs::read_to_string(dir.join(format!("err-{w}.txt"))).unwrap_or_default();
+        if err.contains("panicked") || err.contains("error:") {
+            eprintln!("{} worker {w}:\n{err}", c.name());
+        }
+    }
+    let counters = emu.counters(PROVIDER);
+    let log = emu.log();
+    rt.block_on(emu.shutdown());
+    let _ = std::fs::remove_dir_all(&dir);
+    fleet_figures(
+        c, k, items, ok, cut_short, &log, wall, calls, commands, counters,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fleet_figures(
+    c: Contender,
+    k: &Knobs,
+    items: usize,
+    ok: usize,
+    cut_short: bool,
+    log: &[LogEntry],
+    wall: Duration,
+    calls: u64,
+    commands: BTreeMap<String, u64>,
+    counters: llm_failover_emulator::Counters,
+) -> Fleet {
+    let first = log.iter().map(|e| e.at_ms).min().unwrap_or(0);
+    let mut oks: Vec<u64> = log
+        .iter()
+        .filter(|e| e.status == Some(200))
+        .map(|e| e.at_ms - first)
+        .collect();
+    oks.sort_unstable();
+    let last = oks.last().copied().unwrap_or(0);
+    let per_ms = k.rpm as f64 / k.minute_ms as f64;
+    let admissible = k.rpm as f64 + per_ms * last as f64;
+    let steady_n = oks.iter().filter(|&&t| t > k.minute_ms).count() as f64;
+    let steady_ms = last.saturating_sub(k.minute_ms) as f64;
+    let steady_pct = if steady_ms >= k.minute_ms as f64 / 2.0 {
+        100.0 * steady_n / (per_ms * steady_ms)
+    } else {
+        f64::NAN
+    };
+    Fleet {
+        contender: c.name(),
+        items,
+        ok,
+        cut_short,
+        requests: counters.requests,
+        rate_limited: counters.rate_limited,
+        rate_limited_pct: 100.0 * counters.rate_limited as f64 / counters.requests.max(1) as f64,
+        whole_pct: 100.0 * oks.len() as f64 / admissible,
+        steady_pct,
+        span_s: last as f64 / 1000.0,
+        wall_s: wall.as_secs_f64(),
+        calls_per_request: if c == Contender::Redis {
+            calls as f64 / counters.requests.max(1) as f64
+        } else {
+            f64::NAN
+        },
+        commands,
+    }
+}
+
+/// `redis-cli … INFO commandstats`: the script calls Redis has run (`EVALSHA` and `EVAL`).
+fn script_calls(redis: &RedisServer) -> u64 {
+    let out = Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string(), "INFO", "commandstats"])
+        .output()
+        .expect("redis-cli (apt-get install redis-server)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// `redis-cli MONITOR` in a child, its lines tallied by command (and, for scripts, by the
+/// operation, the script's first argument).
+struct Monitor {
+    child: Child,
+    tally: std::thread::JoinHandle<BTreeMap<String, u64>>,
+}
+
+impl Monitor {
+    fn start(redis: &RedisServer) -> Monitor {
+        let mut child = Command::new("redis-cli")
+            .args(["-p", &redis.port().to_string(), "MONITOR"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-cli MONITOR");
+        let out = child.stdout.take().expect("piped");
+        // MONITOR answers OK once it is on: read that line before anything is measured.
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let tally = std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut tally = BTreeMap::new();
+            let mut lines = std::io::BufReader::new(out).lines();
+            let _ = lines.next();
+            let _ = ready_tx.send(());
+            for line in lines.map_while(Result::ok) {
+                // 1700000000.123456 [0 127.0.0.1:5555] "EVALSHA" "sha" "2" "k1" "k2" "reserve" …
+                let quoted: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+                let Some(cmd) = quoted.first() else { continue };
+                let cmd = cmd.to_ascii_uppercase();
+                // Commands a script runs are shown as from `[0 lua]`: not round trips.
+                let inside = line.contains(" lua]");
+                let name = match cmd.as_str() {
+                    "EVALSHA" | "EVAL" => format!("{cmd} {}", quoted.get(5).unwrap_or(&"?")),
+                    _ if inside => format!("({cmd} in the script)"),
+                    _ => cmd,
+                };
+                *tally.entry(name).or_insert(0) += 1;
+            }
+            tally
+        });
+        let _ = ready_rx.recv_timeout(Duration::from_secs(10));
+        Monitor { child, tally }
+    }
+
+    fn stop(mut self) -> BTreeMap<String, u64> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.tally.join().unwrap_or_default()
+    }
+}
+
+// -------------------------------------------------------------------- the cost per admission
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+enum StoreKind {
+    Memory,
+    Redis,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct StoreFigures {
+    concurrency: usize,
+    /// The refund of unused tokens too (the client's reconciliation after a success).
+    with_refund: bool,
+    memory_per_s: f64,
+    redis_per_s: f64,
+    memory_spread: (f64, f64),
+    redis_spread: (f64, f64),
+    memory_us: f64,
+    redis_us: f64,
+    added_us: f64,
+    ratio: f64,
+    commands_per_admission: f64,
+}
+
+fn store_part(k: &Knobs, machine: &common::Machine) {
+    println!(
+        "\ncost per admission: reserve + the raise of its answer's report (+ the refund of unused \
+         tokens), one key, {} segments of {} ms per store and row (ABAB), medians (min-max)",
+        k.rounds,
+        k.segment.as_millis()
+    );
+    let redis = RedisServer::start();
+    let rt = common::runtime("store", 2);
+    let mut rows = Vec::new();
+    for (concurrency, with_refund) in [(1, false), (64, false), (1, true), (64, true)] {
+        let mut per_s: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut calls = 0u64;
+        let mut admissions = 0u64;
+        for round in 0..k.rounds {
+            let order = if round % 2 == 0 {
+                [StoreKind::Memory, StoreKind::Redis]
+            } else {
+                [StoreKind::Redis, StoreKind::Memory]
+            };
+            for kind in order {
+                let store: Arc<dyn LimiterStore> = match kind {
+                    StoreKind::Memory => Arc::new(MemoryStore::new()),
+                    StoreKind::Redis => Arc::new(
+                        RedisStore::new(
+                            SharedSettings::new(redis.url()).prefix(format!("b6-{round}")),
+                        )
+                        .expect("a Redis URL"),
+                    ),
+                };
+                let before = script_calls(&redis);
+                let (n, secs) =
+                    rt.block_on(admissions_for(store, concurrency, with_refund, k.segment));
+                if kind == StoreKind::Redis {
+                    calls += script_calls(&redis) - before;
+                    admissions += n;
+                }
+                let name = match kind {
+                    StoreKind::Memory => "memory",
+                    StoreKind::Redis => "redis",
+                };
+                per_s.entry(name).or_default().push(n as f64 / secs);
+            }
+        }
+        let (mem, red) = (&per_s["memory"], &per_s["redis"]);
+        let (m, r) = (common::median(mem), common::median(red));
+        let spread = |v: &[f64]| {
+            (
+                v.iter().copied().fold(f64::INFINITY, f64::min),
+                v.iter().copied().fold(0.0, f64::max),
+            )
+        };
+        rows.push(StoreFigures {
+            concurrency,
+            with_refund,
+            memory_per_s: m,
+            redis_per_s: r,
+            memory_spread: spread(mem),
+            redis_spread: spread(red),
+            memory_us: 1e6 / m,
+            redis_us: 1e6 / r,
+            added_us: 1e6 / r - 1e6 / m,
+            ratio: r / m,
+            // Less the one call per segment that teaches the key.
+            commands_per_admission: calls.saturating_sub(k.rounds as u64) as f64
+                / admissions.max(1) as f64,
+        });
+    }
+    let mut t = Table::new([
+        "calls",
+        "concurrency",
+        "memory admissions/s",
+        "Redis admissions/s",
+        "Redis / memory",
+        "µs per admission, memory",
+        "µs per admission, Redis",
+        "µs added",
+        "script calls per admission",
+    ]);
+    for x in &rows {
+        t.row([
+            if x.with_refund {
+                "reserve + raise + refund".to_owned()
+            } else {
+                "reserve + raise".to_owned()
+            },
+            x.concurrency.to_string(),
+            format!(
+                "{} ({}-{})",
+                f(x.memory_per_s, 0),
+                f(x.memory_spread.0, 0),
+                f(x.memory_spread.1, 0)
+            ),
+            format!(
+                "{} ({}-{})",
+                f(x.redis_per_s, 0),
+                f(x.redis_spread.0, 0),
+                f(x.redis_spread.1, 0)
+            ),
+            f(x.ratio, 4),
+            f(x.memory_us, 2),
+            f(x.redis_us, 1),
+            f(x.added_us, 1),
+            f(x.commands_per_admission, 2),
+        ]);
+    }
+    t.print();
+    common::record(
+        "shared",
+        machine,
+        json!({"part": "store", "knobs": format!("{k:?}"), "figures": rows}),
+    );
+}
+
+/// What the provider's answer states: limits far above what the loop reaches.
+fn report(now: Instant) -> LimitReport {
+    let window = |limit: u64| Window {
+        limit: Some(limit),
+        remaining: Some(limit - 1),
+        reset_at: Some(now + Duration::from_millis(1)),
+        per: Per::Minute,
+    };
+    let mut r = LimitReport::default();
+    r.requests = Some(window(1_000_000_000));
+    r.tokens = Some(window(1_000_000_000_000));
+    r
+}
+
+/// `concurrency` tasks admitting on one key for `segment`: admissions made, seconds taken.
+async fn admissions_for(
+    store: Arc<dyn LimiterStore>,
+    concurrency: usize,
+    with_refund: bool,
+    segment: Duration,
+) -> (u64, f64) {
+    let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+    let limits = Limits::none();
+    let cost = Cost {
+        input_tokens: 30,
+        output_tokens: 8,
+        ..Cost::one_request()
+    };
+    // The key as the client knows it after a first answer.
+    let mut first = Tightening::default();
+    first.report = Some(report(Instant::now()));
+    store
+        .raise(&key, first, Instant::now())
+        .await
+        .expect("the store answers");
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let start = common::wall();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (store, key, stop, done, errors) = (
+            store.clone(),
+            key.clone(),
+            stop.clone(),
+            done.clone(),
+            errors.clone(),
+        );
+        tasks.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                let booking = match store
+                    .reserve(&key, &limits, cost, Duration::from_secs(60), now)
+                    .await
+                {
+                    Ok(Reservation::Granted { booking, wait, .. }) if wait.is_zero() => booking,
+                    other => {
+                        errors.lock().expect("errors").push(format!("{other:?}"));
+                        return;
+                    }
+                };
+                let mut answer = Tightening::default();
+                answer.report = Some(report(now));
+                answer.booking = Some(booking);
+                if let Err(e) = store.raise(&key, answer, Instant::now()).await {
+                    errors.lock().expect("errors").push(e.to_string());
+                    return;
+                }
+                // The answer used 5 of the 8 output tokens booked: 3 go back.
+                if with_refund {
+                    if let Err(e) = store.refund(&key, 0, 3, Instant::now()).await {
+                        errors.lock().expect("errors").push(e.to_string());
+                        return;
+                    }
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                // The in-memory store never waits: without this its tasks would keep both
+                // worker threads and the segment's timer would never fire.
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+    TokioClock.sleep_until(TokioClock.now() + segment).await;
+    stop.store(true, Ordering::Relaxed);
+    while tasks.join_next().await.is_some() {}
+    let secs = start.elapsed().as_secs_f64();
+    let errors = errors.lock().expect("errors");
+    assert!(errors.is_empty(), "admissions failed: {:?}", &errors[..]);
+    (done.load(Ordering::Relaxed), secs)
+}
