@@ -57,6 +57,11 @@ impl Limiter {
         self.store.is_shared()
     }
 
+    /// Whether a slot booked earlier may still be used now ([`LimiterStore::blocked`]).
+    pub(crate) async fn blocked(&self, key: &LimitKey, booking: u64) -> Result<Option<Duration>> {
+        self.store.blocked(key, booking, self.clock.now()).await
+    }
+
     /// Whether a reservation of `key` under `limits` would book nothing (the store says so
     /// without a call): then there is nothing to admit.
     pub(crate) fn admits_freely(&self, key: &LimitKey, limits: &Limits) -> bool {

@@ -675,6 +675,36 @@ impl LimiterStore for RedisStore {
         true
     }
 
+    async fn blocked(
+        &self,
+        key: &LimitKey,
+        booking: u64,
+        now: Instant,
+    ) -> Result<Option<Duration>> {
+        #[derive(Serialize)]
+        struct CheckArgs {
+            booking: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            probe_ttl: Option<u64>,
+            probe_poll: u64,
+        }
+        #[derive(Deserialize)]
+        struct CheckAnswer {
+            wait: Option<f64>,
+        }
+        let args = CheckArgs {
+            booking,
+            probe_ttl: self.probe_ttl.map(|t| t.as_millis() as u64),
+            probe_poll: PROBE_POLL.as_millis() as u64,
+        };
+        match self.call::<CheckAnswer>(key, "check", &args, now).await? {
+            Some(a) => Ok(a.wait.map(from_micros)),
+            // Down: the slot was booked while Redis answered; fail closed waits for it.
+            None if self.share().is_none() => Ok(Some(self.until_retry(now))),
+            None => Ok(None),
+        }
+    }
+
     async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
         let args = PeekArgs { cost: cost.into() };
         let Some(p) = self.call::<PeekAnswer>(key, "peek", &args, now).await? else {

@@ -507,6 +507,11 @@ if op == 'reserve' then
     S = from_limits(args.limits, allowance, now)
   end
   local probe = false
+  if S.probe and args.probe_ttl and S.gate and S.gate > now then
+    -- Half-open is pending: no slot is booked across the gate (they would all go at its
+    -- reset, with no probe first). Ask again when it has passed.
+    return cjson.encode({ granted = false, wait = S.gate - now })
+  end
   if S.probe and args.probe_ttl and not (S.gate and S.gate > now) then
     -- Half-open: the first reservation after the gate is the one probe across processes.
     local token = tostring(S.nb)
@@ -562,6 +567,25 @@ elseif op == 'raise' then
     if not args.gate then S.probe = nil end
   end
   save(S)
+  return cjson.encode({})
+elseif op == 'check' then
+  -- args: {booking, probe_ttl, probe_poll}. Whether a slot booked earlier may still be used
+  -- now: not during a gate raised since (a 429 or a breaker another process saw); after it,
+  -- only as the one half-open probe (taken here if nobody holds it), never while another
+  -- booking's probe is out.
+  local S = load()
+  if not S then return cjson.encode({}) end
+  if S.gate and S.gate > now then return cjson.encode({ wait = S.gate - now }) end
+  if S.probe and args.probe_ttl then
+    local token = tostring(args.booking)
+    local holder = redis.call('GET', KEYS[2])
+    if not holder then
+      redis.call('SET', KEYS[2], token, 'NX', 'PX', args.probe_ttl)
+    elseif holder ~= token then
+      local left = math.max(redis.call('PTTL', KEYS[2]), 1)
+      return cjson.encode({ wait = math.min(left, args.probe_poll or left) * 1000 })
+    end
+  end
   return cjson.encode({})
 elseif op == 'peek' then
   -- args: {cost}

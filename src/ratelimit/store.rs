@@ -547,6 +547,21 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
     fn is_shared(&self) -> bool {
         false
     }
+
+    /// For a shared store: whether the slot `booking` booked for `key` may still be used at
+    /// `now`, or how long it must wait — a gate another process raised since it was booked
+    /// (a 429, an opened breaker), or another process's half-open probe out. The client asks
+    /// after waiting for a booked slot, before sending. `None` (the default): go ahead; a
+    /// store of this process alone never needs asking (its breaker already knows).
+    async fn blocked(
+        &self,
+        key: &LimitKey,
+        booking: u64,
+        now: Instant,
+    ) -> Result<Option<Duration>> {
+        let _ = (key, booking, now);
+        Ok(None)
+    }
 }
 
 fn _obj_safe(_: &dyn LimiterStore) {}

@@ -209,6 +209,19 @@ impl Router {
         }
         self.clock.sleep_until(ticket.ready_at).await;
         entry.counters.here().add_wait(ticket.wait);
+        if let (true, Some(booking)) = (self.limiter.is_shared(), ticket.booking) {
+            // Another process may have been told "not now" while this one slept: a gate or
+            // a probe out there stops this send too (the slot goes back; pick again). A
+            // store error here only skips the check: the slot was booked.
+            if let Ok(Some(_)) = self.limiter.blocked(&ticket.key, booking).await {
+                if ticket.verdict.is_probe() {
+                    breaker
+                        .get()
+                        .apply(BreakerEvent::ReleaseProbe, self.clock.now());
+                }
+                return None;
+            }
+        }
         breaker
             .get()
             .reclaim(ticket.verdict.is_probe(), self.clock.now())

@@ -576,3 +576,70 @@ async fn a_redis_that_refuses_the_password_is_a_config_error_that_never_shows_it
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn no_slot_is_booked_across_a_pending_half_open_and_slots_booked_before_it_wait_or_probe() {
+    let redis = RedisServer::start();
+    let t0 = Instant::now();
+    let a = RedisStore::new(SharedSettings::new(redis.url()))
+        .unwrap()
+        .on_virtual_clock(t0);
+    let b = RedisStore::new(SharedSettings::new(redis.url()))
+        .unwrap()
+        .on_virtual_clock(t0);
+    let k = key(0);
+    // 60 a minute: the 61st slot is a second ahead, the 62nd two.
+    let limits = Limits::none().with_rpm(60);
+    let one = Cost::one_request();
+    let mut booked = Vec::new();
+    for _ in 0..62 {
+        if let Reservation::Granted { booking, wait, .. } = b
+            .reserve(&k, &limits, one, Duration::from_secs(5), t0)
+            .await
+            .unwrap()
+        {
+            booked.push((booking, wait));
+        }
+    }
+    let (late1, late2) = (booked[60].0, booked[61].0);
+    assert_eq!(booked[61].1, 2 * Duration::from_secs(1));
+    // Then a 429 elsewhere: "retry after 3 s".
+    let mut throttled = Tightening::default();
+    throttled.gate_until = Some(t0 + Duration::from_secs(3));
+    a.raise(&k, throttled, t0).await.unwrap();
+
+    // Booked before it, due at 1 s and 2 s: stopped by the gate.
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    assert_eq!(
+        b.blocked(&k, late1, at(1)).await.unwrap(),
+        Some(Duration::from_secs(2))
+    );
+    // A reservation during the gate, however patient, books nothing across it.
+    let r = a
+        .reserve(&k, &limits, one, Duration::from_secs(60), at(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        r,
+        Reservation::NotUntil {
+            wait: Duration::from_secs(2)
+        }
+    );
+    // After it: the first booked slot to go is the one probe; the other waits for its answer.
+    assert_eq!(b.blocked(&k, late1, at(3)).await.unwrap(), None);
+    assert_eq!(b.blocked(&k, late2, at(3)).await.unwrap(), Some(250 * MS));
+    let r = a
+        .reserve(&k, &limits, one, Duration::from_secs(60), at(3))
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Reservation::NotUntil { wait } if wait == 250 * MS),
+        "{r:?}"
+    );
+    // Its answer releases it.
+    let mut answered = Tightening::default();
+    answered.booking = Some(late1);
+    answered.report = Some(LimitReport::default());
+    b.raise(&k, answered, at(3)).await.unwrap();
+    assert_eq!(b.blocked(&k, late2, at(3)).await.unwrap(), None);
+}
