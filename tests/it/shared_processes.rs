@@ -488,8 +488,6 @@ fn around(log: &[LogEntry], from_ms: u64, to_ms: u64) -> String {
 }
 
 #[test]
-#[ignore = "finding (issue 18): requests booked before a 429 are sent during its gate, and \
-            those booked during it all go at its reset, with no single probe first"]
 fn a_429_seen_by_one_process_stops_all_four_until_its_reset_then_one_probe_goes_first() {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
     let redis = RedisServer::start();
