@@ -538,6 +538,16 @@ fn a_429_seen_by_one_process_stops_all_four_until_its_reset_then_one_probe_goes_
     );
     // After the reset: one request (the half-open probe), and nothing else until its answer.
     assert!(after.len() >= 2, "the run went on after the reset");
+    let before_gap = log
+        .iter()
+        .filter(|e| e.at_ms < reset && e.at_ms != t429)
+        .map(|e| e.at_ms)
+        .max();
+    eprintln!(
+        "429 at at_ms {t429}; the last request before its reset at {before_gap:?}; after it: \
+         the probe at {}, the next request at {}",
+        after[0].at_ms, after[1].at_ms
+    );
     assert!(
         after[1].at_ms >= after[0].at_ms + LATENCY_MS,
         "a second request arrived before the probe's answer (at_ms {} + {LATENCY_MS}):\n{}",
