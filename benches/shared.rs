@@ -25,8 +25,8 @@
 //! success that booked tokens: MONITOR shows all three per request) — in a loop on one key the
 //! provider's report has taught, through the in-memory store and through the Redis
 //! store on loopback, at concurrency 1 and 64, interleaved in segments of `B6_SEGMENT_MS`
-//! (ABAB), medians reported. Admissions per second, µs per admission, µs added by Redis, and
-//! the Redis commands per admission.
+//! (ABAB), medians reported. Admissions per second, µs per admission, µs added by Redis, the
+//! script calls per admission and the µs Redis spent running each (`INFO commandstats`).
 //!
 //! ```sh
 //! cargo bench --bench shared                  # two fleet runs (ABBA) and the store costs
@@ -80,7 +80,7 @@ const RUNS: usize = 2;
 /// Longest a contender may run before its workers are killed and it is reported cut short.
 const MAX_WALL_S: u64 = 180;
 /// Store costs: segments per store and concurrency, and their length.
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 9;
 const SEGMENT_MS: u64 = 700;
 
 const PROVIDER: &str = "openai";
@@ -462,22 +462,29 @@ fn fleet_figures(
 
 /// `redis-cli … INFO commandstats`: the script calls Redis has run (`EVALSHA` and `EVAL`).
 fn script_calls(redis: &RedisServer) -> u64 {
+    script_stats(redis).0
+}
+
+/// The script calls Redis has run and the microseconds it spent in them, from
+/// `INFO commandstats` (`calls=…,usec=…`).
+fn script_stats(redis: &RedisServer) -> (u64, u64) {
     let out = Command::new("redis-cli")
         .args(["-p", &redis.port().to_string(), "INFO", "commandstats"])
         .output()
         .expect("redis-cli (apt-get install redis-server)");
+    let field = |l: &str, name: &str| -> u64 {
+        l.split(name)
+            .nth(1)
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
+        .fold((0, 0), |(c, u), l| {
+            (c + field(l, "calls="), u + field(l, "usec="))
         })
-        .sum()
 }
 
 /// `redis-cli MONITOR` in a child, its lines tallied by command (and, for scripts, by the
@@ -554,24 +561,29 @@ struct StoreFigures {
     added_us: f64,
     ratio: f64,
     commands_per_admission: f64,
+    /// Microseconds Redis spent running the script, per call (`INFO commandstats`).
+    server_us_per_call: f64,
 }
 
 fn store_part(k: &Knobs, machine: &common::Machine) {
     println!(
         "\ncost per admission: reserve + the raise of its answer's report (+ the refund of unused \
-         tokens), one key, {} segments of {} ms per store and row (ABAB), medians (min-max)",
+         tokens), one key, {} rounds of a {} ms segment per store and row (ABAB), medians \
+         (min-max)",
         k.rounds,
         k.segment.as_millis()
     );
     let redis = RedisServer::start();
     let rt = common::runtime("store", 2);
-    let mut rows = Vec::new();
-    for (concurrency, with_refund) in [(1, false), (64, false), (1, true), (64, true)] {
-        let mut per_s: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        let mut calls = 0u64;
-        let mut admissions = 0u64;
-        for round in 0..k.rounds {
-            let order = if round % 2 == 0 {
+    // Every row in every round, so that each sees the same moments of the machine's load.
+    let shapes = [(1, false), (64, false), (1, true), (64, true)];
+    let mut per_s = vec![(Vec::new(), Vec::new()); shapes.len()];
+    let mut calls = vec![0u64; shapes.len()];
+    let mut admissions = vec![0u64; shapes.len()];
+    let mut server_us = vec![0u64; shapes.len()];
+    for round in 0..k.rounds {
+        for (row, &(concurrency, with_refund)) in shapes.iter().enumerate() {
+            let order = if (round + row) % 2 == 0 {
                 [StoreKind::Memory, StoreKind::Redis]
             } else {
                 [StoreKind::Redis, StoreKind::Memory]
@@ -581,49 +593,57 @@ fn store_part(k: &Knobs, machine: &common::Machine) {
                     StoreKind::Memory => Arc::new(MemoryStore::new()),
                     StoreKind::Redis => Arc::new(
                         RedisStore::new(
-                            SharedSettings::new(redis.url()).prefix(format!("b6-{round}")),
+                            SharedSettings::new(redis.url()).prefix(format!("b6-{round}-{row}")),
                         )
                         .expect("a Redis URL"),
                     ),
                 };
-                let before = script_calls(&redis);
+                let before = script_stats(&redis);
                 let (n, secs) =
                     rt.block_on(admissions_for(store, concurrency, with_refund, k.segment));
-                if kind == StoreKind::Redis {
-                    calls += script_calls(&redis) - before;
-                    admissions += n;
+                match kind {
+                    StoreKind::Memory => per_s[row].0.push(n as f64 / secs),
+                    StoreKind::Redis => {
+                        per_s[row].1.push(n as f64 / secs);
+                        let after = script_stats(&redis);
+                        calls[row] += after.0 - before.0;
+                        server_us[row] += after.1 - before.1;
+                        admissions[row] += n;
+                    }
                 }
-                let name = match kind {
-                    StoreKind::Memory => "memory",
-                    StoreKind::Redis => "redis",
-                };
-                per_s.entry(name).or_default().push(n as f64 / secs);
             }
         }
-        let (mem, red) = (&per_s["memory"], &per_s["redis"]);
-        let (m, r) = (common::median(mem), common::median(red));
-        let spread = |v: &[f64]| {
-            (
-                v.iter().copied().fold(f64::INFINITY, f64::min),
-                v.iter().copied().fold(0.0, f64::max),
-            )
-        };
-        rows.push(StoreFigures {
-            concurrency,
-            with_refund,
-            memory_per_s: m,
-            redis_per_s: r,
-            memory_spread: spread(mem),
-            redis_spread: spread(red),
-            memory_us: 1e6 / m,
-            redis_us: 1e6 / r,
-            added_us: 1e6 / r - 1e6 / m,
-            ratio: r / m,
-            // Less the one call per segment that teaches the key.
-            commands_per_admission: calls.saturating_sub(k.rounds as u64) as f64
-                / admissions.max(1) as f64,
-        });
     }
+    let spread = |v: &[f64]| {
+        (
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(0.0, f64::max),
+        )
+    };
+    let rows: Vec<StoreFigures> = shapes
+        .iter()
+        .enumerate()
+        .map(|(row, &(concurrency, with_refund))| {
+            let (mem, red) = &per_s[row];
+            let (m, r) = (common::median(mem), common::median(red));
+            StoreFigures {
+                concurrency,
+                with_refund,
+                memory_per_s: m,
+                redis_per_s: r,
+                memory_spread: spread(mem),
+                redis_spread: spread(red),
+                memory_us: 1e6 / m,
+                redis_us: 1e6 / r,
+                added_us: 1e6 / r - 1e6 / m,
+                ratio: r / m,
+                // Less the one call per segment that teaches the key.
+                commands_per_admission: calls[row].saturating_sub(k.rounds as u64) as f64
+                    / admissions[row].max(1) as f64,
+                server_us_per_call: server_us[row] as f64 / calls[row].max(1) as f64,
+            }
+        })
+        .collect();
     let mut t = Table::new([
         "calls",
         "concurrency",
@@ -634,6 +654,7 @@ fn store_part(k: &Knobs, machine: &common::Machine) {
         "µs per admission, Redis",
         "µs added",
         "script calls per admission",
+        "µs in Redis per call",
     ]);
     for x in &rows {
         t.row([
@@ -660,6 +681,7 @@ fn store_part(k: &Knobs, machine: &common::Machine) {
             f(x.redis_us, 1),
             f(x.added_us, 1),
             f(x.commands_per_admission, 2),
+            f(x.server_us_per_call, 1),
         ]);
     }
     t.print();
