@@ -224,11 +224,24 @@ struct Fleet {
     ids: Vec<Vec<String>>,
     stderr: Vec<String>,
     codes: Vec<Option<Option<i32>>>,
+    /// When the workers were started: they are killed [`CHILD_LIMIT`] after it.
+    started: std::time::Instant,
+}
+
+/// Now, to bound how long the workers may run (a worker printing progress forever must not
+/// keep a test waiting).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a bound on child processes' run time; no logic waits on it"
+)]
+fn started_now() -> std::time::Instant {
+    std::time::Instant::now()
 }
 
 impl Fleet {
     fn start(dir: &Dir, emu: &Emulator, redis_url: &str, items: usize) -> Fleet {
         let config = write_config(dir, emu);
+        let bin = batch_bin(); // built before the clock starts
         let (tx, events) = mpsc::channel();
         let mut fleet = Fleet {
             pids: Vec::new(),
@@ -238,12 +251,13 @@ impl Fleet {
             ids: Vec::new(),
             stderr: vec![String::new(); WORKERS],
             codes: vec![None; WORKERS],
+            started: started_now(),
         };
         for w in 0..WORKERS {
             let (input, ids) = write_input(dir, w, items);
             let output = dir.path(&format!("out-{w}.jsonl"));
             let summary = dir.path(&format!("summary-{w}.json"));
-            let mut child = Command::new(batch_bin())
+            let mut child = Command::new(bin)
                 .arg("--config")
                 .arg(&config)
                 .args(["--env", "shared", "--input"])
@@ -286,12 +300,13 @@ impl Fleet {
     }
 
     /// The next event, or `None` once every worker has exited. Panics (killing the workers)
-    /// when none comes within [`CHILD_LIMIT`].
+    /// when they have not all exited [`CHILD_LIMIT`] after they started.
     fn next(&mut self) -> Option<Event> {
         if self.codes.iter().all(Option::is_some) {
             return None;
         }
-        match self.events.recv_timeout(CHILD_LIMIT) {
+        let left = CHILD_LIMIT.saturating_sub(self.started.elapsed());
+        match self.events.recv_timeout(left) {
             Ok(Event::Line(w, line)) => {
                 self.stderr[w].push_str(&line);
                 self.stderr[w].push('\n');
