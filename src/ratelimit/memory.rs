@@ -167,6 +167,9 @@ impl LimiterStore for MemoryStore {
             if let Some(until) = t.gate_until {
                 s.raise_gate(until);
             }
+            if t.tokens_back != 0 {
+                s.refund(0, t.tokens_back, now);
+            }
         });
         Ok(())
     }

@@ -543,6 +543,7 @@ struct RaiseArgs {
     report: Option<WireReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     booking: Option<u64>,
+    tokens_back: i64,
 }
 
 #[derive(Serialize)]
@@ -659,6 +660,7 @@ impl LimiterStore for RedisStore {
             },
             report: t.report.as_ref().map(|r| wire_report(r, now)),
             booking: t.booking,
+            tokens_back: t.tokens_back,
         };
         if self
             .call::<serde_json::Value>(key, "raise", &args, now)

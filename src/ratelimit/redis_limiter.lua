@@ -548,7 +548,7 @@ elseif op == 'refund' then
   return cjson.encode({})
 elseif op == 'raise' then
   -- args: {gate (us from now), drain = {r, t, i, o, day}, report = {r, t, i, o}, booking,
-  --        answered (the booking's answer arrived: a probe it held is released)}
+  --        tokens_back (the answer's usage against what was booked, as a refund)}
   local S = load() or unconfigured(allowance)
   if args.report then k_apply(S, args.report, args.booking, now) end
   local d = args.drain
@@ -559,6 +559,9 @@ elseif op == 'raise' then
   if args.gate then
     raise_gate(S, now + math.max(args.gate, 0))
     S.probe = true
+  end
+  if args.tokens_back and args.tokens_back ~= 0 then
+    k_refund(S, 0, args.tokens_back, now)
   end
   if args.booking and redis.call('GET', KEYS[2]) == tostring(args.booking) then
     -- The probe's own answer: released (compare-and-delete). A success closes the half-open

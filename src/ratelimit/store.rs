@@ -282,6 +282,10 @@ pub struct Tightening {
     /// The booking whose answer `report` is ([`Reservation::Granted::booking`]); `None` for
     /// a request admitted without one.
     pub booking: Option<u64>,
+    /// Tokens given back (> 0) or charged (< 0) in the configured token buckets with this
+    /// answer: what it used against what was booked, as [`LimiterStore::refund`] would —
+    /// told together with the report, so a shared store hears an answer in one call.
+    pub tokens_back: i64,
 }
 
 /// Which buckets a 429 empties: those of the dimensions it is about, with windows up to a few

@@ -180,18 +180,30 @@ impl Router {
         used: Option<u64>,
     ) -> Result<()> {
         let entry = run.candidates[ticket.slot].entry;
-        if let Some(report) = report {
-            self.learn(entry, &ticket.key, report, ticket.booking)
-                .await?;
-        } else if ticket.booking.is_some() && self.limiter.is_shared() {
-            // A shared store hears every answer: a half-open probe it handed out to this
-            // booking is released for the other processes at once.
-            self.learn(entry, &ticket.key, &LimitReport::default(), ticket.booking)
-                .await?;
-        }
-        if let Some(used) = used {
+        // What the answer used against what was booked, told with its report in one call.
+        let tokens_back = used.map_or(0, |used| {
             let booked = Booked::new(ticket.cost, || job.request().floor());
-            self.reconcile(&ticket.key, booked, used).await;
+            booked.cost.tokens() as i64 - used as i64
+        });
+        // A shared store hears every answer: a half-open probe it handed out to this booking
+        // is released for the other processes at once.
+        let shared_answer = ticket.booking.is_some() && self.limiter.is_shared();
+        match report {
+            Some(report) => {
+                self.learn(entry, &ticket.key, report, ticket.booking, tokens_back)
+                    .await?
+            }
+            None if shared_answer => {
+                let nothing = LimitReport::default();
+                self.learn(entry, &ticket.key, &nothing, ticket.booking, tokens_back)
+                    .await?
+            }
+            None if tokens_back != 0 => {
+                let booked = Booked::new(ticket.cost, || job.request().floor());
+                self.reconcile(&ticket.key, booked, used.unwrap_or_default())
+                    .await;
+            }
+            None => {}
         }
         Ok(())
     }
@@ -311,7 +323,10 @@ impl Router {
     ) -> Step<T> {
         let entry = run.candidates[ticket.slot].entry;
         if let Some(report) = report {
-            if let Err(e) = self.learn(entry, &ticket.key, report, ticket.booking).await {
+            if let Err(e) = self
+                .learn(entry, &ticket.key, report, ticket.booking, 0)
+                .await
+            {
                 return ControlFlow::Break(Err(e));
             }
         }

@@ -312,6 +312,7 @@ impl Router {
         key: &LimitKey,
         report: &LimitReport,
         booking: Option<u64>,
+        tokens_back: i64,
     ) -> Result<()> {
         let states_tokens = report.tokens.is_some()
             || report.input_tokens.is_some()
@@ -322,6 +323,7 @@ impl Router {
         let learned = Tightening {
             report: Some(report.clone()),
             booking,
+            tokens_back,
             ..Tightening::default()
         };
         self.limiter.raise(key, learned).await

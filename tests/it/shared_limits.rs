@@ -136,6 +136,9 @@ fn tightening(rng: &mut StdRng, now: Instant, bookings: &[u64]) -> Tightening {
             .random_bool(0.6)
             .then(|| now + MS * rng.random_range(0..20_000u32));
     }
+    if rng.random_bool(0.3) {
+        t.tokens_back = rng.random_range(-300..300);
+    }
     t.booking = if bookings.is_empty() || rng.random_bool(0.15) {
         None
     } else {
