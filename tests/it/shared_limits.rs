@@ -54,7 +54,7 @@ enum Op {
     },
     Raise {
         key: usize,
-        t: Tightening,
+        t: Box<Tightening>,
     },
     Peek {
         key: usize,
@@ -170,7 +170,7 @@ fn sequence(seed: u64, n: usize, t0: Instant) -> Vec<Op> {
             },
             5 | 6 => Op::Raise {
                 key: k,
-                t: tightening(&mut rng, now, &bookings),
+                t: Box::new(tightening(&mut rng, now, &bookings)),
             },
             7 => Op::Peek {
                 key: k,
@@ -307,7 +307,7 @@ async fn run(store: &dyn LimiterStore, ops: &[Op], t0: Instant) -> Vec<Answer> {
                 Answer::Done
             }
             Op::Raise { key: k, t } => {
-                store.raise(&key(k), t, now).await.unwrap();
+                store.raise(&key(k), *t, now).await.unwrap();
                 Answer::Done
             }
             Op::Peek { key: k, cost } => {
