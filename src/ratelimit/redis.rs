@@ -15,6 +15,12 @@
 //! * **The gate** only ever moves later (`max`), so an older, shorter cooldown never shortens
 //!   a newer, longer one; a 429 or an opened breaker seen by one process stops them all until
 //!   the stated reset.
+//! * **Slots booked ahead** (a paced request sleeping until its slot) do not go during a gate
+//!   another process raised meanwhile: every new gate is announced on `<prefix>:gates`
+//!   (`PUBLISH` from the script), each store listens, and a slot booked ahead is re-checked in
+//!   Redis before it is sent only when its key had an announcement since it was booked — or
+//!   when the store was not listening all along (then always). Between a gate and its
+//!   announcement's delivery (well under a millisecond on loopback) a slot can still go.
 //! * **One half-open probe across all processes**: after a gate, the first reservation takes
 //!   a token (`SET …:probe <booking> NX PX`); the others look again every 250 ms until its
 //!   answer releases it by compare-and-delete (or the token expires, [`PROBE_TTL`], if its
@@ -32,8 +38,10 @@
 //! The client is the `redis` crate's [`ConnectionManager`] (reconnects by itself) and its
 //! [`Script`] (`EVALSHA`, loading the script again after a `NOSCRIPT`); no pool.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -90,6 +98,67 @@ pub struct RedisStore {
     /// The local share used while Redis is down ([`WhenDown::LocalShare`]).
     local: MemoryStore,
     down: Mutex<Down>,
+    /// Gates announced by any process, heard on `<prefix>:gates`.
+    gates: Arc<Gates>,
+    listening: std::sync::Once,
+}
+
+/// What the gate announcements say, so that a slot booked ahead is re-checked in Redis before
+/// it is sent only when a gate was raised on its key since it was booked (or when the
+/// announcements may have been missed: not listening, or listening anew since).
+#[derive(Debug, Default)]
+struct Gates {
+    /// Subscribed now.
+    healthy: AtomicBool,
+    /// Bumped whenever the subscription starts or ends: what was heard before is no proof.
+    epoch: AtomicU64,
+    /// Announcements heard per state key.
+    heard: Mutex<HashMap<String, u64>>,
+    /// Slots booked ahead: (state key, booking) → (epoch, announcements heard) then.
+    booked: Mutex<HashMap<(String, u64), (u64, u64)>>,
+}
+
+/// The most slots booked ahead remembered; beyond it they are all checked in Redis.
+const MAX_BOOKED: usize = 65_536;
+
+impl Gates {
+    fn snapshot(&self, state: &str) -> (u64, u64) {
+        let heard = self.heard.lock().unwrap_or_else(PoisonError::into_inner);
+        (
+            self.epoch.load(Ordering::Acquire),
+            heard.get(state).copied().unwrap_or(0),
+        )
+    }
+
+    /// What was heard before a reservation is asked for: `None` when not listening (then
+    /// its slot, if booked ahead, is checked anyway).
+    fn before(&self, state: &str) -> Option<(u64, u64)> {
+        self.healthy
+            .load(Ordering::Acquire)
+            .then(|| self.snapshot(state))
+    }
+
+    /// Remembers a slot booked ahead with what was heard before it was asked for: an
+    /// announcement that crosses the reservation's answer counts as after it.
+    fn booked_ahead(&self, state: &str, booking: u64, before: Option<(u64, u64)>) {
+        let Some(before) = before else { return };
+        let mut booked = self.booked.lock().unwrap_or_else(PoisonError::into_inner);
+        if booked.len() >= MAX_BOOKED {
+            booked.clear();
+        }
+        booked.insert((state.to_owned(), booking), before);
+    }
+
+    /// Whether no gate was announced on `state` since `booking` was booked ahead, as far as
+    /// this process can be sure (listening all along).
+    fn quiet_since(&self, state: &str, booking: u64) -> bool {
+        let then = self
+            .booked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(state.to_owned(), booking));
+        self.healthy.load(Ordering::Acquire) && then == Some(self.snapshot(state))
+    }
 }
 
 /// Whether Redis is taken to be down, and until when it is not tried again.
@@ -131,6 +200,8 @@ impl RedisStore {
             virtual_epoch: None,
             local,
             down: Mutex::new(Down::default()),
+            gates: Arc::new(Gates::default()),
+            listening: std::sync::Once::new(),
             settings,
         })
     }
@@ -160,6 +231,20 @@ impl RedisStore {
     pub(crate) fn without_probes(mut self) -> Self {
         self.probe_ttl = None;
         self
+    }
+
+    /// Whether the gate announcements are being heard now (tests).
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[allow(dead_code)]
+    pub(crate) fn is_listening(&self) -> bool {
+        self.gates.healthy.load(Ordering::Acquire)
+    }
+
+    /// How many gate announcements were heard for `key` (tests).
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[allow(dead_code)]
+    pub(crate) fn announcements(&self, key: &LimitKey) -> u64 {
+        self.gates.snapshot(&self.keys(key).0).1
     }
 
     /// The state's and the probe's keys for `key`.
@@ -267,6 +352,23 @@ impl RedisStore {
         }
     }
 
+    /// The channel gates are announced on.
+    fn channel(&self) -> String {
+        format!("{}:gates", self.settings.key_prefix)
+    }
+
+    /// Starts listening for gate announcements (once; in the background, reconnecting until
+    /// the store is dropped).
+    fn listen(&self) {
+        self.listening.call_once(|| {
+            let gates = Arc::downgrade(&self.gates);
+            let client = self.client.clone();
+            let channel = self.channel();
+            let pause = self.settings.retry_interval;
+            tokio::spawn(listen(gates, client, channel, pause));
+        });
+    }
+
     /// Whether Redis is resting after a failure (not tried before its next try).
     fn resting(&self, now: Instant) -> bool {
         let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
@@ -314,6 +416,40 @@ impl RedisStore {
             WhenDown::LocalShare { processes } => Some(processes.get()),
             _ => None,
         }
+    }
+}
+
+/// Listens on `channel` for gate announcements while the store lives; after a lost
+/// subscription, tries again every `pause` (a background reconnect's pacing, as the connection
+/// manager's own; no decision waits on it: until it is back, every slot booked ahead is
+/// checked in Redis).
+async fn listen(gates: Weak<Gates>, client: redis::Client, channel: String, pause: Duration) {
+    use futures_util::StreamExt;
+    loop {
+        let Some(g) = gates.upgrade() else { return };
+        if let Ok(mut pubsub) = client.get_async_pubsub().await {
+            if pubsub.subscribe(&channel).await.is_ok() {
+                g.epoch.fetch_add(1, Ordering::AcqRel);
+                g.healthy.store(true, Ordering::Release);
+                let weak = Arc::downgrade(&g);
+                drop(g);
+                let mut messages = pubsub.into_on_message();
+                while let Some(msg) = messages.next().await {
+                    let Some(g) = weak.upgrade() else { return };
+                    if let Ok(state) = std::str::from_utf8(msg.get_payload_bytes()) {
+                        let mut heard = g.heard.lock().unwrap_or_else(PoisonError::into_inner);
+                        *heard.entry(state.to_owned()).or_insert(0) += 1;
+                    }
+                }
+                let Some(g) = weak.upgrade() else { return };
+                g.healthy.store(false, Ordering::Release);
+                g.epoch.fetch_add(1, Ordering::AcqRel);
+                continue;
+            }
+        }
+        drop(g);
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -544,6 +680,7 @@ struct RaiseArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     booking: Option<u64>,
     tokens_back: i64,
+    channel: String,
 }
 
 #[derive(Serialize)]
@@ -593,6 +730,11 @@ impl LimiterStore for RedisStore {
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
+        if self.probe_ttl.is_some() {
+            self.listen();
+        }
+        let state = self.keys(key).0;
+        let before = self.gates.before(&state);
         let args = ReserveArgs {
             limits: limits.into(),
             cost: cost.into(),
@@ -621,8 +763,12 @@ impl LimiterStore for RedisStore {
                 capacity: a.capacity,
             }
         } else if a.granted {
+            let wait = from_micros(a.wait);
+            if !wait.is_zero() {
+                self.gates.booked_ahead(&state, a.booking, before);
+            }
             Reservation::Granted {
-                wait: from_micros(a.wait),
+                wait,
                 token_room: a.token_room,
                 booking: a.booking,
             }
@@ -661,6 +807,7 @@ impl LimiterStore for RedisStore {
             report: t.report.as_ref().map(|r| wire_report(r, now)),
             booking: t.booking,
             tokens_back: t.tokens_back,
+            channel: self.channel(),
         };
         if self
             .call::<serde_json::Value>(key, "raise", &args, now)
@@ -693,6 +840,10 @@ impl LimiterStore for RedisStore {
         #[derive(Deserialize)]
         struct CheckAnswer {
             wait: Option<f64>,
+        }
+        if self.gates.quiet_since(&self.keys(key).0, booking) {
+            // No gate announced on this key since the slot was booked: it may go, no call.
+            return Ok(None);
         }
         let args = CheckArgs {
             booking,

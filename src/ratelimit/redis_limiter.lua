@@ -548,7 +548,8 @@ elseif op == 'refund' then
   return cjson.encode({})
 elseif op == 'raise' then
   -- args: {gate (us from now), drain = {r, t, i, o, day}, report = {r, t, i, o}, booking,
-  --        tokens_back (the answer's usage against what was booked, as a refund)}
+  --        tokens_back (the answer's usage against what was booked, as a refund),
+  --        channel (where a new gate is announced)}
   local S = load() or unconfigured(allowance)
   if args.report then k_apply(S, args.report, args.booking, now) end
   local d = args.drain
@@ -559,6 +560,8 @@ elseif op == 'raise' then
   if args.gate then
     raise_gate(S, now + math.max(args.gate, 0))
     S.probe = true
+    -- Tell every process: slots they booked before this gate are checked before they go.
+    if args.channel then redis.call('PUBLISH', args.channel, KEYS[1]) end
   end
   if args.tokens_back and args.tokens_back ~= 0 then
     k_refund(S, 0, args.tokens_back, now)

@@ -646,3 +646,87 @@ async fn no_slot_is_booked_across_a_pending_half_open_and_slots_booked_before_it
     b.raise(&k, answered, at(3)).await.unwrap();
     assert_eq!(b.blocked(&k, late2, at(3)).await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn a_slot_booked_ahead_is_checked_in_redis_only_after_a_gate_was_announced() {
+    let redis = RedisServer::start();
+    let t0 = Instant::now();
+    let store = || {
+        RedisStore::new(SharedSettings::new(redis.url()))
+            .unwrap()
+            .on_virtual_clock(t0)
+    };
+    let (a, b) = (store(), store());
+    let k = key(0);
+    let limits = Limits::none().with_rpm(60);
+    let one = Cost::one_request();
+    // The first call starts listening; the subscription is a socket away.
+    b.reserve(&k, &limits, one, Duration::ZERO, t0)
+        .await
+        .unwrap();
+    let mut polls = 0;
+    while !b.is_listening() {
+        polls += 1;
+        assert!(polls < 500, "never subscribed");
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(2 * MS).await; // redis-server and a socket, not our logic
+    }
+    let ahead = |r: Reservation| match r {
+        Reservation::Granted { booking, wait, .. } if !wait.is_zero() => booking,
+        r => panic!("not booked ahead: {r:?}"),
+    };
+    let mut slots = Vec::new();
+    for _ in 0..59 {
+        b.reserve(&k, &limits, one, Duration::ZERO, t0)
+            .await
+            .unwrap();
+    }
+    for _ in 0..2 {
+        slots.push(ahead(
+            b.reserve(&k, &limits, one, Duration::from_secs(5), t0)
+                .await
+                .unwrap(),
+        ));
+    }
+    let evalsha = || {
+        let stats = cli(&redis, &["INFO", "commandstats"]);
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .unwrap_or_default()
+            .to_owned();
+        line.split("calls=")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Nothing announced: the first slot goes without a call.
+    let calls = evalsha();
+    assert_eq!(
+        b.blocked(&k, slots[0], t0 + Duration::from_secs(1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(evalsha(), calls, "no round trip for a quiet key");
+    // A gate from another client: announced, heard, and the second slot is checked and held.
+    let mut throttled = Tightening::default();
+    throttled.gate_until = Some(t0 + Duration::from_secs(5));
+    a.raise(&k, throttled, t0 + Duration::from_secs(1))
+        .await
+        .unwrap();
+    let mut polls = 0;
+    while b.announcements(&k) == 0 {
+        polls += 1;
+        assert!(polls < 500, "the announcement never came");
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(2 * MS).await; // its delivery over the socket
+    }
+    let at2 = t0 + Duration::from_secs(2);
+    assert_eq!(
+        b.blocked(&k, slots[1], at2).await.unwrap(),
+        Some(Duration::from_secs(3))
+    );
+    assert_eq!(evalsha(), calls + 2, "the raise and the check");
+}
