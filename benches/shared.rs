@@ -41,6 +41,10 @@ mod common;
 #[path = "../tests/it/support/redis.rs"]
 #[allow(dead_code, unreachable_pub, unused_imports)]
 mod redis_server;
+// The tests' way of building an example.
+#[path = "../tests/it/support/examples.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod examples;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -264,27 +268,7 @@ fn batch_bin() -> PathBuf {
     } else {
         "bench"
     };
-    let out = Command::new(env!("CARGO"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "--profile",
-            profile,
-            "--example",
-            "batch",
-        ])
-        .arg("--message-format=json")
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo runs");
-    assert!(out.status.success(), "building the batch example failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "batch")
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .expect("cargo names the batch example's executable")
+    examples::build_example("batch", Some(profile))
 }
 
 fn run_fleet(c: Contender, k: &Knobs, bin: &Path, rt: &tokio::runtime::Runtime) -> Fleet {

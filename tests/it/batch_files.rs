@@ -20,69 +20,30 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::examples::{build_example, TempDir};
+
 /// The `batch` example, built once per test run.
 fn batch_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let features: Vec<&str> = [
-            (cfg!(feature = "rustls"), "rustls"),
-            (cfg!(feature = "native-tls"), "native-tls"),
-            (cfg!(feature = "tokenizer"), "tokenizer"),
-        ]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect();
-        let out = Command::new(env!("CARGO"))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args([
-                "build",
-                "--quiet",
-                "--example",
-                "batch",
-                "--message-format=json",
-            ])
-            .args(["--no-default-features", "--features", &features.join(",")])
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cargo runs");
-        assert!(out.status.success(), "building the batch example failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "batch")
-            .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-            .expect("cargo names the batch example's executable")
-    })
+    BIN.get_or_init(|| build_example("batch", None))
 }
 
 /// A fresh directory for one test.
-struct Dir(PathBuf);
+struct Dir(TempDir);
 
 impl Dir {
     fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "llm-failover-batch-files-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
+        Dir(TempDir::new("batch-files", name))
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
+        self.0.path(name)
     }
 
     fn write(&self, name: &str, lines: &[String]) -> PathBuf {
         let path = self.path(name);
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         path
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -107,7 +68,7 @@ fn run_batch(dir: &Dir, input: &Path, output: &Path, extra: &[&str]) -> Run {
     args.extend(extra.iter().map(OsString::from));
     let child = Command::new(batch_bin())
         .args(&args)
-        .current_dir(&dir.0)
+        .current_dir(dir.0.root())
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
         .env_remove("LLM_FAILOVER_ENV")

@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod adapter;
+pub mod examples;
 pub mod redis;
 
 use std::sync::Arc;

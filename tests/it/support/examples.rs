@@ -1,0 +1,75 @@
+//! The examples as their users run them: the binary of an example, built by the cargo that
+//! runs the tests (or a bench, in its own profile), and a fresh directory per run.
+//! (Shared with `benches/shared.rs` through `#[path]`.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// The executable of example `name`, built now with the features of this build (tests), or
+/// in `profile` with the default features (benches).
+pub fn build_example(name: &str, profile: Option<&str>) -> PathBuf {
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "build",
+        "--quiet",
+        "--example",
+        name,
+        "--message-format=json",
+    ]);
+    match profile {
+        Some(profile) => {
+            cargo.args(["--profile", profile]);
+        }
+        None => {
+            let features: Vec<&str> = [
+                (cfg!(feature = "rustls"), "rustls"),
+                (cfg!(feature = "native-tls"), "native-tls"),
+                (cfg!(feature = "tokenizer"), "tokenizer"),
+            ]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect();
+            cargo.args(["--no-default-features", "--features", &features.join(",")]);
+        }
+    }
+    let out = cargo.stderr(Stdio::inherit()).output().expect("cargo runs");
+    assert!(out.status.success(), "building the {name} example failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo names the {name} example's executable"))
+}
+
+/// A fresh directory, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// `<tmp>/llm-failover-<what>-<name>-<pid>`, empty.
+    pub fn new(what: &str, name: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("llm-failover-{what}-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// A path inside it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
