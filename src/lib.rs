@@ -45,6 +45,8 @@ pub mod config;
 pub mod error;
 pub mod http;
 mod id;
+#[cfg(feature = "sqlite")]
+pub mod jobs;
 pub mod provider;
 pub mod ratelimit;
 #[cfg(feature = "test-util")]

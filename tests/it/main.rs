@@ -23,6 +23,7 @@ mod e2e;
 mod extra_body;
 mod failover;
 mod http_client;
+mod jobs;
 mod layers;
 mod limiter_props;
 mod proptests;

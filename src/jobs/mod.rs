@@ -1,0 +1,96 @@
+//! Durable jobs: a queue in an SQLite file that survives crashes, accepts at most one result
+//! per job, and lets a 429 move a job's eligible time instead of putting a worker to sleep.
+//!
+//! ```
+//! use std::time::Duration;
+//! use llm_failover::jobs::{FailPolicy, NewJob, Outcome, SqliteQueue};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+//! let queue = SqliteQueue::open_in_memory()?; // SqliteQueue::open(path) for a file
+//! queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#).with_tenant("acme"), 0).await?;
+//!
+//! let lease = Duration::from_secs(120);
+//! let job = queue.claim("worker-1", lease, 1_000).await?.expect("one job is eligible");
+//! // ... send job.payload through the Client ...
+//! match queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await? {
+//!     Outcome::Applied => {}                // the result is the job's, once
+//!     Outcome::Lost => { /* reaped and claimed again: discard ours */ }
+//! }
+//! queue.reap(200_000, &FailPolicy::default()).await?; // now and then: expired leases back
+//! # Ok(()) }
+//! ```
+//!
+//! # The state machine
+//!
+//! ```text
+//!            enqueue                  claim (attempt + 1, lease)
+//!   (none) ─────────► ready ────────────────────────────────────► running
+//!                      ▲ ▲ ▲                                          │
+//!                      │ │ └── snooze (eligible_at = until; no failure)┤
+//!                      │ └──── fail (failures + 1, backoff) ──────────┤
+//!                      │       reap (lease expired: failures + 1) ────┤
+//!                      │                                              ├── complete ──► done
+//!                      │                                              ├── fail (last allowed),
+//!                      │                                              │   dead_now, reap (last) ──► dead
+//!                      └─────────── requeue ◄── dead, review          └── review ──► review
+//! ```
+//!
+//! Every arrow out of `running` is fenced by the claim: `WHERE id = ? AND attempt = ? AND
+//! state = 'running'`. A call for any other `(id, attempt)`, or for a job no longer running,
+//! changes nothing and answers [`Outcome::Lost`] (or [`Failed::Lost`]).
+//!
+//! # Invariants
+//!
+//! - **One job per id.** Enqueue is `INSERT … ON CONFLICT DO NOTHING` on the caller's id:
+//!   several processes may enqueue the same input; the first one's payload stays.
+//! - **Every claim is a unique `(id, attempt)`.** The claim sets `running`, the lease and
+//!   `attempt = attempt + 1` in one transaction, and nothing ever lowers `attempt` (not even
+//!   [`requeue`](SqliteQueue::requeue)), so the attempt is a fencing token.
+//! - **At most one accepted result per id.** [`complete`](SqliteQueue::complete) applies only
+//!   to the current claim of a running job; once it is `done`, every later completion is
+//!   `Lost`. A worker that stalled past its lease was reaped, the job was claimed again, and
+//!   its late result is refused.
+//! - **Snoozing is not failing.** [`snooze`](SqliteQueue::snooze) (a 429, an open breaker)
+//!   moves `eligible_at` and counts nothing; [`fail`](SqliteQueue::fail) and an expired lease
+//!   count a failure, back off per [`FailPolicy`], and dead-letter at its limit;
+//!   [`dead_now`](SqliteQueue::dead_now) dead-letters a failure that can only repeat.
+//! - **Interactive before bulk; tenants take turns.** Within a lane, the claim serves the
+//!   next tenant after the lane's cursor that has an eligible job, so a tenant with 10,000
+//!   jobs and one with 2 alternate, and a tenant with nothing eligible is never waited on.
+//! - **Time comes from the caller.** Every operation takes wall-clock milliseconds
+//!   ([`wall_ms`]`(clock.wall())`); the queue reads no clock, so tests drive it.
+//!
+//! What stays at-least-once is the work itself: a worker that stalled past its lease may have
+//! been billed by a provider for a result that is then refused. Keep leases generous and
+//! [`heartbeat`](SqliteQueue::heartbeat) long uploads and transcriptions. The payload is
+//! stored and listed as written: never put a key in it, and reference audio by path and hash
+//! rather than copying it in.
+//!
+//! # SQLite
+//!
+//! One schema, versioned in `PRAGMA user_version`; opening applies the missing migrations
+//! and refuses (a `Config` error) a file whose schema is newer than this build. The file is
+//! in WAL mode (readers never block the writer), every statement waits up to 5 s
+//! (`busy_timeout`) for another connection's write lock, and every write is a
+//! `BEGIN IMMEDIATE` transaction: a deferred `BEGIN` that reads and then writes must upgrade
+//! its lock, and under concurrent writers that upgrade fails with `SQLITE_BUSY` at once,
+//! whatever the timeout. Several processes may share one file on one host.
+//!
+//! # Why rusqlite (and tokio-postgres for PostgreSQL), not sqlx
+//!
+//! The queue is a dozen hand-written statements. rusqlite is a thin, well-kept binding
+//! (SQLite compiled in through the `bundled` feature, so nothing to install), and
+//! tokio-postgres is the same for PostgreSQL; with them the SQL is plain text in one file per
+//! backend that a reader can check against the state machine above. sqlx would bring its
+//! macro and compile-time-database machinery, its own pool and runtime glue, and a far larger
+//! dependency tree, for queries we do not need checked against a live database at build time
+//! (the tests run them). rusqlite's calls block, so each runs on tokio's blocking pool.
+
+mod job;
+mod policy;
+mod schema;
+mod sqlite;
+
+pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
+pub use policy::FailPolicy;
+pub use sqlite::SqliteQueue;

@@ -1,0 +1,133 @@
+//! The one schema, as numbered migrations, and opening a connection onto it.
+//!
+//! `PRAGMA user_version` holds how many migrations a database has had. Opening applies the
+//! missing ones in one `BEGIN IMMEDIATE` transaction (so two processes opening a new file at
+//! once migrate it once), and refuses a database whose version is higher than this code knows:
+//! an older binary must not write rows whose meaning it does not know.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// How long a statement waits for another connection's write lock before failing.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; never edit one that has shipped, add one.
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs and the per-lane tenant cursor.
+    "CREATE TABLE jobs (
+         seq         INTEGER PRIMARY KEY,
+         id          TEXT NOT NULL UNIQUE,
+         kind        TEXT NOT NULL,
+         tenant      TEXT NOT NULL,
+         lane        TEXT NOT NULL CHECK (lane IN ('interactive', 'bulk')),
+         payload     TEXT NOT NULL,
+         state       TEXT NOT NULL
+                     CHECK (state IN ('ready', 'running', 'done', 'dead', 'review')),
+         attempt     INTEGER NOT NULL DEFAULT 0,
+         failures    INTEGER NOT NULL DEFAULT 0,
+         eligible_at INTEGER NOT NULL,
+         lease_until INTEGER,
+         worker      TEXT,
+         last_error  TEXT,
+         reason      TEXT,
+         result      TEXT,
+         created_at  INTEGER NOT NULL
+     );
+     CREATE INDEX jobs_claim ON jobs (lane, tenant, eligible_at, seq) WHERE state = 'ready';
+     CREATE INDEX jobs_lease ON jobs (lease_until) WHERE state = 'running';
+     CREATE INDEX jobs_state ON jobs (state);
+     CREATE TABLE tenant_cursor (
+         lane   TEXT PRIMARY KEY,
+         tenant TEXT NOT NULL
+     );",
+];
+
+/// The schema version this code writes.
+pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// An SQLite failure as an [`Error`] of kind `Io`, naming the database and what was being done.
+pub(crate) fn sql_error(db: &str, doing: &str, e: rusqlite::Error) -> Error {
+    let hint = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            " (another connection held the write lock longer than the busy timeout)"
+        }
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
+            " (not an SQLite database, or a corrupt one)"
+        }
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
+            " (check the path and its permissions)"
+        }
+        _ => "",
+    };
+    Error::new(
+        ErrorKind::Io,
+        format!("jobs database {db}: {doing}: {e}{hint}"),
+    )
+    .with_source(e)
+}
+
+/// Sets the connection up (busy timeout, WAL for a file) and brings its schema to [`VERSION`].
+///
+/// # Errors
+///
+/// `Config` for a schema newer than [`VERSION`]; `Io` for anything SQLite refuses.
+pub(crate) fn prepare(conn: &mut Connection, db: &str, in_memory: bool) -> Result<()> {
+    let err = |doing: &'static str| move |e| sql_error(db, doing, e);
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(err("setting the busy timeout"))?;
+    if !in_memory {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(err("switching to WAL"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("jobs database {db}: SQLite kept journal mode {mode:?}, not WAL"),
+            ));
+        }
+    }
+    let version = user_version(conn).map_err(err("reading the schema version"))?;
+    check_version(db, version)?;
+    if version == VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err("starting the migration"))?;
+    // Another process may have migrated between the read above and the lock.
+    let version = user_version(&tx).map_err(err("reading the schema version"))?;
+    check_version(db, version)?;
+    for (n, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(sql)
+            .map_err(|e| sql_error(db, &format!("applying migration {}", n + 1), e))?;
+    }
+    tx.pragma_update(None, "user_version", VERSION)
+        .map_err(err("recording the schema version"))?;
+    tx.commit().map_err(err("committing the migration"))
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+fn check_version(db: &str, version: i64) -> Result<()> {
+    if version > VERSION {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "jobs database {db} has schema version {version}, newer than this build of \
+                 llm-failover knows ({VERSION}): upgrade llm-failover, or use another file"
+            ),
+        ));
+    }
+    if version < 0 {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("jobs database {db} has schema version {version}, which no build wrote"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,820 @@
+//! The queue on one SQLite file: every operation one `BEGIN IMMEDIATE` transaction, run on
+//! tokio's blocking pool.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+
+use super::job::{check_json, millis, Failed, Job, Lane, NewJob, Outcome, QueueStats, Reaped};
+use super::policy::FailPolicy;
+use super::schema::{self, sql_error};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The columns [`job_from_row`] reads, in its order.
+const COLUMNS: &str = "id, kind, tenant, lane, payload, state, attempt, failures, eligible_at, \
+                       lease_until, worker, last_error, reason, result, created_at";
+
+/// A durable job queue in one SQLite file (WAL mode), shared by every process that opens it.
+///
+/// Each `SqliteQueue` is one connection; clones share it. SQLite lets one connection write at
+/// a time, so more connections in one process add no write throughput; open one per process
+/// (or a few, for reads alongside writes). Every call runs on tokio's blocking pool and waits
+/// up to 5 s for another connection's write lock before failing with an `Io` error.
+///
+/// All times are wall-clock milliseconds passed in by the caller (see
+/// [`wall_ms`](super::wall_ms)); the queue reads no clock.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+/// let path = std::env::temp_dir().join(format!("jobs-doc-{}.sqlite", std::process::id()));
+/// # let _ = std::fs::remove_file(&path);
+/// let queue = SqliteQueue::open(&path).await?;
+/// assert!(queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#), 0).await?);
+///
+/// let job = queue.claim("worker-1", Duration::from_secs(60), 1_000).await?.unwrap();
+/// let outcome = queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await?;
+/// assert_eq!(outcome, Outcome::Applied);
+/// # drop(queue); for ext in ["", "-wal", "-shm"] { let _ = std::fs::remove_file(format!("{}{ext}", path.display())); }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SqliteQueue {
+    conn: Arc<Mutex<Connection>>,
+    /// The file's path as given (or `:memory:`), for error messages.
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for SqliteQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteQueue")
+            .field("db", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteQueue {
+    /// Opens (creating if need be) the queue in the SQLite file at `path`, in WAL mode, and
+    /// brings its schema up to date.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let dir = std::env::temp_dir().join(format!("jobs-open-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let queue = llm_failover::jobs::SqliteQueue::open(dir.join("queue.sqlite")).await?;
+    /// assert_eq!(queue.stats(0).await?.ready, 0);
+    /// # drop(queue); std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when the file cannot be opened or created, is not an SQLite database (or is
+    /// corrupt), or stays locked past the busy timeout; `Config` when its schema is newer than
+    /// this build knows.
+    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteQueue> {
+        let path = path.as_ref().to_owned();
+        let name: Arc<str> = path.display().to_string().into();
+        let db = name.clone();
+        let conn = tokio::task::spawn_blocking(move || {
+            let mut conn = Connection::open(&path).map_err(|e| sql_error(&db, "opening", e))?;
+            schema::prepare(&mut conn, &db, false)?;
+            Ok::<_, Error>(conn)
+        })
+        .await
+        .map_err(join_error)??;
+        Ok(SqliteQueue {
+            conn: Arc::new(Mutex::new(conn)),
+            name,
+        })
+    }
+
+    /// A queue in memory, gone when the last clone is dropped: for tests and examples.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = llm_failover::jobs::SqliteQueue::open_in_memory()?;
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` if SQLite cannot allocate the database.
+    pub fn open_in_memory() -> Result<SqliteQueue> {
+        let name: Arc<str> = ":memory:".into();
+        let mut conn = Connection::open_in_memory().map_err(|e| sql_error(&name, "opening", e))?;
+        schema::prepare(&mut conn, &name, true)?;
+        Ok(SqliteQueue {
+            conn: Arc::new(Mutex::new(conn)),
+            name,
+        })
+    }
+
+    /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
+    /// was new. `now_ms` is recorded as its creation time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::jobs::{NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// assert!(queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?);
+    /// assert!(!queue.enqueue(NewJob::new("a", "chat", r#"{"other":1}"#), 5).await?); // kept as it was
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the id, kind or tenant is empty or the payload is not JSON; `Io` when
+    /// SQLite fails.
+    pub async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
+        Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
+    }
+
+    /// Adds every job in `jobs` whose id is not yet queued, in one transaction; returns how
+    /// many were new. Nothing is added when one of them is invalid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::jobs::{NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// let jobs = (0..3).map(|i| NewJob::new(format!("line-{i}"), "chat", "{}")).collect();
+    /// assert_eq!(queue.enqueue_all(jobs, 0).await?, 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue).
+    pub async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
+        for job in &jobs {
+            job.validate()?;
+        }
+        self.write("enqueueing", move |tx| {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO jobs (id, kind, tenant, lane, payload, state, eligible_at, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'ready', ?6, ?7)
+                 ON CONFLICT (id) DO NOTHING",
+            )?;
+            let mut added = 0;
+            for job in &jobs {
+                added += insert.execute(params![
+                    job.id,
+                    job.kind,
+                    job.tenant,
+                    job.lane.as_str(),
+                    job.payload,
+                    job.eligible_at_ms,
+                    now_ms
+                ])? as u64;
+            }
+            Ok(added)
+        })
+        .await
+    }
+
+    /// Claims the next eligible job for `worker`, leased for `lease` from `now_ms`.
+    ///
+    /// Eligible means `ready` with `eligible_at <= now_ms`. Every eligible interactive job goes
+    /// before any bulk one; within a lane, tenants that have eligible work take turns (the
+    /// lane's tenant cursor moves to the tenant served), and within a tenant the job eligible
+    /// longest goes first. The claim sets `running`, the lease and `attempt + 1` in one
+    /// transaction, so every claim is a unique `(id, attempt)`. `None` when nothing is
+    /// eligible.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{Lane, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("bulk-1", "chat", "{}"), 0).await?;
+    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_lane(Lane::Interactive), 0).await?;
+    /// let lease = Duration::from_secs(30);
+    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "now-1");
+    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "bulk-1");
+    /// assert!(queue.claim("w", lease, 0).await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn claim(&self, worker: &str, lease: Duration, now_ms: i64) -> Result<Option<Job>> {
+        let worker = worker.to_owned();
+        let lease_until = now_ms.saturating_add(millis(lease));
+        self.write("claiming", move |tx| {
+            for lane in Lane::ALL {
+                if let Some(job) = claim_in_lane(tx, lane, &worker, lease_until, now_ms)? {
+                    return Ok(Some(job));
+                }
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
+    /// transcription. A lease that has expired but not yet been reaped can still be extended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "transcribe", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let outcome = queue.heartbeat("a", job.attempt, Duration::from_secs(10), 8_000).await?;
+    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(queue.get("a").await?.unwrap().lease_until_ms, Some(18_000));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn heartbeat(
+        &self,
+        id: &str,
+        attempt: u32,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Outcome> {
+        let lease_until = now_ms.saturating_add(millis(lease));
+        self.fenced("extending a lease", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET lease_until = ?3
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, lease_until],
+            )
+        })
+        .await
+    }
+
+    /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
+    /// the claim is stale; then the result was not stored and must be discarded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.complete("a", job.attempt, r#""ok""#).await?, Outcome::Applied);
+    /// assert_eq!(queue.complete("a", job.attempt, r#""again""#).await?, Outcome::Lost);
+    /// assert_eq!(queue.get("a").await?.unwrap().result.as_deref(), Some(r#""ok""#));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when `result` is not JSON; `Io` when SQLite fails.
+    pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
+        check_json(result, || format!("result of job {id:?}"))?;
+        let result = result.to_owned();
+        self.fenced("completing", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'done', result = ?3, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, result],
+            )
+        })
+        .await
+    }
+
+    /// Puts claim `(id, attempt)` back to `ready`, eligible at `until_ms`, counting no
+    /// failure: for a 429 or an open breaker, `until_ms` being the stated reset.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.snooze("a", job.attempt, 30_000).await?, Outcome::Applied);
+    /// assert!(queue.claim("w", Duration::from_secs(10), 29_999).await?.is_none());
+    /// let again = queue.claim("w", Duration::from_secs(10), 30_000).await?.unwrap();
+    /// assert_eq!((again.attempt, again.failures), (2, 0));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
+        self.fenced("snoozing", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'ready', eligible_at = ?3, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, until_ms],
+            )
+        })
+        .await
+    }
+
+    /// Counts a failure of claim `(id, attempt)`: back to `ready` after the policy's backoff,
+    /// or `dead` (with `reason`) when it was the policy's last allowed failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{Failed, FailPolicy, JobState, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// let policy = FailPolicy::default().with_max_failures(2);
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let lease = Duration::from_secs(10);
+    /// let job = queue.claim("w", lease, 0).await?.unwrap();
+    /// assert_eq!(queue.fail("a", job.attempt, "503", 0, &policy).await?, Failed::Retry { eligible_at_ms: 1_000 });
+    /// let job = queue.claim("w", lease, 1_000).await?.unwrap();
+    /// assert_eq!(queue.fail("a", job.attempt, "503", 1_000, &policy).await?, Failed::Dead);
+    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Dead);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn fail(
+        &self,
+        id: &str,
+        attempt: u32,
+        reason: &str,
+        now_ms: i64,
+        policy: &FailPolicy,
+    ) -> Result<Failed> {
+        let (id, reason, policy) = (id.to_owned(), reason.to_owned(), *policy);
+        self.write("recording a failure", move |tx| {
+            let failures: Option<u32> = tx
+                .query_row(
+                    "SELECT failures FROM jobs
+                     WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                    params![id, attempt],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(failures) = failures else {
+                return Ok(Failed::Lost);
+            };
+            let failures = failures.saturating_add(1);
+            if failures >= policy.max_failures() {
+                let why = format!("{failures} failures, the last: {reason}");
+                make_dead(tx, &id, failures, &reason, &why)?;
+                return Ok(Failed::Dead);
+            }
+            let eligible_at_ms = now_ms.saturating_add(policy.backoff_ms(failures));
+            tx.execute(
+                "UPDATE jobs SET state = 'ready', failures = ?2, last_error = ?3,
+                                 eligible_at = ?4, lease_until = NULL
+                 WHERE id = ?1",
+                params![id, failures, reason, eligible_at_ms],
+            )?;
+            Ok(Failed::Retry { eligible_at_ms })
+        })
+        .await
+    }
+
+    /// Makes claim `(id, attempt)` `dead` at once with `reason`: for a failure that can only
+    /// repeat (a terminal 4xx). Counts the failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.dead_now("a", job.attempt, "400 context_length_exceeded").await?, Outcome::Applied);
+    /// assert_eq!(queue.dead_letters().await?[0].reason.as_deref(), Some("400 context_length_exceeded"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
+        let reason = reason.to_owned();
+        self.fenced("dead-lettering", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'dead', failures = failures + 1, last_error = ?3,
+                                 reason = ?3, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, reason],
+            )
+        })
+        .await
+    }
+
+    /// Sets claim `(id, attempt)` aside for a person: its `result` (any text, kept as given)
+    /// failed its contract for `reason`. Not counted as done.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let outcome = queue.review("a", job.attempt, "urgency: banana", "urgency is not 1-5").await?;
+    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn review(
+        &self,
+        id: &str,
+        attempt: u32,
+        result: &str,
+        reason: &str,
+    ) -> Result<Outcome> {
+        let (result, reason) = (result.to_owned(), reason.to_owned());
+        self.fenced("sending to review", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'review', result = ?3, reason = ?4, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, result, reason],
+            )
+        })
+        .await
+    }
+
+    /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
+    /// (eligible at once), counting a failure; one whose count reaches the policy's limit is
+    /// `dead` instead. The stale worker's later calls for that claim come back `Lost`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{FailPolicy, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.reap(9_999, &FailPolicy::default()).await?.requeued, 0);
+    /// assert_eq!(queue.reap(10_000, &FailPolicy::default()).await?.requeued, 1);
+    /// assert_eq!(queue.get("a").await?.unwrap().failures, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
+        let policy = *policy;
+        self.write("reaping expired leases", move |tx| {
+            let expired: Vec<(String, u32, Option<String>)> = tx
+                .prepare_cached(
+                    "SELECT id, failures, worker FROM jobs
+                     WHERE state = 'running' AND lease_until <= ?1",
+                )?
+                .query_map(params![now_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut reaped = Reaped::default();
+            for (id, failures, worker) in expired {
+                let failures = failures.saturating_add(1);
+                let error = format!(
+                    "lease expired (worker {})",
+                    worker.as_deref().unwrap_or("unknown")
+                );
+                if failures >= policy.max_failures() {
+                    let why = format!("{failures} failures, the last: {error}");
+                    make_dead(tx, &id, failures, &error, &why)?;
+                    reaped.dead += 1;
+                } else {
+                    tx.execute(
+                        "UPDATE jobs SET state = 'ready', failures = ?2, last_error = ?3,
+                                         eligible_at = ?4, lease_until = NULL
+                         WHERE id = ?1",
+                        params![id, failures, error, now_ms],
+                    )?;
+                    reaped.requeued += 1;
+                }
+            }
+            Ok(reaped)
+        })
+        .await
+    }
+
+    /// Counts per state, and how long the oldest eligible `ready` job has waited at `now_ms`.
+    ///
+    /// # Examples
+    ///
+    /// See [`QueueStats`].
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
+        self.read("reading stats", move |conn| {
+            let mut stats = QueueStats::default();
+            let mut counts =
+                conn.prepare_cached("SELECT state, count(*) FROM jobs GROUP BY state")?;
+            let mut rows = counts.query([])?;
+            while let Some(row) = rows.next()? {
+                let state: String = row.get(0)?;
+                let n = row.get::<_, i64>(1)?.max(0) as u64;
+                match state.as_str() {
+                    "ready" => stats.ready = n,
+                    "running" => stats.running = n,
+                    "done" => stats.done = n,
+                    "dead" => stats.dead = n,
+                    _ => stats.review = n,
+                }
+            }
+            let oldest: Option<i64> = conn.query_row(
+                "SELECT min(eligible_at) FROM jobs WHERE state = 'ready' AND eligible_at <= ?1",
+                params![now_ms],
+                |r| r.get(0),
+            )?;
+            stats.oldest_eligible_age =
+                oldest.map(|at| Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64));
+            Ok(stats)
+        })
+        .await
+    }
+
+    /// The job with this id, in whatever state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::jobs::{JobState, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 7).await?;
+    /// let job = queue.get("a").await?.unwrap();
+    /// assert_eq!((job.state, job.attempt, job.created_at_ms), (JobState::Ready, 0, 7));
+    /// assert!(queue.get("b").await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn get(&self, id: &str) -> Result<Option<Job>> {
+        let id = id.to_owned();
+        self.read("reading a job", move |conn| {
+            conn.query_row(
+                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
+                params![id],
+                job_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    /// Every `dead` job, oldest first, with its reason.
+    ///
+    /// # Examples
+    ///
+    /// See [`dead_now`](Self::dead_now).
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn dead_letters(&self) -> Result<Vec<Job>> {
+        self.read("listing dead letters", move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE state = 'dead' ORDER BY seq"
+            ))?
+            .query_map([], job_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    /// Puts a `dead` (or `review`) job back to `ready`, eligible at `now_ms`, with its
+    /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
+    /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let _ = queue.dead_now("a", job.attempt, "401").await?;
+    /// assert!(queue.requeue("a", 5_000).await?);
+    /// assert!(!queue.requeue("a", 5_000).await?); // already ready
+    /// assert_eq!(queue.claim("w", Duration::from_secs(10), 5_000).await?.unwrap().attempt, 2);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
+        let id = id.to_owned();
+        self.write("requeueing", move |tx| {
+            let changed = tx.execute(
+                "UPDATE jobs SET state = 'ready', failures = 0, eligible_at = ?2, reason = NULL,
+                                 result = NULL, lease_until = NULL
+                 WHERE id = ?1 AND state IN ('dead', 'review')",
+                params![id, now_ms],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the blocking pool, committing on `Ok`.
+    async fn write<T, F>(&self, doing: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.blocking(doing, move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+        .await
+    }
+
+    /// A fenced single-statement update: `Applied` when it changed the row, `Lost` when not.
+    async fn fenced<F>(&self, doing: &'static str, id: &str, attempt: u32, f: F) -> Result<Outcome>
+    where
+        F: FnOnce(&Transaction<'_>, &str, u32) -> rusqlite::Result<usize> + Send + 'static,
+    {
+        let id = id.to_owned();
+        self.write(doing, move |tx| {
+            Ok(match f(tx, &id, attempt)? {
+                0 => Outcome::Lost,
+                _ => Outcome::Applied,
+            })
+        })
+        .await
+    }
+
+    /// Runs a read on the blocking pool (no transaction: one statement, or a consistent enough
+    /// pair for stats).
+    async fn read<T, F>(&self, doing: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.blocking(doing, move |conn| f(conn)).await
+    }
+
+    async fn blocking<T, F>(&self, doing: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        let name = self.name.clone();
+        tokio::task::spawn_blocking(move || {
+            // A panic inside `f` rolled its transaction back when it unwound: the connection
+            // is still sound, so a poisoned lock is taken over.
+            let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut conn).map_err(|e| sql_error(&name, doing, e))
+        })
+        .await
+        .map_err(join_error)?
+    }
+}
+
+/// The claim within one lane: the next tenant after the cursor with eligible work (wrapping
+/// round), then that tenant's longest-eligible job.
+fn claim_in_lane(
+    tx: &Transaction<'_>,
+    lane: Lane,
+    worker: &str,
+    lease_until: i64,
+    now_ms: i64,
+) -> rusqlite::Result<Option<Job>> {
+    let cursor: Option<String> = tx
+        .query_row(
+            "SELECT tenant FROM tenant_cursor WHERE lane = ?1",
+            params![lane.as_str()],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let mut next_tenant = tx.prepare_cached(
+        "SELECT tenant FROM jobs
+         WHERE state = 'ready' AND lane = ?1 AND tenant > ?2 AND eligible_at <= ?3
+         ORDER BY tenant LIMIT 1",
+    )?;
+    let mut after = |t: &str| {
+        next_tenant
+            .query_row(params![lane.as_str(), t, now_ms], |r| r.get::<_, String>(0))
+            .optional()
+    };
+    // Every tenant sorts after "" (tenants are never empty), so the second look wraps round.
+    let tenant = match cursor.as_deref() {
+        Some(c) => match after(c)? {
+            Some(t) => Some(t),
+            None => after("")?,
+        },
+        None => after("")?,
+    };
+    let Some(tenant) = tenant else {
+        return Ok(None);
+    };
+    drop(next_tenant);
+    let job = tx
+        .query_row(
+            &format!(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_until = ?3,
+                                 worker = ?4
+                 WHERE seq = (SELECT seq FROM jobs
+                              WHERE state = 'ready' AND lane = ?1 AND tenant = ?2
+                                AND eligible_at <= ?5
+                              ORDER BY eligible_at, seq LIMIT 1)
+                 RETURNING {COLUMNS}"
+            ),
+            params![lane.as_str(), tenant, lease_until, worker, now_ms],
+            job_from_row,
+        )
+        .optional()?;
+    tx.execute(
+        "INSERT INTO tenant_cursor (lane, tenant) VALUES (?1, ?2)
+         ON CONFLICT (lane) DO UPDATE SET tenant = excluded.tenant",
+        params![lane.as_str(), tenant],
+    )?;
+    Ok(job)
+}
+
+/// Marks job `id` dead with `failures` counted, `error` as its last error and `why` as reason.
+fn make_dead(
+    tx: &Transaction<'_>,
+    id: &str,
+    failures: u32,
+    error: &str,
+    why: &str,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE jobs SET state = 'dead', failures = ?2, last_error = ?3, reason = ?4,
+                         lease_until = NULL
+         WHERE id = ?1",
+        params![id, failures, error, why],
+    )
+}
+
+fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
+    let bad = |i: usize, e: Error| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    };
+    let lane: String = row.get(3)?;
+    let state: String = row.get(5)?;
+    Ok(Job {
+        id: row.get(0)?,
+        kind: row.get(1)?,
+        tenant: row.get(2)?,
+        lane: lane.parse().map_err(|e| bad(3, e))?,
+        payload: row.get(4)?,
+        state: state.parse().map_err(|e| bad(5, e))?,
+        attempt: row.get(6)?,
+        failures: row.get(7)?,
+        eligible_at_ms: row.get(8)?,
+        lease_until_ms: row.get(9)?,
+        worker: row.get(10)?,
+        last_error: row.get(11)?,
+        reason: row.get(12)?,
+        result: row.get(13)?,
+        created_at_ms: row.get(14)?,
+    })
+}
+
+fn join_error(e: tokio::task::JoinError) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!("jobs database task did not finish: {e}"),
+    )
+}

@@ -1,0 +1,614 @@
+//! The durable job queue on SQLite: the state machine from every state, idempotent enqueue,
+//! fencing of stale workers, lanes, tenant fairness, snooze against fail, dead letters, schema
+//! versions, bad input, and several connections claiming from one file at once.
+//!
+//! Time is plain wall-clock milliseconds chosen by each test; nothing sleeps.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use llm_failover::jobs::{
+    FailPolicy, Failed, JobState, Lane, NewJob, Outcome, QueueStats, Reaped, SqliteQueue,
+};
+use llm_failover::ErrorKind;
+
+use crate::support::examples::TempDir;
+
+const LEASE: Duration = Duration::from_secs(10);
+
+fn job(id: &str) -> NewJob {
+    NewJob::new(id, "chat", r#"{"prompt":"hi"}"#)
+}
+
+async fn state_of(queue: &SqliteQueue, id: &str) -> JobState {
+    queue.get(id).await.unwrap().unwrap().state
+}
+
+/// A queue holding job `j` in `state`, with its attempt (1 once claimed, 0 before).
+async fn queue_with_job_in(state: JobState) -> (SqliteQueue, u32) {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    assert!(queue.enqueue(job("j"), 0).await.unwrap());
+    if state == JobState::Ready {
+        return (queue, 0);
+    }
+    let claimed = queue.claim("w", LEASE, 1_000).await.unwrap().unwrap();
+    let a = claimed.attempt;
+    let outcome = match state {
+        JobState::Running => Outcome::Applied,
+        JobState::Done => queue.complete("j", a, "1").await.unwrap(),
+        JobState::Dead => queue.dead_now("j", a, "400").await.unwrap(),
+        JobState::Review => queue.review("j", a, "bad", "no").await.unwrap(),
+        JobState::Ready => unreachable!(),
+    };
+    assert_eq!(outcome, Outcome::Applied);
+    assert_eq!(state_of(&queue, "j").await, state);
+    (queue, a)
+}
+
+/// Runs `op` on job `j` (at attempt `a`) and says what it answered.
+async fn apply(queue: &SqliteQueue, op: &str, a: u32) -> String {
+    let policy = FailPolicy::default();
+    let lost = |o: Outcome| if o.is_lost() { "lost" } else { "applied" }.to_owned();
+    match op {
+        "claim" => match queue.claim("w2", LEASE, 2_000).await.unwrap() {
+            Some(job) => format!("claimed {}", job.attempt),
+            None => "none".to_owned(),
+        },
+        "heartbeat" => lost(queue.heartbeat("j", a, LEASE, 2_000).await.unwrap()),
+        "complete" => lost(queue.complete("j", a, "2").await.unwrap()),
+        "snooze" => lost(queue.snooze("j", a, 5_000).await.unwrap()),
+        "fail" => match queue.fail("j", a, "503", 2_000, &policy).await.unwrap() {
+            Failed::Retry { eligible_at_ms } => format!("retry at {eligible_at_ms}"),
+            Failed::Dead => "dead".to_owned(),
+            Failed::Lost => "lost".to_owned(),
+        },
+        "dead_now" => lost(queue.dead_now("j", a, "401").await.unwrap()),
+        "review" => lost(queue.review("j", a, "x", "why").await.unwrap()),
+        "reap" => {
+            let r = queue.reap(20_000, &policy).await.unwrap();
+            format!("reaped {} dead {}", r.requeued, r.dead)
+        }
+        "requeue" => queue.requeue("j", 2_000).await.unwrap().to_string(),
+        other => panic!("no operation {other}"),
+    }
+}
+
+#[tokio::test]
+async fn every_operation_from_every_state_follows_the_state_machine() {
+    use JobState::{Dead, Done, Ready, Review, Running};
+    const FROM: [JobState; 5] = [Ready, Running, Done, Dead, Review];
+    // Per operation, per starting state (in FROM's order): the answer and the state after.
+    #[rustfmt::skip]
+    let table: &[(&str, [(&str, JobState); 5])] = &[
+        ("claim",     [("claimed 1", Running), ("none", Running), ("none", Done), ("none", Dead), ("none", Review)]),
+        ("heartbeat", [("lost", Ready), ("applied", Running), ("lost", Done), ("lost", Dead), ("lost", Review)]),
+        ("complete",  [("lost", Ready), ("applied", Done), ("lost", Done), ("lost", Dead), ("lost", Review)]),
+        ("snooze",    [("lost", Ready), ("applied", Ready), ("lost", Done), ("lost", Dead), ("lost", Review)]),
+        ("fail",      [("lost", Ready), ("retry at 3000", Ready), ("lost", Done), ("lost", Dead), ("lost", Review)]),
+        ("dead_now",  [("lost", Ready), ("applied", Dead), ("lost", Done), ("lost", Dead), ("lost", Review)]),
+        ("review",    [("lost", Ready), ("applied", Review), ("lost", Done), ("lost", Dead), ("lost", Review)]),
+        ("reap",      [("reaped 0 dead 0", Ready), ("reaped 1 dead 0", Ready), ("reaped 0 dead 0", Done), ("reaped 0 dead 0", Dead), ("reaped 0 dead 0", Review)]),
+        ("requeue",   [("false", Ready), ("false", Running), ("false", Done), ("true", Ready), ("true", Ready)]),
+    ];
+    for (op, expected) in table {
+        for (from, (answer, after)) in FROM.iter().zip(expected) {
+            let (queue, a) = queue_with_job_in(*from).await;
+            let got = apply(&queue, op, a).await;
+            let now = state_of(&queue, "j").await;
+            assert_eq!(
+                (got.as_str(), now),
+                (*answer, *after),
+                "{op} from {from}: answered {got:?}, left {now}"
+            );
+            // The same call under another attempt never applies.
+            if *from == Running && !matches!(*op, "claim" | "reap" | "requeue") {
+                let (queue, a) = queue_with_job_in(Running).await;
+                for stale in [a - 1, a + 1] {
+                    let got = apply(&queue, op, stale).await;
+                    assert_eq!(got, "lost", "{op} with attempt {stale} (current {a})");
+                }
+                assert_eq!(state_of(&queue, "j").await, Running);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn enqueue_is_idempotent_on_the_callers_id() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    assert!(queue.enqueue(job("a"), 10).await.unwrap());
+    let again = NewJob::new("a", "transcribe", r#"{"other":true}"#).with_tenant("t2");
+    assert!(!queue.enqueue(again, 20).await.unwrap());
+    let stored = queue.get("a").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.kind.as_str(),
+            stored.tenant.as_str(),
+            stored.created_at_ms
+        ),
+        ("chat", "default", 10)
+    );
+    assert_eq!(stored.payload, r#"{"prompt":"hi"}"#);
+
+    // Also after the job ran: a re-enqueue of a done job does not revive it.
+    let claimed = queue.claim("w", LEASE, 30).await.unwrap().unwrap();
+    assert_eq!(
+        queue.complete("a", claimed.attempt, "{}").await.unwrap(),
+        Outcome::Applied
+    );
+    assert!(!queue.enqueue(job("a"), 40).await.unwrap());
+    assert_eq!(state_of(&queue, "a").await, JobState::Done);
+
+    let batch = vec![job("a"), job("b"), job("c"), job("b")];
+    assert_eq!(queue.enqueue_all(batch, 50).await.unwrap(), 2);
+    let stats = queue.stats(50).await.unwrap();
+    assert_eq!((stats.ready, stats.done), (2, 1));
+}
+
+#[tokio::test]
+async fn a_stale_workers_result_is_refused_after_its_lease_is_reaped() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let policy = FailPolicy::default();
+    queue.enqueue(job("a"), 0).await.unwrap();
+    let first = queue.claim("slow", LEASE, 0).await.unwrap().unwrap();
+    assert_eq!(first.attempt, 1);
+
+    // The lease runs out while the slow worker is still busy.
+    assert_eq!(queue.reap(9_999, &policy).await.unwrap(), Reaped::default());
+    let reaped = queue.reap(10_000, &policy).await.unwrap();
+    assert_eq!((reaped.requeued, reaped.dead), (1, 0));
+    let requeued = queue.get("a").await.unwrap().unwrap();
+    assert_eq!((requeued.state, requeued.failures), (JobState::Ready, 1));
+    assert_eq!(
+        requeued.last_error.as_deref(),
+        Some("lease expired (worker slow)")
+    );
+
+    let second = queue.claim("fast", LEASE, 10_000).await.unwrap().unwrap();
+    assert_eq!(second.attempt, 2);
+
+    // Everything the slow worker says about its claim is refused, before and after.
+    assert_eq!(
+        queue.heartbeat("a", 1, LEASE, 11_000).await.unwrap(),
+        Outcome::Lost
+    );
+    assert_eq!(
+        queue.complete("a", 1, r#""slow""#).await.unwrap(),
+        Outcome::Lost
+    );
+    assert_eq!(
+        queue.fail("a", 1, "x", 11_000, &policy).await.unwrap(),
+        Failed::Lost
+    );
+    assert_eq!(
+        queue.complete("a", 2, r#""fast""#).await.unwrap(),
+        Outcome::Applied
+    );
+    assert_eq!(
+        queue.complete("a", 1, r#""slow""#).await.unwrap(),
+        Outcome::Lost
+    );
+    assert_eq!(
+        queue.complete("a", 2, r#""twice""#).await.unwrap(),
+        Outcome::Lost
+    );
+
+    let done = queue.get("a").await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!(done.result.as_deref(), Some(r#""fast""#));
+}
+
+#[tokio::test]
+async fn a_heartbeat_keeps_the_reaper_away() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let policy = FailPolicy::default();
+    queue.enqueue(job("a"), 0).await.unwrap();
+    let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
+    for now in [8_000, 16_000, 24_000] {
+        assert_eq!(
+            queue
+                .heartbeat("a", claimed.attempt, LEASE, now)
+                .await
+                .unwrap(),
+            Outcome::Applied
+        );
+        assert_eq!(queue.reap(now + 9_999, &policy).await.unwrap().requeued, 0);
+    }
+    assert_eq!(queue.reap(34_000, &policy).await.unwrap().requeued, 1);
+}
+
+#[tokio::test]
+async fn interactive_jobs_are_claimed_before_bulk_ones() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    for i in 0..3 {
+        queue.enqueue(job(&format!("bulk-{i}")), 0).await.unwrap();
+    }
+    for i in 0..2 {
+        let j = job(&format!("live-{i}"))
+            .with_lane(Lane::Interactive)
+            .with_tenant(format!("t{i}"));
+        queue.enqueue(j, 1).await.unwrap();
+    }
+    // An interactive job not yet eligible does not hold bulk work back.
+    let later = job("live-later")
+        .with_lane(Lane::Interactive)
+        .with_eligible_at(60_000);
+    queue.enqueue(later, 1).await.unwrap();
+
+    let mut order = Vec::new();
+    while let Some(claimed) = queue.claim("w", LEASE, 1_000).await.unwrap() {
+        order.push((claimed.id, claimed.lane));
+    }
+    let ids: Vec<&str> = order.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["live-0", "live-1", "bulk-0", "bulk-1", "bulk-2"]);
+    let later = queue.claim("w", LEASE, 60_000).await.unwrap().unwrap();
+    assert_eq!(
+        (later.id.as_str(), later.lane),
+        ("live-later", Lane::Interactive)
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_with_1000_jobs_does_not_starve_one_with_2() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let big: Vec<NewJob> = (0..1000)
+        .map(|i| job(&format!("big-{i}")).with_tenant("big"))
+        .collect();
+    assert_eq!(queue.enqueue_all(big, 0).await.unwrap(), 1000);
+    // Idle tenants sorting between the two: work, but none of it eligible yet.
+    let idle: Vec<NewJob> = (0..50)
+        .map(|i| {
+            job(&format!("idle-{i}"))
+                .with_tenant(format!("idle-{i:02}"))
+                .with_eligible_at(1_000_000)
+        })
+        .collect();
+    queue.enqueue_all(idle, 0).await.unwrap();
+    for i in 0..2 {
+        queue
+            .enqueue(job(&format!("small-{i}")).with_tenant("small"), 5)
+            .await
+            .unwrap();
+    }
+
+    let mut tenants = Vec::new();
+    for _ in 0..6 {
+        let claimed = queue.claim("w", LEASE, 100).await.unwrap().unwrap();
+        tenants.push(claimed.tenant);
+    }
+    assert_eq!(tenants, ["big", "small", "big", "small", "big", "big"]);
+
+    // Within a tenant, oldest first.
+    let next = queue.claim("w", LEASE, 100).await.unwrap().unwrap();
+    assert_eq!(next.id, "big-4");
+}
+
+#[tokio::test]
+async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let policy = FailPolicy::default()
+        .with_max_failures(10)
+        .with_backoff(Duration::from_secs(1), Duration::from_secs(5));
+    queue.enqueue(job("a"), 0).await.unwrap();
+
+    let mut now = 0;
+    for _ in 0..3 {
+        let claimed = queue.claim("w", LEASE, now).await.unwrap().unwrap();
+        now += 500;
+        assert_eq!(
+            queue
+                .snooze("a", claimed.attempt, now + 60_000)
+                .await
+                .unwrap(),
+            Outcome::Applied
+        );
+        assert!(queue
+            .claim("w", LEASE, now + 59_999)
+            .await
+            .unwrap()
+            .is_none());
+        now += 60_000;
+    }
+    let snoozed = queue.get("a").await.unwrap().unwrap();
+    assert_eq!((snoozed.attempt, snoozed.failures), (3, 0));
+
+    // Backoffs after failures 1, 2, 3, 4: 1 s, 2 s, 4 s, then the 5 s cap.
+    for (failures, wait_ms) in [(1, 1_000), (2, 2_000), (3, 4_000), (4, 5_000)] {
+        let claimed = queue.claim("w", LEASE, now).await.unwrap().unwrap();
+        let outcome = queue
+            .fail("a", claimed.attempt, "503", now, &policy)
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            Failed::Retry {
+                eligible_at_ms: now + wait_ms
+            }
+        );
+        let stored = queue.get("a").await.unwrap().unwrap();
+        assert_eq!(stored.failures, failures);
+        assert_eq!(stored.last_error.as_deref(), Some("503"));
+        assert!(queue
+            .claim("w", LEASE, now + wait_ms - 1)
+            .await
+            .unwrap()
+            .is_none());
+        now += wait_ms;
+    }
+}
+
+#[tokio::test]
+async fn a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_it() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let policy = FailPolicy::default()
+        .with_max_failures(3)
+        .with_backoff(Duration::ZERO, Duration::ZERO);
+    queue.enqueue(job("a"), 0).await.unwrap();
+    queue
+        .enqueue(job("b").with_eligible_at(1_000_000), 0)
+        .await
+        .unwrap();
+
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
+        assert_eq!(claimed.id, "a");
+        answers.push(
+            queue
+                .fail("a", claimed.attempt, "502 bad gateway", 0, &policy)
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        answers,
+        [
+            Failed::Retry { eligible_at_ms: 0 },
+            Failed::Retry { eligible_at_ms: 0 },
+            Failed::Dead
+        ]
+    );
+    let dead = queue.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].id, "a");
+    assert_eq!(dead[0].failures, 3);
+    assert_eq!(
+        dead[0].reason.as_deref(),
+        Some("3 failures, the last: 502 bad gateway")
+    );
+    let stats = queue.stats(0).await.unwrap();
+    assert_eq!((stats.ready, stats.dead), (1, 1));
+    assert!(queue.claim("w", LEASE, 0).await.unwrap().is_none());
+
+    assert!(queue.requeue("a", 100).await.unwrap());
+    assert!(queue.dead_letters().await.unwrap().is_empty());
+    let revived = queue.claim("w", LEASE, 100).await.unwrap().unwrap();
+    assert_eq!(
+        (revived.id.as_str(), revived.attempt, revived.failures),
+        ("a", 4, 0)
+    );
+    assert_eq!(revived.reason, None);
+    assert_eq!(
+        queue.complete("a", 4, "{}").await.unwrap(),
+        Outcome::Applied
+    );
+
+    // A terminal 4xx goes straight to the dead letters.
+    let b = queue.claim("w", LEASE, 1_000_000).await.unwrap().unwrap();
+    assert_eq!(
+        queue
+            .dead_now("b", b.attempt, "401 invalid key")
+            .await
+            .unwrap(),
+        Outcome::Applied
+    );
+    let dead = queue.dead_letters().await.unwrap();
+    assert_eq!(
+        (dead[0].id.as_str(), dead[0].reason.as_deref()),
+        ("b", Some("401 invalid key"))
+    );
+}
+
+#[tokio::test]
+async fn a_lease_that_keeps_expiring_ends_in_the_dead_letters() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let policy = FailPolicy::default().with_max_failures(2);
+    queue.enqueue(job("a"), 0).await.unwrap();
+    queue.claim("w1", LEASE, 0).await.unwrap().unwrap();
+    assert_eq!(queue.reap(10_000, &policy).await.unwrap().requeued, 1);
+    queue.claim("w2", LEASE, 10_000).await.unwrap().unwrap();
+    let reaped = queue.reap(20_000, &policy).await.unwrap();
+    assert_eq!((reaped.requeued, reaped.dead), (0, 1));
+    let dead = queue.get("a").await.unwrap().unwrap();
+    assert_eq!(dead.state, JobState::Dead);
+    assert_eq!(
+        dead.reason.as_deref(),
+        Some("2 failures, the last: lease expired (worker w2)")
+    );
+}
+
+#[tokio::test]
+async fn stats_count_states_and_the_oldest_eligible_wait() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    assert_eq!(queue.stats(0).await.unwrap(), QueueStats::default());
+    queue
+        .enqueue(job("a").with_eligible_at(1_000), 0)
+        .await
+        .unwrap();
+    queue
+        .enqueue(job("b").with_eligible_at(3_000), 0)
+        .await
+        .unwrap();
+    queue
+        .enqueue(job("c").with_eligible_at(9_000), 0)
+        .await
+        .unwrap();
+    let stats = queue.stats(5_000).await.unwrap();
+    assert_eq!(stats.ready, 3);
+    assert_eq!(stats.oldest_eligible_age, Some(Duration::from_secs(4)));
+    let claimed = queue.claim("w", LEASE, 5_000).await.unwrap().unwrap();
+    assert_eq!(claimed.id, "a");
+    let stats = queue.stats(5_000).await.unwrap();
+    assert_eq!((stats.ready, stats.running), (2, 1));
+    assert_eq!(stats.oldest_eligible_age, Some(Duration::from_secs(2)));
+    assert_eq!(queue.stats(500).await.unwrap().oldest_eligible_age, None);
+}
+
+#[tokio::test]
+async fn a_file_keeps_its_jobs_across_opens() {
+    let dir = TempDir::new("jobs", "reopen");
+    let path = dir.path("queue.sqlite");
+    {
+        let queue = SqliteQueue::open(&path).await.unwrap();
+        queue.enqueue(job("a"), 0).await.unwrap();
+        queue.claim("w", LEASE, 0).await.unwrap().unwrap();
+    }
+    let queue = SqliteQueue::open(&path).await.unwrap();
+    let stored = queue.get("a").await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.attempt), (JobState::Running, 1));
+    assert!(
+        dir.path("queue.sqlite-wal").exists(),
+        "the file is in WAL mode"
+    );
+}
+
+#[tokio::test]
+async fn a_database_with_a_newer_schema_is_refused() {
+    let dir = TempDir::new("jobs", "newer-schema");
+    let path = dir.path("queue.sqlite");
+    drop(SqliteQueue::open(&path).await.unwrap());
+    let version: i64 = {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let v = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        conn.pragma_update(None, "user_version", v + 1).unwrap();
+        v
+    };
+    assert!(version >= 1);
+    let err = SqliteQueue::open(&path).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("schema version {}", version + 1))
+            && message.contains("newer than this build")
+            && message.contains("queue.sqlite"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_database_is_an_io_error() {
+    let dir = TempDir::new("jobs", "not-a-database");
+    let path = dir.path("queue.sqlite");
+    std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+    let err = SqliteQueue::open(&path).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io);
+    assert!(err.to_string().contains("not an SQLite database"), "{err}");
+
+    let missing_dir = dir.path("no/such/dir/queue.sqlite");
+    let err = SqliteQueue::open(&missing_dir).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io);
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+}
+
+#[tokio::test]
+async fn a_payload_or_result_that_is_not_json_is_refused() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    let err = queue
+        .enqueue(NewJob::new("a", "chat", "prompt: hi"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(
+        err.to_string().contains("payload of job \"a\" is not JSON"),
+        "{err}"
+    );
+    let err = queue
+        .enqueue(NewJob::new("", "chat", "{}"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    // One bad job in a batch adds none.
+    let batch = vec![job("b"), NewJob::new("c", "chat", "{")];
+    assert!(queue.enqueue_all(batch, 0).await.is_err());
+    assert_eq!(queue.stats(0).await.unwrap().ready, 0);
+
+    queue.enqueue(job("d"), 0).await.unwrap();
+    let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
+    let err = queue
+        .complete("d", claimed.attempt, "{oops")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert_eq!(state_of(&queue, "d").await, JobState::Running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_claiming_concurrently_from_one_file_never_share_a_claim() {
+    const JOBS: usize = 300;
+    const CONNECTIONS: usize = 4;
+    const TASKS_PER_CONNECTION: usize = 3;
+    let dir = TempDir::new("jobs", "concurrent-claims");
+    let path = dir.path("queue.sqlite");
+    let mut queues = Vec::new();
+    for _ in 0..CONNECTIONS {
+        queues.push(SqliteQueue::open(&path).await.unwrap());
+    }
+    let jobs: Vec<NewJob> = (0..JOBS)
+        .map(|i| job(&format!("job-{i}")).with_tenant(format!("t{}", i % 7)))
+        .collect();
+    assert_eq!(queues[0].enqueue_all(jobs, 0).await.unwrap(), JOBS as u64);
+
+    let claims: Arc<Mutex<HashMap<(String, u32), u32>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for (c, queue) in queues.iter().enumerate() {
+        for t in 0..TASKS_PER_CONNECTION {
+            let (queue, claims) = (queue.clone(), claims.clone());
+            let worker = format!("c{c}-t{t}");
+            tasks.push(tokio::spawn(async move {
+                let mut applied = 0;
+                while let Some(claimed) = queue.claim(&worker, LEASE, 1_000).await.unwrap() {
+                    *claims
+                        .lock()
+                        .unwrap()
+                        .entry((claimed.id.clone(), claimed.attempt))
+                        .or_insert(0) += 1;
+                    // Every third job is snoozed once (to now), so it is claimed twice.
+                    let n: usize = claimed.id["job-".len()..].parse().unwrap();
+                    let outcome = if n.is_multiple_of(3) && claimed.attempt == 1 {
+                        queue
+                            .snooze(&claimed.id, claimed.attempt, 1_000)
+                            .await
+                            .unwrap()
+                    } else {
+                        applied += 1;
+                        let result = format!(r#"{{"by":"{worker}"}}"#);
+                        queue
+                            .complete(&claimed.id, claimed.attempt, &result)
+                            .await
+                            .unwrap()
+                    };
+                    assert_eq!(outcome, Outcome::Applied, "{worker} on {}", claimed.id);
+                }
+                applied
+            }));
+        }
+    }
+    let mut completed = 0;
+    for task in tasks {
+        completed += task.await.unwrap();
+    }
+
+    let claims = std::mem::take(&mut *claims.lock().unwrap());
+    let twice: Vec<_> = claims.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "claimed more than once: {twice:?}");
+    assert_eq!(claims.len(), JOBS + JOBS.div_ceil(3));
+    assert_eq!(completed, JOBS);
+    let stats = queues[1].stats(1_000).await.unwrap();
+    assert_eq!(
+        (stats.done, stats.ready, stats.running),
+        (JOBS as u64, 0, 0)
+    );
+}
