@@ -37,7 +37,6 @@ const MIGRATIONS: &[&str] = &[
          created_at  INTEGER NOT NULL
      );
      CREATE INDEX jobs_claim ON jobs (lane, tenant, eligible_at, seq) WHERE state = 'ready';
-     CREATE INDEX jobs_lease ON jobs (lease_until) WHERE state = 'running';
      CREATE INDEX jobs_state ON jobs (state);
      CREATE TABLE tenant_cursor (
          lane   TEXT PRIMARY KEY,
@@ -74,9 +73,14 @@ pub(crate) fn sql_error(db: &str, doing: &str, e: rusqlite::Error) -> Error {
 /// # Errors
 ///
 /// `Config` for a schema newer than [`VERSION`]; `Io` for anything SQLite refuses.
-pub(crate) fn prepare(conn: &mut Connection, db: &str, in_memory: bool) -> Result<()> {
+pub(crate) fn prepare(
+    conn: &mut Connection,
+    db: &str,
+    in_memory: bool,
+    busy_timeout: Duration,
+) -> Result<()> {
     let err = |doing: &'static str| move |e| sql_error(db, doing, e);
-    conn.busy_timeout(BUSY_TIMEOUT)
+    conn.busy_timeout(busy_timeout)
         .map_err(err("setting the busy timeout"))?;
     if !in_memory {
         let mode: String = conn
@@ -130,4 +134,63 @@ fn check_version(db: &str, version: i64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "llm-failover-jobs-schema-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("queue.sqlite")
+    }
+
+    #[test]
+    fn a_new_file_is_migrated_to_the_latest_version_once() {
+        let path = temp_file("migrate");
+        for _ in 0..2 {
+            let mut conn = Connection::open(&path).unwrap();
+            prepare(&mut conn, "q", false, BUSY_TIMEOUT).unwrap();
+            assert_eq!(user_version(&conn).unwrap(), VERSION);
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+        }
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn a_file_locked_past_the_busy_timeout_is_an_io_error_naming_it() {
+        let path = temp_file("locked");
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let mut conn = Connection::open(&path).unwrap();
+        let err = prepare(&mut conn, "queue.sqlite", false, Duration::from_millis(20)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Io);
+        let message = err.to_string();
+        assert!(
+            message.contains("jobs database queue.sqlite") && message.contains("busy timeout"),
+            "{message}"
+        );
+        drop(holder);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn versions_above_the_code_or_below_zero_are_refused() {
+        assert!(check_version("q", 0).is_ok());
+        assert!(check_version("q", VERSION).is_ok());
+        for bad in [VERSION + 1, -1] {
+            assert_eq!(
+                check_version("q", bad).unwrap_err().kind(),
+                ErrorKind::Config
+            );
+        }
+    }
 }

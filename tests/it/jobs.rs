@@ -285,6 +285,37 @@ async fn a_tenant_with_1000_jobs_does_not_starve_one_with_2() {
 }
 
 #[tokio::test]
+async fn one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_idle_tenants() {
+    let queue = SqliteQueue::open_in_memory().unwrap();
+    // Idle tenants sort on both sides of the two with work; theirs is all snoozed far ahead.
+    let idle: Vec<NewJob> = (0..200)
+        .map(|i| {
+            job(&format!("idle-{i}"))
+                .with_tenant(format!("{}-{i:03}", if i % 2 == 0 { "a" } else { "z" }))
+                .with_eligible_at(i64::MAX)
+        })
+        .collect();
+    queue.enqueue_all(idle, 0).await.unwrap();
+    let big: Vec<NewJob> = (0..10_000)
+        .map(|i| job(&format!("big-{i}")).with_tenant("m-big"))
+        .collect();
+    queue.enqueue_all(big, 0).await.unwrap();
+    // The cursor stands on the big tenant when the small one's job arrives.
+    for _ in 0..3 {
+        assert_eq!(
+            queue.claim("w", LEASE, 10).await.unwrap().unwrap().tenant,
+            "m-big"
+        );
+    }
+    queue
+        .enqueue(job("small-0").with_tenant("m-small"), 10)
+        .await
+        .unwrap();
+    let next = queue.claim("w", LEASE, 10).await.unwrap().unwrap();
+    assert_eq!(next.id, "small-0");
+}
+
+#[tokio::test]
 async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap() {
     let queue = SqliteQueue::open_in_memory().unwrap();
     let policy = FailPolicy::default()

@@ -1,0 +1,329 @@
+//! What a worker reports about its claim — heartbeat, complete, snooze, fail, dead_now,
+//! review — each fenced by `(id, attempt)` and `state = 'running'`; and the reaper of expired
+//! leases.
+
+use std::time::Duration;
+
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use super::SqliteQueue;
+use crate::error::Result;
+use crate::jobs::job::{check_json, millis, Failed, Outcome, Reaped};
+use crate::jobs::policy::FailPolicy;
+
+impl SqliteQueue {
+    /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
+    /// transcription. A lease that has expired but not yet been reaped can still be extended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "transcribe", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let outcome = queue.heartbeat("a", job.attempt, Duration::from_secs(10), 8_000).await?;
+    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(queue.get("a").await?.unwrap().lease_until_ms, Some(18_000));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn heartbeat(
+        &self,
+        id: &str,
+        attempt: u32,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Outcome> {
+        let lease_until = now_ms.saturating_add(millis(lease));
+        self.fenced("extending a lease", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET lease_until = ?3
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, lease_until],
+            )
+        })
+        .await
+    }
+
+    /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
+    /// the claim is stale; then the result was not stored and must be discarded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.complete("a", job.attempt, r#""ok""#).await?, Outcome::Applied);
+    /// assert_eq!(queue.complete("a", job.attempt, r#""again""#).await?, Outcome::Lost);
+    /// assert_eq!(queue.get("a").await?.unwrap().result.as_deref(), Some(r#""ok""#));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when `result` is not JSON; `Io` when SQLite fails.
+    pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
+        check_json(result, || format!("result of job {id:?}"))?;
+        let result = result.to_owned();
+        self.fenced("completing", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'done', result = ?3, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, result],
+            )
+        })
+        .await
+    }
+
+    /// Puts claim `(id, attempt)` back to `ready`, eligible at `until_ms`, counting no
+    /// failure: for a 429 or an open breaker, `until_ms` being the stated reset.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.snooze("a", job.attempt, 30_000).await?, Outcome::Applied);
+    /// assert!(queue.claim("w", Duration::from_secs(10), 29_999).await?.is_none());
+    /// let again = queue.claim("w", Duration::from_secs(10), 30_000).await?.unwrap();
+    /// assert_eq!((again.attempt, again.failures), (2, 0));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
+        self.fenced("snoozing", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'ready', eligible_at = ?3, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, until_ms],
+            )
+        })
+        .await
+    }
+
+    /// Counts a failure of claim `(id, attempt)`: back to `ready` after the policy's backoff,
+    /// or `dead` (with `reason`) when it was the policy's last allowed failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{Failed, FailPolicy, JobState, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// let policy = FailPolicy::default().with_max_failures(2);
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let lease = Duration::from_secs(10);
+    /// let job = queue.claim("w", lease, 0).await?.unwrap();
+    /// assert_eq!(queue.fail("a", job.attempt, "503", 0, &policy).await?, Failed::Retry { eligible_at_ms: 1_000 });
+    /// let job = queue.claim("w", lease, 1_000).await?.unwrap();
+    /// assert_eq!(queue.fail("a", job.attempt, "503", 1_000, &policy).await?, Failed::Dead);
+    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Dead);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn fail(
+        &self,
+        id: &str,
+        attempt: u32,
+        reason: &str,
+        now_ms: i64,
+        policy: &FailPolicy,
+    ) -> Result<Failed> {
+        let (id, reason, policy) = (id.to_owned(), reason.to_owned(), *policy);
+        self.write("recording a failure", move |tx| {
+            let failures: Option<u32> = tx
+                .query_row(
+                    "SELECT failures FROM jobs
+                     WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                    params![id, attempt],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(failures) = failures else {
+                return Ok(Failed::Lost);
+            };
+            let failures = failures.saturating_add(1);
+            if failures >= policy.max_failures() {
+                let why = format!("{failures} failures, the last: {reason}");
+                make_dead(tx, &id, failures, &reason, &why)?;
+                return Ok(Failed::Dead);
+            }
+            let eligible_at_ms = now_ms.saturating_add(policy.backoff_ms(failures));
+            tx.execute(
+                "UPDATE jobs SET state = 'ready', failures = ?2, last_error = ?3,
+                                 eligible_at = ?4, lease_until = NULL
+                 WHERE id = ?1",
+                params![id, failures, reason, eligible_at_ms],
+            )?;
+            Ok(Failed::Retry { eligible_at_ms })
+        })
+        .await
+    }
+
+    /// Makes claim `(id, attempt)` `dead` at once with `reason`: for a failure that can only
+    /// repeat (a terminal 4xx). Counts the failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.dead_now("a", job.attempt, "400 context_length_exceeded").await?, Outcome::Applied);
+    /// assert_eq!(queue.dead_letters().await?[0].reason.as_deref(), Some("400 context_length_exceeded"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
+        let reason = reason.to_owned();
+        self.fenced("dead-lettering", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'dead', failures = failures + 1, last_error = ?3,
+                                 reason = ?3, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, reason],
+            )
+        })
+        .await
+    }
+
+    /// Sets claim `(id, attempt)` aside for a person: its `result` (any text, kept as given)
+    /// failed its contract for `reason`. Not counted as done.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let outcome = queue.review("a", job.attempt, "urgency: banana", "urgency is not 1-5").await?;
+    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn review(
+        &self,
+        id: &str,
+        attempt: u32,
+        result: &str,
+        reason: &str,
+    ) -> Result<Outcome> {
+        let (result, reason) = (result.to_owned(), reason.to_owned());
+        self.fenced("sending to review", id, attempt, move |tx, id, attempt| {
+            tx.execute(
+                "UPDATE jobs SET state = 'review', result = ?3, reason = ?4, lease_until = NULL
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+                params![id, attempt, result, reason],
+            )
+        })
+        .await
+    }
+
+    /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
+    /// (eligible at once), counting a failure; one whose count reaches the policy's limit is
+    /// `dead` instead. The stale worker's later calls for that claim come back `Lost`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{FailPolicy, NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.reap(9_999, &FailPolicy::default()).await?.requeued, 0);
+    /// assert_eq!(queue.reap(10_000, &FailPolicy::default()).await?.requeued, 1);
+    /// assert_eq!(queue.get("a").await?.unwrap().failures, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
+        let policy = *policy;
+        self.write("reaping expired leases", move |tx| {
+            let expired: Vec<(String, u32, Option<String>)> = tx
+                .prepare_cached(
+                    "SELECT id, failures, worker FROM jobs
+                     WHERE state = 'running' AND lease_until <= ?1",
+                )?
+                .query_map(params![now_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut reaped = Reaped::default();
+            for (id, failures, worker) in expired {
+                let failures = failures.saturating_add(1);
+                let error = format!(
+                    "lease expired (worker {})",
+                    worker.as_deref().unwrap_or("unknown")
+                );
+                if failures >= policy.max_failures() {
+                    let why = format!("{failures} failures, the last: {error}");
+                    make_dead(tx, &id, failures, &error, &why)?;
+                    reaped.dead += 1;
+                } else {
+                    tx.execute(
+                        "UPDATE jobs SET state = 'ready', failures = ?2, last_error = ?3,
+                                         eligible_at = ?4, lease_until = NULL
+                         WHERE id = ?1",
+                        params![id, failures, error, now_ms],
+                    )?;
+                    reaped.requeued += 1;
+                }
+            }
+            Ok(reaped)
+        })
+        .await
+    }
+}
+
+/// Marks job `id` dead with `failures` counted, `error` as its last error and `why` as reason.
+fn make_dead(
+    tx: &Transaction<'_>,
+    id: &str,
+    failures: u32,
+    error: &str,
+    why: &str,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE jobs SET state = 'dead', failures = ?2, last_error = ?3, reason = ?4,
+                         lease_until = NULL
+         WHERE id = ?1",
+        params![id, failures, error, why],
+    )
+}
