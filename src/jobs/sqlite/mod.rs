@@ -252,7 +252,8 @@ impl SqliteQueue {
                     "running" => stats.running = n,
                     "done" => stats.done = n,
                     "dead" => stats.dead = n,
-                    _ => stats.review = n,
+                    "review" => stats.review = n,
+                    _ => {}
                 }
             }
             let oldest: Option<i64> = conn.query_row(
