@@ -73,7 +73,11 @@ const STATE_TTL: Duration = Duration::from_secs(2 * 86_400);
 /// The script: one call per operation.
 const SCRIPT: &str = include_str!("redis_limiter.lua");
 
-/// Limits and the gate shared through Redis: see the [module documentation](self).
+/// Limits, gates and half-open probes shared through Redis by every process on one quota
+/// (the `redis` feature): each [`LimiterStore`] operation one Lua script call, Redis's clock,
+/// one hash tag per (provider, model, account), fail closed or a local share while Redis is
+/// down ([`WhenDown`]). Turned on by `LLM_FAILOVER_REDIS_URL`, `[shared]` in `providers.toml`
+/// or [`ClientBuilder::shared`](crate::ClientBuilder::shared).
 ///
 /// # Examples
 ///
