@@ -35,7 +35,7 @@
 //!   so once per outage; Redis is tried again every [`SharedSettings::retry_interval`] and
 //!   used again as soon as it answers.
 //!
-//! The client is the `redis` crate's [`ConnectionManager`] (reconnects by itself) and its
+//! The client is the `redis` crate's [`ConnectionManager`] (made again after an outage) and its
 //! [`Script`] (`EVALSHA`, loading the script again after a `NOSCRIPT`); no pool.
 
 use std::collections::HashMap;
@@ -48,7 +48,6 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use serde::{Deserialize, Serialize};
-use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::memory::MemoryStore;
@@ -93,7 +92,8 @@ const SCRIPT: &str = include_str!("redis_limiter.lua");
 pub struct RedisStore {
     settings: SharedSettings,
     client: redis::Client,
-    conn: OnceCell<ConnectionManager>,
+    /// The connection; dropped when Redis is found down, made again on the next try.
+    conn: Mutex<Option<ConnectionManager>>,
     script: Script,
     allowance: Duration,
     probe_ttl: Option<Duration>,
@@ -120,6 +120,8 @@ struct Gates {
     heard: Mutex<HashMap<String, u64>>,
     /// Slots booked ahead: (state key, booking) → (epoch, announcements heard) then.
     booked: Mutex<HashMap<(String, u64), (u64, u64)>>,
+    /// Woken on every change of the above (for tests that wait for an announcement).
+    changed: tokio::sync::Notify,
 }
 
 /// The most slots booked ahead remembered; beyond it they are all checked in Redis.
@@ -197,7 +199,7 @@ impl RedisStore {
         let local = MemoryStore::new();
         Ok(RedisStore {
             client,
-            conn: OnceCell::new(),
+            conn: Mutex::new(None),
             script: Script::new(SCRIPT),
             allowance: Duration::ZERO,
             probe_ttl: Some(PROBE_TTL),
@@ -249,6 +251,22 @@ impl RedisStore {
     #[allow(dead_code)]
     pub(crate) fn announcements(&self, key: &LimitKey) -> u64 {
         self.gates.snapshot(&self.keys(key).0).1
+    }
+
+    /// Returns once `ready` holds of this store, woken by each change the listener makes (tests:
+    /// waiting for the subscription or an announcement, without polling a clock).
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[allow(dead_code)]
+    pub(crate) async fn until(&self, ready: impl Fn(&Self) -> bool) {
+        loop {
+            let changed = self.gates.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if ready(self) {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// The state's and the probe's keys for `key`.
@@ -322,22 +340,7 @@ impl RedisStore {
             .unwrap_or_default();
         let timeout = self.settings.timeout;
         let work = async {
-            let conn = self
-                .conn
-                .get_or_try_init(|| {
-                    // Each call is bounded by `timeout` anyway; reconnecting is quick and
-                    // bounded too, so a Redis that comes back is used again at once.
-                    let config = ConnectionManagerConfig::new()
-                        .set_connection_timeout(Some(timeout))
-                        .set_response_timeout(Some(timeout))
-                        .set_number_of_retries(2)
-                        .set_min_delay(Duration::from_millis(10))
-                        .set_max_delay(self.settings.retry_interval);
-                    ConnectionManager::new_with_config(self.client.clone(), config)
-                })
-                .await
-                .map_err(classify)?;
-            let mut conn = conn.clone();
+            let mut conn = self.connection().await.map_err(classify)?;
             self.script
                 .key(state)
                 .key(probe)
@@ -354,6 +357,29 @@ impl RedisStore {
             Ok(result) => result,
             Err(_) => Err(Failure::Down(format!("no answer within {timeout:?}"))),
         }
+    }
+
+    /// The connection, made now if there is none (first use, or Redis was down since): a
+    /// Redis that comes back is used again by the first call after the retry interval.
+    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
+        let held = self
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(conn) = held {
+            return Ok(conn);
+        }
+        // Each call is bounded by `timeout` anyway; the manager's own reconnecting only
+        // covers a connection dropped between two calls.
+        let timeout = self.settings.timeout;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(0);
+        let conn = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+        *self.conn.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+        Ok(conn)
     }
 
     /// The channel gates are announced on.
@@ -380,6 +406,11 @@ impl RedisStore {
     }
 
     fn went_down(&self, now: Instant, why: &str) {
+        // The next try after the rest connects anew.
+        self.conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let mut down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
         let first = down.next_try.is_none();
         down.next_try = Some(now + self.settings.retry_interval);
@@ -435,6 +466,7 @@ async fn listen(gates: Weak<Gates>, client: redis::Client, channel: String, paus
             if pubsub.subscribe(&channel).await.is_ok() {
                 g.epoch.fetch_add(1, Ordering::AcqRel);
                 g.healthy.store(true, Ordering::Release);
+                g.changed.notify_waiters();
                 let weak = Arc::downgrade(&g);
                 drop(g);
                 let mut messages = pubsub.into_on_message();
@@ -444,6 +476,7 @@ async fn listen(gates: Weak<Gates>, client: redis::Client, channel: String, paus
                         let mut heard = g.heard.lock().unwrap_or_else(PoisonError::into_inner);
                         *heard.entry(state.to_owned()).or_insert(0) += 1;
                     }
+                    g.changed.notify_waiters();
                 }
                 let Some(g) = weak.upgrade() else { return };
                 g.healthy.store(false, Ordering::Release);

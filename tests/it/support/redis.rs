@@ -7,7 +7,7 @@
 //! without testing anything).
 
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,14 +17,6 @@ use std::time::Duration;
 /// What to run, and how to get it.
 const PROGRAM: &str = "redis-server";
 const INSTALL: &str = "sudo apt-get install -y redis-server";
-
-/// The pause between two PINGs while a server starts.
-const POLL: Duration = Duration::from_millis(10);
-
-/// PINGs before a starting server counts as not coming up: 20 s or more (a debug build of the
-/// whole test suite can keep both cores busy). Counted, not timed, so that a paused tokio
-/// clock in the test cannot stretch or shrink it.
-const START_POLLS: u32 = 2_000;
 
 /// A `redis-server` of our own on `127.0.0.1:port`.
 #[derive(Debug)]
@@ -113,22 +105,21 @@ impl RedisServer {
         ping(self.addr()).is_ok()
     }
 
-    /// Spawns the server on `self.port` and waits for its PONG; `Err` has its output.
+    /// Spawns the server on `self.port` and returns once it says it is ready (a line of its
+    /// own output, read as it comes: no polling) and answers PING; `Err` has its output.
     fn launch(&mut self) -> Result<(), String> {
-        // Its output goes to a file, not a pipe nobody reads (a full pipe would stall it).
+        // Its log goes to a file; its standard output is read until it is ready, then copied
+        // to that file by a thread, so that a full pipe never stalls it.
         let log = self.dir.join("redis.log");
-        let out =
+        let err =
             File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-        let err = out
-            .try_clone()
-            .unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
-        let child = Command::new(PROGRAM)
+        let mut child = Command::new(PROGRAM)
             .args(["--bind", "127.0.0.1", "--port"])
             .arg(self.port.to_string())
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(&self.dir)
             .stdin(Stdio::null())
-            .stdout(out)
+            .stdout(Stdio::piped())
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| match e.kind() {
@@ -138,25 +129,36 @@ impl RedisServer {
                 ),
                 _ => panic!("cannot run {PROGRAM}: {e}"),
             });
-        self.child = Some(child);
-        let printed = || std::fs::read_to_string(&log).unwrap_or_default();
-        for _ in 0..START_POLLS {
-            if ping(self.addr()).is_ok() {
-                return Ok(());
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut printed = String::new();
+        let ready = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    printed.push_str(&line);
+                    printed.push('\n');
+                    if line.contains("Ready to accept connections") {
+                        break true;
+                    }
+                }
+                // The end of its output: it exited.
+                _ => break false,
             }
-            let child = self.child.as_mut().expect("just spawned");
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                return Err(format!("exited ({status}):\n{}", printed()));
-            }
-            poll_pause();
+        };
+        if !ready {
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            return Err(format!("exited ({status}):\n{printed}"));
         }
-        self.kill();
-        Err(format!(
-            "no PONG after {START_POLLS} tries {POLL:?} apart on port {}:\n{}",
-            self.port,
-            printed()
-        ))
+        let mut rest = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.display()));
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = writeln!(rest, "{line}");
+            }
+        });
+        self.child = Some(child);
+        ping(self.addr()).map_err(|e| format!("ready, but PING failed ({e}):\n{printed}"))
     }
 }
 
@@ -190,15 +192,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
-}
-
-/// The pause between two PINGs while a server starts: a process coming up, not logic.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "polling a child process's socket while it starts; no logic waits on the clock"
-)]
-fn poll_pause() {
-    std::thread::sleep(POLL);
 }
 
 #[cfg(test)]
