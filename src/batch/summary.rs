@@ -312,57 +312,7 @@ fn shortened(s: &str, max: usize) -> String {
 impl Summary {
     /// The lines of the human summary, each at most [`WIDTH`] characters.
     fn lines(&self) -> Vec<String> {
-        let i = &self.items;
-        let mut out = Vec::new();
-        let mut head = vec![
-            format!(
-                "{} in {:.1} s",
-                if i.stopped { "stopped" } else { "finished" },
-                self.wall.as_secs_f64()
-            ),
-            format!("environment {}", self.environment),
-            format!("{} ok", i.ok),
-            format!("{} failed", i.failed),
-        ];
-        head.extend(i.failed_by_kind.iter().map(|(k, n)| format!("{k} {n}")));
-        out.extend(wrap("", 2, &head, WIDTH));
-        if i.skipped_ok + i.skipped_failed > 0 {
-            let skipped = [
-                format!("skipped {} done earlier", i.skipped_ok),
-                format!(
-                    "{} failed earlier (retry them with --retry-failed)",
-                    i.skipped_failed
-                ),
-            ];
-            out.extend(wrap("", 2, &skipped, WIDTH));
-        }
-        if i.not_done > 0 {
-            out.extend(wrap(
-                "",
-                2,
-                &[format!(
-                    "{} in flight when aborted: not done, a rerun sends them",
-                    i.not_done
-                )],
-                WIDTH,
-            ));
-        }
-        if self.unreadable_lines > 0 {
-            out.extend(wrap(
-                "",
-                2,
-                &[match self.unreadable_lines {
-                    1 => "1 line of the results file was not a result line: dropped (see the \
-                          warning)"
-                        .to_owned(),
-                    n => format!(
-                        "{n} lines of the results file were not result lines: dropped (see \
-                         the warnings)"
-                    ),
-                }],
-                WIDTH,
-            ));
-        }
+        let mut out = self.item_lines();
         let per_request = self.admission_wait.as_secs_f64() / self.requests.max(1) as f64;
         let totals = [
             format!("requests {}", self.requests),
@@ -376,6 +326,66 @@ impl Summary {
             ),
         ];
         out.extend(wrap("", 2, &totals, WIDTH));
+        out.extend(self.provider_lines());
+        if self.wall < Duration::from_secs(60) && self.requests > 0 {
+            out.push(
+                "(a run shorter than a minute can exceed a per-minute limit: buckets start full)"
+                    .to_owned(),
+            );
+        }
+        out
+    }
+
+    /// What became of the items: the head line, then what was skipped, left undone or
+    /// dropped from the results file.
+    fn item_lines(&self) -> Vec<String> {
+        let i = &self.items;
+        let mut head = vec![
+            format!(
+                "{} in {:.1} s",
+                if i.stopped { "stopped" } else { "finished" },
+                self.wall.as_secs_f64()
+            ),
+            format!("environment {}", self.environment),
+            format!("{} ok", i.ok),
+            format!("{} failed", i.failed),
+        ];
+        head.extend(i.failed_by_kind.iter().map(|(k, n)| format!("{k} {n}")));
+        let mut out = wrap("", 2, &head, WIDTH);
+        if i.skipped_ok + i.skipped_failed > 0 {
+            let skipped = [
+                format!("skipped {} done earlier", i.skipped_ok),
+                format!(
+                    "{} failed earlier (retry them with --retry-failed)",
+                    i.skipped_failed
+                ),
+            ];
+            out.extend(wrap("", 2, &skipped, WIDTH));
+        }
+        let mut note = |text: String| out.extend(wrap("", 2, &[text], WIDTH));
+        if i.not_done > 0 {
+            note(format!(
+                "{} in flight when aborted: not done, a rerun sends them",
+                i.not_done
+            ));
+        }
+        match self.unreadable_lines {
+            0 => {}
+            1 => note(
+                "1 line of the results file was not a result line: dropped (see the warning)"
+                    .to_owned(),
+            ),
+            n => note(format!(
+                "{n} lines of the results file were not result lines: dropped (see the \
+                 warnings)"
+            )),
+        }
+        out
+    }
+
+    /// Each provider's counts and rates, its name in a column (a name too long for it on a
+    /// line of its own).
+    fn provider_lines(&self) -> Vec<String> {
         let names = self
             .providers
             .iter()
@@ -383,6 +393,7 @@ impl Summary {
             .filter(|n| *n <= NAME_COLUMN)
             .max()
             .unwrap_or(0);
+        let mut out = Vec::new();
         for p in &self.providers {
             let s = &p.stats;
             let fields = [
@@ -411,12 +422,6 @@ impl Summary {
                 " ".repeat(names + 2)
             };
             out.extend(wrap(&first, names + 2, &fields, WIDTH));
-        }
-        if self.wall < Duration::from_secs(60) && self.requests > 0 {
-            out.push(
-                "(a run shorter than a minute can exceed a per-minute limit: buckets start full)"
-                    .to_owned(),
-            );
         }
         out
     }
