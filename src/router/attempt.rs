@@ -181,29 +181,26 @@ impl Router {
     ) -> Result<()> {
         let entry = run.candidates[ticket.slot].entry;
         // What the answer used against what was booked, told with its report in one call.
-        let tokens_back = used.map_or(0, |used| {
-            let booked = Booked::new(ticket.cost, || job.request().floor());
-            booked.cost.tokens() as i64 - used as i64
-        });
-        // A shared store hears every answer: a half-open probe it handed out to this booking
-        // is released for the other processes at once.
-        let shared_answer = ticket.booking.is_some() && self.limiter.is_shared();
-        match report {
-            Some(report) => {
-                self.learn(entry, &ticket.key, report, ticket.booking, tokens_back)
+        let tokens_back = used.map_or(0, |used| ticket.cost.tokens() as i64 - used as i64);
+        match (report, ticket.booking) {
+            (Some(report), booking) => {
+                self.learn(entry, &ticket.key, report, booking, tokens_back)
                     .await?
             }
-            None if shared_answer => {
+            // Every answer to a booking is told, stated limits or not: the booking is no
+            // longer in flight, and a half-open probe a shared store handed out to it is
+            // released for the other processes at once.
+            (None, Some(booking)) => {
                 let nothing = LimitReport::default();
-                self.learn(entry, &ticket.key, &nothing, ticket.booking, tokens_back)
+                self.learn(entry, &ticket.key, &nothing, Some(booking), tokens_back)
                     .await?
             }
-            None if tokens_back != 0 => {
+            (None, None) if tokens_back != 0 => {
                 let booked = Booked::new(ticket.cost, || job.request().floor());
                 self.reconcile(&ticket.key, booked, used.unwrap_or_default())
                     .await;
             }
-            None => {}
+            (None, None) => {}
         }
         Ok(())
     }
@@ -381,9 +378,10 @@ impl Router {
         }
         if let Some(until) = moved.open_until {
             self.log_open(entry.id(), until, moved.version);
-            if self.limiter.is_shared() && gated.is_none_or(|g| g < until) {
-                // The other processes on this store stop too, until the breaker reopens (a
-                // gate only ever moves later, so a 429's own gate is not shortened).
+            if gated.is_none_or(|g| g < until) {
+                // An open breaker is a gate in the store until it reopens: the other
+                // processes on a shared store stop too (a gate only ever moves later, so a
+                // 429's own gate is not shortened).
                 let gate = Tightening {
                     gate_until: Some(until),
                     booking: ticket.booking,
