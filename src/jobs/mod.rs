@@ -88,9 +88,11 @@
 
 mod job;
 mod policy;
+mod queue;
 mod schema;
 mod sqlite;
 
 pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
+pub use queue::Queue;
 pub use sqlite::SqliteQueue;

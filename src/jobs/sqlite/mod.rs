@@ -216,15 +216,53 @@ impl SqliteQueue {
     ///
     /// `Io` when SQLite fails.
     pub async fn claim(&self, worker: &str, lease: Duration, now_ms: i64) -> Result<Option<Job>> {
+        Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
+    }
+
+    /// Up to `max` claims in one transaction, each chosen as [`claim`](Self::claim) would
+    /// choose it after the ones before: interactive first, tenants in turn. Fewer (or none)
+    /// when fewer are eligible. A worker that runs several jobs at once claims them together,
+    /// one write instead of `max`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// for (id, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+    ///     queue.enqueue(NewJob::new(id, "chat", "{}").with_tenant(tenant), 0).await?;
+    /// }
+    /// let jobs = queue.claim_many("w", 8, Duration::from_secs(30), 0).await?;
+    /// let ids: Vec<_> = jobs.iter().map(|j| j.id.as_str()).collect();
+    /// assert_eq!(ids, ["a1", "b1", "a2"]); // tenants take turns
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when SQLite fails.
+    pub async fn claim_many(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Vec<Job>> {
         let worker = worker.to_owned();
         let lease_until = now_ms.saturating_add(millis(lease));
         self.write("claiming", move |tx| {
+            let mut jobs = Vec::with_capacity(max.min(1_024));
             for lane in Lane::ALL {
-                if let Some(job) = claim_in_lane(tx, lane, &worker, lease_until, now_ms)? {
-                    return Ok(Some(job));
+                while jobs.len() < max {
+                    match claim_in_lane(tx, lane, &worker, lease_until, now_ms)? {
+                        Some(job) => jobs.push(job),
+                        None => break,
+                    }
                 }
             }
-            Ok(None)
+            Ok(jobs)
         })
         .await
     }

@@ -73,14 +73,54 @@ impl SqliteQueue {
     ///
     /// `Config` when `result` is not JSON; `Io` when SQLite fails.
     pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
-        check_json(result, || format!("result of job {id:?}"))?;
-        let result = result.to_owned();
-        self.fenced("completing", id, attempt, move |tx, id, attempt| {
-            tx.execute(
+        let outcomes = self
+            .complete_all(vec![(id.to_owned(), attempt, result.to_owned())])
+            .await?;
+        Ok(outcomes.first().copied().unwrap_or(Outcome::Lost))
+    }
+
+    /// Completes every `(id, attempt, result)` in one transaction, each as
+    /// [`complete`](Self::complete) would; the outcomes are in the same order. A worker
+    /// finishing many short jobs settles them together, one write instead of many.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = SqliteQueue::open_in_memory()?;
+    /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
+    /// let jobs = queue.claim_many("w", 2, Duration::from_secs(10), 0).await?;
+    /// let results = jobs.iter().map(|j| (j.id.clone(), j.attempt, r#""ok""#.to_owned()));
+    /// let mut results: Vec<_> = results.collect();
+    /// results.push(("a".into(), 1, r#""twice""#.into())); // a is done by then
+    /// let outcomes = queue.complete_all(results).await?;
+    /// assert_eq!(outcomes, [Outcome::Applied, Outcome::Applied, Outcome::Lost]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when a result is not JSON (nothing is written then); `Io` when SQLite fails.
+    pub async fn complete_all(&self, results: Vec<(String, u32, String)>) -> Result<Vec<Outcome>> {
+        for (id, _, result) in &results {
+            check_json(result, || format!("result of job {id:?}"))?;
+        }
+        self.write("completing", move |tx| {
+            let mut complete = tx.prepare_cached(
                 "UPDATE jobs SET state = 'done', result = ?3, lease_until = NULL
                  WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
-                params![id, attempt, result],
-            )
+            )?;
+            results
+                .iter()
+                .map(|(id, attempt, result)| {
+                    Ok(match complete.execute(params![id, attempt, result])? {
+                        0 => Outcome::Lost,
+                        _ => Outcome::Applied,
+                    })
+                })
+                .collect()
         })
         .await
     }
