@@ -173,6 +173,12 @@ impl Client {
         self.router.run(router::Transcribe(req), opts)
     }
 
+    /// The clock the client times its waits by (the workers of `jobs` use it too).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        self.router.clock()
+    }
+
     /// Per-provider counters since the client was built.
     pub fn stats(&self) -> Stats {
         self.router.stats()

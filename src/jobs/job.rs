@@ -472,4 +472,7 @@ pub struct QueueStats {
     pub review: u64,
     /// How long the longest-waiting eligible `ready` job has been eligible; `None` when none is.
     pub oldest_eligible_age: Option<Duration>,
+    /// When the next `ready` job is (or was) eligible, in wall ms: a time at or before `now`
+    /// when one is eligible now; `None` when no job is `ready`.
+    pub next_eligible_at_ms: Option<i64>,
 }

@@ -91,8 +91,10 @@ mod policy;
 mod queue;
 mod schema;
 mod sqlite;
+mod worker;
 
 pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
 pub use queue::Queue;
+pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};
 pub use sqlite::SqliteQueue;

@@ -189,6 +189,11 @@ pub(crate) struct Router {
 }
 
 impl Router {
+    /// The clock every wait of this router is timed by.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// A router over `parts`.
     ///
     /// # Errors

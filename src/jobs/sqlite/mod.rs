@@ -294,13 +294,15 @@ impl SqliteQueue {
                     _ => {}
                 }
             }
-            let oldest: Option<i64> = conn.query_row(
-                "SELECT min(eligible_at) FROM jobs WHERE state = 'ready' AND eligible_at <= ?1",
-                params![now_ms],
+            let next: Option<i64> = conn.query_row(
+                "SELECT min(eligible_at) FROM jobs WHERE state = 'ready'",
+                [],
                 |r| r.get(0),
             )?;
-            stats.oldest_eligible_age =
-                oldest.map(|at| Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64));
+            stats.next_eligible_at_ms = next;
+            stats.oldest_eligible_age = next
+                .filter(|&at| at <= now_ms)
+                .map(|at| Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64));
             Ok(stats)
         })
         .await

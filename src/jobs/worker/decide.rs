@@ -1,0 +1,196 @@
+//! What becomes of a claim once its handler has answered: a pure function of the answer, the
+//! kind's contract and the time, tested by a table.
+
+use tokio::time::Instant;
+
+use crate::error::{Disposition, Error};
+#[cfg(test)]
+use crate::error::ErrorKind;
+use crate::jobs::job::Job;
+
+use super::Contract;
+
+/// The queue operation that settles one claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// The result passed its contract (or the kind has none): `complete`.
+    Complete(String),
+    /// The result failed its contract: `review`, with why.
+    Review { result: String, reason: String },
+    /// Not sent, or throttled, with a stated time: `snooze` until then; no failure counted.
+    Snooze { until_ms: i64 },
+    /// A fault that may pass: `fail` (backoff, or dead at the policy's limit).
+    Fail(String),
+    /// Can only fail again: `dead_now`.
+    Dead(String),
+}
+
+/// The clock's readings at the moment of settling: the instant (the domain of
+/// [`Error::retry_at`]) and the wall time in ms (the queue's).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct At {
+    pub(crate) instant: Instant,
+    pub(crate) wall_ms: i64,
+}
+
+/// Settles `answer` for `job`.
+///
+/// - `Ok(result)`: `Complete`, unless the contract refuses it (`Review`).
+/// - A throttle (429, quota) or a request that reached no provider because every one was
+///   closed until a stated time (an open breaker): `Snooze` until the stated reset — the job waits,
+///   no worker sleeps and no failure is counted. Without a stated time it is a `Fail`.
+/// - A terminal error (a 4xx that can only repeat, bad payload, missing file): `Dead`.
+/// - Anything else (5xx, timeouts, connection faults that outlasted the retries): `Fail`.
+pub(crate) fn settle(
+    answer: Result<String, &Error>,
+    contract: Option<&Contract>,
+    job: &Job,
+    at: At,
+) -> Settle {
+    let err = match answer {
+        Ok(result) => {
+            return match contract.map(|check| check(job, &result)) {
+                Some(Err(reason)) => Settle::Review { result, reason },
+                _ => Settle::Complete(result),
+            }
+        }
+        Err(err) => err,
+    };
+    let reason = reason(err);
+    // Throttled, or turned away unsent because every provider is closed until a stated time.
+    let waits = matches!(
+        err.disposition(),
+        Disposition::RateLimited | Disposition::QuotaExhausted
+    ) || (err.retry_at().is_some() && err.sends().unwrap_or(0) == 0);
+    match err.disposition() {
+        _ if waits => match until_ms(err, at) {
+            Some(until_ms) => Settle::Snooze { until_ms },
+            None => Settle::Fail(reason),
+        },
+        Disposition::Terminal => Settle::Dead(reason),
+        _ => Settle::Fail(reason),
+    }
+}
+
+/// When the error says to come back, in wall ms: its `retry_at`, else now + `retry_after`.
+fn until_ms(err: &Error, at: At) -> Option<i64> {
+    let wait = match err.retry_at() {
+        Some(when) => when.saturating_duration_since(at.instant),
+        None => err.retry_after()?,
+    };
+    Some(at.wall_ms.saturating_add(crate::jobs::job::millis(wait)))
+}
+
+/// The reason recorded with a failure: the error's kind code first (what a dead-letter
+/// listing groups by), then its HTTP status and provider, then its message.
+pub(crate) fn reason(err: &Error) -> String {
+    let mut reason = err.kind().as_str().to_owned();
+    if let Some(status) = err.status() {
+        reason.push_str(&format!(" {status}"));
+    }
+    if let Some(provider) = err.provider() {
+        reason.push_str(&format!(" from {provider}"));
+    }
+    reason.push_str(": ");
+    reason.push_str(err.message());
+    reason
+}
+
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::jobs::{JobState, Lane};
+
+    fn job() -> Job {
+        Job {
+            id: "a".into(),
+            kind: "chat".into(),
+            tenant: "t".into(),
+            lane: Lane::Bulk,
+            payload: "{}".into(),
+            state: JobState::Running,
+            attempt: 1,
+            failures: 0,
+            eligible_at_ms: 0,
+            lease_until_ms: Some(60_000),
+            worker: Some("w".into()),
+            last_error: None,
+            reason: None,
+            result: None,
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn each_answer_settles_as_the_table_says() {
+        let now = Instant::now();
+        let at = At {
+            instant: now,
+            wall_ms: 1_000_000,
+        };
+        let contract: Contract = Arc::new(|_: &Job, result: &str| {
+            if result.contains("category") {
+                Ok(())
+            } else {
+                Err("no category".to_owned())
+            }
+        });
+        let throttled = Error::new(ErrorKind::RateLimited, "slow down")
+            .with_retry_after(Some(Duration::from_secs(30)));
+        let closed =
+            Error::all_unavailable(now + Duration::from_secs(75), Duration::from_secs(75), vec![]);
+        let sent_then_closed = Error::all_unavailable(
+            now + Duration::from_secs(75),
+            Duration::from_secs(75),
+            vec![Error::new(ErrorKind::Server, "boom").with_status(500)],
+        )
+        .with_sends(1);
+        let quota = Error::new(ErrorKind::QuotaExhausted, "out of credit")
+            .with_retry_after(Some(Duration::from_secs(3_600)));
+        let unknown_wait = Error::new(ErrorKind::RateLimited, "429 without a time");
+        let bad = Error::new(ErrorKind::InvalidRequest, "bad model").with_status(400);
+        let server = Error::new(ErrorKind::Server, "boom").with_status(500);
+        let table: Vec<(&str, Result<String, &Error>, Option<&Contract>, Settle)> = vec![
+            ("ok, no contract", Ok("\"x\"".into()), None, Settle::Complete("\"x\"".into())),
+            (
+                "ok, contract holds",
+                Ok(r#"{"category":"x"}"#.into()),
+                Some(&contract),
+                Settle::Complete(r#"{"category":"x"}"#.into()),
+            ),
+            (
+                "ok, contract refuses",
+                Ok("{}".into()),
+                Some(&contract),
+                Settle::Review {
+                    result: "{}".into(),
+                    reason: "no category".into(),
+                },
+            ),
+            ("429 with Retry-After", Err(&throttled), None, Settle::Snooze { until_ms: 1_030_000 }),
+            ("every provider closed", Err(&closed), None, Settle::Snooze { until_ms: 1_075_000 }),
+            (
+                "sent, failed, then every provider closed",
+                Err(&sent_then_closed),
+                None,
+                Settle::Fail(reason(&sent_then_closed)),
+            ),
+            ("quota until its reset", Err(&quota), None, Settle::Snooze { until_ms: 4_600_000 }),
+            (
+                "429 with no time",
+                Err(&unknown_wait),
+                None,
+                Settle::Fail("rate_limited: 429 without a time".into()),
+            ),
+            ("terminal 4xx", Err(&bad), None, Settle::Dead("invalid_request 400: bad model".into())),
+            ("5xx", Err(&server), None, Settle::Fail("server 500: boom".into())),
+        ];
+        for (case, answer, contract, want) in table {
+            assert_eq!(settle(answer, contract, &job(), at), want, "{case}");
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! One worker run: claim while there is room, settle what finished, sleep only when nothing
+//! runs. The loop has no timer while jobs are in flight (it wakes when one finishes), so an
+//! injected manual clock only moves when the worker is truly idle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use tokio::task::{Id, JoinError};
+
+use super::decide::{self, At, Settle};
+use super::report::{Ended, WorkerReport};
+use super::{run_job, Inner, Running};
+use crate::batch::Stop;
+use crate::error::Result;
+use crate::jobs::job::{wall_ms, Failed, Job, Outcome};
+
+type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
+
+pub(super) struct Run<'a> {
+    inner: &'a Arc<Inner>,
+    running: Running,
+    /// The claim each task runs, to release it on abort.
+    claims: HashMap<Id, (String, u32)>,
+    finished: Vec<Finished>,
+    report: WorkerReport,
+    /// When a job last reached `done`, `review` or `dead` (the patience counts from here).
+    last_progress: Instant,
+    next_reap: Instant,
+}
+
+impl<'a> Run<'a> {
+    pub(super) fn new(inner: &'a Arc<Inner>) -> Self {
+        let now = inner.clock.now();
+        Run {
+            inner,
+            running: Running::new(),
+            claims: HashMap::new(),
+            finished: Vec::new(),
+            report: WorkerReport::default(),
+            last_progress: now,
+            next_reap: now,
+        }
+    }
+
+    pub(super) async fn go(mut self, stop: &Stop) -> Result<WorkerReport> {
+        match self.turns(stop).await {
+            Ok(ended) => {
+                self.report.ended = ended;
+                let stats = self.inner.queue.stats(self.wall_ms()).await?;
+                self.report.left = stats.ready + stats.running;
+                Ok(self.report)
+            }
+            Err(e) => {
+                // The queue failed: what runs cannot be settled. Its leases expire and the
+                // reaper (of this or another worker, later) gives the jobs back.
+                self.running.abort_all();
+                Err(e)
+            }
+        }
+    }
+
+    async fn turns(&mut self, stop: &Stop) -> Result<Ended> {
+        loop {
+            self.settle_finished().await?;
+            if stop.is_aborted() {
+                self.release().await?;
+                return Ok(Ended::Stopped);
+            }
+            if stop.is_stopped() {
+                if self.running.is_empty() {
+                    return Ok(Ended::Stopped);
+                }
+                self.wait_for_one(stop).await;
+                continue;
+            }
+            self.reap_if_due().await?;
+            if self.claim().await? > 0 {
+                continue;
+            }
+            if !self.running.is_empty() {
+                self.wait_for_one(stop).await;
+                continue;
+            }
+            if let Some(ended) = self.idle(stop).await? {
+                return Ok(ended);
+            }
+        }
+    }
+
+    fn wall_ms(&self) -> i64 {
+        wall_ms(self.inner.clock.wall())
+    }
+
+    /// Claims as many jobs as there is room for and starts them; how many.
+    async fn claim(&mut self) -> Result<usize> {
+        let free = self.inner.concurrency.saturating_sub(self.running.len());
+        if free == 0 {
+            return Ok(0);
+        }
+        let now_ms = self.wall_ms();
+        let inner = self.inner;
+        let jobs = (inner.queue)
+            .claim_many(&inner.name, free, inner.lease, now_ms)
+            .await?;
+        let n = jobs.len();
+        for job in jobs {
+            let claim = (job.id.clone(), job.attempt);
+            let handle = self.running.spawn(run_job(inner.clone(), job));
+            self.claims.insert(handle.id(), claim);
+        }
+        self.report.claimed += n as u64;
+        Ok(n)
+    }
+
+    /// Waits until a job finishes, or the run is aborted.
+    async fn wait_for_one(&mut self, stop: &Stop) {
+        tokio::select! {
+            Some(done) = self.running.join_next_with_id() => self.finished.push(flatten(done)),
+            () = stop.aborted() => {}
+        }
+    }
+
+    /// Nothing runs and nothing could be claimed: ends the run if it is drained or out of
+    /// patience, else sleeps until the next job is eligible (at most the idle poll).
+    async fn idle(&mut self, stop: &Stop) -> Result<Option<Ended>> {
+        let now_ms = self.wall_ms();
+        let stats = self.inner.queue.stats(now_ms).await?;
+        let mut wait = self.inner.idle_poll;
+        if let Some(patience) = self.inner.patience {
+            if stats.ready + stats.running == 0 {
+                return Ok(Some(Ended::Drained));
+            }
+            let waited = self.inner.clock.now().saturating_duration_since(self.last_progress);
+            if waited >= patience {
+                return Ok(Some(Ended::OutOfPatience));
+            }
+            wait = wait.min(patience - waited);
+        }
+        if let Some(next) = stats.next_eligible_at_ms {
+            let until = Duration::from_millis(next.saturating_sub(now_ms).max(1) as u64);
+            wait = wait.min(until);
+        }
+        let reap_in = self.next_reap.saturating_duration_since(self.inner.clock.now());
+        wait = wait.min(reap_in.max(Duration::from_millis(1)));
+        tokio::select! {
+            () = self.inner.clock.sleep_until(self.inner.clock.now() + wait) => {}
+            () = stop.stopped() => {}
+        }
+        Ok(None)
+    }
+
+    /// Every so often (a quarter of the lease, between 1 s and 1 min), expired leases back.
+    async fn reap_if_due(&mut self) -> Result<()> {
+        let now = self.inner.clock.now();
+        if now < self.next_reap {
+            return Ok(());
+        }
+        let every = (self.inner.lease / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        self.next_reap = now + every;
+        let reaped = self.inner.queue.reap(self.wall_ms(), &self.inner.policy).await?;
+        self.report.reaped += reaped.requeued + reaped.dead;
+        if reaped.dead > 0 {
+            self.last_progress = now;
+        }
+        Ok(())
+    }
+
+    /// Settles every job that has finished: the accepted results in one write.
+    async fn settle_finished(&mut self) -> Result<()> {
+        while let Some(done) = self.running.try_join_next_with_id() {
+            self.finished.push(flatten(done));
+        }
+        if self.finished.is_empty() {
+            return Ok(());
+        }
+        let at = At {
+            instant: self.inner.clock.now(),
+            wall_ms: self.wall_ms(),
+        };
+        let mut completions = Vec::new();
+        for (id, done) in std::mem::take(&mut self.finished) {
+            self.claims.remove(&id);
+            let Ok((job, answer)) = done else {
+                continue; // cancelled: only on abort, whose release settles it
+            };
+            let contract = self.inner.kinds.get(&job.kind).and_then(|k| k.contract.as_ref());
+            match decide::settle(answer.as_ref().map(String::clone), contract, &job, at) {
+                Settle::Complete(result) => completions.push((job.id, job.attempt, result)),
+                other => self.apply(&job, other, at).await?,
+            }
+        }
+        if !completions.is_empty() {
+            let outcomes = self.inner.queue.complete_all(completions).await?;
+            for outcome in outcomes {
+                self.count(outcome, |r| &mut r.completed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one settlement other than a completion.
+    async fn apply(&mut self, job: &Job, settle: Settle, at: At) -> Result<()> {
+        let queue = &self.inner.queue;
+        let (id, attempt) = (job.id.as_str(), job.attempt);
+        match settle {
+            Settle::Complete(result) => {
+                let outcome = queue.complete(id, attempt, &result).await?;
+                self.count(outcome, |r| &mut r.completed);
+            }
+            Settle::Review { result, reason } => {
+                let outcome = queue.review(id, attempt, &result, &reason).await?;
+                self.count(outcome, |r| &mut r.reviewed);
+            }
+            Settle::Snooze { until_ms } => {
+                let outcome = queue.snooze(id, attempt, until_ms).await?;
+                if outcome.is_lost() {
+                    self.report.lost += 1;
+                } else {
+                    self.report.snoozed += 1;
+                }
+            }
+            Settle::Dead(reason) => {
+                let outcome = queue.dead_now(id, attempt, &reason).await?;
+                self.count(outcome, |r| &mut r.dead);
+            }
+            Settle::Fail(reason) => {
+                let policy = &self.inner.policy;
+                match queue.fail(id, attempt, &reason, at.wall_ms, policy).await? {
+                    Failed::Lost => self.report.lost += 1,
+                    Failed::Retry { .. } => self.report.failed += 1,
+                    Failed::Dead => {
+                        self.report.dead += 1;
+                        self.last_progress = at.instant;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a settlement that ends a job: into `field` when applied, as lost when not.
+    fn count(&mut self, outcome: Outcome, field: fn(&mut WorkerReport) -> &mut u64) {
+        if outcome.is_lost() {
+            self.report.lost += 1;
+        } else {
+            *field(&mut self.report) += 1;
+            self.last_progress = self.inner.clock.now();
+        }
+    }
+
+    /// On abort: drops what runs and gives its leases back (no failure counted).
+    async fn release(&mut self) -> Result<()> {
+        self.running.abort_all();
+        while self.running.join_next().await.is_some() {}
+        let now_ms = self.wall_ms();
+        for (_, (id, attempt)) in std::mem::take(&mut self.claims) {
+            if self.inner.queue.snooze(&id, attempt, now_ms).await? == Outcome::Applied {
+                self.report.released += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn flatten(
+    done: std::result::Result<(Id, (Job, Result<String>)), JoinError>,
+) -> Finished {
+    match done {
+        Ok((id, value)) => (id, Ok(value)),
+        Err(e) => (e.id(), Err(e)),
+    }
+}
