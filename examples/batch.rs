@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo run --release --example batch -- [--config providers.toml] [--env NAME] \
-//!     [--input FILE] [--output FILE] [--concurrency N] [--retry-failed] [--summary-json FILE]
+//!     [--input FILE] [--output FILE] [--concurrency N] [--retry-failed] [--summary-json FILE] \
+//!     [--queue sqlite:PATH|postgres://…|default [--patience-s N] [--dead-letters] [--requeue ID]]
 //! ```
 //!
 //! With the default environment `demo`, the emulator runs inside this process on a free
@@ -18,6 +19,13 @@
 //! a second Ctrl-C drops them (they stay "not done" and run next time). Exit status: 0 when
 //! the run got to the end of the input (failed items are in the results), 1 on an error,
 //! 130 when stopped by Ctrl-C.
+//!
+//! With `--queue`, every item is a durable job: several processes given the same `--input`
+//! and `--queue` share the work and each id is accepted once; an item whose providers are all
+//! closed past its deadline waits in the queue (eligible when they reopen) instead of failing,
+//! for up to `--patience-s` without progress (then exit status 75: run again to finish); the
+//! results file is an export of the queue. `--retry-failed` requeues this input's dead jobs,
+//! `--dead-letters` lists them, `--requeue ID` puts one back.
 
 mod common;
 
@@ -29,9 +37,10 @@ use std::time::Duration;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use llm_failover::batch::{
-    count_lines, eta, FileJob, Pace, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
+    count_lines, eta, FileJob, Pace, QueuedJob, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
 };
 use llm_failover::clock::{Clock, TokioClock};
+use llm_failover::jobs::{Ended, Queue};
 use llm_failover::Client;
 use llm_failover_emulator::{Fault, Limits, ProviderConfig, RetryAfter};
 
@@ -64,6 +73,21 @@ struct Args {
     /// failing (the client's own default, for an interactive call, is 2 minutes).
     #[arg(long, default_value_t = DEFAULT_ITEM_DEADLINE_S)]
     item_deadline_s: u64,
+    /// Run the batch on a durable job queue: `sqlite:PATH`, `postgres://…`, or `default`
+    /// (an SQLite file beside the output, `<output>.queue.sqlite`). Several processes given
+    /// the same --input and --queue share the work; the results file is an export of it.
+    #[arg(long)]
+    queue: Option<String>,
+    /// With --queue: how long to wait while nothing settles (a provider down) before ending
+    /// the run and leaving the rest queued, in seconds.
+    #[arg(long, default_value_t = 1_800)]
+    patience_s: u64,
+    /// With --queue: list the dead letters (id and reason) and exit.
+    #[arg(long)]
+    dead_letters: bool,
+    /// With --queue: put the dead (or in review) job with this id back in the queue and exit.
+    #[arg(long)]
+    requeue: Option<String>,
 }
 
 /// A batch item's deadline by default: an hour.
@@ -140,6 +164,12 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         );
     }
 
+    if let Some(spec) = &args.queue {
+        let code = run_queued(&args, spec, &client).await?;
+        drop(setup.emulator);
+        return Ok(code);
+    }
+
     // Counted only in a regular file: counting a pipe would consume it.
     let total = if std::fs::metadata(&args.input).is_ok_and(|m| m.is_file()) {
         count_lines(&args.input)
@@ -195,6 +225,79 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// The batch on a durable queue (--queue), and its dead-letter commands.
+async fn run_queued(
+    args: &Args,
+    spec: &str,
+    client: &Client,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let spec = match spec {
+        "default" => QueuedJob::default_queue(&args.output),
+        other => other.to_owned(),
+    };
+    let queue = Queue::open(&spec).await?;
+    let shown = spec.split('@').next_back().unwrap_or(&spec);
+    if args.dead_letters {
+        for job in queue.dead_letters().await? {
+            println!("{}\t{}", job.id, job.reason.as_deref().unwrap_or(""));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(id) = &args.requeue {
+        let now = llm_failover::jobs::wall_ms(TokioClock.wall());
+        if queue.requeue(id, now).await? {
+            eprintln!("{id}: back in the queue");
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("{id}: no such dead job (or in review) in the queue");
+        return Ok(ExitCode::FAILURE);
+    }
+    eprintln!("queue: {} ({shown})", queue.backend());
+    let stop = Stop::new();
+    tokio::spawn(handle_ctrl_c(stop.clone(), ProgressBar::hidden()));
+    let report = QueuedJob::new(&args.input, &args.output, queue)
+        .retry_failed(args.retry_failed)
+        .concurrency(args.concurrency)
+        .deadline(Duration::from_secs(args.item_deadline_s.max(1)))
+        .patience(Duration::from_secs(args.patience_s))
+        .run(client, &stop)
+        .await?;
+    let w = &report.worker;
+    eprintln!(
+        "items {} (new in the queue {}, bad lines {}, requeued {})",
+        report.items, report.enqueued, report.invalid, report.requeued
+    );
+    eprintln!(
+        "this process: claimed {} · ok {} · dead {} · retried later {} · snoozed {} · stale results refused {} · leases reaped {}",
+        w.claimed, w.completed, w.dead, w.failed, w.snoozed, w.lost, w.reaped
+    );
+    let t = client.stats().total();
+    eprintln!(
+        "requests: 429s {} · failovers {} · waited on limits {:.1} s in all",
+        t.rate_limited,
+        t.failovers,
+        t.admission_wait.as_secs_f64()
+    );
+    eprintln!(
+        "results: {} — ok {} · failed {} · still queued {}",
+        args.output.display(),
+        report.ok,
+        report.failed,
+        report.pending
+    );
+    Ok(match w.ended {
+        Ended::Stopped => ExitCode::from(130),
+        Ended::OutOfPatience => {
+            eprintln!(
+                "out of patience: {} item(s) still queued; run again to finish them",
+                report.pending
+            );
+            ExitCode::from(75)
+        }
+        _ => ExitCode::SUCCESS,
     })
 }
 

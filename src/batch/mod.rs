@@ -44,6 +44,8 @@ mod input;
 mod job;
 mod key;
 mod outcome;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod queued;
 mod results;
 mod runner;
 mod sink;
@@ -55,6 +57,8 @@ pub use input::{parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE
 pub use job::{count_lines, FileJob, JobReport};
 pub use key::ItemKey;
 pub use outcome::{Answer, Failure, FailureKind, Outcome};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use queued::{QueuedJob, QueuedReport, CHAT_KIND};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
 pub use sink::OutcomeSink;

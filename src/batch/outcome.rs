@@ -407,6 +407,35 @@ impl Outcome {
     }
 }
 
+/// The results line of item `id` whose job ended without an accepted answer (dead-lettered,
+/// or refused by its contract), from what the queue kept of its failure.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn failure_line(
+    id: &str,
+    kind: &str,
+    status: Option<u16>,
+    provider: Option<&str>,
+    message: &str,
+    attempts: u32,
+) -> String {
+    let wire = WireLine::Failed {
+        id: Some(id),
+        line: None,
+        ok: false,
+        error: WireError {
+            kind,
+            status,
+            provider,
+            message,
+            line: None,
+        },
+        attempts,
+    };
+    let mut line = serde_json::to_string(&wire).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
 /// The part of a results line that resuming needs.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct LineHead {

@@ -3,9 +3,9 @@
 
 use tokio::time::Instant;
 
-use crate::error::{Disposition, Error};
 #[cfg(test)]
 use crate::error::ErrorKind;
+use crate::error::{Disposition, Error};
 use crate::jobs::job::Job;
 
 use super::Contract;
@@ -96,7 +96,6 @@ pub(crate) fn reason(err: &Error) -> String {
     reason
 }
 
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -141,8 +140,11 @@ mod tests {
         });
         let throttled = Error::new(ErrorKind::RateLimited, "slow down")
             .with_retry_after(Some(Duration::from_secs(30)));
-        let closed =
-            Error::all_unavailable(now + Duration::from_secs(75), Duration::from_secs(75), vec![]);
+        let closed = Error::all_unavailable(
+            now + Duration::from_secs(75),
+            Duration::from_secs(75),
+            vec![],
+        );
         let sent_then_closed = Error::all_unavailable(
             now + Duration::from_secs(75),
             Duration::from_secs(75),
@@ -155,7 +157,12 @@ mod tests {
         let bad = Error::new(ErrorKind::InvalidRequest, "bad model").with_status(400);
         let server = Error::new(ErrorKind::Server, "boom").with_status(500);
         let table: Vec<(&str, Result<String, &Error>, Option<&Contract>, Settle)> = vec![
-            ("ok, no contract", Ok("\"x\"".into()), None, Settle::Complete("\"x\"".into())),
+            (
+                "ok, no contract",
+                Ok("\"x\"".into()),
+                None,
+                Settle::Complete("\"x\"".into()),
+            ),
             (
                 "ok, contract holds",
                 Ok(r#"{"category":"x"}"#.into()),
@@ -171,23 +178,54 @@ mod tests {
                     reason: "no category".into(),
                 },
             ),
-            ("429 with Retry-After", Err(&throttled), None, Settle::Snooze { until_ms: 1_030_000 }),
-            ("every provider closed", Err(&closed), None, Settle::Snooze { until_ms: 1_075_000 }),
+            (
+                "429 with Retry-After",
+                Err(&throttled),
+                None,
+                Settle::Snooze {
+                    until_ms: 1_030_000,
+                },
+            ),
+            (
+                "every provider closed",
+                Err(&closed),
+                None,
+                Settle::Snooze {
+                    until_ms: 1_075_000,
+                },
+            ),
             (
                 "sent, failed, then every provider closed",
                 Err(&sent_then_closed),
                 None,
                 Settle::Fail(reason(&sent_then_closed)),
             ),
-            ("quota until its reset", Err(&quota), None, Settle::Snooze { until_ms: 4_600_000 }),
+            (
+                "quota until its reset",
+                Err(&quota),
+                None,
+                Settle::Snooze {
+                    until_ms: 4_600_000,
+                },
+            ),
             (
                 "429 with no time",
                 Err(&unknown_wait),
                 None,
                 Settle::Fail("rate_limited: 429 without a time".into()),
             ),
-            ("terminal 4xx", Err(&bad), None, Settle::Dead("invalid_request 400: bad model".into())),
-            ("5xx", Err(&server), None, Settle::Fail("server 500: boom".into())),
+            (
+                "terminal 4xx",
+                Err(&bad),
+                None,
+                Settle::Dead("invalid_request 400: bad model".into()),
+            ),
+            (
+                "5xx",
+                Err(&server),
+                None,
+                Settle::Fail("server 500: boom".into()),
+            ),
         ];
         for (case, answer, contract, want) in table {
             assert_eq!(settle(answer, contract, &job(), at), want, "{case}");

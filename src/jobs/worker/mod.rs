@@ -346,7 +346,9 @@ impl WorkerBuilder {
             return config("a worker needs a handler for at least one job kind".into());
         }
         if let Some(kind) = self.contracts.keys().find(|k| !self.kinds.contains_key(*k)) {
-            return config(format!("a contract for job kind {kind:?}, which has no handler"));
+            return config(format!(
+                "a contract for job kind {kind:?}, which has no handler"
+            ));
         }
         if self.lease.is_zero() || self.idle_poll.is_zero() {
             return config("a worker's lease and idle poll must be longer than zero".into());
@@ -393,7 +395,10 @@ async fn run_job(inner: Arc<Inner>, job: Job) -> (Job, Result<String>) {
     let Some(kind) = inner.kinds.get(&job.kind) else {
         let err = Error::new(
             ErrorKind::Unsupported,
-            format!("no handler for job kind {:?} in worker {}", job.kind, inner.name),
+            format!(
+                "no handler for job kind {:?} in worker {}",
+                job.kind, inner.name
+            ),
         );
         return (job, Err(err));
     };

@@ -133,7 +133,11 @@ impl<'a> Run<'a> {
             if stats.ready + stats.running == 0 {
                 return Ok(Some(Ended::Drained));
             }
-            let waited = self.inner.clock.now().saturating_duration_since(self.last_progress);
+            let waited = self
+                .inner
+                .clock
+                .now()
+                .saturating_duration_since(self.last_progress);
             if waited >= patience {
                 return Ok(Some(Ended::OutOfPatience));
             }
@@ -143,7 +147,9 @@ impl<'a> Run<'a> {
             let until = Duration::from_millis(next.saturating_sub(now_ms).max(1) as u64);
             wait = wait.min(until);
         }
-        let reap_in = self.next_reap.saturating_duration_since(self.inner.clock.now());
+        let reap_in = self
+            .next_reap
+            .saturating_duration_since(self.inner.clock.now());
         wait = wait.min(reap_in.max(Duration::from_millis(1)));
         tokio::select! {
             () = self.inner.clock.sleep_until(self.inner.clock.now() + wait) => {}
@@ -160,7 +166,11 @@ impl<'a> Run<'a> {
         }
         let every = (self.inner.lease / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
         self.next_reap = now + every;
-        let reaped = self.inner.queue.reap(self.wall_ms(), &self.inner.policy).await?;
+        let reaped = self
+            .inner
+            .queue
+            .reap(self.wall_ms(), &self.inner.policy)
+            .await?;
         self.report.reaped += reaped.requeued + reaped.dead;
         if reaped.dead > 0 {
             self.last_progress = now;
@@ -186,7 +196,11 @@ impl<'a> Run<'a> {
             let Ok((job, answer)) = done else {
                 continue; // cancelled: only on abort, whose release settles it
             };
-            let contract = self.inner.kinds.get(&job.kind).and_then(|k| k.contract.as_ref());
+            let contract = self
+                .inner
+                .kinds
+                .get(&job.kind)
+                .and_then(|k| k.contract.as_ref());
             match decide::settle(answer.as_ref().map(String::clone), contract, &job, at) {
                 Settle::Complete(result) => completions.push((job.id, job.attempt, result)),
                 other => self.apply(&job, other, at).await?,
@@ -265,9 +279,7 @@ impl<'a> Run<'a> {
     }
 }
 
-fn flatten(
-    done: std::result::Result<(Id, (Job, Result<String>)), JoinError>,
-) -> Finished {
+fn flatten(done: std::result::Result<(Id, (Job, Result<String>)), JoinError>) -> Finished {
     match done {
         Ok((id, value)) => (id, Ok(value)),
         Err(e) => (e.id(), Err(e)),
