@@ -45,7 +45,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 mod id;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod jobs;
 pub mod provider;
 pub mod ratelimit;

@@ -84,17 +84,28 @@
 //! backend that a reader can check against the state machine above. sqlx would bring its
 //! macro and compile-time-database machinery, its own pool and runtime glue, and a far larger
 //! dependency tree, for queries we do not need checked against a live database at build time
-//! (the tests run them). rusqlite's calls block, so each runs on tokio's blocking pool.
+//! (the tests run them). rusqlite's calls block, so each runs on tokio's blocking pool;
+//! tokio-postgres is async, and [`PostgresQueue`] sends each operation as one statement (a
+//! claim calls a PL/pgSQL function of the schema that takes jobs `FOR UPDATE SKIP LOCKED`),
+//! over plain TCP or a unix socket: it is built without TLS, and refuses a connection string
+//! that demands it.
 
 mod job;
 mod policy;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod queue;
+#[cfg(feature = "sqlite")]
 mod schema;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod worker;
 
 pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresQueue;
 pub use queue::Queue;
-pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteQueue;
+pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};

@@ -111,4 +111,40 @@ impl FailPolicy {
     pub(crate) fn backoff_ms(&self, failures: u32) -> i64 {
         millis(self.backoff(failures))
     }
+
+    /// One more failure, `error`, of a job that had `failures`: the new count, and the dead
+    /// letter's reason when that count is the last allowed (`None`: it is tried again).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn count_failure(&self, failures: u32, error: &str) -> (u32, Option<String>) {
+        let failures = failures.saturating_add(1);
+        let dead = (failures >= self.max_failures)
+            .then(|| format!("{failures} failures, the last: {error}"));
+        (failures, dead)
+    }
+}
+
+/// The failure an expired lease counts, naming the worker that held it.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn lease_expired(worker: Option<&str>) -> String {
+    format!("lease expired (worker {})", worker.unwrap_or("unknown"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_allowed_failure_gives_the_dead_letters_reason() {
+        let policy = FailPolicy::default().with_max_failures(3);
+        assert_eq!(policy.count_failure(0, "503"), (1, None));
+        assert_eq!(policy.count_failure(1, "503"), (2, None));
+        let (n, reason) = policy.count_failure(2, "503");
+        assert_eq!(
+            (n, reason.as_deref()),
+            (3, Some("3 failures, the last: 503"))
+        );
+        assert_eq!(policy.count_failure(u32::MAX, "x").0, u32::MAX);
+        assert_eq!(lease_expired(Some("w2")), "lease expired (worker w2)");
+        assert_eq!(lease_expired(None), "lease expired (worker unknown)");
+    }
 }

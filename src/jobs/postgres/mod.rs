@@ -1,0 +1,525 @@
+//! The queue on one PostgreSQL database: every operation one statement (a claim calls the
+//! schema's PL/pgSQL function), so that each is atomic without a client-side transaction and
+//! several operations share a connection. Connecting, enqueueing, claiming and reading are
+//! here; what a worker reports about its claim, and the reaper, are in `settle.rs`; the
+//! connections in `pool.rs`; the schema in `schema.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::types::{FromSql, ToSql, Type};
+use tokio_postgres::Row;
+
+use super::job::{millis, Job, Lane, NewJob, QueueStats};
+use crate::error::{Error, ErrorKind, Result};
+
+mod pool;
+mod schema;
+mod settle;
+
+use pool::Pool;
+use schema::pg_error;
+
+/// The columns [`job_from_row`] reads, in its order.
+const COLUMNS: &str = "id, kind, tenant, lane, payload, state, attempt, failures, eligible_at, \
+                       lease_until, worker, last_error, reason, result, created_at";
+
+/// How many connections [`PostgresQueue::connect`] keeps.
+const CONNECTIONS: usize = 4;
+
+/// A durable job queue in a PostgreSQL database, shared by every process on every host that
+/// connects to it: the same schema, state machine and answers as
+/// [`SqliteQueue`](super::SqliteQueue) (the [module documentation](super) has them).
+///
+/// Clones share a small fixed set of connections (4 unless
+/// [`connect_with`](Self::connect_with) says otherwise), taken in turn; each carries several
+/// operations at once. A connection found closed (the server restarted) is opened again on
+/// the next call that falls to it, so a queue outlives a restart of its server: the calls
+/// during the outage fail with `Io` errors, the ones after it work.
+///
+/// Every operation is one statement, hence one round trip: a claim runs the schema's claim
+/// function, which takes jobs with `FOR UPDATE SKIP LOCKED`, so concurrent claimers — in
+/// this process or any other — never share a job and never wait for each other.
+///
+/// This build speaks plain TCP or a unix socket to PostgreSQL, without TLS: a connection
+/// string that demands TLS (`sslmode=require`, `verify-ca`, `verify-full`) is refused. Put
+/// the tables in a database (or a schema, `options=-csearch_path=…`) of their own: they are
+/// named `jobs` and `tenant_cursor`, as in SQLite.
+///
+/// All times are wall-clock milliseconds passed in by the caller (see
+/// [`wall_ms`](super::wall_ms)); the queue reads no clock.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use llm_failover::jobs::{NewJob, Outcome, PostgresQueue};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+/// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1:5432/jobs").await?;
+/// assert!(queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#), 0).await?);
+///
+/// let job = queue.claim("worker-1", Duration::from_secs(60), 1_000).await?.unwrap();
+/// let outcome = queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await?;
+/// assert_eq!(outcome, Outcome::Applied);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresQueue {
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for PostgresQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresQueue")
+            .field("db", &self.pool.name())
+            .field("connections", &self.pool.size())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresQueue {
+    /// Connects to the database `url` names and brings its schema up to date.
+    ///
+    /// `url` is a connection string as tokio-postgres reads it: a URL
+    /// (`postgres://user[:password]@host[:port]/database`, `?options=…`) or `key=value`
+    /// pairs (`host=/run/postgresql user=jobs dbname=jobs`). Without a `connect_timeout`,
+    /// connecting gives up after 10 s. Errors and `Debug` name the database as
+    /// `host:port/database`, never with the password.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = llm_failover::jobs::PostgresQueue::connect("host=/run/postgresql user=jobs").await?;
+    /// assert_eq!(queue.stats(0).await?.ready, 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when `url` does not parse, demands TLS, or names a database whose schema is
+    /// newer than this build knows; `Io` when the server cannot be reached or refuses (the
+    /// login, the migration).
+    pub async fn connect(url: &str) -> Result<PostgresQueue> {
+        PostgresQueue::connect_with(url, CONNECTIONS).await
+    }
+
+    /// As [`connect`](Self::connect), keeping `connections` connections (at least 1).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let url = "postgres://jobs@127.0.0.1/jobs";
+    /// let queue = llm_failover::jobs::PostgresQueue::connect_with(url, 8).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(url: &str, connections: usize) -> Result<PostgresQueue> {
+        let pool = Pool::new(url, connections)?;
+        let mut client = pool.open("migrating").await?;
+        schema::migrate(&mut client, pool.name()).await?;
+        pool.adopt(client);
+        Ok(PostgresQueue {
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
+    /// was new. `now_ms` is recorded as its creation time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// assert!(queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?);
+    /// assert!(!queue.enqueue(NewJob::new("a", "chat", r#"{"other":1}"#), 5).await?); // kept as it was
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the id, kind or tenant is empty or the payload is not JSON (or a text
+    /// holds a NUL character, which PostgreSQL cannot store); `Io` when PostgreSQL fails.
+    pub async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
+        Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
+    }
+
+    /// Adds every job in `jobs` whose id is not yet queued, in one statement; returns how
+    /// many were new. Nothing is added when one of them is invalid.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// let jobs = (0..3).map(|i| NewJob::new(format!("line-{i}"), "chat", "{}")).collect();
+    /// assert_eq!(queue.enqueue_all(jobs, 0).await?, 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue).
+    pub async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
+        for job in &jobs {
+            job.validate()?;
+            for (what, text) in [
+                ("id", &job.id),
+                ("kind", &job.kind),
+                ("tenant", &job.tenant),
+            ] {
+                no_nul(text, || format!("job {what} {:?}", job.id))?;
+            }
+        }
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let column = |f: fn(&NewJob) -> &str| jobs.iter().map(f).collect::<Vec<_>>();
+        let (ids, kinds, tenants) = (
+            column(|j| &j.id),
+            column(|j| &j.kind),
+            column(|j| &j.tenant),
+        );
+        let (lanes, payloads) = (column(|j| j.lane.as_str()), column(|j| &j.payload));
+        let eligible: Vec<i64> = jobs.iter().map(|j| j.eligible_at_ms).collect();
+        self.execute(
+            "enqueueing",
+            "INSERT INTO jobs (id, kind, tenant, lane, payload, state, eligible_at, created_at)
+             SELECT u.id, u.kind, u.tenant, u.lane, u.payload, 'ready', u.eligible_at, $7
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+                  WITH ORDINALITY AS u(id, kind, tenant, lane, payload, eligible_at, n)
+             ORDER BY u.n
+             ON CONFLICT (id) DO NOTHING",
+            &[
+                (&ids, Type::TEXT_ARRAY),
+                (&kinds, Type::TEXT_ARRAY),
+                (&tenants, Type::TEXT_ARRAY),
+                (&lanes, Type::TEXT_ARRAY),
+                (&payloads, Type::TEXT_ARRAY),
+                (&eligible, Type::INT8_ARRAY),
+                (&now_ms, Type::INT8),
+            ],
+        )
+        .await
+    }
+
+    /// Claims the next eligible job for `worker`, leased for `lease` from `now_ms`: the job
+    /// [`claim_many`](Self::claim_many) would claim first.
+    ///
+    /// Eligible means `ready` with `eligible_at <= now_ms`. Every eligible interactive job goes
+    /// before any bulk one; within a lane, tenants that have eligible work take turns (the
+    /// lane's tenant cursor moves to the tenant served), and within a tenant the job eligible
+    /// longest goes first. The claim sets `running`, the lease and `attempt + 1` in one
+    /// statement, so every claim is a unique `(id, attempt)`. `None` when nothing is eligible.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{Lane, NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// queue.enqueue(NewJob::new("bulk-1", "chat", "{}"), 0).await?;
+    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_lane(Lane::Interactive), 0).await?;
+    /// let lease = Duration::from_secs(30);
+    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "now-1");
+    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "bulk-1");
+    /// assert!(queue.claim("w", lease, 0).await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when `worker` holds a NUL character; `Io` when PostgreSQL fails.
+    pub async fn claim(&self, worker: &str, lease: Duration, now_ms: i64) -> Result<Option<Job>> {
+        Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
+    }
+
+    /// Up to `max` claims in one statement, each chosen as [`claim`](Self::claim) would
+    /// choose it after the ones before: interactive first, tenants in turn. Fewer (or none)
+    /// when fewer are eligible, or held by concurrent claims. A worker that runs several jobs
+    /// at once claims them together, one round trip instead of `max`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// for (id, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+    ///     queue.enqueue(NewJob::new(id, "chat", "{}").with_tenant(tenant), 0).await?;
+    /// }
+    /// let jobs = queue.claim_many("w", 8, Duration::from_secs(30), 0).await?;
+    /// let ids: Vec<_> = jobs.iter().map(|j| j.id.as_str()).collect();
+    /// assert_eq!(ids, ["a1", "b1", "a2"]); // tenants take turns
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`claim`](Self::claim).
+    pub async fn claim_many(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Vec<Job>> {
+        no_nul(worker, || "worker name".to_owned())?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let lanes: Vec<&str> = Lane::ALL.iter().map(|l| l.as_str()).collect();
+        let lease_until = now_ms.saturating_add(millis(lease));
+        let max = i32::try_from(max).unwrap_or(i32::MAX);
+        let rows = self
+            .query(
+                "claiming",
+                &format!(
+                    "SELECT {COLUMNS}
+                     FROM llm_failover_claim($1, $2, $3, $4, $5) WITH ORDINALITY AS c
+                     ORDER BY c.ordinality"
+                ),
+                &[
+                    (&lanes, Type::TEXT_ARRAY),
+                    (&worker, Type::TEXT),
+                    (&lease_until, Type::INT8),
+                    (&now_ms, Type::INT8),
+                    (&max, Type::INT4),
+                ],
+            )
+            .await?;
+        rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
+    }
+
+    /// Counts per state, how long the oldest eligible `ready` job has waited at `now_ms`, and
+    /// when the next `ready` job is (or was) eligible.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}").with_eligible_at(1_000), 1_000).await?;
+    /// let stats = queue.stats(4_000).await?;
+    /// assert_eq!(stats.ready, 1);
+    /// assert_eq!(stats.oldest_eligible_age, Some(std::time::Duration::from_secs(3)));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when PostgreSQL fails.
+    pub async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
+        let doing = "reading stats";
+        let rows = self
+            .query(
+                doing,
+                "SELECT count(*) FILTER (WHERE state = 'ready'),
+                        count(*) FILTER (WHERE state = 'running'),
+                        count(*) FILTER (WHERE state = 'done'),
+                        count(*) FILTER (WHERE state = 'dead'),
+                        count(*) FILTER (WHERE state = 'review'),
+                        min(eligible_at) FILTER (WHERE state = 'ready')
+                 FROM jobs",
+                &[],
+            )
+            .await?;
+        let row = rows.first().ok_or_else(|| no_row(&self.pool, doing))?;
+        let count = |i: usize| column::<i64>(&self.pool, row, i).map(|n| n.max(0) as u64);
+        let mut stats = QueueStats::default();
+        (stats.ready, stats.running, stats.done) = (count(0)?, count(1)?, count(2)?);
+        (stats.dead, stats.review) = (count(3)?, count(4)?);
+        let next: Option<i64> = column(&self.pool, row, 5)?;
+        stats.next_eligible_at_ms = next;
+        stats.oldest_eligible_age = next
+            .filter(|&at| at <= now_ms)
+            .map(|at| Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64));
+        Ok(stats)
+    }
+
+    /// The job with this id, in whatever state.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use llm_failover::jobs::{JobState, NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 7).await?;
+    /// let job = queue.get("a").await?.unwrap();
+    /// assert_eq!((job.state, job.attempt, job.created_at_ms), (JobState::Ready, 0, 7));
+    /// assert!(queue.get("b").await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
+    pub async fn get(&self, id: &str) -> Result<Option<Job>> {
+        no_nul(id, || "job id".to_owned())?;
+        let rows = self
+            .query(
+                "reading a job",
+                &format!("SELECT {COLUMNS} FROM jobs WHERE id = $1"),
+                &[(&id, Type::TEXT)],
+            )
+            .await?;
+        rows.first()
+            .map(|r| job_from_row(&self.pool, r))
+            .transpose()
+    }
+
+    /// Every `dead` job, oldest first, with its reason.
+    ///
+    /// # Examples
+    ///
+    /// See [`dead_now`](Self::dead_now).
+    ///
+    /// # Errors
+    ///
+    /// `Io` when PostgreSQL fails.
+    pub async fn dead_letters(&self) -> Result<Vec<Job>> {
+        let rows = self
+            .query(
+                "listing dead letters",
+                &format!("SELECT {COLUMNS} FROM jobs WHERE state = 'dead' ORDER BY seq"),
+                &[],
+            )
+            .await?;
+        rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
+    }
+
+    /// Puts a `dead` (or `review`) job back to `ready`, eligible at `now_ms`, with its
+    /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
+    /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let _ = queue.dead_now("a", job.attempt, "401").await?;
+    /// assert!(queue.requeue("a", 5_000).await?);
+    /// assert!(!queue.requeue("a", 5_000).await?); // already ready
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
+    pub async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
+        no_nul(id, || "job id".to_owned())?;
+        let changed = self
+            .execute(
+                "requeueing",
+                "UPDATE jobs SET state = 'ready', failures = 0, eligible_at = $2, reason = NULL,
+                                 result = NULL, lease_until = NULL
+                 WHERE id = $1 AND state IN ('dead', 'review')",
+                &[(&id, Type::TEXT), (&now_ms, Type::INT8)],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    /// Runs one statement that changes rows and answers how many.
+    async fn execute(
+        &self,
+        doing: &str,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<u64> {
+        let conn = self.pool.conn(doing).await?;
+        let changed = conn.client.execute_typed(sql, params).await;
+        conn.done(doing, changed)
+    }
+
+    /// Runs one statement that returns rows.
+    async fn query(
+        &self,
+        doing: &str,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>> {
+        let conn = self.pool.conn(doing).await?;
+        let rows = conn.client.query_typed(sql, params).await;
+        conn.done(doing, rows)
+    }
+}
+
+/// `Ok` unless `text` holds a NUL character, which PostgreSQL's text cannot store (SQLite's
+/// can): a Config error naming `what` then, before anything is sent.
+fn no_nul(text: &str, what: impl FnOnce() -> String) -> Result<()> {
+    if text.contains('\0') {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{} holds a NUL character, which PostgreSQL cannot store",
+                what()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn no_row(pool: &Pool, doing: &str) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!("jobs database {}: {doing}: no row came back", pool.name()),
+    )
+}
+
+/// Column `i` of `row` as a `T`; a value of another type is an `Io` error naming the database.
+fn column<'a, T: FromSql<'a>>(pool: &Pool, row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i)
+        .map_err(|e| pg_error(pool.name(), "reading a row", &e))
+}
+
+fn job_from_row(pool: &Pool, row: &Row) -> Result<Job> {
+    let bad = |name: &str, why: String| {
+        Error::new(
+            ErrorKind::Io,
+            format!("jobs database {}: reading a job: {name} {why}", pool.name()),
+        )
+    };
+    let text = |i: usize| column::<String>(pool, row, i);
+    let count = |i: usize, name: &str| {
+        let n: i64 = column(pool, row, i)?;
+        u32::try_from(n).map_err(|_| bad(name, format!("{n} is not a count")))
+    };
+    Ok(Job {
+        id: text(0)?,
+        kind: text(1)?,
+        tenant: text(2)?,
+        lane: text(3)?
+            .parse()
+            .map_err(|e: Error| bad("lane:", e.to_string()))?,
+        payload: text(4)?,
+        state: text(5)?
+            .parse()
+            .map_err(|e: Error| bad("state:", e.to_string()))?,
+        attempt: count(6, "attempt")?,
+        failures: count(7, "failures")?,
+        eligible_at_ms: column(pool, row, 8)?,
+        lease_until_ms: column(pool, row, 9)?,
+        worker: column(pool, row, 10)?,
+        last_error: column(pool, row, 11)?,
+        reason: column(pool, row, 12)?,
+        result: column(pool, row, 13)?,
+        created_at_ms: column(pool, row, 14)?,
+    })
+}

@@ -1,0 +1,279 @@
+//! The PostgreSQL schema, as numbered migrations, and how a failure is reported.
+//!
+//! The table `llm_failover_schema` holds how many migrations the database has had. Connecting
+//! reads it; when migrations are missing they are applied in one transaction holding a
+//! transaction-level advisory lock (`pg_advisory_xact_lock`), which re-reads the version first,
+//! so two processes connecting to a new database at once migrate it once. A database whose
+//! version is higher than this code knows is refused: an older binary must not write rows whose
+//! meaning it does not know.
+//!
+//! The tables and columns are SQLite's (`src/jobs/schema.rs`), in PostgreSQL's types: `BIGINT`
+//! for times in ms and counts, tenants compared byte by byte (`COLLATE "C"`, as SQLite
+//! compares text) so that tenants take turns in the same order on both. The claim is a
+//! PL/pgSQL function, so that a claim of many jobs is one round trip.
+
+use std::error::Error as _;
+
+use tokio_postgres::Client;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; never edit one that has shipped, add one.
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs, the per-lane tenant cursor (a row per lane: claims lock it, never create it),
+    // and the claim.
+    r#"CREATE TABLE jobs (
+         seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+         id          TEXT NOT NULL UNIQUE,
+         kind        TEXT NOT NULL,
+         tenant      TEXT COLLATE "C" NOT NULL,
+         lane        TEXT NOT NULL CHECK (lane IN ('interactive', 'bulk')),
+         payload     TEXT NOT NULL,
+         state       TEXT NOT NULL
+                     CHECK (state IN ('ready', 'running', 'done', 'dead', 'review')),
+         attempt     BIGINT NOT NULL DEFAULT 0,
+         failures    BIGINT NOT NULL DEFAULT 0,
+         eligible_at BIGINT NOT NULL,
+         lease_until BIGINT,
+         worker      TEXT,
+         last_error  TEXT,
+         reason      TEXT,
+         result      TEXT,
+         created_at  BIGINT NOT NULL
+     );
+     CREATE INDEX jobs_claim ON jobs (lane, tenant, eligible_at, seq) WHERE state = 'ready';
+     CREATE INDEX jobs_state ON jobs (state);
+     CREATE TABLE tenant_cursor (
+         lane   TEXT PRIMARY KEY,
+         tenant TEXT COLLATE "C" NOT NULL
+     );
+     INSERT INTO tenant_cursor (lane, tenant) VALUES ('interactive', ''), ('bulk', '');
+     CREATE FUNCTION llm_failover_claim_in_lane(
+         p_lane text, p_cursor text, p_worker text, p_lease_until bigint, p_now bigint
+     ) RETURNS jobs LANGUAGE plpgsql AS $$
+     -- The lane's first tenant after the cursor (in byte order, wrapping round once) with an
+     -- eligible job that no other claim holds, and that tenant's job eligible longest: claimed.
+     -- NULL when there is none. Tenants are never empty, so every one sorts after ''.
+     DECLARE
+         v_probe   text COLLATE "C" := p_cursor;
+         v_tenant  text COLLATE "C";
+         v_wrapped boolean := false;
+         v_seq     bigint;
+         v_job     jobs;
+     BEGIN
+         LOOP
+             SELECT tenant INTO v_tenant FROM jobs
+              WHERE state = 'ready' AND lane = p_lane AND tenant > v_probe
+                AND eligible_at <= p_now
+              ORDER BY tenant LIMIT 1;
+             IF NOT FOUND THEN
+                 IF v_wrapped THEN RETURN NULL; END IF;
+                 v_wrapped := true;
+                 v_probe := '';
+                 CONTINUE;
+             END IF;
+             IF v_wrapped AND v_tenant > p_cursor COLLATE "C" THEN RETURN NULL; END IF;
+             SELECT seq INTO v_seq FROM jobs
+              WHERE state = 'ready' AND lane = p_lane AND tenant = v_tenant
+                AND eligible_at <= p_now
+              ORDER BY eligible_at, seq LIMIT 1
+              FOR UPDATE SKIP LOCKED;
+             IF FOUND THEN
+                 UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                                 lease_until = p_lease_until, worker = p_worker
+                  WHERE seq = v_seq
+                  RETURNING * INTO v_job;
+                 RETURN v_job;
+             END IF;
+             -- Every eligible job of this tenant is being claimed by someone else: the next.
+             v_probe := v_tenant;
+         END LOOP;
+     END $$;
+     CREATE FUNCTION llm_failover_claim(
+         p_lanes text[], p_worker text, p_lease_until bigint, p_now bigint, p_max integer
+     ) RETURNS SETOF jobs LANGUAGE plpgsql AS $$
+     -- Up to p_max claims, lane by lane in the order given, each lane's tenants in turn from
+     -- its cursor. The cursor's row is locked without waiting: while another claim holds it,
+     -- this one starts from its committed value and leaves it as it is.
+     DECLARE
+         v_lane    text;
+         v_cursor  text COLLATE "C";
+         v_start   text COLLATE "C";
+         v_held    boolean;
+         v_job     jobs;
+         v_claimed integer := 0;
+     BEGIN
+         FOREACH v_lane IN ARRAY p_lanes LOOP
+             EXIT WHEN v_claimed >= p_max;
+             SELECT tenant INTO v_cursor FROM tenant_cursor WHERE lane = v_lane
+                FOR UPDATE SKIP LOCKED;
+             v_held := FOUND;
+             IF NOT v_held THEN
+                 SELECT tenant INTO v_cursor FROM tenant_cursor WHERE lane = v_lane;
+                 IF NOT FOUND THEN
+                     INSERT INTO tenant_cursor (lane, tenant) VALUES (v_lane, '')
+                         ON CONFLICT DO NOTHING;
+                     v_held := FOUND;
+                 END IF;
+             END IF;
+             v_cursor := coalesce(v_cursor, '');
+             v_start := v_cursor;
+             WHILE v_claimed < p_max LOOP
+                 v_job := llm_failover_claim_in_lane(v_lane, v_cursor, p_worker,
+                                                     p_lease_until, p_now);
+                 EXIT WHEN v_job.seq IS NULL;
+                 v_cursor := v_job.tenant;
+                 v_claimed := v_claimed + 1;
+                 RETURN NEXT v_job;
+             END LOOP;
+             IF v_held AND v_cursor <> v_start THEN
+                 UPDATE tenant_cursor SET tenant = v_cursor WHERE lane = v_lane;
+             END IF;
+         END LOOP;
+     END $$;"#,
+];
+
+/// The schema version this code writes.
+pub(super) const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock migrations hold ("llm_jobs" in ASCII): one migrator at a time.
+const MIGRATION_LOCK: i64 = 0x6c6c_6d5f_6a6f_6273;
+
+/// Brings the database `client` is connected to up to [`VERSION`].
+///
+/// # Errors
+///
+/// `Config` for a schema newer than [`VERSION`]; `Io` for anything the server refuses.
+pub(super) async fn migrate(client: &mut Client, db: &str) -> Result<()> {
+    let err = |doing: &'static str| move |e| pg_error(db, doing, &e);
+    let version = read_version(client)
+        .await
+        .map_err(err("reading the schema version"))?;
+    check_version(db, version.unwrap_or(0))?;
+    if version == Some(VERSION) {
+        return Ok(());
+    }
+    let tx = client
+        .transaction()
+        .await
+        .map_err(err("starting the migration"))?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
+         CREATE TABLE IF NOT EXISTS llm_failover_schema (version BIGINT NOT NULL);"
+    ))
+    .await
+    .map_err(err("locking the migration"))?;
+    // Another process may have migrated between the read above and the lock.
+    let version = tx
+        .query_opt("SELECT version FROM llm_failover_schema", &[])
+        .await
+        .map_err(err("reading the schema version"))?
+        .map(|row| row.try_get::<_, i64>(0))
+        .transpose()
+        .map_err(err("reading the schema version"))?;
+    let applied = version.unwrap_or(0);
+    check_version(db, applied)?;
+    for (n, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| pg_error(db, &format!("applying migration {}", n + 1), &e))?;
+    }
+    let record = match version {
+        Some(_) => "UPDATE llm_failover_schema SET version = $1",
+        None => "INSERT INTO llm_failover_schema (version) VALUES ($1)",
+    };
+    tx.execute(record, &[&VERSION])
+        .await
+        .map_err(err("recording the schema version"))?;
+    tx.commit().await.map_err(err("committing the migration"))
+}
+
+/// The recorded version; `None` before the first migration (no table, or no row).
+async fn read_version(client: &Client) -> Result<Option<i64>, tokio_postgres::Error> {
+    let exists = client
+        .query_one("SELECT to_regclass('llm_failover_schema') IS NOT NULL", &[])
+        .await?
+        .try_get::<_, bool>(0)?;
+    if !exists {
+        return Ok(None);
+    }
+    client
+        .query_opt("SELECT version FROM llm_failover_schema", &[])
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()
+}
+
+fn check_version(db: &str, version: i64) -> Result<()> {
+    if version > VERSION {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "jobs database {db} has schema version {version}, newer than this build of \
+                 llm-failover knows ({VERSION}): upgrade llm-failover, or use another database"
+            ),
+        ));
+    }
+    if version < 0 {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("jobs database {db} has schema version {version}, which no build wrote"),
+        ));
+    }
+    Ok(())
+}
+
+/// A PostgreSQL failure as an [`Error`] of kind `Io`, naming the database (`host:port/db`)
+/// and what was being done.
+pub(super) fn pg_error(db: &str, doing: &str, e: &tokio_postgres::Error) -> Error {
+    let hint = if e.as_db_error().is_some() {
+        ""
+    } else if e.is_closed() {
+        " (the connection was closed: the server restarted or went away; the next call \
+         connects again)"
+    } else if describe_error(e).starts_with("error connecting") {
+        " (is PostgreSQL running and accepting connections there?)"
+    } else {
+        ""
+    };
+    Error::new(
+        ErrorKind::Io,
+        format!("jobs database {db}: {doing}: {}{hint}", describe_error(e)),
+    )
+}
+
+/// The error with its causes (tokio-postgres keeps the server's message in the source):
+/// `db error: ERROR: … (SQLSTATE 23505)`, `error connecting to server: Connection refused`.
+pub(super) fn describe_error(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let (severity, message, code) = (db.severity(), db.message(), db.code().code());
+        let mut text = format!("{severity}: {message} (SQLSTATE {code})");
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!("; {detail}"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_above_the_code_or_below_zero_are_refused() {
+        assert!(check_version("h:5432/q", 0).is_ok());
+        assert!(check_version("h:5432/q", VERSION).is_ok());
+        for bad in [VERSION + 1, -1] {
+            let err = check_version("h:5432/q", bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Config);
+            assert!(err.to_string().contains("h:5432/q"), "{err}");
+        }
+    }
+}
