@@ -35,6 +35,7 @@ mod shared_limits;
 mod shared_processes;
 mod soak;
 mod streaming;
+mod transcribe_queue;
 mod transcription;
 mod transport;
 mod transport_safety;
