@@ -59,7 +59,7 @@ pub type Contract = Arc<dyn Fn(&Job, &str) -> std::result::Result<(), String> + 
 /// ```
 /// use async_trait::async_trait;
 /// use llm_failover::jobs::{Handler, JobContext};
-/// use llm_failover::{ChatRequest, Error, ErrorKind, Message};
+/// use llm_failover::{ChatRequest, Error, ErrorKind};
 ///
 /// struct Summarise;
 ///
@@ -69,7 +69,7 @@ pub type Contract = Arc<dyn Fn(&Job, &str) -> std::result::Result<(), String> + 
 ///         let text = ctx.job().payload.as_str();
 ///         let prompt: String = serde_json::from_str(text)
 ///             .map_err(|e| Error::new(ErrorKind::InvalidRequest, format!("payload: {e}")))?;
-///         let answer = ctx.client().chat(ChatRequest::new(vec![Message::user(prompt)])).await?;
+///         let answer = ctx.client().chat(ChatRequest::from_prompt(prompt)).await?;
 ///         Ok(serde_json::json!({ "summary": answer.text }).to_string())
 ///     }
 /// }
@@ -161,12 +161,12 @@ impl JobContext {
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-/// # let config = llm_failover::Config::from_toml_str(r#"
-/// #     default_environment = "dev"
-/// #     [environments.dev]
-/// #     chat = []
-/// # "#)?;
-/// let client = Client::builder().config(config).build()?;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Credential, ProviderId, ProviderSettings};
+/// # let url = "http://127.0.0.1:9/v1".parse().unwrap();
+/// # let local = Arc::new(OpenAi::new(ProviderId::new("local"), url));
+/// # let settings = ProviderSettings::new().credential(Credential::new("sk-test"));
+/// let client = Client::builder().provider(local, settings).build()?; // (Echo sends nothing)
 /// let queue = Queue::sqlite_in_memory()?;
 /// queue.enqueue(NewJob::new("a", "echo", r#"{"n":1}"#), 0).await?;
 /// let worker = Worker::builder(queue.clone(), client)
