@@ -82,6 +82,10 @@ struct Args {
     /// the run and leaving the rest queued, in seconds.
     #[arg(long, default_value_t = 1_800)]
     patience_s: u64,
+    /// With --queue: how long a worker holds an item before another may take it, in seconds
+    /// [default: twice --item-deadline-s].
+    #[arg(long)]
+    lease_s: Option<u64>,
     /// With --queue: list the dead letters (id and reason) and exit.
     #[arg(long)]
     dead_letters: bool,
@@ -258,13 +262,16 @@ async fn run_queued(
     eprintln!("queue: {} ({shown})", queue.backend());
     let stop = Stop::new();
     tokio::spawn(handle_ctrl_c(stop.clone(), ProgressBar::hidden()));
-    let report = QueuedJob::new(&args.input, &args.output, queue)
+    let job = QueuedJob::new(&args.input, &args.output, queue)
         .retry_failed(args.retry_failed)
         .concurrency(args.concurrency)
         .deadline(Duration::from_secs(args.item_deadline_s.max(1)))
-        .patience(Duration::from_secs(args.patience_s))
-        .run(client, &stop)
-        .await?;
+        .patience(Duration::from_secs(args.patience_s));
+    let job = match args.lease_s {
+        Some(s) => job.lease(Duration::from_secs(s.max(1))),
+        None => job,
+    };
+    let report = job.run(client, &stop).await?;
     let w = &report.worker;
     eprintln!(
         "items {} (new in the queue {}, bad lines {}, requeued {})",

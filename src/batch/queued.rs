@@ -61,6 +61,7 @@ pub struct QueuedJob {
     retry_failed: bool,
     concurrency: usize,
     deadline: Duration,
+    lease: Option<Duration>,
     patience: Duration,
 }
 
@@ -96,6 +97,7 @@ impl QueuedJob {
             retry_failed: false,
             concurrency: super::DEFAULT_CONCURRENCY,
             deadline: Duration::from_secs(3_600),
+            lease: None,
             patience: Duration::from_secs(30 * 60),
         }
     }
@@ -134,6 +136,15 @@ impl QueuedJob {
     #[must_use]
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
+        self
+    }
+
+    /// How long a worker holds a claimed item before the queue gives it to another (default:
+    /// twice the deadline). A worker that stops (a crash, a pause) past it loses the item,
+    /// and its late answer is refused.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
         self
     }
 
@@ -179,7 +190,7 @@ impl QueuedJob {
                 }),
             )
             .concurrency(self.concurrency)
-            .lease((self.deadline * 2).max(Duration::from_secs(600)))
+            .lease(self.lease.unwrap_or(self.deadline * 2))
             .until_drained(self.patience)
             .build()?
             .run(stop)
