@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo run --release --example batch -- [--config providers.toml] [--env NAME] \
 //!     [--input FILE] [--output FILE] [--concurrency N] [--retry-failed] [--summary-json FILE] \
-//!     [--queue sqlite:PATH|postgres://…|default [--patience-s N] [--dead-letters] [--requeue ID]]
+//!     [--queue sqlite:PATH|postgres://…|default] [--patience-s N] [--lease-s N] \
+//!     [--dead-letters] [--requeue ID] [--no-queue]
 //! ```
 //!
 //! With the default environment `demo`, the emulator runs inside this process on a free
@@ -12,20 +13,24 @@
 //! Anthropic-style), low limits, some latency, one scripted 429 and one overload, so pacing,
 //! throttling and failover all show within half a minute. No key, no network.
 //!
-//! Rerunning with the same `--output` skips ids already answered; `--retry-failed` also
-//! resends the failed ones. The output must be a regular file other than the input: the same
-//! file by any name or link, a pipe, a terminal or a device, and a file with several hard
-//! links are refused at once; a symbolic link is followed (its target is written). Ctrl-C stops admitting items and lets those in flight finish;
-//! a second Ctrl-C drops them (they stay "not done" and run next time). Exit status: 0 when
-//! the run got to the end of the input (failed items are in the results), 1 on an error,
-//! 130 when stopped by Ctrl-C.
+//! Every item is a durable job in a queue — by default an SQLite file beside the output
+//! (`<output>.queue.sqlite`; `--queue sqlite:PATH` or `--queue postgres://…` for another) — and
+//! the results file is an export of the queue, in input order. Rerunning with the same
+//! `--output` sends nothing already answered; `--retry-failed` also resends this input's dead
+//! letters, `--dead-letters` lists them (id and reason), `--requeue ID` puts one back. Several
+//! processes given the same `--input` and `--queue` share the work and each id is accepted
+//! once. An item whose providers are all closed past its deadline waits in the queue
+//! (eligible when they reopen) instead of failing, for up to `--patience-s` without progress
+//! (then exit status 75: run again to finish). Lines that a run without the queue
+//! (`--no-queue`: the results file is the only state, one process at a time) wrote are kept
+//! for the items the queue does not know.
 //!
-//! With `--queue`, every item is a durable job: several processes given the same `--input`
-//! and `--queue` share the work and each id is accepted once; an item whose providers are all
-//! closed past its deadline waits in the queue (eligible when they reopen) instead of failing,
-//! for up to `--patience-s` without progress (then exit status 75: run again to finish); the
-//! results file is an export of the queue. `--retry-failed` requeues this input's dead jobs,
-//! `--dead-letters` lists them, `--requeue ID` puts one back.
+//! The output must be a regular file other than the input: the same file by any name or
+//! link, a pipe, a terminal or a device, and a file with several hard links are refused at
+//! once; a symbolic link is followed (its target is written). Ctrl-C stops admitting items
+//! and lets those in flight finish; a second Ctrl-C drops them (they stay queued and run next
+//! time). Exit status: 0 when every item got a result (failed items are in the results), 1
+//! on an error, 75 when out of patience, 130 when stopped by Ctrl-C.
 
 mod common;
 
@@ -73,23 +78,27 @@ struct Args {
     /// failing (the client's own default, for an interactive call, is 2 minutes).
     #[arg(long, default_value_t = DEFAULT_ITEM_DEADLINE_S)]
     item_deadline_s: u64,
-    /// Run the batch on a durable job queue: `sqlite:PATH`, `postgres://…`, or `default`
-    /// (an SQLite file beside the output, `<output>.queue.sqlite`). Several processes given
-    /// the same --input and --queue share the work; the results file is an export of it.
-    #[arg(long)]
-    queue: Option<String>,
-    /// With --queue: how long to wait while nothing settles (a provider down) before ending
+    /// The durable job queue the items run through: `sqlite:PATH`, `postgres://…`, or
+    /// `default` (an SQLite file beside the output, `<output>.queue.sqlite`). Several
+    /// processes given the same --input and --queue share the work; the results file is an
+    /// export of it.
+    #[arg(long, default_value = "default")]
+    queue: String,
+    /// Run without the queue: the results file is the only state (one process at a time).
+    #[arg(long, conflicts_with_all = ["dead_letters", "requeue", "lease_s"])]
+    no_queue: bool,
+    /// How long to wait while nothing settles (a provider down) before ending
     /// the run and leaving the rest queued, in seconds.
     #[arg(long, default_value_t = 1_800)]
     patience_s: u64,
-    /// With --queue: how long a worker holds an item before another may take it, in seconds
+    /// How long a worker holds an item before another may take it, in seconds
     /// [default: twice --item-deadline-s].
     #[arg(long)]
     lease_s: Option<u64>,
-    /// With --queue: list the dead letters (id and reason) and exit.
+    /// List the dead letters (id and reason) and exit.
     #[arg(long)]
     dead_letters: bool,
-    /// With --queue: put the dead (or in review) job with this id back in the queue and exit.
+    /// Put the dead (or in review) job with this id back in the queue and exit.
     #[arg(long)]
     requeue: Option<String>,
 }
@@ -168,8 +177,8 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         );
     }
 
-    if let Some(spec) = &args.queue {
-        let code = run_queued(&args, spec, &client).await?;
+    if !args.no_queue {
+        let code = run_queued(&args, &setup.config, &client).await?;
         drop(setup.emulator);
         return Ok(code);
     }
@@ -235,10 +244,12 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
 /// The batch on a durable queue (--queue), and its dead-letter commands.
 async fn run_queued(
     args: &Args,
-    spec: &str,
+    config: &llm_failover::Config,
     client: &Client,
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let spec = match spec {
+    // Before a queue file is made beside it.
+    QueuedJob::check_files(&args.input, &args.output)?;
+    let spec = match args.queue.as_str() {
         "default" => QueuedJob::default_queue(&args.output),
         other => other.to_owned(),
     };
@@ -262,6 +273,12 @@ async fn run_queued(
     eprintln!("queue: {} ({shown})", queue.backend());
     let stop = Stop::new();
     tokio::spawn(handle_ctrl_c(stop.clone(), ProgressBar::hidden()));
+    let total = if std::fs::metadata(&args.input).is_ok_and(|m| m.is_file()) {
+        count_lines(&args.input).await.unwrap_or(0)
+    } else {
+        0
+    };
+    let ticker = tokio::spawn(show_queue(queue.clone(), total));
     let job = QueuedJob::new(&args.input, &args.output, queue)
         .retry_failed(args.retry_failed)
         .concurrency(args.concurrency)
@@ -271,22 +288,23 @@ async fn run_queued(
         Some(s) => job.lease(Duration::from_secs(s.max(1))),
         None => job,
     };
-    let report = job.run(client, &stop).await?;
+    let report = job.run(client, &stop).await;
+    ticker.abort();
+    let report = report?;
+    let summary = Summary::for_queued(client, &report, Some(config)).await;
+    eprint!("{summary}");
     let w = &report.worker;
     eprintln!(
-        "items {} (new in the queue {}, bad lines {}, requeued {})",
-        report.items, report.enqueued, report.invalid, report.requeued
+        "queue: {} items · {} new · {} requeued · {} carried from the results file",
+        report.items, report.enqueued, report.requeued, report.carried
     );
     eprintln!(
-        "this process: claimed {} · ok {} · dead {} · retried later {} · snoozed {} · stale results refused {} · leases reaped {}",
-        w.claimed, w.completed, w.dead, w.failed, w.snoozed, w.lost, w.reaped
+        "  this process: {} claimed · {} retried later · {} snoozed",
+        w.claimed, w.failed, w.snoozed
     );
-    let t = client.stats().total();
     eprintln!(
-        "requests: 429s {} · failovers {} · waited on limits {:.1} s in all",
-        t.rate_limited,
-        t.failovers,
-        t.admission_wait.as_secs_f64()
+        "  {} stale results refused · {} expired leases reaped",
+        w.lost, w.reaped
     );
     eprintln!(
         "results: {} — ok {} · failed {} · still queued {}",
@@ -295,6 +313,11 @@ async fn run_queued(
         report.failed,
         report.pending
     );
+    if let Some(path) = &args.summary_json {
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, json + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     Ok(match w.ended {
         Ended::Stopped => ExitCode::from(130),
         Ended::OutOfPatience => {
@@ -306,6 +329,31 @@ async fn run_queued(
         }
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// Every 2 s, the queue's state: what is settled, waiting and running, and how long the
+/// oldest eligible job has waited.
+async fn show_queue(queue: Queue, total: u64) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let now = llm_failover::jobs::wall_ms(TokioClock.wall());
+        let Ok(s) = queue.stats(now).await else {
+            continue;
+        };
+        let oldest = s
+            .oldest_eligible_age
+            .map_or_else(|| "-".to_owned(), show_duration);
+        eprintln!(
+            "[{}/{total}] ok {} · failed {} · queued {} · running {} · oldest eligible {oldest}",
+            s.done + s.dead + s.review,
+            s.done,
+            s.dead + s.review,
+            s.ready,
+            s.running
+        );
+    }
 }
 
 fn progress_bar(total: u64) -> ProgressBar {

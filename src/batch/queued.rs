@@ -2,7 +2,7 @@
 //! processes may be given the same input and queue), [`Worker`]s run them, and the results
 //! file is an export of what the queue accepted.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
+use super::files::{results_file, Access};
 use super::input::{InputReader, Parsed};
-use super::outcome::{failure_line, Answer, Outcome};
+use super::key::ItemKey;
+use super::outcome::{failure_line, Answer, LineHead, Outcome};
+use super::runner::RunReport;
 use super::stop::Stop;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jobs::{
@@ -85,6 +88,15 @@ pub struct QueuedReport {
     pub failed: u64,
     /// Items still queued (waiting for a reset, or running elsewhere): not exported yet.
     pub pending: u64,
+    /// Items whose line was kept from the results file because the queue does not know them
+    /// (answered by an earlier run without the queue).
+    pub carried: u64,
+    /// Complete lines of the results file that were not result lines (warned about, dropped).
+    pub unreadable: u64,
+    /// This run as a [`Runner`](super::Runner) run reports it, for a
+    /// [`Summary`](super::Summary): `ok` is what this process answered; the failures are every
+    /// failed line of the export, by kind.
+    pub run: RunReport,
 }
 
 impl QueuedJob {
@@ -100,6 +112,32 @@ impl QueuedJob {
             lease: None,
             patience: Duration::from_secs(30 * 60),
         }
+    }
+
+    /// The results file `output` resolves to (a symbolic link is followed), once it is known
+    /// to be usable with `input`: a regular file (or none yet) with one link, not the input
+    /// by any name. Check it before opening a queue beside it.
+    ///
+    /// # Errors
+    ///
+    /// `Config` saying what is wrong with `output`.
+    pub fn check_files(input: &Path, output: &Path) -> Result<PathBuf> {
+        if super::files::same_file(input, output) {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "the results file {} is the input {}: write the results to another file",
+                    output.display(),
+                    input.display()
+                ),
+            ));
+        }
+        results_file(output, Access::Replace).map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!("cannot use the results file {}: {e}", output.display()),
+            )
+        })
     }
 
     /// The queue a batch writing `output` uses by default: an SQLite file beside it,
@@ -164,48 +202,56 @@ impl QueuedJob {
     /// every accepted result: a rerun exports them), or the queue's database fails; `Config`
     /// when the results file is the input.
     pub async fn run(&self, client: &Client, stop: &Stop) -> Result<QueuedReport> {
-        if super::files::same_file(&self.input, &self.output) {
-            return Err(Error::new(
-                ErrorKind::Config,
-                format!(
-                    "the results file {} is the input {}: write the results to another file",
-                    self.output.display(),
-                    self.input.display()
-                ),
-            ));
-        }
-        let now = wall_ms(client.clock().wall());
-        let (items, enqueued, invalid, ids) = self.enqueue(now).await?;
+        let clock = client.clock().clone();
+        let started = clock.now();
+        let output = QueuedJob::check_files(&self.input, &self.output)?;
+        let previous = previous_lines(&output).await?;
+        let now = wall_ms(clock.wall());
+        let enqueued = self.enqueue(&previous, now).await?;
         let requeued = if self.retry_failed {
-            self.requeue_dead(&ids, now).await?
+            self.requeue_dead(&enqueued.ids, now).await?
         } else {
             0
         };
-        drop(ids);
-        let worker = Worker::builder(self.queue.clone(), client.clone())
-            .handler(
-                CHAT_KIND,
-                Arc::new(BatchChat {
-                    deadline: self.deadline,
-                }),
-            )
+        let worker = self.work(client, stop).await?;
+        let export = self.export(&output, &previous).await?;
+        let run = RunReport {
+            ok: worker.completed,
+            failed_by_kind: export.failed_by_kind,
+            not_done: worker.released,
+            stopped: worker.ended == crate::jobs::Ended::Stopped,
+            input_exhausted: true,
+            elapsed: clock.now().saturating_duration_since(started),
+            usage: Default::default(),
+            models: BTreeMap::new(),
+        };
+        Ok(QueuedReport {
+            items: enqueued.items,
+            enqueued: enqueued.added,
+            invalid: enqueued.invalid,
+            requeued,
+            worker,
+            ok: export.ok,
+            failed: export.failed,
+            pending: export.pending,
+            carried: export.carried,
+            unreadable: previous.unreadable,
+            run,
+        })
+    }
+
+    async fn work(&self, client: &Client, stop: &Stop) -> Result<WorkerReport> {
+        let chat = BatchChat {
+            deadline: self.deadline,
+        };
+        Worker::builder(self.queue.clone(), client.clone())
+            .handler(CHAT_KIND, Arc::new(chat))
             .concurrency(self.concurrency)
             .lease(self.lease.unwrap_or(self.deadline * 2))
             .until_drained(self.patience)
             .build()?
             .run(stop)
-            .await?;
-        let (ok, failed, pending) = self.export().await?;
-        Ok(QueuedReport {
-            items,
-            enqueued,
-            invalid,
-            requeued,
-            worker,
-            ok,
-            failed,
-            pending,
-        })
+            .await
     }
 
     async fn open_input(&self) -> Result<InputReader<tokio::io::BufReader<tokio::fs::File>>> {
@@ -218,35 +264,40 @@ impl QueuedJob {
         )))
     }
 
-    /// Every good line as a job: (items, enqueued, bad lines, the items' ids).
-    async fn enqueue(&self, now: i64) -> Result<(u64, u64, u64, HashSet<String>)> {
+    /// Every good line as a job, but those the results file already answered (or failed,
+    /// unless retrying failures) and the queue does not know: they keep their line.
+    async fn enqueue(&self, previous: &Previous, now: i64) -> Result<Enqueued> {
         let mut reader = self.open_input().await?;
-        let (mut items, mut enqueued, mut invalid) = (0, 0, 0);
-        let mut ids = HashSet::new();
+        let mut counts = Enqueued::default();
         let mut chunk = Vec::with_capacity(ENQUEUE_CHUNK);
         while let Some(parsed) = self.next(&mut reader).await? {
             let item = match parsed {
                 Ok(item) => item,
                 Err(_) => {
-                    invalid += 1;
+                    counts.invalid += 1;
                     continue;
                 }
             };
-            items += 1;
+            counts.items += 1;
+            if let Some((_, ok)) = previous.get(&item.id) {
+                if *ok || !self.retry_failed {
+                    continue;
+                }
+            }
             let payload = serde_json::to_string(&item.request).map_err(|e| {
                 Error::new(ErrorKind::Config, format!("item {:?}: {e}", item.id)).with_source(e)
             })?;
-            ids.insert(item.id.clone());
+            counts.ids.insert(item.id.clone());
             chunk.push(NewJob::new(item.id, CHAT_KIND, payload));
             if chunk.len() == ENQUEUE_CHUNK {
-                enqueued += self
+                counts.added += self
                     .queue
                     .enqueue_all(std::mem::take(&mut chunk), now)
                     .await?;
             }
         }
-        enqueued += self.queue.enqueue_all(chunk, now).await?;
-        Ok((items, enqueued, invalid, ids))
+        counts.added += self.queue.enqueue_all(chunk, now).await?;
+        Ok(counts)
     }
 
     async fn next(
@@ -270,32 +321,43 @@ impl QueuedJob {
     }
 
     /// Writes the results file from the queue, in input order, through a temporary file
-    /// renamed over it: (ok, failed, pending).
-    async fn export(&self) -> Result<(u64, u64, u64)> {
+    /// renamed over it.
+    async fn export(&self, output: &Path, previous: &Previous) -> Result<Export> {
         let mut reader = self.open_input().await?;
-        let temp = temp_path(&self.output);
+        let temp = temp_path(output);
         let file = tokio::fs::File::create(&temp)
             .await
             .map_err(|e| io_error(e, "cannot create", &temp))?;
         let mut out = tokio::io::BufWriter::new(file);
-        let (mut ok, mut failed, mut pending) = (0, 0, 0);
+        let mut export = Export::default();
+        let mut seen = HashSet::new();
         while let Some(parsed) = self.next(&mut reader).await? {
             let line = match parsed {
                 Err(bad) => Some((Outcome::invalid_input(&bad).to_json_line(), false)),
-                Ok(item) => match self.queue.get(&item.id).await? {
-                    Some(job) => export_line(&job),
-                    None => None,
-                },
+                Ok(item) => {
+                    let line = match self.queue.get(&item.id).await? {
+                        Some(job) => export_line(&job),
+                        None => previous.get(&item.id).map(|(line, ok)| {
+                            export.carried += 1;
+                            (line.clone(), *ok)
+                        }),
+                    };
+                    seen.insert(item.id);
+                    line
+                }
             };
-            match &line {
-                Some((_, true)) => ok += 1,
-                Some((_, false)) => failed += 1,
-                None => pending += 1,
+            match line {
+                Some((line, ok)) => {
+                    export.count(&line, ok);
+                    write_line(&mut out, &line, &temp).await?;
+                }
+                None => export.pending += 1,
             }
-            if let Some((line, _)) = line {
-                out.write_all(line.as_bytes())
-                    .await
-                    .map_err(|e| io_error(e, "cannot write", &temp))?;
+        }
+        // Lines of ids this input does not have (an earlier input's) stay, after it.
+        for id in previous.order.iter().filter(|id| !seen.contains(*id)) {
+            if let Some((line, _)) = previous.get(id) {
+                write_line(&mut out, line, &temp).await?;
             }
         }
         out.flush()
@@ -305,11 +367,124 @@ impl QueuedJob {
             .sync_all()
             .await
             .map_err(|e| io_error(e, "cannot sync", &temp))?;
-        tokio::fs::rename(&temp, &self.output)
+        tokio::fs::rename(&temp, output)
             .await
-            .map_err(|e| io_error(e, "cannot replace", &self.output))?;
-        Ok((ok, failed, pending))
+            .map_err(|e| io_error(e, "cannot replace", output))?;
+        Ok(export)
     }
+}
+
+/// What an input's enqueueing counted.
+#[derive(Default)]
+struct Enqueued {
+    items: u64,
+    added: u64,
+    invalid: u64,
+    ids: HashSet<String>,
+}
+
+/// What an export wrote.
+#[derive(Default)]
+struct Export {
+    ok: u64,
+    failed: u64,
+    pending: u64,
+    carried: u64,
+    failed_by_kind: BTreeMap<String, u64>,
+}
+
+impl Export {
+    fn count(&mut self, line: &str, ok: bool) {
+        if ok {
+            self.ok += 1;
+        } else {
+            self.failed += 1;
+            *self.failed_by_kind.entry(failed_kind(line)).or_default() += 1;
+        }
+    }
+}
+
+async fn write_line(
+    out: &mut tokio::io::BufWriter<tokio::fs::File>,
+    line: &str,
+    path: &Path,
+) -> Result<()> {
+    out.write_all(line.as_bytes())
+        .await
+        .map_err(|e| io_error(e, "cannot write", path))
+}
+
+/// What a run without the queue (or an earlier export) left in the results file: each id's
+/// last line (its text with its newline, and whether it is a success), the ids in the order
+/// they first appear, and how many complete lines were not result lines.
+#[derive(Default)]
+struct Previous {
+    lines: HashMap<String, (String, bool)>,
+    order: Vec<String>,
+    unreadable: u64,
+}
+
+impl Previous {
+    fn get(&self, id: &str) -> Option<&(String, bool)> {
+        self.lines.get(id)
+    }
+}
+
+/// Warnings for lines of the results file that are not result lines, at most.
+const UNREADABLE_WARNINGS: u64 = 10;
+
+async fn previous_lines(output: &Path) -> Result<Previous> {
+    let text = match tokio::fs::read(output).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Previous::default()),
+        Err(e) => return Err(io_error(e, "cannot read the results file", output)),
+    };
+    let mut previous = Previous::default();
+    let complete = text.ends_with(b"\n");
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let last = lines.len().saturating_sub(1);
+    for (n, line) in lines.into_iter().enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let id = match LineHead::parse(line) {
+            Some(LineHead {
+                key: ItemKey::Id(id),
+                ok,
+            }) => (id, ok),
+            // A bad input line's result: written again from the input.
+            Some(_) => continue,
+            // A torn last line (a crash mid-write) is dropped; any other is reported.
+            None if n == last && !complete => continue,
+            None => {
+                previous.unreadable += 1;
+                if previous.unreadable <= UNREADABLE_WARNINGS {
+                    tracing::warn!(
+                        path = %output.display(),
+                        line = n + 1,
+                        bytes = line.len(),
+                        "results file: a line that is not a result line is dropped"
+                    );
+                }
+                continue;
+            }
+        };
+        let (id, ok) = id;
+        let mut text = String::from_utf8_lossy(line).into_owned();
+        text.push('\n');
+        if previous.lines.insert(id.clone(), (text, ok)).is_none() {
+            previous.order.push(id);
+        }
+    }
+    Ok(previous)
+}
+
+/// The error kind of a failed results line (`unknown` when it has none).
+fn failed_kind(line: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v["error"]["kind"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// The results line of a job in a state that has one — its answer, or its failure — and

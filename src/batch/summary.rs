@@ -189,6 +189,21 @@ impl Summary {
         s
     }
 
+    /// The summary of a [`QueuedJob`](super::QueuedJob) run: what this process answered,
+    /// every failed line of the export (this run's and earlier ones'), and as skipped the
+    /// items answered before this run.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub async fn for_queued(
+        client: &Client,
+        report: &super::QueuedReport,
+        config: Option<&Config>,
+    ) -> Self {
+        let mut s = Self::for_run(client, &report.run, config).await;
+        s.items.skipped_ok = report.ok.saturating_sub(report.worker.completed);
+        s.unreadable_lines = report.unreadable;
+        s
+    }
+
     /// The summary of a [`Runner`](super::Runner) run through `client`.
     pub async fn for_run(client: &Client, run: &RunReport, config: Option<&Config>) -> Self {
         let stats = client.stats();

@@ -234,7 +234,9 @@ fn a_real_id_like_line_n_and_the_bad_line_n_each_keep_their_result_also_across_a
     let summary = dir.path("summary.json");
     let summary_arg = summary.to_str().unwrap();
 
-    let run = run_batch(&dir, &input, &output, &["--summary-json", summary_arg]);
+    // The resume of a results file alone (a crash leaves it as it was): without the queue.
+    let args = ["--summary-json", summary_arg, "--no-queue"];
+    let run = run_batch(&dir, &input, &output, &args);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let out = results(&output);
     assert_eq!(
@@ -256,7 +258,7 @@ fn a_real_id_like_line_n_and_the_bad_line_n_each_keep_their_result_also_across_a
     // has no result, so the rerun sends it (it used to be skipped as "already failed").
     let report = serde_json::to_string(&out["line 3"]).unwrap();
     std::fs::write(&output, report + "\n").unwrap();
-    let run = run_batch(&dir, &input, &output, &["--summary-json", summary_arg]);
+    let run = run_batch(&dir, &input, &output, &args);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_eq!(s["items"]["ok"], 2, "line:3 and q2 sent: {s}");
