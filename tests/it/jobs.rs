@@ -1,6 +1,10 @@
-//! The durable job queue on SQLite: the state machine from every state, idempotent enqueue,
-//! fencing of stale workers, lanes, tenant fairness, snooze against fail, dead letters, schema
-//! versions, bad input, and several connections claiming from one file at once.
+//! The durable job queue, on both backends through `Queue`: the state machine from every
+//! state, idempotent enqueue, fencing of stale workers, lanes, tenant fairness, batches of
+//! claims and completions, snooze against fail, dead letters, bad input, and several handles
+//! claiming from one store at once. Each test runs once per backend (`jobs::sqlite::…`,
+//! `jobs::postgres::…`: a real PostgreSQL, a database per queue, tests/it/support/postgres.rs);
+//! what only one backend has (files, schema versions, outages) is at the end, and in
+//! `jobs_postgres`.
 //!
 //! Time is plain wall-clock milliseconds chosen by each test; nothing sleeps.
 
@@ -9,11 +13,86 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llm_failover::jobs::{
-    FailPolicy, Failed, JobState, Lane, NewJob, Outcome, QueueStats, Reaped, SqliteQueue,
+    FailPolicy, Failed, JobState, Lane, NewJob, Outcome, Queue, QueueStats, Reaped, SqliteQueue,
 };
 use llm_failover::ErrorKind;
 
 use crate::support::examples::TempDir;
+use crate::support::postgres::PgServer;
+
+/// The store a test runs on.
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// A new, empty queue.
+    async fn queue(self) -> Queue {
+        match self {
+            Backend::Sqlite => Queue::sqlite_in_memory().unwrap(),
+            Backend::Postgres => Queue::open(&PgServer::shared().fresh_url()).await.unwrap(),
+        }
+    }
+
+    /// The spec of a new, empty store that several handles can open (`Queue::open`), and the
+    /// directory that holds it if it is a file.
+    fn store(self, name: &str) -> (String, Option<TempDir>) {
+        match self {
+            Backend::Sqlite => {
+                let dir = TempDir::new("jobs", name);
+                let spec = format!("sqlite:{}", dir.path("queue.sqlite").display());
+                (spec, Some(dir))
+            }
+            Backend::Postgres => (PgServer::shared().fresh_url(), None),
+        }
+    }
+}
+
+/// Runs each named `async fn(Backend)` as a test per backend, `sqlite::NAME` and
+/// `postgres::NAME`; `NAME(args)` passes `args` to `#[tokio::test]`.
+macro_rules! on_both_backends {
+    ($($name:ident $(($($args:tt)*))?),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test $(($($args)*))?]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test $(($($args)*))?]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    every_operation_from_every_state_follows_the_state_machine,
+    enqueue_is_idempotent_on_the_callers_id,
+    a_stale_workers_result_is_refused_after_its_lease_is_reaped,
+    a_heartbeat_keeps_the_reaper_away,
+    interactive_jobs_are_claimed_before_bulk_ones,
+    a_tenant_with_1000_jobs_does_not_starve_one_with_2,
+    one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_idle_tenants,
+    claim_many_claims_as_claim_would_in_turn,
+    complete_all_applies_current_claims_and_refuses_the_rest,
+    snooze_counts_no_failure_and_fail_backs_off_to_its_cap,
+    a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_it,
+    a_lease_that_keeps_expiring_ends_in_the_dead_letters,
+    stats_count_states_and_the_oldest_eligible_wait,
+    a_payload_or_result_that_is_not_json_is_refused,
+    handles_claiming_concurrently_from_one_store_never_share_a_claim(
+        flavor = "multi_thread",
+        worker_threads = 4
+    ),
+);
 
 const LEASE: Duration = Duration::from_secs(10);
 
@@ -21,13 +100,13 @@ fn job(id: &str) -> NewJob {
     NewJob::new(id, "chat", r#"{"prompt":"hi"}"#)
 }
 
-async fn state_of(queue: &SqliteQueue, id: &str) -> JobState {
+async fn state_of(queue: &Queue, id: &str) -> JobState {
     queue.get(id).await.unwrap().unwrap().state
 }
 
 /// A queue holding job `j` in `state`, with its attempt (1 once claimed, 0 before).
-async fn queue_with_job_in(state: JobState) -> (SqliteQueue, u32) {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn queue_with_job_in(backend: Backend, state: JobState) -> (Queue, u32) {
+    let queue = backend.queue().await;
     assert!(queue.enqueue(job("j"), 0).await.unwrap());
     if state == JobState::Ready {
         return (queue, 0);
@@ -47,7 +126,7 @@ async fn queue_with_job_in(state: JobState) -> (SqliteQueue, u32) {
 }
 
 /// Runs `op` on job `j` (at attempt `a`) and says what it answered.
-async fn apply(queue: &SqliteQueue, op: &str, a: u32) -> String {
+async fn apply(queue: &Queue, op: &str, a: u32) -> String {
     let policy = FailPolicy::default();
     let lost = |o: Outcome| if o.is_lost() { "lost" } else { "applied" }.to_owned();
     match op {
@@ -74,8 +153,7 @@ async fn apply(queue: &SqliteQueue, op: &str, a: u32) -> String {
     }
 }
 
-#[tokio::test]
-async fn every_operation_from_every_state_follows_the_state_machine() {
+async fn every_operation_from_every_state_follows_the_state_machine(backend: Backend) {
     use JobState::{Dead, Done, Ready, Review, Running};
     const FROM: [JobState; 5] = [Ready, Running, Done, Dead, Review];
     // Per operation, per starting state (in FROM's order): the answer and the state after.
@@ -93,7 +171,7 @@ async fn every_operation_from_every_state_follows_the_state_machine() {
     ];
     for (op, expected) in table {
         for (from, (answer, after)) in FROM.iter().zip(expected) {
-            let (queue, a) = queue_with_job_in(*from).await;
+            let (queue, a) = queue_with_job_in(backend, *from).await;
             let got = apply(&queue, op, a).await;
             let now = state_of(&queue, "j").await;
             assert_eq!(
@@ -103,7 +181,7 @@ async fn every_operation_from_every_state_follows_the_state_machine() {
             );
             // The same call under another attempt never applies.
             if *from == Running && !matches!(*op, "claim" | "reap" | "requeue") {
-                let (queue, a) = queue_with_job_in(Running).await;
+                let (queue, a) = queue_with_job_in(backend, Running).await;
                 for stale in [a - 1, a + 1] {
                     let got = apply(&queue, op, stale).await;
                     assert_eq!(got, "lost", "{op} with attempt {stale} (current {a})");
@@ -114,9 +192,8 @@ async fn every_operation_from_every_state_follows_the_state_machine() {
     }
 }
 
-#[tokio::test]
-async fn enqueue_is_idempotent_on_the_callers_id() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn enqueue_is_idempotent_on_the_callers_id(backend: Backend) {
+    let queue = backend.queue().await;
     assert!(queue.enqueue(job("a"), 10).await.unwrap());
     let again = NewJob::new("a", "transcribe", r#"{"other":true}"#).with_tenant("t2");
     assert!(!queue.enqueue(again, 20).await.unwrap());
@@ -146,9 +223,8 @@ async fn enqueue_is_idempotent_on_the_callers_id() {
     assert_eq!((stats.ready, stats.done), (2, 1));
 }
 
-#[tokio::test]
-async fn a_stale_workers_result_is_refused_after_its_lease_is_reaped() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn a_stale_workers_result_is_refused_after_its_lease_is_reaped(backend: Backend) {
+    let queue = backend.queue().await;
     let policy = FailPolicy::default();
     queue.enqueue(job("a"), 0).await.unwrap();
     let first = queue.claim("slow", LEASE, 0).await.unwrap().unwrap();
@@ -199,9 +275,8 @@ async fn a_stale_workers_result_is_refused_after_its_lease_is_reaped() {
     assert_eq!(done.result.as_deref(), Some(r#""fast""#));
 }
 
-#[tokio::test]
-async fn a_heartbeat_keeps_the_reaper_away() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn a_heartbeat_keeps_the_reaper_away(backend: Backend) {
+    let queue = backend.queue().await;
     let policy = FailPolicy::default();
     queue.enqueue(job("a"), 0).await.unwrap();
     let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
@@ -218,9 +293,8 @@ async fn a_heartbeat_keeps_the_reaper_away() {
     assert_eq!(queue.reap(34_000, &policy).await.unwrap().requeued, 1);
 }
 
-#[tokio::test]
-async fn interactive_jobs_are_claimed_before_bulk_ones() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn interactive_jobs_are_claimed_before_bulk_ones(backend: Backend) {
+    let queue = backend.queue().await;
     for i in 0..3 {
         queue.enqueue(job(&format!("bulk-{i}")), 0).await.unwrap();
     }
@@ -249,9 +323,8 @@ async fn interactive_jobs_are_claimed_before_bulk_ones() {
     );
 }
 
-#[tokio::test]
-async fn a_tenant_with_1000_jobs_does_not_starve_one_with_2() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn a_tenant_with_1000_jobs_does_not_starve_one_with_2(backend: Backend) {
+    let queue = backend.queue().await;
     let big: Vec<NewJob> = (0..1000)
         .map(|i| job(&format!("big-{i}")).with_tenant("big"))
         .collect();
@@ -284,9 +357,10 @@ async fn a_tenant_with_1000_jobs_does_not_starve_one_with_2() {
     assert_eq!(next.id, "big-4");
 }
 
-#[tokio::test]
-async fn one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_idle_tenants() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_idle_tenants(
+    backend: Backend,
+) {
+    let queue = backend.queue().await;
     // Idle tenants sort on both sides of the two with work; theirs is all snoozed far ahead.
     let idle: Vec<NewJob> = (0..200)
         .map(|i| {
@@ -315,9 +389,120 @@ async fn one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_id
     assert_eq!(next.id, "small-0");
 }
 
-#[tokio::test]
-async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn claim_many_claims_as_claim_would_in_turn(backend: Backend) {
+    use JobState::Running;
+    let jobs = vec![
+        job("i-b1").with_lane(Lane::Interactive).with_tenant("b"),
+        job("i-a1").with_lane(Lane::Interactive).with_tenant("a"),
+        job("a1").with_tenant("a"),
+        job("a2").with_tenant("a"),
+        job("a3").with_tenant("a"),
+        job("b1").with_tenant("b"),
+        job("c1").with_tenant("c"),
+        job("c2").with_tenant("c"),
+        job("b-later").with_tenant("b").with_eligible_at(60_000),
+    ];
+    let (one_by_one, batched) = (backend.queue().await, backend.queue().await);
+    one_by_one.enqueue_all(jobs.clone(), 0).await.unwrap();
+    batched.enqueue_all(jobs, 0).await.unwrap();
+    assert!(batched
+        .claim_many("w", 0, LEASE, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let mut singles = Vec::new();
+    while let Some(claimed) = one_by_one.claim("w", LEASE, 1_000).await.unwrap() {
+        singles.push(claimed.id);
+    }
+    // Two batches: the second goes on from the lane's cursor where the first left it.
+    let first = batched.claim_many("w", 3, LEASE, 1_000).await.unwrap();
+    let rest = batched.claim_many("w", 100, LEASE, 1_000).await.unwrap();
+    assert_eq!(first.len(), 3);
+    let ids: Vec<&str> = first.iter().chain(&rest).map(|j| j.id.as_str()).collect();
+    // Interactive first, then bulk; tenants in turn (a, b, c, a, c, a), oldest first.
+    let expected = ["i-a1", "i-b1", "a1", "b1", "c1", "a2", "c2", "a3"];
+    assert_eq!(ids, expected);
+    assert_eq!(singles, expected);
+    for claimed in first.iter().chain(&rest) {
+        assert_eq!(
+            (
+                claimed.state,
+                claimed.attempt,
+                claimed.lease_until_ms,
+                claimed.worker.as_deref()
+            ),
+            (Running, 1, Some(11_000), Some("w")),
+            "{}",
+            claimed.id
+        );
+    }
+    assert!(batched
+        .claim_many("w", 10, LEASE, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+    let later = batched.claim_many("w", 10, LEASE, 60_000).await.unwrap();
+    let later: Vec<&str> = later.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(later, ["b-later"]);
+}
+
+async fn complete_all_applies_current_claims_and_refuses_the_rest(backend: Backend) {
+    let queue = backend.queue().await;
+    queue
+        .enqueue_all(["a", "b", "c", "d"].map(job).to_vec(), 0)
+        .await
+        .unwrap();
+    assert_eq!(queue.claim_many("w", 4, LEASE, 0).await.unwrap().len(), 4);
+    // b's first claim goes stale (snoozed and claimed again); c is done already.
+    assert_eq!(queue.snooze("b", 1, 0).await.unwrap(), Outcome::Applied);
+    assert_eq!(
+        queue.claim("w", LEASE, 0).await.unwrap().unwrap().attempt,
+        2
+    );
+    assert_eq!(
+        queue.complete("c", 1, r#""c""#).await.unwrap(),
+        Outcome::Applied
+    );
+
+    let results = [
+        ("a", 1, r#""a""#),      // current
+        ("b", 1, r#""stale""#),  // b's first claim
+        ("c", 1, r#""again""#),  // done
+        ("b", 2, r#""b""#),      // current
+        ("a", 1, r#""twice""#),  // a's claim a second time in the batch
+        ("nobody", 1, r#""x""#), // no such job
+    ];
+    let results = results
+        .iter()
+        .map(|(id, a, r)| (id.to_string(), *a, r.to_string()))
+        .collect();
+    use Outcome::{Applied, Lost};
+    assert_eq!(
+        queue.complete_all(results).await.unwrap(),
+        [Applied, Lost, Lost, Applied, Lost, Lost]
+    );
+    for (id, result) in [("a", r#""a""#), ("b", r#""b""#), ("c", r#""c""#)] {
+        let stored = queue.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.state, stored.result.as_deref()),
+            (JobState::Done, Some(result))
+        );
+    }
+
+    // One result that is not JSON refuses the batch before anything is written.
+    let bad = vec![
+        ("d".to_owned(), 1, r#""d""#.to_owned()),
+        ("d".to_owned(), 1, "{oops".to_owned()),
+    ];
+    let err = queue.complete_all(bad).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert_eq!(state_of(&queue, "d").await, JobState::Running);
+    assert!(queue.complete_all(Vec::new()).await.unwrap().is_empty());
+}
+
+async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap(backend: Backend) {
+    let queue = backend.queue().await;
     let policy = FailPolicy::default()
         .with_max_failures(10)
         .with_backoff(Duration::from_secs(1), Duration::from_secs(5));
@@ -369,9 +554,10 @@ async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap() {
     }
 }
 
-#[tokio::test]
-async fn a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_it() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_it(
+    backend: Backend,
+) {
+    let queue = backend.queue().await;
     let policy = FailPolicy::default()
         .with_max_failures(3)
         .with_backoff(Duration::ZERO, Duration::ZERO);
@@ -441,9 +627,8 @@ async fn a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_
     );
 }
 
-#[tokio::test]
-async fn a_lease_that_keeps_expiring_ends_in_the_dead_letters() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn a_lease_that_keeps_expiring_ends_in_the_dead_letters(backend: Backend) {
+    let queue = backend.queue().await;
     let policy = FailPolicy::default().with_max_failures(2);
     queue.enqueue(job("a"), 0).await.unwrap();
     queue.claim("w1", LEASE, 0).await.unwrap().unwrap();
@@ -459,9 +644,8 @@ async fn a_lease_that_keeps_expiring_ends_in_the_dead_letters() {
     );
 }
 
-#[tokio::test]
-async fn stats_count_states_and_the_oldest_eligible_wait() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
+async fn stats_count_states_and_the_oldest_eligible_wait(backend: Backend) {
+    let queue = backend.queue().await;
     assert_eq!(queue.stats(0).await.unwrap(), QueueStats::default());
     queue
         .enqueue(job("a").with_eligible_at(1_000), 0)
@@ -485,6 +669,105 @@ async fn stats_count_states_and_the_oldest_eligible_wait() {
     assert_eq!(stats.oldest_eligible_age, Some(Duration::from_secs(2)));
     assert_eq!(queue.stats(500).await.unwrap().oldest_eligible_age, None);
 }
+
+async fn a_payload_or_result_that_is_not_json_is_refused(backend: Backend) {
+    let queue = backend.queue().await;
+    let err = queue
+        .enqueue(NewJob::new("a", "chat", "prompt: hi"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(
+        err.to_string().contains("payload of job \"a\" is not JSON"),
+        "{err}"
+    );
+    let err = queue
+        .enqueue(NewJob::new("", "chat", "{}"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    // One bad job in a batch adds none.
+    let batch = vec![job("b"), NewJob::new("c", "chat", "{")];
+    assert!(queue.enqueue_all(batch, 0).await.is_err());
+    assert_eq!(queue.stats(0).await.unwrap().ready, 0);
+
+    queue.enqueue(job("d"), 0).await.unwrap();
+    let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
+    let err = queue
+        .complete("d", claimed.attempt, "{oops")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert_eq!(state_of(&queue, "d").await, JobState::Running);
+}
+
+async fn handles_claiming_concurrently_from_one_store_never_share_a_claim(backend: Backend) {
+    const JOBS: usize = 300;
+    const CONNECTIONS: usize = 4;
+    const TASKS_PER_CONNECTION: usize = 3;
+    let (spec, _dir) = backend.store("concurrent-claims");
+    let mut queues = Vec::new();
+    for _ in 0..CONNECTIONS {
+        queues.push(Queue::open(&spec).await.unwrap());
+    }
+    let jobs: Vec<NewJob> = (0..JOBS)
+        .map(|i| job(&format!("job-{i}")).with_tenant(format!("t{}", i % 7)))
+        .collect();
+    assert_eq!(queues[0].enqueue_all(jobs, 0).await.unwrap(), JOBS as u64);
+
+    let claims: Arc<Mutex<HashMap<(String, u32), u32>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for (c, queue) in queues.iter().enumerate() {
+        for t in 0..TASKS_PER_CONNECTION {
+            let (queue, claims) = (queue.clone(), claims.clone());
+            let worker = format!("c{c}-t{t}");
+            tasks.push(tokio::spawn(async move {
+                let mut applied = 0;
+                while let Some(claimed) = queue.claim(&worker, LEASE, 1_000).await.unwrap() {
+                    *claims
+                        .lock()
+                        .unwrap()
+                        .entry((claimed.id.clone(), claimed.attempt))
+                        .or_insert(0) += 1;
+                    // Every third job is snoozed once (to now), so it is claimed twice.
+                    let n: usize = claimed.id["job-".len()..].parse().unwrap();
+                    let outcome = if n.is_multiple_of(3) && claimed.attempt == 1 {
+                        queue
+                            .snooze(&claimed.id, claimed.attempt, 1_000)
+                            .await
+                            .unwrap()
+                    } else {
+                        applied += 1;
+                        let result = format!(r#"{{"by":"{worker}"}}"#);
+                        queue
+                            .complete(&claimed.id, claimed.attempt, &result)
+                            .await
+                            .unwrap()
+                    };
+                    assert_eq!(outcome, Outcome::Applied, "{worker} on {}", claimed.id);
+                }
+                applied
+            }));
+        }
+    }
+    let mut completed = 0;
+    for task in tasks {
+        completed += task.await.unwrap();
+    }
+
+    let claims = std::mem::take(&mut *claims.lock().unwrap());
+    let twice: Vec<_> = claims.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "claimed more than once: {twice:?}");
+    assert_eq!(claims.len(), JOBS + JOBS.div_ceil(3));
+    assert_eq!(completed, JOBS);
+    let stats = queues[1].stats(1_000).await.unwrap();
+    assert_eq!(
+        (stats.done, stats.ready, stats.running),
+        (JOBS as u64, 0, 0)
+    );
+}
+
+// SQLite only: the file, its schema version, a file that is not a database.
 
 #[tokio::test]
 async fn a_file_keeps_its_jobs_across_opens() {
@@ -542,104 +825,4 @@ async fn a_file_that_is_not_a_database_is_an_io_error() {
     let err = SqliteQueue::open(&missing_dir).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io);
     assert!(err.to_string().contains("no/such/dir"), "{err}");
-}
-
-#[tokio::test]
-async fn a_payload_or_result_that_is_not_json_is_refused() {
-    let queue = SqliteQueue::open_in_memory().unwrap();
-    let err = queue
-        .enqueue(NewJob::new("a", "chat", "prompt: hi"), 0)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Config);
-    assert!(
-        err.to_string().contains("payload of job \"a\" is not JSON"),
-        "{err}"
-    );
-    let err = queue
-        .enqueue(NewJob::new("", "chat", "{}"), 0)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Config);
-    // One bad job in a batch adds none.
-    let batch = vec![job("b"), NewJob::new("c", "chat", "{")];
-    assert!(queue.enqueue_all(batch, 0).await.is_err());
-    assert_eq!(queue.stats(0).await.unwrap().ready, 0);
-
-    queue.enqueue(job("d"), 0).await.unwrap();
-    let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
-    let err = queue
-        .complete("d", claimed.attempt, "{oops")
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Config);
-    assert_eq!(state_of(&queue, "d").await, JobState::Running);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn connections_claiming_concurrently_from_one_file_never_share_a_claim() {
-    const JOBS: usize = 300;
-    const CONNECTIONS: usize = 4;
-    const TASKS_PER_CONNECTION: usize = 3;
-    let dir = TempDir::new("jobs", "concurrent-claims");
-    let path = dir.path("queue.sqlite");
-    let mut queues = Vec::new();
-    for _ in 0..CONNECTIONS {
-        queues.push(SqliteQueue::open(&path).await.unwrap());
-    }
-    let jobs: Vec<NewJob> = (0..JOBS)
-        .map(|i| job(&format!("job-{i}")).with_tenant(format!("t{}", i % 7)))
-        .collect();
-    assert_eq!(queues[0].enqueue_all(jobs, 0).await.unwrap(), JOBS as u64);
-
-    let claims: Arc<Mutex<HashMap<(String, u32), u32>>> = Arc::default();
-    let mut tasks = Vec::new();
-    for (c, queue) in queues.iter().enumerate() {
-        for t in 0..TASKS_PER_CONNECTION {
-            let (queue, claims) = (queue.clone(), claims.clone());
-            let worker = format!("c{c}-t{t}");
-            tasks.push(tokio::spawn(async move {
-                let mut applied = 0;
-                while let Some(claimed) = queue.claim(&worker, LEASE, 1_000).await.unwrap() {
-                    *claims
-                        .lock()
-                        .unwrap()
-                        .entry((claimed.id.clone(), claimed.attempt))
-                        .or_insert(0) += 1;
-                    // Every third job is snoozed once (to now), so it is claimed twice.
-                    let n: usize = claimed.id["job-".len()..].parse().unwrap();
-                    let outcome = if n.is_multiple_of(3) && claimed.attempt == 1 {
-                        queue
-                            .snooze(&claimed.id, claimed.attempt, 1_000)
-                            .await
-                            .unwrap()
-                    } else {
-                        applied += 1;
-                        let result = format!(r#"{{"by":"{worker}"}}"#);
-                        queue
-                            .complete(&claimed.id, claimed.attempt, &result)
-                            .await
-                            .unwrap()
-                    };
-                    assert_eq!(outcome, Outcome::Applied, "{worker} on {}", claimed.id);
-                }
-                applied
-            }));
-        }
-    }
-    let mut completed = 0;
-    for task in tasks {
-        completed += task.await.unwrap();
-    }
-
-    let claims = std::mem::take(&mut *claims.lock().unwrap());
-    let twice: Vec<_> = claims.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "claimed more than once: {twice:?}");
-    assert_eq!(claims.len(), JOBS + JOBS.div_ceil(3));
-    assert_eq!(completed, JOBS);
-    let stats = queues[1].stats(1_000).await.unwrap();
-    assert_eq!(
-        (stats.done, stats.ready, stats.running),
-        (JOBS as u64, 0, 0)
-    );
 }

@@ -25,6 +25,7 @@ mod extra_body;
 mod failover;
 mod http_client;
 mod jobs;
+mod jobs_postgres;
 mod layers;
 mod limiter_props;
 mod proptests;

@@ -1,10 +1,12 @@
 //! Shared helpers for the integration tests: clients over loopback scripted servers with an
 //! injected manual clock and a fixed jitter source; [`adapter`] for the adapters' tests;
-//! [`redis`] for a real `redis-server` on loopback.
+//! [`redis`] for a real `redis-server` on loopback; [`postgres`] for a real PostgreSQL on
+//! loopback.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod adapter;
 pub mod examples;
+pub mod postgres;
 pub mod redis;
 
 use std::sync::Arc;

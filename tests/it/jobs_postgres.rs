@@ -1,0 +1,275 @@
+//! What only the PostgreSQL queue has (the state machine itself runs on both backends in
+//! `jobs`): its schema versions and concurrent migrations, claims that skip what another
+//! transaction holds without waiting, concurrent reapers, a server killed and restarted under
+//! a queue, connection strings it refuses, and text PostgreSQL cannot store. Every test runs
+//! against a real server (tests/it/support/postgres.rs), a database of its own.
+
+use std::time::Duration;
+
+use llm_failover::jobs::{FailPolicy, NewJob, PostgresQueue, Queue};
+use llm_failover::ErrorKind;
+
+use crate::support::postgres::PgServer;
+
+const LEASE: Duration = Duration::from_secs(10);
+
+/// In URLs that carry a password: it must appear in no message and no `Debug`.
+const SECRET: &str = "pw-SENTINEL-4711";
+
+fn job(id: &str) -> NewJob {
+    NewJob::new(id, "chat", r#"{"prompt":"hi"}"#)
+}
+
+/// A plain client of the test's own, beside the queue.
+async fn raw(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// `(url, host:port/db)` of a new database on the shared server.
+fn fresh() -> (String, String) {
+    let server = PgServer::shared();
+    let db = server.create_database();
+    (server.url(&db), format!("127.0.0.1:{}/{db}", server.port()))
+}
+
+#[tokio::test]
+async fn a_database_with_a_newer_schema_is_refused() {
+    let (url, name) = fresh();
+    drop(PostgresQueue::connect(&url).await.unwrap());
+    let client = raw(&url).await;
+    let version: i64 = client
+        .query_one("SELECT version FROM llm_failover_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(version >= 1);
+    client
+        .execute("UPDATE llm_failover_schema SET version = version + 1", &[])
+        .await
+        .unwrap();
+    let err = PostgresQueue::connect(&url).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("schema version {}", version + 1))
+            && message.contains("newer than this build")
+            && message.contains(&name),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_connecting_to_a_new_database_at_once_migrate_it_once() {
+    let (url, _) = fresh();
+    let connecting: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { PostgresQueue::connect(&url).await })
+        })
+        .collect();
+    let mut queues = Vec::new();
+    for task in connecting {
+        queues.push(task.await.unwrap().unwrap());
+    }
+    let row = raw(&url)
+        .await
+        .query_one(
+            "SELECT count(*), min(version), max(version) FROM llm_failover_schema",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, low, high): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(rows, 1);
+    assert_eq!(low, high);
+    // Every queue works on the one schema.
+    for (i, queue) in queues.iter().enumerate() {
+        assert!(queue.enqueue(job(&format!("j{i}")), 0).await.unwrap());
+    }
+    assert_eq!(queues[0].stats(0).await.unwrap().ready, 6);
+}
+
+#[tokio::test]
+async fn a_claim_skips_what_another_transaction_holds_without_waiting() {
+    let (url, _) = fresh();
+    let queue = PostgresQueue::connect(&url).await.unwrap();
+    for (id, tenant, at) in [("a", "t1", 0), ("b", "t1", 1), ("c", "t2", 0)] {
+        let new = job(id).with_tenant(tenant).with_eligible_at(at);
+        queue.enqueue(new, 0).await.unwrap();
+    }
+    // Another transaction holds job a and the bulk lane's tenant cursor.
+    let mut other = raw(&url).await;
+    let tx = other.transaction().await.unwrap();
+    tx.batch_execute(
+        "SELECT 1 FROM jobs WHERE id = 'a' FOR UPDATE;
+         SELECT 1 FROM tenant_cursor WHERE lane = 'bulk' FOR UPDATE;",
+    )
+    .await
+    .unwrap();
+    let claim = || async {
+        tokio::time::timeout(Duration::from_secs(10), queue.claim("w", LEASE, 100))
+            .await
+            .expect("a claim waited for another transaction's locks")
+            .unwrap()
+            .map(|j| j.id)
+    };
+    // t1's oldest job is held: its next one. The cursor is held: it does not move, so t1
+    // comes first again, where only a (held) is left: t2's job.
+    assert_eq!(claim().await.as_deref(), Some("b"));
+    assert_eq!(claim().await.as_deref(), Some("c"));
+    assert_eq!(claim().await, None);
+    tx.rollback().await.unwrap();
+    assert_eq!(claim().await.as_deref(), Some("a"));
+    let cursor: String = other
+        .query_one("SELECT tenant FROM tenant_cursor WHERE lane = 'bulk'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(cursor, "t1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_reapers_at_once_count_each_expired_lease_once() {
+    const JOBS: usize = 40;
+    let (url, _) = fresh();
+    let (one, two) = (
+        PostgresQueue::connect(&url).await.unwrap(),
+        PostgresQueue::connect(&url).await.unwrap(),
+    );
+    let jobs = (0..JOBS).map(|i| job(&format!("j{i}"))).collect();
+    one.enqueue_all(jobs, 0).await.unwrap();
+    assert_eq!(
+        one.claim_many("w", JOBS, LEASE, 0).await.unwrap().len(),
+        JOBS
+    );
+    let policy = FailPolicy::default();
+    let reapers = [one.clone(), two.clone()]
+        .map(|q| tokio::spawn(async move { q.reap(20_000, &policy).await.unwrap() }));
+    let mut requeued = 0;
+    for reaper in reapers {
+        let reaped = reaper.await.unwrap();
+        assert_eq!(reaped.dead, 0);
+        requeued += reaped.requeued;
+    }
+    assert_eq!(requeued, JOBS as u64);
+    for i in 0..JOBS {
+        let stored = two.get(&format!("j{i}")).await.unwrap().unwrap();
+        assert_eq!(stored.failures, 1, "j{i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_outlives_a_restart_of_its_server() {
+    const CONNECTIONS: usize = 3;
+    let mut server = PgServer::start();
+    let db = server.create_database();
+    let name = format!("127.0.0.1:{}/{db}", server.port());
+    // Trust authentication: the password is accepted unread, so it can be checked for.
+    let url = format!("postgres://postgres:{SECRET}@{name}");
+    let queue = PostgresQueue::connect_with(&url, CONNECTIONS)
+        .await
+        .unwrap();
+    let debug = format!("{queue:?}");
+    assert!(debug.contains(&name) && !debug.contains(SECRET), "{debug}");
+    assert!(queue.enqueue(job("before"), 0).await.unwrap());
+    for _ in 0..CONNECTIONS {
+        queue.stats(0).await.unwrap(); // every connection open
+    }
+
+    server.kill();
+    // Every call in the outage (one per connection) is an Io error naming the database and
+    // what it was doing.
+    for i in 0..CONNECTIONS {
+        let err = queue
+            .enqueue(job(&format!("lost-{i}")), 0)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Io);
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("jobs database {name}")) && message.contains("enqueueing"),
+            "{message}"
+        );
+        assert!(!message.contains(SECRET), "{message}");
+    }
+
+    server.restart();
+    // The same queue, from the first call on, on every connection.
+    for i in 0..2 * CONNECTIONS {
+        assert!(queue.enqueue(job(&format!("after-{i}")), 0).await.unwrap());
+    }
+    let stats = queue.stats(0).await.unwrap();
+    assert_eq!(stats.ready, 1 + 2 * CONNECTIONS as u64, "{stats:?}");
+    assert!(queue.get("before").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_there_is_an_io_error_naming_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{port}/nowhere");
+    let err = PostgresQueue::connect(&url).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io);
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "jobs database 127.0.0.1:{port}/nowhere: connecting"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains(SECRET), "{message}");
+}
+
+#[tokio::test]
+async fn a_connection_string_that_demands_tls_is_refused() {
+    let port = PgServer::shared().port();
+    for mode in ["require", "verify-ca", "verify-full"] {
+        let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{port}/postgres?sslmode={mode}");
+        let err = PostgresQueue::connect(&url).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{mode}");
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("sslmode={mode}")) && message.contains("plain TCP"),
+            "{message}"
+        );
+        assert!(!message.contains(SECRET), "{message}");
+        let err = Queue::open(&url).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{mode}");
+    }
+    let keywords = format!("host=127.0.0.1 port={port} user=postgres sslmode=require");
+    let err = PostgresQueue::connect(&keywords).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    // Without a demand for TLS, the same server is used over plain TCP.
+    let (url, _) = fresh();
+    let queue = Queue::open(&format!("{url}?sslmode=prefer")).await.unwrap();
+    assert_eq!(queue.backend(), "postgres");
+}
+
+#[tokio::test]
+async fn text_postgresql_cannot_store_is_refused_before_it_is_sent() {
+    let (url, _) = fresh();
+    let queue = PostgresQueue::connect(&url).await.unwrap();
+    for bad in [job("a\0b"), job("a").with_tenant("t\0")] {
+        let err = queue.enqueue(bad, 0).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.to_string().contains("NUL"), "{err}");
+    }
+    queue.enqueue(job("a"), 0).await.unwrap();
+    let err = queue.claim("w\0", LEASE, 0).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let claimed = queue.claim("w", LEASE, 0).await.unwrap().unwrap();
+    let err = queue
+        .fail("a", claimed.attempt, "5\x0003", 0, &FailPolicy::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert_eq!(queue.stats(0).await.unwrap().running, 1);
+}
