@@ -1,12 +1,18 @@
-//! Durable jobs: a queue in an SQLite file that survives crashes, accepts at most one result
-//! per job, and lets a 429 move a job's eligible time instead of putting a worker to sleep.
+//! Durable jobs: a [`Queue`] on SQLite (one host, nothing to install) or PostgreSQL (workers
+//! on many hosts) that survives crashes, accepts at most one result per job, and lets a 429
+//! move a job's eligible time instead of putting a worker to sleep; and [`Worker`]s that run
+//! its jobs through a [`Client`](crate::Client), settling each by what it answered.
+//!
+//! Most programs enqueue and run a [`Worker`] (its documentation has an example), or, for a
+//! JSON-lines prompt batch, [`QueuedJob`](crate::batch::QueuedJob). The queue's own
+//! operations, which a worker uses:
 //!
 //! ```
 //! use std::time::Duration;
-//! use llm_failover::jobs::{FailPolicy, NewJob, Outcome, SqliteQueue};
+//! use llm_failover::jobs::{FailPolicy, NewJob, Outcome, Queue};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-//! let queue = SqliteQueue::open_in_memory()?; // SqliteQueue::open(path) for a file
+//! let queue = Queue::sqlite_in_memory()?; // Queue::open("sqlite:PATH" or "postgres://…")
 //! queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#).with_tenant("acme"), 0).await?;
 //!
 //! let lease = Duration::from_secs(120);

@@ -114,7 +114,6 @@ impl FailPolicy {
 
     /// One more failure, `error`, of a job that had `failures`: the new count, and the dead
     /// letter's reason when that count is the last allowed (`None`: it is tried again).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn count_failure(&self, failures: u32, error: &str) -> (u32, Option<String>) {
         let failures = failures.saturating_add(1);
         let dead = (failures >= self.max_failures)
@@ -124,7 +123,6 @@ impl FailPolicy {
 }
 
 /// The failure an expired lease counts, naming the worker that held it.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn lease_expired(worker: Option<&str>) -> String {
     format!("lease expired (worker {})", worker.unwrap_or("unknown"))
 }

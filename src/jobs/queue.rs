@@ -1,5 +1,6 @@
 //! [`Queue`]: the one queue type, on whichever backend a job store names.
 
+#[cfg(feature = "sqlite")]
 use std::path::Path;
 use std::time::Duration;
 

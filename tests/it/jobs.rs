@@ -117,7 +117,7 @@ async fn queue_with_job_in(backend: Backend, state: JobState) -> (Queue, u32) {
         JobState::Running => Outcome::Applied,
         JobState::Done => queue.complete("j", a, "1").await.unwrap(),
         JobState::Dead => queue.dead_now("j", a, "400").await.unwrap(),
-        JobState::Review => queue.review("j", a, "bad", "no").await.unwrap(),
+        JobState::Review => queue.review("j", a, r#""bad""#, "no").await.unwrap(),
         JobState::Ready => unreachable!(),
     };
     assert_eq!(outcome, Outcome::Applied);
@@ -143,7 +143,7 @@ async fn apply(queue: &Queue, op: &str, a: u32) -> String {
             Failed::Lost => "lost".to_owned(),
         },
         "dead_now" => lost(queue.dead_now("j", a, "401").await.unwrap()),
-        "review" => lost(queue.review("j", a, "x", "why").await.unwrap()),
+        "review" => lost(queue.review("j", a, "0", "why").await.unwrap()),
         "reap" => {
             let r = queue.reap(20_000, &policy).await.unwrap();
             format!("reaped {} dead {}", r.requeued, r.dead)

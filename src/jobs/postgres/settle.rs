@@ -309,7 +309,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// Sets claim `(id, attempt)` aside for a person: its `result` (any text, kept as given)
+    /// Sets claim `(id, attempt)` aside for a person: its `result` (JSON text; wrap a raw answer in a JSON string)
     /// failed its contract for `reason`. Not counted as done.
     ///
     /// # Examples
@@ -321,7 +321,7 @@ impl PostgresQueue {
     /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
     /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// let outcome = queue.review("a", job.attempt, "urgency: banana", "urgency is not 1-5").await?;
+    /// let outcome = queue.review("a", job.attempt, r#"{"urgency":"banana"}"#, "urgency is not 1-5").await?;
     /// assert_eq!(outcome, Outcome::Applied);
     /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
     /// # Ok(()) }
@@ -329,8 +329,8 @@ impl PostgresQueue {
     ///
     /// # Errors
     ///
-    /// `Config` when `id`, `result` or `reason` holds a NUL character; `Io` when PostgreSQL
-    /// fails.
+    /// `Config` when `result` is not JSON, or `id`, `result` or `reason` holds a NUL
+    /// character; `Io` when PostgreSQL fails.
     pub async fn review(
         &self,
         id: &str,
@@ -338,6 +338,7 @@ impl PostgresQueue {
         result: &str,
         reason: &str,
     ) -> Result<Outcome> {
+        check_json(result, || format!("result of job {id:?}"))?;
         no_nul(result, || format!("result of job {id:?}"))?;
         no_nul(reason, || "review reason".to_owned())?;
         self.fenced(

@@ -9,7 +9,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::SqliteQueue;
 use crate::error::Result;
 use crate::jobs::job::{check_json, millis, Failed, Outcome, Reaped};
-use crate::jobs::policy::FailPolicy;
+use crate::jobs::policy::{lease_expired, FailPolicy};
 
 impl SqliteQueue {
     /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
@@ -203,9 +203,8 @@ impl SqliteQueue {
             let Some(failures) = failures else {
                 return Ok(Failed::Lost);
             };
-            let failures = failures.saturating_add(1);
-            if failures >= policy.max_failures() {
-                let why = format!("{failures} failures, the last: {reason}");
+            let (failures, dead) = policy.count_failure(failures, &reason);
+            if let Some(why) = dead {
                 make_dead(tx, &id, failures, &reason, &why)?;
                 return Ok(Failed::Dead);
             }
@@ -254,7 +253,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Sets claim `(id, attempt)` aside for a person: its `result` (any text, kept as given)
+    /// Sets claim `(id, attempt)` aside for a person: its `result` (JSON text; wrap a raw answer in a JSON string)
     /// failed its contract for `reason`. Not counted as done.
     ///
     /// # Examples
@@ -266,7 +265,7 @@ impl SqliteQueue {
     /// let queue = SqliteQueue::open_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// let outcome = queue.review("a", job.attempt, "urgency: banana", "urgency is not 1-5").await?;
+    /// let outcome = queue.review("a", job.attempt, r#"{"urgency":"banana"}"#, "urgency is not 1-5").await?;
     /// assert_eq!(outcome, Outcome::Applied);
     /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
     /// # Ok(()) }
@@ -274,7 +273,7 @@ impl SqliteQueue {
     ///
     /// # Errors
     ///
-    /// `Io` when SQLite fails.
+    /// `Config` when `result` is not JSON; `Io` when SQLite fails.
     pub async fn review(
         &self,
         id: &str,
@@ -282,6 +281,7 @@ impl SqliteQueue {
         result: &str,
         reason: &str,
     ) -> Result<Outcome> {
+        check_json(result, || format!("result of job {id:?}"))?;
         let (result, reason) = (result.to_owned(), reason.to_owned());
         self.fenced("sending to review", id, attempt, move |tx, id, attempt| {
             tx.execute(
@@ -327,13 +327,9 @@ impl SqliteQueue {
                 .collect::<rusqlite::Result<_>>()?;
             let mut reaped = Reaped::default();
             for (id, failures, worker) in expired {
-                let failures = failures.saturating_add(1);
-                let error = format!(
-                    "lease expired (worker {})",
-                    worker.as_deref().unwrap_or("unknown")
-                );
-                if failures >= policy.max_failures() {
-                    let why = format!("{failures} failures, the last: {error}");
+                let error = lease_expired(worker.as_deref());
+                let (failures, dead) = policy.count_failure(failures, &error);
+                if let Some(why) = dead {
                     make_dead(tx, &id, failures, &error, &why)?;
                     reaped.dead += 1;
                 } else {

@@ -35,7 +35,8 @@ pub(crate) struct At {
 
 /// Settles `answer` for `job`.
 ///
-/// - `Ok(result)`: `Complete`, unless the contract refuses it (`Review`).
+/// - `Ok(result)`: `Complete`, unless the contract refuses it (`Review`); a result that is
+///   not JSON is a handler's bug that would repeat: `Dead`.
 /// - A throttle (429, quota) or a request that reached no provider because every one was
 ///   closed until a stated time (an open breaker): `Snooze` until the stated reset — the job waits,
 ///   no worker sleeps and no failure is counted. Without a stated time it is a `Fail`.
@@ -49,10 +50,13 @@ pub(crate) fn settle(
 ) -> Settle {
     let err = match answer {
         Ok(result) => {
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&result) {
+                return Settle::Dead(format!("the handler's result is not JSON: {e}"));
+            }
             return match contract.map(|check| check(job, &result)) {
                 Some(Err(reason)) => Settle::Review { result, reason },
                 _ => Settle::Complete(result),
-            }
+            };
         }
         Err(err) => err,
     };
@@ -156,7 +160,21 @@ mod tests {
         let unknown_wait = Error::new(ErrorKind::RateLimited, "429 without a time");
         let bad = Error::new(ErrorKind::InvalidRequest, "bad model").with_status(400);
         let server = Error::new(ErrorKind::Server, "boom").with_status(500);
-        let table: Vec<(&str, Result<String, &Error>, Option<&Contract>, Settle)> = vec![
+        type Case<'a> = (
+            &'a str,
+            Result<String, &'a Error>,
+            Option<&'a Contract>,
+            Settle,
+        );
+        let table: Vec<Case<'_>> = vec![
+            (
+                "a result that is not JSON",
+                Ok("plain text".into()),
+                None,
+                Settle::Dead(
+                    "the handler's result is not JSON: expected value at line 1 column 1".into(),
+                ),
+            ),
             (
                 "ok, no contract",
                 Ok("\"x\"".into()),
