@@ -475,4 +475,31 @@ pub struct QueueStats {
     /// When the next `ready` job is (or was) eligible, in wall ms: a time at or before `now`
     /// when one is eligible now; `None` when no job is `ready`.
     pub next_eligible_at_ms: Option<i64>,
+    /// Claims made of every job so far (each is an attempted request, a 429 or a crash
+    /// included): the denominator of [`transport_success`](Self::transport_success).
+    pub claims: u64,
+}
+
+impl QueueStats {
+    /// **Transport success**: answers received (`done` + `review`) over the claims made — how
+    /// many attempts got an answer at all. `None` before any claim.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut stats = llm_failover::jobs::QueueStats::default();
+    /// (stats.done, stats.review, stats.claims) = (6, 2, 10);
+    /// assert_eq!(stats.transport_success(), Some(0.8));
+    /// assert_eq!(stats.correctness(), Some(0.75));
+    /// ```
+    pub fn transport_success(&self) -> Option<f64> {
+        (self.claims > 0).then(|| (self.done + self.review) as f64 / self.claims as f64)
+    }
+
+    /// **Structured correctness**: results that passed their contract (`done`) over the
+    /// answers received (`done` + `review`). `None` before any answer.
+    pub fn correctness(&self) -> Option<f64> {
+        let answered = self.done + self.review;
+        (answered > 0).then(|| self.done as f64 / answered as f64)
+    }
 }

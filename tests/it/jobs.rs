@@ -668,6 +668,19 @@ async fn stats_count_states_and_the_oldest_eligible_wait(backend: Backend) {
     assert_eq!((stats.ready, stats.running), (2, 1));
     assert_eq!(stats.oldest_eligible_age, Some(Duration::from_secs(2)));
     assert_eq!(queue.stats(500).await.unwrap().oldest_eligible_age, None);
+    assert_eq!(stats.next_eligible_at_ms, Some(3_000));
+
+    // The two denominators: a claim snoozed (a 429), then answered; one answer refused by
+    // its contract.
+    let _ = queue.snooze("a", claimed.attempt, 5_000).await.unwrap();
+    let again = queue.claim("w", LEASE, 5_000).await.unwrap().unwrap();
+    let _ = queue.complete(&again.id, again.attempt, "1").await.unwrap();
+    let b = queue.claim("w", LEASE, 5_000).await.unwrap().unwrap();
+    let _ = queue.review(&b.id, b.attempt, "2", "no").await.unwrap();
+    let stats = queue.stats(5_000).await.unwrap();
+    assert_eq!((stats.claims, stats.done, stats.review), (3, 1, 1));
+    assert_eq!(stats.transport_success(), Some(2.0 / 3.0));
+    assert_eq!(stats.correctness(), Some(0.5));
 }
 
 async fn a_payload_or_result_that_is_not_json_is_refused(backend: Backend) {

@@ -330,7 +330,8 @@ impl PostgresQueue {
                         count(*) FILTER (WHERE state = 'done'),
                         count(*) FILTER (WHERE state = 'dead'),
                         count(*) FILTER (WHERE state = 'review'),
-                        min(eligible_at) FILTER (WHERE state = 'ready')
+                        min(eligible_at) FILTER (WHERE state = 'ready'),
+                        coalesce(sum(attempt), 0)::bigint
                  FROM jobs",
                 &[],
             )
@@ -342,6 +343,7 @@ impl PostgresQueue {
         (stats.dead, stats.review) = (count(3)?, count(4)?);
         let next: Option<i64> = column(&self.pool, row, 5)?;
         stats.next_eligible_at_ms = next;
+        stats.claims = count(6)?;
         stats.oldest_eligible_age = next
             .filter(|&at| at <= now_ms)
             .map(|at| Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64));

@@ -279,12 +279,13 @@ impl SqliteQueue {
     pub async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         self.read("reading stats", move |conn| {
             let mut stats = QueueStats::default();
-            let mut counts =
-                conn.prepare_cached("SELECT state, count(*) FROM jobs GROUP BY state")?;
+            let mut counts = conn
+                .prepare_cached("SELECT state, count(*), sum(attempt) FROM jobs GROUP BY state")?;
             let mut rows = counts.query([])?;
             while let Some(row) = rows.next()? {
                 let state: String = row.get(0)?;
                 let n = row.get::<_, i64>(1)?.max(0) as u64;
+                stats.claims += row.get::<_, i64>(2)?.max(0) as u64;
                 match state.as_str() {
                     "ready" => stats.ready = n,
                     "running" => stats.running = n,
