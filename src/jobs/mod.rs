@@ -114,4 +114,6 @@ pub use postgres::PostgresQueue;
 pub use queue::Queue;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteQueue;
+#[cfg(feature = "jsonschema")]
+pub use worker::schema_contract;
 pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};

@@ -22,8 +22,12 @@ use crate::Client;
 mod decide;
 mod report;
 mod run;
+#[cfg(feature = "jsonschema")]
+mod schema;
 
 pub use report::{Ended, WorkerReport};
+#[cfg(feature = "jsonschema")]
+pub use schema::schema_contract;
 
 /// A check a kind's result must pass before it is accepted: `Err(reason)` sends the job to
 /// `review` with that reason instead of `done`.
