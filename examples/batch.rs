@@ -42,7 +42,8 @@ use std::time::Duration;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use llm_failover::batch::{
-    count_lines, eta, FileJob, Pace, QueuedJob, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
+    count_lines, eta, FileJob, Pace, QueuedJob, QueuedReport, Runner, Stop, Summary,
+    DEFAULT_CONCURRENCY,
 };
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{Ended, Queue};
@@ -134,28 +135,7 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let config_path = args.config.to_string_lossy().into_owned();
     let setup = common::setup(&config_path, args.env.as_deref(), tune_demo).await?;
     if let Some(emu) = &setup.emulator {
-        // Ten seconds or so in, the primary throttles once (Retry-After: 3 s) and the
-        // secondary is overloaded once (Anthropic's 529): each request fails over at once.
-        // The secondary's own limit is a little below the configured one, so its own 429
-        // shows too; the primary states a higher limit than configured, which the client
-        // learns from its headers.
-        let mut script = vec![Fault::Pass; 90];
-        script.push(Fault::RateLimit {
-            retry_after: RetryAfter::Seconds(3),
-        });
-        emu.script("openai", script);
-        let mut script = vec![Fault::Pass; 30];
-        script.push(Fault::Overloaded);
-        emu.script("anthropic", script);
-        eprintln!(
-            "demo: emulator on {} ({}); no key, no network",
-            emu.url(),
-            emu.providers()
-                .iter()
-                .map(|(prefix, kind, _)| format!("{prefix}: {}", kind.as_str()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        script_demo(emu);
     }
     let client: Client = setup.builder.build()?;
     eprintln!(
@@ -183,6 +163,17 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         return Ok(code);
     }
 
+    let code = run_file(&args, &setup.config, &client).await?;
+    drop(setup.emulator);
+    Ok(code)
+}
+
+/// The batch without the queue (--no-queue): the results file is its only state.
+async fn run_file(
+    args: &Args,
+    config: &llm_failover::Config,
+    client: &Client,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
     // Counted only in a regular file: counting a pipe would consume it.
     let total = if std::fs::metadata(&args.input).is_ok_and(|m| m.is_file()) {
         count_lines(&args.input)
@@ -204,7 +195,7 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .chat_providers()
         .iter()
         .filter_map(|id| {
-            let model = setup.config.providers.get(id.as_str())?.model.clone()?;
+            let model = config.providers.get(id.as_str())?.model.clone()?;
             Some((id.to_string(), model))
         })
         .collect();
@@ -221,7 +212,7 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     bar.finish_and_clear();
     let report = report?;
 
-    let summary = Summary::collect(&client, &report, Some(&setup.config)).await;
+    let summary = Summary::collect(&client, &report, Some(config)).await;
     eprint!("{summary}");
     eprintln!(
         "results: {} ({} lines)",
@@ -233,12 +224,38 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         std::fs::write(path, json + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    drop(setup.emulator);
     Ok(if report.run.stopped {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The demo's faults: ten seconds or so in, the primary throttles once (Retry-After: 3 s)
+/// and the secondary is overloaded once (Anthropic's 529): each request fails over at once.
+fn script_demo(emu: &llm_failover_emulator::Emulator) {
+    // Ten seconds or so in, the primary throttles once (Retry-After: 3 s) and the
+    // secondary is overloaded once (Anthropic's 529): each request fails over at once.
+    // The secondary's own limit is a little below the configured one, so its own 429
+    // shows too; the primary states a higher limit than configured, which the client
+    // learns from its headers.
+    let mut script = vec![Fault::Pass; 90];
+    script.push(Fault::RateLimit {
+        retry_after: RetryAfter::Seconds(3),
+    });
+    emu.script("openai", script);
+    let mut script = vec![Fault::Pass; 30];
+    script.push(Fault::Overloaded);
+    emu.script("anthropic", script);
+    eprintln!(
+        "demo: emulator on {} ({}); no key, no network",
+        emu.url(),
+        emu.providers()
+            .iter()
+            .map(|(prefix, kind, _)| format!("{prefix}: {}", kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }
 
 /// The batch on a durable queue (--queue), and its dead-letter commands.
@@ -255,20 +272,8 @@ async fn run_queued(
     };
     let queue = Queue::open(&spec).await?;
     let shown = spec.split('@').next_back().unwrap_or(&spec);
-    if args.dead_letters {
-        for job in queue.dead_letters().await? {
-            println!("{}\t{}", job.id, job.reason.as_deref().unwrap_or(""));
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Some(id) = &args.requeue {
-        let now = llm_failover::jobs::wall_ms(TokioClock.wall());
-        if queue.requeue(id, now).await? {
-            eprintln!("{id}: back in the queue");
-            return Ok(ExitCode::SUCCESS);
-        }
-        eprintln!("{id}: no such dead job (or in review) in the queue");
-        return Ok(ExitCode::FAILURE);
+    if let Some(code) = dead_letter_command(args, &queue).await? {
+        return Ok(code);
     }
     eprintln!("queue: {} ({shown})", queue.backend());
     let stop = Stop::new();
@@ -293,32 +298,13 @@ async fn run_queued(
     let report = report?;
     let summary = Summary::for_queued(client, &report, Some(config)).await;
     eprint!("{summary}");
-    let w = &report.worker;
-    eprintln!(
-        "queue: {} items · {} new · {} requeued · {} carried from the results file",
-        report.items, report.enqueued, report.requeued, report.carried
-    );
-    eprintln!(
-        "  this process: {} claimed · {} retried later · {} snoozed",
-        w.claimed, w.failed, w.snoozed
-    );
-    eprintln!(
-        "  {} stale results refused · {} expired leases reaped",
-        w.lost, w.reaped
-    );
-    eprintln!(
-        "results: {} — ok {} · failed {} · still queued {}",
-        args.output.display(),
-        report.ok,
-        report.failed,
-        report.pending
-    );
+    print_queued(args, &report);
     if let Some(path) = &args.summary_json {
         let json = serde_json::to_string_pretty(&summary)?;
         std::fs::write(path, json + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    Ok(match w.ended {
+    Ok(match report.worker.ended {
         Ended::Stopped => ExitCode::from(130),
         Ended::OutOfPatience => {
             eprintln!(
@@ -329,6 +315,53 @@ async fn run_queued(
         }
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// --dead-letters and --requeue: the queue's one-command maintenance (then exit).
+async fn dead_letter_command(
+    args: &Args,
+    queue: &Queue,
+) -> Result<Option<ExitCode>, Box<dyn std::error::Error>> {
+    if args.dead_letters {
+        for job in queue.dead_letters().await? {
+            println!("{}\t{}", job.id, job.reason.as_deref().unwrap_or(""));
+        }
+        return Ok(Some(ExitCode::SUCCESS));
+    }
+    if let Some(id) = &args.requeue {
+        let now = llm_failover::jobs::wall_ms(TokioClock.wall());
+        if queue.requeue(id, now).await? {
+            eprintln!("{id}: back in the queue");
+            return Ok(Some(ExitCode::SUCCESS));
+        }
+        eprintln!("{id}: no such dead job (or in review) in the queue");
+        return Ok(Some(ExitCode::FAILURE));
+    }
+    Ok(None)
+}
+
+/// What the queue and this process did, after the summary.
+fn print_queued(args: &Args, report: &QueuedReport) {
+    let w = &report.worker;
+    eprintln!(
+        "queue: {} items · {} new · {} requeued · {} carried from the results file",
+        report.items, report.enqueued, report.requeued, report.carried
+    );
+    eprintln!(
+        "  this process: {} claimed · {} retried later · {} snoozed",
+        w.claimed, w.failed, w.snoozed
+    );
+    eprintln!(
+        "  stale results refused {} · expired leases reaped {}",
+        w.lost, w.reaped
+    );
+    eprintln!(
+        "results: {} — ok {} · failed {} · still queued {}",
+        args.output.display(),
+        report.ok,
+        report.failed,
+        report.pending
+    );
 }
 
 /// Every 2 s, the queue's state: what is settled, waiting and running, and how long the

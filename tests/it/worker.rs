@@ -49,9 +49,9 @@ async fn state(queue: &Queue, id: &str) -> llm_failover::jobs::Job {
     queue.get(id).await.unwrap().unwrap()
 }
 
-#[tokio::test]
-async fn each_answer_settles_its_job_a_429_snoozes_and_a_terminal_4xx_is_dead_at_once() {
-    let server = ScriptedServer::start().await;
+/// In the order a one-at-a-time worker sends them: a terminal 400, an answer its contract
+/// refuses, a good one, a 429 (30 s), a good one after it, a 500, a good one after that.
+fn script_one_of_each(server: &ScriptedServer) {
     server.push(
         CHAT,
         Reply::json(400, error_body("invalid_request_error", None, "bad model")),
@@ -65,6 +65,12 @@ async fn each_answer_settles_its_job_a_429_snoozes_and_a_terminal_4xx_is_dead_at
         Reply::json(500, error_body("server_error", None, "boom")),
     );
     server.push(CHAT, ok("good after a failure"));
+}
+
+#[tokio::test]
+async fn each_answer_settles_its_job_a_429_snoozes_and_a_terminal_4xx_is_dead_at_once() {
+    let server = ScriptedServer::start().await;
+    script_one_of_each(&server);
     let mut p = policy();
     p.max_attempts = 1;
     p.deadline = Duration::from_secs(10); // shorter than the 30 s reset: the job must wait

@@ -128,13 +128,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_answer_settles_as_the_table_says() {
-        let now = Instant::now();
-        let at = At {
+    const NOW_MS: i64 = 1_000_000;
+
+    fn at(now: Instant) -> At {
+        At {
             instant: now,
-            wall_ms: 1_000_000,
-        };
+            wall_ms: NOW_MS,
+        }
+    }
+
+    #[test]
+    fn an_answer_is_complete_unless_its_contract_refuses_it_or_it_is_not_json() {
         let contract: Contract = Arc::new(|_: &Job, result: &str| {
             if result.contains("category") {
                 Ok(())
@@ -142,111 +146,92 @@ mod tests {
                 Err("no category".to_owned())
             }
         });
-        let throttled = Error::new(ErrorKind::RateLimited, "slow down")
-            .with_retry_after(Some(Duration::from_secs(30)));
-        let closed = Error::all_unavailable(
-            now + Duration::from_secs(75),
-            Duration::from_secs(75),
-            vec![],
-        );
-        let sent_then_closed = Error::all_unavailable(
-            now + Duration::from_secs(75),
-            Duration::from_secs(75),
-            vec![Error::new(ErrorKind::Server, "boom").with_status(500)],
-        )
-        .with_sends(1);
-        let quota = Error::new(ErrorKind::QuotaExhausted, "out of credit")
-            .with_retry_after(Some(Duration::from_secs(3_600)));
-        let unknown_wait = Error::new(ErrorKind::RateLimited, "429 without a time");
-        let bad = Error::new(ErrorKind::InvalidRequest, "bad model").with_status(400);
-        let server = Error::new(ErrorKind::Server, "boom").with_status(500);
-        type Case<'a> = (
-            &'a str,
-            Result<String, &'a Error>,
-            Option<&'a Contract>,
-            Settle,
-        );
-        let table: Vec<Case<'_>> = vec![
+        let not_json = "the handler's result is not JSON: expected value at line 1 column 1";
+        let table = [
             (
-                "a result that is not JSON",
-                Ok("plain text".into()),
+                "not JSON",
+                "plain text",
                 None,
-                Settle::Dead(
-                    "the handler's result is not JSON: expected value at line 1 column 1".into(),
-                ),
+                Settle::Dead(not_json.into()),
             ),
             (
-                "ok, no contract",
-                Ok("\"x\"".into()),
+                "no contract",
+                "\"x\"",
                 None,
                 Settle::Complete("\"x\"".into()),
             ),
             (
-                "ok, contract holds",
-                Ok(r#"{"category":"x"}"#.into()),
+                "contract holds",
+                r#"{"category":"x"}"#,
                 Some(&contract),
                 Settle::Complete(r#"{"category":"x"}"#.into()),
             ),
             (
-                "ok, contract refuses",
-                Ok("{}".into()),
+                "contract refuses",
+                "{}",
                 Some(&contract),
                 Settle::Review {
                     result: "{}".into(),
                     reason: "no category".into(),
                 },
             ),
+        ];
+        for (case, result, contract, want) in table {
+            let got = settle(Ok(result.to_owned()), contract, &job(), at(Instant::now()));
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_error_snoozes_to_a_stated_time_dies_when_terminal_and_fails_otherwise() {
+        let now = Instant::now();
+        let secs = Duration::from_secs;
+        let closed = Error::all_unavailable(now + secs(75), secs(75), vec![]);
+        let boom = || Error::new(ErrorKind::Server, "boom").with_status(500);
+        let sent_then_closed =
+            || Error::all_unavailable(now + secs(75), secs(75), vec![boom()]).with_sends(1);
+        let table = [
             (
                 "429 with Retry-After",
-                Err(&throttled),
-                None,
+                Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(Some(secs(30))),
                 Settle::Snooze {
-                    until_ms: 1_030_000,
+                    until_ms: NOW_MS + 30_000,
                 },
             ),
             (
                 "every provider closed",
-                Err(&closed),
-                None,
+                closed,
                 Settle::Snooze {
-                    until_ms: 1_075_000,
+                    until_ms: NOW_MS + 75_000,
                 },
             ),
             (
                 "sent, failed, then every provider closed",
-                Err(&sent_then_closed),
-                None,
-                Settle::Fail(reason(&sent_then_closed)),
+                sent_then_closed(),
+                Settle::Fail(reason(&sent_then_closed())),
             ),
             (
                 "quota until its reset",
-                Err(&quota),
-                None,
+                Error::new(ErrorKind::QuotaExhausted, "out of credit")
+                    .with_retry_after(Some(secs(3_600))),
                 Settle::Snooze {
-                    until_ms: 4_600_000,
+                    until_ms: NOW_MS + 3_600_000,
                 },
             ),
             (
                 "429 with no time",
-                Err(&unknown_wait),
-                None,
+                Error::new(ErrorKind::RateLimited, "429 without a time"),
                 Settle::Fail("rate_limited: 429 without a time".into()),
             ),
             (
                 "terminal 4xx",
-                Err(&bad),
-                None,
+                Error::new(ErrorKind::InvalidRequest, "bad model").with_status(400),
                 Settle::Dead("invalid_request 400: bad model".into()),
             ),
-            (
-                "5xx",
-                Err(&server),
-                None,
-                Settle::Fail("server 500: boom".into()),
-            ),
+            ("5xx", boom(), Settle::Fail("server 500: boom".into())),
         ];
-        for (case, answer, contract, want) in table {
-            assert_eq!(settle(answer, contract, &job(), at), want, "{case}");
+        for (case, err, want) in table {
+            assert_eq!(settle(Err(&err), None, &job(), at(now)), want, "{case}");
         }
     }
 }
