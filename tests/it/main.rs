@@ -26,6 +26,7 @@ mod failover;
 mod http_client;
 mod jobs;
 mod jobs_postgres;
+mod jobs_soak;
 mod layers;
 mod limiter_props;
 mod proptests;
