@@ -212,7 +212,7 @@ async fn run_file(
     bar.finish_and_clear();
     let report = report?;
 
-    let summary = Summary::collect(&client, &report, Some(config)).await;
+    let summary = Summary::collect(client, &report, Some(config)).await;
     eprint!("{summary}");
     eprintln!(
         "results: {} ({} lines)",
@@ -290,7 +290,15 @@ async fn run_queued(
         .deadline(Duration::from_secs(args.item_deadline_s.max(1)))
         .patience(Duration::from_secs(args.patience_s));
     let job = match args.lease_s {
-        Some(s) => job.lease(Duration::from_secs(s.max(1))),
+        Some(s) if s <= args.item_deadline_s => {
+            eprintln!(
+                "warning: --lease-s {s} is not longer than --item-deadline-s {}: an item waiting \
+                 for its provider's limits may lose its claim to another worker and be sent twice",
+                args.item_deadline_s
+            );
+            job.lease(Duration::from_secs(s.max(1)))
+        }
+        Some(s) => job.lease(Duration::from_secs(s)),
         None => job,
     };
     let report = job.run(client, &stop).await;

@@ -191,7 +191,7 @@ impl FromStr for JobState {
 ///     .with_tenant("acme")
 ///     .with_lane(Lane::Interactive);
 /// assert_eq!(job.tenant, "acme");
-/// assert_eq!(job.eligible_at_ms, 0); // eligible at once
+/// assert_eq!(job.eligible_at_ms, None); // eligible once enqueued
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -206,12 +206,13 @@ pub struct NewJob {
     pub lane: Lane,
     /// JSON text.
     pub payload: String,
-    /// Not claimed before this wall-clock time (ms). Default 0: at once.
-    pub eligible_at_ms: i64,
+    /// Not claimed before this wall-clock time (ms). Default `None`: from the enqueue's
+    /// `now_ms` (so the queue's oldest-eligible age counts from then).
+    pub eligible_at_ms: Option<i64>,
 }
 
 impl NewJob {
-    /// A bulk job for the `default` tenant, eligible at once.
+    /// A bulk job for the `default` tenant, eligible once enqueued.
     ///
     /// # Examples
     ///
@@ -226,7 +227,7 @@ impl NewJob {
             tenant: "default".to_owned(),
             lane: Lane::Bulk,
             payload: payload.into(),
-            eligible_at_ms: 0,
+            eligible_at_ms: None,
         }
     }
 
@@ -264,11 +265,11 @@ impl NewJob {
     ///
     /// ```
     /// let job = llm_failover::jobs::NewJob::new("a", "chat", "{}").with_eligible_at(5_000);
-    /// assert_eq!(job.eligible_at_ms, 5_000);
+    /// assert_eq!(job.eligible_at_ms, Some(5_000));
     /// ```
     #[must_use]
     pub fn with_eligible_at(mut self, at_ms: i64) -> Self {
-        self.eligible_at_ms = at_ms;
+        self.eligible_at_ms = Some(at_ms);
         self
     }
 

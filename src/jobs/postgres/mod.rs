@@ -189,7 +189,10 @@ impl PostgresQueue {
             column(|j| &j.tenant),
         );
         let (lanes, payloads) = (column(|j| j.lane.as_str()), column(|j| &j.payload));
-        let eligible: Vec<i64> = jobs.iter().map(|j| j.eligible_at_ms).collect();
+        let eligible: Vec<i64> = jobs
+            .iter()
+            .map(|j| j.eligible_at_ms.unwrap_or(now_ms))
+            .collect();
         self.execute(
             "enqueueing",
             "INSERT INTO jobs (id, kind, tenant, lane, payload, state, eligible_at, created_at)

@@ -353,7 +353,8 @@ impl PostgresQueue {
     }
 
     /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
-    /// (eligible at once), counting a failure; one whose count reaches the policy's limit is
+    /// (eligible at once, in its old place: it goes before the jobs queued after it), counting a
+    /// failure; one whose count reaches the policy's limit is
     /// `dead` instead. The stale worker's later calls for that claim come back `Lost`. A job
     /// whose lease was extended, or that was settled, while the reaper decided is left alone;
     /// two reapers at once count each expired lease once.
@@ -414,8 +415,7 @@ impl PostgresQueue {
                 "reaping expired leases",
                 "UPDATE jobs SET state = u.state, failures = u.failures, last_error = u.error,
                                  reason = coalesce(u.reason, jobs.reason),
-                                 eligible_at = CASE WHEN u.state = 'ready' THEN $1
-                                                    ELSE jobs.eligible_at END,
+                                 eligible_at = LEAST(jobs.eligible_at, $1),
                                  lease_until = NULL
                  FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[],
                              $7::text[], $8::text[])

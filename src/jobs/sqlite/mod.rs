@@ -178,7 +178,7 @@ impl SqliteQueue {
                     job.tenant,
                     job.lane.as_str(),
                     job.payload,
-                    job.eligible_at_ms,
+                    job.eligible_at_ms.unwrap_or(now_ms),
                     now_ms
                 ])? as u64;
             }

@@ -294,7 +294,8 @@ impl SqliteQueue {
     }
 
     /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
-    /// (eligible at once), counting a failure; one whose count reaches the policy's limit is
+    /// (eligible at once, in its old place: it goes before the jobs queued after it), counting a
+    /// failure; one whose count reaches the policy's limit is
     /// `dead` instead. The stale worker's later calls for that claim come back `Lost`.
     ///
     /// # Examples
@@ -335,7 +336,7 @@ impl SqliteQueue {
                 } else {
                     tx.execute(
                         "UPDATE jobs SET state = 'ready', failures = ?2, last_error = ?3,
-                                         eligible_at = ?4, lease_until = NULL
+                                         eligible_at = min(eligible_at, ?4), lease_until = NULL
                          WHERE id = ?1",
                         params![id, failures, error, now_ms],
                     )?;
