@@ -366,3 +366,94 @@ async fn an_outage_longer_than_the_deadline_leaves_jobs_waiting_and_the_same_run
     );
     assert!(clock.elapsed() >= to, "the run lasted past the outage");
 }
+
+/// The manual clock, and a PostgreSQL that a job kills: the first time the worker waits after
+/// that (it is trying the queue again), the server is started again — a database that is
+/// away for one retry's wait.
+#[derive(Debug, Clone)]
+struct RestartsOnWait {
+    clock: ManualClock,
+    server: Arc<Mutex<crate::support::postgres::PgServer>>,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl Clock for RestartsOnWait {
+    fn now(&self) -> tokio::time::Instant {
+        self.clock.now()
+    }
+
+    fn wall(&self) -> std::time::SystemTime {
+        self.clock.wall()
+    }
+
+    async fn sleep_until(&self, deadline: tokio::time::Instant) {
+        if self.down.swap(false, Ordering::SeqCst) {
+            self.server.lock().unwrap().restart();
+        }
+        self.clock.sleep_until(deadline).await;
+    }
+}
+
+/// Answers its payload; the job `kill` first kills the queue's PostgreSQL.
+struct KillsTheDatabase(RestartsOnWait);
+
+#[async_trait]
+impl Handler for KillsTheDatabase {
+    async fn run(&self, ctx: &JobContext) -> Result<String, Error> {
+        if ctx.job().id == "kill" {
+            self.0.server.lock().unwrap().kill();
+            self.0.down.store(true, Ordering::SeqCst);
+        }
+        Ok(ctx.job().payload.clone())
+    }
+}
+
+#[tokio::test]
+async fn a_queue_database_that_goes_away_and_comes_back_loses_no_result() {
+    let pg = crate::support::postgres::PgServer::start();
+    let url = pg.fresh_url();
+    let clock = RestartsOnWait {
+        clock: ManualClock::new(),
+        server: Arc::new(Mutex::new(pg)),
+        down: Arc::default(),
+    };
+    let server = ScriptedServer::start().await;
+    let client = Client::builder()
+        .clock(Arc::new(clock.clone()))
+        .provider(
+            openai("a", &server),
+            ProviderSettings::new().credential(Credential::new(SENTINEL)),
+        )
+        .build()
+        .unwrap();
+    let queue = Queue::open(&url).await.unwrap();
+    let now = wall_ms(clock.wall());
+    let ids = ["a", "b", "kill", "c", "d"];
+    queue
+        .enqueue_all(ids.iter().map(|id| job(id)).collect(), now)
+        .await
+        .unwrap();
+    let worker = Worker::builder(queue.clone(), client)
+        .handler("chat", Arc::new(KillsTheDatabase(clock.clone())))
+        .concurrency(1)
+        .until_drained(Duration::from_secs(600))
+        .build()
+        .unwrap();
+
+    let report = worker.run(&Stop::new()).await.unwrap();
+
+    assert_eq!(
+        (report.ended, report.completed),
+        (Ended::Drained, 5),
+        "{report:?}"
+    );
+    assert!(report.queue_errors >= 1, "{report:?}");
+    let stats = queue.stats(wall_ms(clock.wall())).await.unwrap();
+    assert_eq!((stats.done, stats.ready, stats.running), (5, 0, 0));
+    assert_eq!(
+        state(&queue, "kill").await.result.as_deref(),
+        Some(r#"{"prompt":"hello"}"#),
+        "the result in hand when the database went away was kept"
+    );
+}

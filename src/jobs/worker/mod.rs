@@ -198,6 +198,7 @@ struct Inner {
     policy: FailPolicy,
     idle_poll: Duration,
     patience: Option<Duration>,
+    db_patience: Duration,
 }
 
 struct Kind {
@@ -232,6 +233,7 @@ impl Worker {
             policy: FailPolicy::default(),
             idle_poll: Duration::from_secs(1),
             patience: None,
+            db_patience: Duration::from_secs(60),
         }
     }
 
@@ -247,8 +249,9 @@ impl Worker {
     ///
     /// # Errors
     ///
-    /// When the queue's database fails (`Io`): the jobs in flight are dropped, their leases
-    /// expire and the reaper gives them back. Nothing accepted is lost.
+    /// When the queue's database fails (`Io`) for longer than the
+    /// [database patience](WorkerBuilder::database_patience): the jobs in flight are dropped,
+    /// their leases expire and the reaper gives them back. Nothing accepted is lost.
     pub async fn run(&self, stop: &Stop) -> Result<WorkerReport> {
         run::Run::new(&self.inner).go(stop).await
     }
@@ -266,6 +269,7 @@ pub struct WorkerBuilder {
     policy: FailPolicy,
     idle_poll: Duration,
     patience: Option<Duration>,
+    db_patience: Duration,
 }
 
 impl fmt::Debug for WorkerBuilder {
@@ -329,6 +333,16 @@ impl WorkerBuilder {
         self
     }
 
+    /// How long the queue's database may fail — locked by another process, its connection
+    /// lost, its server restarting — before the run ends with the error (default 1 minute).
+    /// Meanwhile every queue operation is tried again (0.1 s doubling to 5 s) and the results
+    /// in hand are kept: a database that comes back loses nothing.
+    #[must_use]
+    pub fn database_patience(mut self, patience: Duration) -> Self {
+        self.db_patience = patience;
+        self
+    }
+
     /// Ends the run when the queue has no job `ready` or `running` (of any worker), or when
     /// no job has been settled for `patience` (an outage longer than that: the jobs stay
     /// queued, eligible later, and a later run finishes them).
@@ -379,6 +393,7 @@ impl WorkerBuilder {
                 policy: self.policy,
                 idle_poll: self.idle_poll,
                 patience: self.patience,
+                db_patience: self.db_patience,
             }),
         })
     }

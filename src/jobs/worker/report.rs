@@ -55,6 +55,8 @@ pub struct WorkerReport {
     pub reaped: u64,
     /// Jobs `ready` or `running` in the queue when the run ended.
     pub left: u64,
+    /// Queue operations that failed and were tried again (the database was locked, or away).
+    pub queue_errors: u64,
 }
 
 impl Default for WorkerReport {
@@ -71,6 +73,7 @@ impl Default for WorkerReport {
             released: 0,
             reaped: 0,
             left: 0,
+            queue_errors: 0,
         }
     }
 }

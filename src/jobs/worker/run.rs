@@ -14,7 +14,7 @@ use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{run_job, Inner, Running};
 use crate::batch::Stop;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::jobs::job::{wall_ms, Failed, Job, Outcome};
 
 type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
@@ -94,16 +94,50 @@ impl<'a> Run<'a> {
         wall_ms(self.inner.clock.wall())
     }
 
+    /// Runs the queue operation `op` (given the wall time of each try) until it succeeds,
+    /// while its database fails — an `Io` error: locked past the busy timeout, a connection
+    /// lost, a server restarting — for no longer than the worker's database patience, waiting
+    /// between tries (0.1 s doubling to 5 s). Other errors, and the last one after the
+    /// patience, are returned.
+    async fn retrying<T, F, Fut>(&mut self, op: F) -> Result<T>
+    where
+        F: Fn(i64) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let clock = self.inner.clock.clone();
+        let started = clock.now();
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let err = match op(wall_ms(clock.wall())).await {
+                Ok(value) => return Ok(value),
+                Err(e) if e.kind() == ErrorKind::Io => e,
+                Err(e) => return Err(e),
+            };
+            let waited = clock.now().saturating_duration_since(started);
+            if waited >= self.inner.db_patience {
+                return Err(err);
+            }
+            self.report.queue_errors += 1;
+            tracing::warn!(
+                worker = %self.inner.name,
+                error = %err,
+                retry_in_ms = wait.as_millis() as u64,
+                "the job queue failed; trying again"
+            );
+            clock.sleep_until(clock.now() + wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+        }
+    }
+
     /// Claims as many jobs as there is room for and starts them; how many.
     async fn claim(&mut self) -> Result<usize> {
         let free = self.inner.concurrency.saturating_sub(self.running.len());
         if free == 0 {
             return Ok(0);
         }
-        let now_ms = self.wall_ms();
         let inner = self.inner;
-        let jobs = (inner.queue)
-            .claim_many(&inner.name, free, inner.lease, now_ms)
+        let jobs = self
+            .retrying(|now| inner.queue.claim_many(&inner.name, free, inner.lease, now))
             .await?;
         let n = jobs.len();
         for job in jobs {
@@ -127,7 +161,8 @@ impl<'a> Run<'a> {
     /// patience, else sleeps until the next job is eligible (at most the idle poll).
     async fn idle(&mut self, stop: &Stop) -> Result<Option<Ended>> {
         let now_ms = self.wall_ms();
-        let stats = self.inner.queue.stats(now_ms).await?;
+        let queue = &self.inner.queue;
+        let stats = self.retrying(|now| queue.stats(now)).await?;
         let mut wait = self.inner.idle_poll;
         if let Some(patience) = self.inner.patience {
             if stats.ready + stats.running == 0 {
@@ -166,11 +201,8 @@ impl<'a> Run<'a> {
         }
         let every = (self.inner.lease / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
         self.next_reap = now + every;
-        let reaped = self
-            .inner
-            .queue
-            .reap(self.wall_ms(), &self.inner.policy)
-            .await?;
+        let (queue, policy) = (&self.inner.queue, &self.inner.policy);
+        let reaped = self.retrying(|now| queue.reap(now, policy)).await?;
         self.report.reaped += reaped.requeued + reaped.dead;
         if reaped.dead > 0 {
             self.last_progress = now;
@@ -207,7 +239,10 @@ impl<'a> Run<'a> {
             }
         }
         if !completions.is_empty() {
-            let outcomes = self.inner.queue.complete_all(completions).await?;
+            let queue = &self.inner.queue;
+            let outcomes = self
+                .retrying(|_| queue.complete_all(completions.clone()))
+                .await?;
             for outcome in outcomes {
                 self.count(outcome, |r| &mut r.completed);
             }
@@ -217,19 +252,25 @@ impl<'a> Run<'a> {
 
     /// Applies one settlement other than a completion.
     async fn apply(&mut self, job: &Job, settle: Settle, at: At) -> Result<()> {
-        let queue = &self.inner.queue;
+        let queue = &self.inner.queue.clone();
         let (id, attempt) = (job.id.as_str(), job.attempt);
         match settle {
             Settle::Complete(result) => {
-                let outcome = queue.complete(id, attempt, &result).await?;
+                let outcome = self
+                    .retrying(|_| queue.complete(id, attempt, &result))
+                    .await?;
                 self.count(outcome, |r| &mut r.completed);
             }
             Settle::Review { result, reason } => {
-                let outcome = queue.review(id, attempt, &result, &reason).await?;
+                let outcome = self
+                    .retrying(|_| queue.review(id, attempt, &result, &reason))
+                    .await?;
                 self.count(outcome, |r| &mut r.reviewed);
             }
             Settle::Snooze { until_ms } => {
-                let outcome = queue.snooze(id, attempt, until_ms).await?;
+                let outcome = self
+                    .retrying(|_| queue.snooze(id, attempt, until_ms))
+                    .await?;
                 if outcome.is_lost() {
                     self.report.lost += 1;
                 } else {
@@ -237,12 +278,17 @@ impl<'a> Run<'a> {
                 }
             }
             Settle::Dead(reason) => {
-                let outcome = queue.dead_now(id, attempt, &reason).await?;
+                let outcome = self
+                    .retrying(|_| queue.dead_now(id, attempt, &reason))
+                    .await?;
                 self.count(outcome, |r| &mut r.dead);
             }
             Settle::Fail(reason) => {
-                let policy = &self.inner.policy;
-                match queue.fail(id, attempt, &reason, at.wall_ms, policy).await? {
+                let policy = self.inner.policy;
+                let failed = self
+                    .retrying(|now| queue.fail(id, attempt, &reason, now, &policy))
+                    .await?;
+                match failed {
                     Failed::Lost => self.report.lost += 1,
                     Failed::Retry { .. } => self.report.failed += 1,
                     Failed::Dead => {
