@@ -112,7 +112,7 @@ pub enum JobState {
     Running,
     /// Completed: its result was accepted.
     Done,
-    /// Given up on, with a reason; [`requeue`](crate::jobs::SqliteQueue::requeue) revives it.
+    /// Given up on, with a reason; [`requeue`](crate::jobs::Queue::requeue) revives it.
     Dead,
     /// A result arrived but did not pass its contract; waits for a person.
     Review,
@@ -179,7 +179,7 @@ impl FromStr for JobState {
 /// The id is the caller's (a hash of the input line, a recording's path and hash): enqueueing
 /// the same id again changes nothing, so several processes may enqueue the same input. The
 /// payload is JSON text describing the work. It is stored as written and shown by
-/// [`dead_letters`](crate::jobs::SqliteQueue::dead_letters): never put a key or other secret
+/// [`dead_letters`](crate::jobs::Queue::dead_letters): never put a key or other secret
 /// in it, and reference audio by path and hash rather than copying it in.
 ///
 /// # Examples
@@ -302,17 +302,17 @@ pub(crate) fn check_json(text: &str, what: impl FnOnce() -> String) -> Result<()
 
 /// A job as stored: what was enqueued plus where it is now.
 ///
-/// [`SqliteQueue::claim`](crate::jobs::SqliteQueue::claim) returns one in state
+/// [`Queue::claim`](crate::jobs::Queue::claim) returns one in state
 /// [`Running`](JobState::Running); its `(id, attempt)` is the fencing token every later call
 /// about this claim passes back.
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::{JobState, NewJob, SqliteQueue};
+/// use llm_failover::jobs::{JobState, NewJob, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-/// let queue = SqliteQueue::open_in_memory()?;
+/// let queue = Queue::sqlite_in_memory()?;
 /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
 /// let job = queue.claim("worker-1", std::time::Duration::from_secs(60), 1_000).await?.unwrap();
 /// assert_eq!((job.state, job.attempt, job.lease_until_ms), (JobState::Running, 1, Some(61_000)));
@@ -388,7 +388,7 @@ impl Outcome {
     }
 }
 
-/// What [`SqliteQueue::fail`](crate::jobs::SqliteQueue::fail) did with a failure.
+/// What [`Queue::fail`](crate::jobs::Queue::fail) did with a failure.
 ///
 /// # Examples
 ///
@@ -426,7 +426,7 @@ impl Failed {
     }
 }
 
-/// What [`SqliteQueue::reap`](crate::jobs::SqliteQueue::reap) found: expired leases.
+/// What [`Queue::reap`](crate::jobs::Queue::reap) found: expired leases.
 ///
 /// # Examples
 ///
@@ -448,10 +448,10 @@ pub struct Reaped {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::{NewJob, SqliteQueue};
+/// use llm_failover::jobs::{NewJob, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-/// let queue = SqliteQueue::open_in_memory()?;
+/// let queue = Queue::sqlite_in_memory()?;
 /// queue.enqueue(NewJob::new("a", "chat", "{}").with_eligible_at(1_000), 1_000).await?;
 /// let stats = queue.stats(4_000).await?;
 /// assert_eq!(stats.ready, 1);

@@ -51,15 +51,15 @@
 //!   several processes may enqueue the same input; the first one's payload stays.
 //! - **Every claim is a unique `(id, attempt)`.** The claim sets `running`, the lease and
 //!   `attempt = attempt + 1` in one transaction, and nothing ever lowers `attempt` (not even
-//!   [`requeue`](SqliteQueue::requeue)), so the attempt is a fencing token.
-//! - **At most one accepted result per id.** [`complete`](SqliteQueue::complete) applies only
+//!   [`requeue`](Queue::requeue)), so the attempt is a fencing token.
+//! - **At most one accepted result per id.** [`complete`](Queue::complete) applies only
 //!   to the current claim of a running job; once it is `done`, every later completion is
 //!   `Lost`. A worker that stalled past its lease was reaped, the job was claimed again, and
 //!   its late result is refused.
-//! - **Snoozing is not failing.** [`snooze`](SqliteQueue::snooze) (a 429, an open breaker)
-//!   moves `eligible_at` and counts nothing; [`fail`](SqliteQueue::fail) and an expired lease
+//! - **Snoozing is not failing.** [`snooze`](Queue::snooze) (a 429, an open breaker)
+//!   moves `eligible_at` and counts nothing; [`fail`](Queue::fail) and an expired lease
 //!   count a failure, back off per [`FailPolicy`], and dead-letter at its limit;
-//!   [`dead_now`](SqliteQueue::dead_now) dead-letters a failure that can only repeat.
+//!   [`dead_now`](Queue::dead_now) dead-letters a failure that can only repeat.
 //! - **Interactive before bulk; tenants take turns.** Within a lane, the claim serves the
 //!   next tenant after the lane's cursor that has an eligible job, so a tenant with 10,000
 //!   jobs and one with 2 alternate, and a tenant with nothing eligible is never waited on.
@@ -68,7 +68,7 @@
 //!
 //! What stays at-least-once is the work itself: a worker that stalled past its lease may have
 //! been billed by a provider for a result that is then refused. Keep leases generous and
-//! [`heartbeat`](SqliteQueue::heartbeat) long uploads and transcriptions. The payload is
+//! [`heartbeat`](Queue::heartbeat) long uploads and transcriptions. The payload is
 //! stored and listed as written: never put a key in it, and reference audio by path and hash
 //! rather than copying it in.
 //!
@@ -91,7 +91,7 @@
 //! macro and compile-time-database machinery, its own pool and runtime glue, and a far larger
 //! dependency tree, for queries we do not need checked against a live database at build time
 //! (the tests run them). rusqlite's calls block, so each runs on tokio's blocking pool;
-//! tokio-postgres is async, and [`PostgresQueue`] sends each operation as one statement (a
+//! tokio-postgres is async, and on PostgreSQL the queue sends each operation as one statement (a
 //! claim calls a PL/pgSQL function of the schema that takes jobs `FOR UPDATE SKIP LOCKED`),
 //! over plain TCP or a unix socket: it is built without TLS, and refuses a connection string
 //! that demands it.
@@ -109,11 +109,7 @@ mod worker;
 
 pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
-#[cfg(feature = "postgres")]
-pub use postgres::PostgresQueue;
 pub use queue::Queue;
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteQueue;
 #[cfg(feature = "jsonschema")]
 pub use worker::schema_contract;
 pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};

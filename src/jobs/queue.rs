@@ -120,7 +120,15 @@ impl Queue {
         Err(not_built("postgres://", "postgres"))
     }
 
-    /// The queue in the SQLite file at `path` (see [`SqliteQueue::open`]).
+    /// Opens (creating if need be) the queue in the SQLite file at `path` and brings its
+    /// schema up to date.
+    ///
+    /// Each `Queue` on a file is one connection; clones share it. SQLite lets one connection
+    /// write at a time, so more connections in one process add no write throughput: open one
+    /// per process. The file is in WAL mode (readers never block the writer); every write is
+    /// a `BEGIN IMMEDIATE` transaction and waits up to 5 s for another process's write lock
+    /// (a [`Worker`](super::Worker) tries again after that, within its database patience).
+    /// Several processes on one host may share the file. Calls run on tokio's blocking pool.
     ///
     /// # Examples
     ///
@@ -129,16 +137,21 @@ impl Queue {
     /// let dir = std::env::temp_dir().join(format!("queue-sqlite-doc-{}", std::process::id()));
     /// std::fs::create_dir_all(&dir).unwrap();
     /// let queue = llm_failover::jobs::Queue::sqlite(dir.join("jobs.sqlite")).await?;
+    /// assert_eq!(queue.stats(0).await?.ready, 0);
     /// # drop(queue); std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
-    /// As [`SqliteQueue::open`].
+    /// `Io` when the file cannot be opened or created, is not an SQLite database (or is
+    /// corrupt), or stays locked past the busy timeout; `Config` when its schema is newer than
+    /// this build knows.
     #[cfg(feature = "sqlite")]
     pub async fn sqlite(path: impl AsRef<Path>) -> Result<Queue> {
-        Ok(Queue::from(SqliteQueue::open(path).await?))
+        Ok(Queue::from_backend(Backend::Sqlite(
+            SqliteQueue::open(path).await?,
+        )))
     }
 
     /// A queue in memory, gone with its last clone: for tests and examples.
@@ -152,28 +165,74 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// As [`SqliteQueue::open_in_memory`].
+    /// `Io` if SQLite cannot allocate the database.
     #[cfg(feature = "sqlite")]
     pub fn sqlite_in_memory() -> Result<Queue> {
-        Ok(Queue::from(SqliteQueue::open_in_memory()?))
+        Ok(Queue::from_backend(Backend::Sqlite(
+            SqliteQueue::open_in_memory()?,
+        )))
     }
 
-    /// The queue in the PostgreSQL database at `url` (see [`PostgresQueue::connect`]).
+    /// Connects to the PostgreSQL database `url` names and brings its schema up to date.
+    ///
+    /// `url` is a connection string as tokio-postgres reads it: a URL
+    /// (`postgres://user[:password]@host[:port]/database`, `?options=…`) or `key=value`
+    /// pairs (`host=/run/postgresql user=jobs dbname=jobs`). Without a `connect_timeout`,
+    /// connecting gives up after 10 s. Errors and `Debug` name the database as
+    /// `host:port/database`, never with the password.
+    ///
+    /// Clones share 4 connections ([`postgres_with`](Self::postgres_with) for another
+    /// number), taken in turn; each carries several operations at once, and one found closed
+    /// (the server restarted) is opened again on the next call that falls to it. Every
+    /// operation is one statement: a claim runs the schema's claim function, which takes jobs
+    /// `FOR UPDATE SKIP LOCKED`, so claimers on every host never share a job or wait for each
+    /// other. This build speaks plain TCP or a unix socket, without TLS: a connection string
+    /// that demands TLS (`sslmode=require`, `verify-ca`, `verify-full`) is refused. Give the
+    /// tables (`jobs`, `tenant_cursor`) a database or schema of their own.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = llm_failover::jobs::Queue::postgres("postgres://jobs@127.0.0.1:5432/jobs").await?;
+    /// assert_eq!(queue.stats(0).await?.ready, 0);
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
-    /// As [`PostgresQueue::connect`].
+    /// `Config` when `url` does not parse, demands TLS, or names a database whose schema is
+    /// newer than this build knows; `Io` when the server cannot be reached or refuses (the
+    /// login, the migration).
     #[cfg(feature = "postgres")]
     pub async fn postgres(url: &str) -> Result<Queue> {
-        Ok(Queue::from(PostgresQueue::connect(url).await?))
+        Ok(Queue::from_backend(Backend::Postgres(
+            PostgresQueue::connect(url).await?,
+        )))
+    }
+
+    /// As [`postgres`](Self::postgres), keeping `connections` connections (at least 1).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = llm_failover::jobs::Queue::postgres_with("postgres://jobs@127.0.0.1/jobs", 8).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`postgres`](Self::postgres).
+    #[cfg(feature = "postgres")]
+    pub async fn postgres_with(url: &str, connections: usize) -> Result<Queue> {
+        Ok(Queue::from_backend(Backend::Postgres(
+            PostgresQueue::connect_with(url, connections).await?,
+        )))
+    }
+
+    fn from_backend(backend: Backend) -> Queue {
+        Queue { backend }
     }
 
     /// Which backend: `"sqlite"` or `"postgres"`.
@@ -188,25 +247,73 @@ impl Queue {
         backend_name(&self.backend)
     }
 
-    /// See [`SqliteQueue::enqueue`].
+    /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
+    /// was new. `now_ms` is recorded as its creation time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// assert!(queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?);
+    /// assert!(!queue.enqueue(NewJob::new("a", "chat", r#"{"other":1}"#), 5).await?); // kept as it was
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
-    /// `Config` for an invalid job; `Io` when the database fails.
+    /// `Config` when the id, kind or tenant is empty or the payload is not JSON; `Io` when
+    /// the database fails.
     pub async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
         on_backend!(self, q => q.enqueue(job, now_ms).await)
     }
 
-    /// See [`SqliteQueue::enqueue_all`].
+    /// Adds every job in `jobs` whose id is not yet queued, in one transaction; returns how
+    /// many were new. Nothing is added when one of them is invalid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// let jobs = (0..3).map(|i| NewJob::new(format!("line-{i}"), "chat", "{}")).collect();
+    /// assert_eq!(queue.enqueue_all(jobs, 0).await?, 3);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
-    /// `Config` for an invalid job (nothing is added); `Io` when the database fails.
+    /// As [`enqueue`](Self::enqueue).
     pub async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         on_backend!(self, q => q.enqueue_all(jobs, now_ms).await)
     }
 
-    /// See [`SqliteQueue::claim`].
+    /// Claims the next eligible job for `worker`, leased for `lease` from `now_ms`.
+    ///
+    /// Eligible means `ready` with `eligible_at <= now_ms`. Every eligible interactive job goes
+    /// before any bulk one; within a lane, tenants that have eligible work take turns (the
+    /// lane's tenant cursor moves to the tenant served), and within a tenant the job eligible
+    /// longest goes first. The claim sets `running`, the lease and `attempt + 1` in one
+    /// transaction, so every claim is a unique `(id, attempt)`. `None` when nothing is
+    /// eligible.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{Lane, NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("bulk-1", "chat", "{}"), 0).await?;
+    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_lane(Lane::Interactive), 0).await?;
+    /// let lease = Duration::from_secs(30);
+    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "now-1");
+    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "bulk-1");
+    /// assert!(queue.claim("w", lease, 0).await?.is_none());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -215,7 +322,26 @@ impl Queue {
         on_backend!(self, q => q.claim(worker, lease, now_ms).await)
     }
 
-    /// See [`SqliteQueue::claim_many`].
+    /// Up to `max` claims in one transaction, each chosen as [`claim`](Self::claim) would
+    /// choose it after the ones before: interactive first, tenants in turn. Fewer (or none)
+    /// when fewer are eligible. A worker that runs several jobs at once claims them together,
+    /// one write instead of `max`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// for (id, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+    ///     queue.enqueue(NewJob::new(id, "chat", "{}").with_tenant(tenant), 0).await?;
+    /// }
+    /// let jobs = queue.claim_many("w", 8, Duration::from_secs(30), 0).await?;
+    /// let ids: Vec<_> = jobs.iter().map(|j| j.id.as_str()).collect();
+    /// assert_eq!(ids, ["a1", "b1", "a2"]); // tenants take turns
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -230,7 +356,23 @@ impl Queue {
         on_backend!(self, q => q.claim_many(worker, max, lease, now_ms).await)
     }
 
-    /// See [`SqliteQueue::heartbeat`].
+    /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
+    /// transcription. A lease that has expired but not yet been reaped can still be extended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "transcribe", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let outcome = queue.heartbeat("a", job.attempt, Duration::from_secs(10), 8_000).await?;
+    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(queue.get("a").await?.unwrap().lease_until_ms, Some(18_000));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -245,7 +387,23 @@ impl Queue {
         on_backend!(self, q => q.heartbeat(id, attempt, lease, now_ms).await)
     }
 
-    /// See [`SqliteQueue::complete`].
+    /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
+    /// the claim is stale; then the result was not stored and must be discarded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.complete("a", job.attempt, r#""ok""#).await?, Outcome::Applied);
+    /// assert_eq!(queue.complete("a", job.attempt, r#""again""#).await?, Outcome::Lost);
+    /// assert_eq!(queue.get("a").await?.unwrap().result.as_deref(), Some(r#""ok""#));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -254,16 +412,52 @@ impl Queue {
         on_backend!(self, q => q.complete(id, attempt, result).await)
     }
 
-    /// See [`SqliteQueue::complete_all`].
+    /// Completes every `(id, attempt, result)` in one transaction, each as
+    /// [`complete`](Self::complete) would; the outcomes are in the same order. A worker
+    /// finishing many short jobs settles them together, one write instead of many.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
+    /// let jobs = queue.claim_many("w", 2, Duration::from_secs(10), 0).await?;
+    /// let results = jobs.iter().map(|j| (j.id.clone(), j.attempt, r#""ok""#.to_owned()));
+    /// let mut results: Vec<_> = results.collect();
+    /// results.push(("a".into(), 1, r#""twice""#.into())); // a is done by then
+    /// let outcomes = queue.complete_all(results).await?;
+    /// assert_eq!(outcomes, [Outcome::Applied, Outcome::Applied, Outcome::Lost]);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
-    /// `Config` when a result is not JSON (nothing is written); `Io` when the database fails.
+    /// `Config` when a result is not JSON (nothing is written then); `Io` when the database fails.
     pub async fn complete_all(&self, results: Vec<(String, u32, String)>) -> Result<Vec<Outcome>> {
         on_backend!(self, q => q.complete_all(results).await)
     }
 
-    /// See [`SqliteQueue::snooze`].
+    /// Puts claim `(id, attempt)` back to `ready`, eligible at `until_ms`, counting no
+    /// failure: for a 429 or an open breaker, `until_ms` being the stated reset.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.snooze("a", job.attempt, 30_000).await?, Outcome::Applied);
+    /// assert!(queue.claim("w", Duration::from_secs(10), 29_999).await?.is_none());
+    /// let again = queue.claim("w", Duration::from_secs(10), 30_000).await?.unwrap();
+    /// assert_eq!((again.attempt, again.failures), (2, 0));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -272,7 +466,26 @@ impl Queue {
         on_backend!(self, q => q.snooze(id, attempt, until_ms).await)
     }
 
-    /// See [`SqliteQueue::fail`].
+    /// Counts a failure of claim `(id, attempt)`: back to `ready` after the policy's backoff,
+    /// or `dead` (with `reason`) when it was the policy's last allowed failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{FailPolicy, Failed, JobState, NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// let policy = FailPolicy::default().with_max_failures(2);
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let lease = Duration::from_secs(10);
+    /// let job = queue.claim("w", lease, 0).await?.unwrap();
+    /// assert_eq!(queue.fail("a", job.attempt, "503", 0, &policy).await?, Failed::Retry { eligible_at_ms: 1_000 });
+    /// let job = queue.claim("w", lease, 1_000).await?.unwrap();
+    /// assert_eq!(queue.fail("a", job.attempt, "503", 1_000, &policy).await?, Failed::Dead);
+    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Dead);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -288,7 +501,22 @@ impl Queue {
         on_backend!(self, q => q.fail(id, attempt, reason, now_ms, policy).await)
     }
 
-    /// See [`SqliteQueue::dead_now`].
+    /// Makes claim `(id, attempt)` `dead` at once with `reason`: for a failure that can only
+    /// repeat (a terminal 4xx). Counts the failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.dead_now("a", job.attempt, "400 context_length_exceeded").await?, Outcome::Applied);
+    /// assert_eq!(queue.dead_letters().await?[0].reason.as_deref(), Some("400 context_length_exceeded"));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -297,7 +525,23 @@ impl Queue {
         on_backend!(self, q => q.dead_now(id, attempt, reason).await)
     }
 
-    /// See [`SqliteQueue::review`].
+    /// Sets claim `(id, attempt)` aside for a person: its `result` (JSON text; wrap a raw answer in a JSON string)
+    /// failed its contract for `reason`. Not counted as done.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let outcome = queue.review("a", job.attempt, r#"{"urgency":"banana"}"#, "urgency is not 1-5").await?;
+    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -312,7 +556,25 @@ impl Queue {
         on_backend!(self, q => q.review(id, attempt, result, reason).await)
     }
 
-    /// See [`SqliteQueue::reap`].
+    /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
+    /// (eligible at once, in its old place: it goes before the jobs queued after it), counting a
+    /// failure; one whose count reaches the policy's limit is
+    /// `dead` instead. The stale worker's later calls for that claim come back `Lost`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{FailPolicy, NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// assert_eq!(queue.reap(9_999, &FailPolicy::default()).await?.requeued, 0);
+    /// assert_eq!(queue.reap(10_000, &FailPolicy::default()).await?.requeued, 1);
+    /// assert_eq!(queue.get("a").await?.unwrap().failures, 1);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -321,7 +583,11 @@ impl Queue {
         on_backend!(self, q => q.reap(now_ms, policy).await)
     }
 
-    /// See [`SqliteQueue::stats`].
+    /// Counts per state, and how long the oldest eligible `ready` job has waited at `now_ms`.
+    ///
+    /// # Examples
+    ///
+    /// See [`QueueStats`].
     ///
     /// # Errors
     ///
@@ -330,7 +596,20 @@ impl Queue {
         on_backend!(self, q => q.stats(now_ms).await)
     }
 
-    /// See [`SqliteQueue::get`].
+    /// The job with this id, in whatever state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::jobs::{JobState, NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 7).await?;
+    /// let job = queue.get("a").await?.unwrap();
+    /// assert_eq!((job.state, job.attempt, job.created_at_ms), (JobState::Ready, 0, 7));
+    /// assert!(queue.get("b").await?.is_none());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -339,7 +618,11 @@ impl Queue {
         on_backend!(self, q => q.get(id).await)
     }
 
-    /// See [`SqliteQueue::dead_letters`].
+    /// Every `dead` job, oldest first, with its reason.
+    ///
+    /// # Examples
+    ///
+    /// See [`dead_now`](Self::dead_now).
     ///
     /// # Errors
     ///
@@ -348,7 +631,25 @@ impl Queue {
         on_backend!(self, q => q.dead_letters().await)
     }
 
-    /// See [`SqliteQueue::requeue`].
+    /// Puts a `dead` (or `review`) job back to `ready`, eligible at `now_ms`, with its
+    /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
+    /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{JobState, NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
+    /// let _ = queue.dead_now("a", job.attempt, "401").await?;
+    /// assert!(queue.requeue("a", 5_000).await?);
+    /// assert!(!queue.requeue("a", 5_000).await?); // already ready
+    /// assert_eq!(queue.claim("w", Duration::from_secs(10), 5_000).await?.unwrap().attempt, 2);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -364,24 +665,6 @@ fn backend_name(backend: &Backend) -> &'static str {
         Backend::Sqlite(_) => "sqlite",
         #[cfg(feature = "postgres")]
         Backend::Postgres(_) => "postgres",
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl From<SqliteQueue> for Queue {
-    fn from(q: SqliteQueue) -> Queue {
-        Queue {
-            backend: Backend::Sqlite(q),
-        }
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl From<PostgresQueue> for Queue {
-    fn from(q: PostgresQueue) -> Queue {
-        Queue {
-            backend: Backend::Postgres(q),
-        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llm_failover::jobs::{
-    FailPolicy, Failed, JobState, Lane, NewJob, Outcome, Queue, QueueStats, Reaped, SqliteQueue,
+    FailPolicy, Failed, JobState, Lane, NewJob, Outcome, Queue, QueueStats, Reaped,
 };
 use llm_failover::ErrorKind;
 
@@ -787,11 +787,11 @@ async fn a_file_keeps_its_jobs_across_opens() {
     let dir = TempDir::new("jobs", "reopen");
     let path = dir.path("queue.sqlite");
     {
-        let queue = SqliteQueue::open(&path).await.unwrap();
+        let queue = Queue::sqlite(&path).await.unwrap();
         queue.enqueue(job("a"), 0).await.unwrap();
         queue.claim("w", LEASE, 0).await.unwrap().unwrap();
     }
-    let queue = SqliteQueue::open(&path).await.unwrap();
+    let queue = Queue::sqlite(&path).await.unwrap();
     let stored = queue.get("a").await.unwrap().unwrap();
     assert_eq!((stored.state, stored.attempt), (JobState::Running, 1));
     assert!(
@@ -804,7 +804,7 @@ async fn a_file_keeps_its_jobs_across_opens() {
 async fn a_database_with_a_newer_schema_is_refused() {
     let dir = TempDir::new("jobs", "newer-schema");
     let path = dir.path("queue.sqlite");
-    drop(SqliteQueue::open(&path).await.unwrap());
+    drop(Queue::sqlite(&path).await.unwrap());
     let version: i64 = {
         let conn = rusqlite::Connection::open(&path).unwrap();
         let v = conn
@@ -814,7 +814,7 @@ async fn a_database_with_a_newer_schema_is_refused() {
         v
     };
     assert!(version >= 1);
-    let err = SqliteQueue::open(&path).await.unwrap_err();
+    let err = Queue::sqlite(&path).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config);
     let message = err.to_string();
     assert!(
@@ -830,12 +830,12 @@ async fn a_file_that_is_not_a_database_is_an_io_error() {
     let dir = TempDir::new("jobs", "not-a-database");
     let path = dir.path("queue.sqlite");
     std::fs::write(&path, vec![b'x'; 4096]).unwrap();
-    let err = SqliteQueue::open(&path).await.unwrap_err();
+    let err = Queue::sqlite(&path).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io);
     assert!(err.to_string().contains("not an SQLite database"), "{err}");
 
     let missing_dir = dir.path("no/such/dir/queue.sqlite");
-    let err = SqliteQueue::open(&missing_dir).await.unwrap_err();
+    let err = Queue::sqlite(&missing_dir).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io);
     assert!(err.to_string().contains("no/such/dir"), "{err}");
 }

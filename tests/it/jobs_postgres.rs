@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use llm_failover::jobs::{FailPolicy, NewJob, PostgresQueue, Queue};
+use llm_failover::jobs::{FailPolicy, NewJob, Queue};
 use llm_failover::ErrorKind;
 
 use crate::support::postgres::PgServer;
@@ -41,7 +41,7 @@ fn fresh() -> (String, String) {
 #[tokio::test]
 async fn a_database_with_a_newer_schema_is_refused() {
     let (url, name) = fresh();
-    drop(PostgresQueue::connect(&url).await.unwrap());
+    drop(Queue::postgres(&url).await.unwrap());
     let client = raw(&url).await;
     let version: i64 = client
         .query_one("SELECT version FROM llm_failover_schema", &[])
@@ -53,7 +53,7 @@ async fn a_database_with_a_newer_schema_is_refused() {
         .execute("UPDATE llm_failover_schema SET version = version + 1", &[])
         .await
         .unwrap();
-    let err = PostgresQueue::connect(&url).await.unwrap_err();
+    let err = Queue::postgres(&url).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config);
     let message = err.to_string();
     assert!(
@@ -70,7 +70,7 @@ async fn queues_connecting_to_a_new_database_at_once_migrate_it_once() {
     let connecting: Vec<_> = (0..6)
         .map(|_| {
             let url = url.clone();
-            tokio::spawn(async move { PostgresQueue::connect(&url).await })
+            tokio::spawn(async move { Queue::postgres(&url).await })
         })
         .collect();
     let mut queues = Vec::new();
@@ -98,7 +98,7 @@ async fn queues_connecting_to_a_new_database_at_once_migrate_it_once() {
 #[tokio::test]
 async fn a_claim_skips_what_another_transaction_holds_without_waiting() {
     let (url, _) = fresh();
-    let queue = PostgresQueue::connect(&url).await.unwrap();
+    let queue = Queue::postgres(&url).await.unwrap();
     for (id, tenant, at) in [("a", "t1", 0), ("b", "t1", 1), ("c", "t2", 0)] {
         let new = job(id).with_tenant(tenant).with_eligible_at(at);
         queue.enqueue(new, 0).await.unwrap();
@@ -139,8 +139,8 @@ async fn two_reapers_at_once_count_each_expired_lease_once() {
     const JOBS: usize = 40;
     let (url, _) = fresh();
     let (one, two) = (
-        PostgresQueue::connect(&url).await.unwrap(),
-        PostgresQueue::connect(&url).await.unwrap(),
+        Queue::postgres(&url).await.unwrap(),
+        Queue::postgres(&url).await.unwrap(),
     );
     let jobs = (0..JOBS).map(|i| job(&format!("j{i}"))).collect();
     one.enqueue_all(jobs, 0).await.unwrap();
@@ -172,9 +172,7 @@ async fn a_queue_outlives_a_restart_of_its_server() {
     let name = format!("127.0.0.1:{}/{db}", server.port());
     // Trust authentication: the password is accepted unread, so it can be checked for.
     let url = format!("postgres://postgres:{SECRET}@{name}");
-    let queue = PostgresQueue::connect_with(&url, CONNECTIONS)
-        .await
-        .unwrap();
+    let queue = Queue::postgres_with(&url, CONNECTIONS).await.unwrap();
     let debug = format!("{queue:?}");
     assert!(debug.contains(&name) && !debug.contains(SECRET), "{debug}");
     assert!(queue.enqueue(job("before"), 0).await.unwrap());
@@ -216,7 +214,7 @@ async fn a_server_that_is_not_there_is_an_io_error_naming_it() {
         .unwrap()
         .port();
     let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{port}/nowhere");
-    let err = PostgresQueue::connect(&url).await.unwrap_err();
+    let err = Queue::postgres(&url).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io);
     let message = err.to_string();
     assert!(
@@ -233,7 +231,7 @@ async fn a_connection_string_that_demands_tls_is_refused() {
     let port = PgServer::shared().port();
     for mode in ["require", "verify-ca", "verify-full"] {
         let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{port}/postgres?sslmode={mode}");
-        let err = PostgresQueue::connect(&url).await.unwrap_err();
+        let err = Queue::postgres(&url).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Config, "{mode}");
         let message = err.to_string();
         assert!(
@@ -245,7 +243,7 @@ async fn a_connection_string_that_demands_tls_is_refused() {
         assert_eq!(err.kind(), ErrorKind::Config, "{mode}");
     }
     let keywords = format!("host=127.0.0.1 port={port} user=postgres sslmode=require");
-    let err = PostgresQueue::connect(&keywords).await.unwrap_err();
+    let err = Queue::postgres(&keywords).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config);
     // Without a demand for TLS, the same server is used over plain TCP.
     let (url, _) = fresh();
@@ -256,7 +254,7 @@ async fn a_connection_string_that_demands_tls_is_refused() {
 #[tokio::test]
 async fn text_postgresql_cannot_store_is_refused_before_it_is_sent() {
     let (url, _) = fresh();
-    let queue = PostgresQueue::connect(&url).await.unwrap();
+    let queue = Queue::postgres(&url).await.unwrap();
     for bad in [job("a\0b"), job("a").with_tenant("t\0")] {
         let err = queue.enqueue(bad, 0).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Config);

@@ -48,24 +48,8 @@ const CONNECTIONS: usize = 4;
 ///
 /// All times are wall-clock milliseconds passed in by the caller (see
 /// [`wall_ms`](super::wall_ms)); the queue reads no clock.
-///
-/// # Examples
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use llm_failover::jobs::{NewJob, Outcome, PostgresQueue};
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-/// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1:5432/jobs").await?;
-/// assert!(queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#), 0).await?);
-///
-/// let job = queue.claim("worker-1", Duration::from_secs(60), 1_000).await?.unwrap();
-/// let outcome = queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await?;
-/// assert_eq!(outcome, Outcome::Applied);
-/// # Ok(()) }
-/// ```
 #[derive(Clone)]
-pub struct PostgresQueue {
+pub(crate) struct PostgresQueue {
     pool: Arc<Pool>,
 }
 
@@ -87,39 +71,21 @@ impl PostgresQueue {
     /// connecting gives up after 10 s. Errors and `Debug` name the database as
     /// `host:port/database`, never with the password.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = llm_failover::jobs::PostgresQueue::connect("host=/run/postgresql user=jobs").await?;
-    /// assert_eq!(queue.stats(0).await?.ready, 0);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when `url` does not parse, demands TLS, or names a database whose schema is
     /// newer than this build knows; `Io` when the server cannot be reached or refuses (the
     /// login, the migration).
-    pub async fn connect(url: &str) -> Result<PostgresQueue> {
+    pub(crate) async fn connect(url: &str) -> Result<PostgresQueue> {
         PostgresQueue::connect_with(url, CONNECTIONS).await
     }
 
     /// As [`connect`](Self::connect), keeping `connections` connections (at least 1).
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let url = "postgres://jobs@127.0.0.1/jobs";
-    /// let queue = llm_failover::jobs::PostgresQueue::connect_with(url, 8).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// As [`connect`](Self::connect).
-    pub async fn connect_with(url: &str, connections: usize) -> Result<PostgresQueue> {
+    pub(crate) async fn connect_with(url: &str, connections: usize) -> Result<PostgresQueue> {
         let pool = Pool::new(url, connections)?;
         let mut client = pool.open("migrating").await?;
         schema::migrate(&mut client, pool.name()).await?;
@@ -132,43 +98,21 @@ impl PostgresQueue {
     /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
     /// was new. `now_ms` is recorded as its creation time.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// assert!(queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?);
-    /// assert!(!queue.enqueue(NewJob::new("a", "chat", r#"{"other":1}"#), 5).await?); // kept as it was
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when the id, kind or tenant is empty or the payload is not JSON (or a text
     /// holds a NUL character, which PostgreSQL cannot store); `Io` when PostgreSQL fails.
-    pub async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
+    pub(crate) async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
         Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
     }
 
     /// Adds every job in `jobs` whose id is not yet queued, in one statement; returns how
     /// many were new. Nothing is added when one of them is invalid.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// let jobs = (0..3).map(|i| NewJob::new(format!("line-{i}"), "chat", "{}")).collect();
-    /// assert_eq!(queue.enqueue_all(jobs, 0).await?, 3);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// As [`enqueue`](Self::enqueue).
-    pub async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
+    pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         for job in &jobs {
             job.validate()?;
             for (what, text) in [
@@ -223,26 +167,15 @@ impl PostgresQueue {
     /// longest goes first. The claim sets `running`, the lease and `attempt + 1` in one
     /// statement, so every claim is a unique `(id, attempt)`. `None` when nothing is eligible.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{Lane, NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// queue.enqueue(NewJob::new("bulk-1", "chat", "{}"), 0).await?;
-    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_lane(Lane::Interactive), 0).await?;
-    /// let lease = Duration::from_secs(30);
-    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "now-1");
-    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "bulk-1");
-    /// assert!(queue.claim("w", lease, 0).await?.is_none());
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when `worker` holds a NUL character; `Io` when PostgreSQL fails.
-    pub async fn claim(&self, worker: &str, lease: Duration, now_ms: i64) -> Result<Option<Job>> {
+    pub(crate) async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Option<Job>> {
         Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
     }
 
@@ -251,26 +184,10 @@ impl PostgresQueue {
     /// when fewer are eligible, or held by concurrent claims. A worker that runs several jobs
     /// at once claims them together, one round trip instead of `max`.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// for (id, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
-    ///     queue.enqueue(NewJob::new(id, "chat", "{}").with_tenant(tenant), 0).await?;
-    /// }
-    /// let jobs = queue.claim_many("w", 8, Duration::from_secs(30), 0).await?;
-    /// let ids: Vec<_> = jobs.iter().map(|j| j.id.as_str()).collect();
-    /// assert_eq!(ids, ["a1", "b1", "a2"]); // tenants take turns
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// As [`claim`](Self::claim).
-    pub async fn claim_many(
+    pub(crate) async fn claim_many(
         &self,
         worker: &str,
         max: usize,
@@ -307,23 +224,10 @@ impl PostgresQueue {
     /// Counts per state, how long the oldest eligible `ready` job has waited at `now_ms`, and
     /// when the next `ready` job is (or was) eligible.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}").with_eligible_at(1_000), 1_000).await?;
-    /// let stats = queue.stats(4_000).await?;
-    /// assert_eq!(stats.ready, 1);
-    /// assert_eq!(stats.oldest_eligible_age, Some(std::time::Duration::from_secs(3)));
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when PostgreSQL fails.
-    pub async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
+    pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         let doing = "reading stats";
         let rows = self
             .query(
@@ -355,23 +259,10 @@ impl PostgresQueue {
 
     /// The job with this id, in whatever state.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use llm_failover::jobs::{JobState, NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 7).await?;
-    /// let job = queue.get("a").await?.unwrap();
-    /// assert_eq!((job.state, job.attempt, job.created_at_ms), (JobState::Ready, 0, 7));
-    /// assert!(queue.get("b").await?.is_none());
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
-    pub async fn get(&self, id: &str) -> Result<Option<Job>> {
+    pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         no_nul(id, || "job id".to_owned())?;
         let rows = self
             .query(
@@ -387,14 +278,10 @@ impl PostgresQueue {
 
     /// Every `dead` job, oldest first, with its reason.
     ///
-    /// # Examples
-    ///
-    /// See [`dead_now`](Self::dead_now).
-    ///
     /// # Errors
     ///
     /// `Io` when PostgreSQL fails.
-    pub async fn dead_letters(&self) -> Result<Vec<Job>> {
+    pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {
         let rows = self
             .query(
                 "listing dead letters",
@@ -409,25 +296,10 @@ impl PostgresQueue {
     /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
     /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
     ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, PostgresQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = PostgresQueue::connect("postgres://jobs@127.0.0.1/jobs").await?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// let _ = queue.dead_now("a", job.attempt, "401").await?;
-    /// assert!(queue.requeue("a", 5_000).await?);
-    /// assert!(!queue.requeue("a", 5_000).await?); // already ready
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
-    pub async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
+    pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         no_nul(id, || "job id".to_owned())?;
         let changed = self
             .execute(

@@ -27,27 +27,8 @@ const COLUMNS: &str = "id, kind, tenant, lane, payload, state, attempt, failures
 ///
 /// All times are wall-clock milliseconds passed in by the caller (see
 /// [`wall_ms`](super::wall_ms)); the queue reads no clock.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-/// let path = std::env::temp_dir().join(format!("jobs-doc-{}.sqlite", std::process::id()));
-/// # let _ = std::fs::remove_file(&path);
-/// let queue = SqliteQueue::open(&path).await?;
-/// assert!(queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#), 0).await?);
-///
-/// let job = queue.claim("worker-1", Duration::from_secs(60), 1_000).await?.unwrap();
-/// let outcome = queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await?;
-/// assert_eq!(outcome, Outcome::Applied);
-/// # drop(queue); for ext in ["", "-wal", "-shm"] { let _ = std::fs::remove_file(format!("{}{ext}", path.display())); }
-/// # Ok(()) }
-/// ```
 #[derive(Clone)]
-pub struct SqliteQueue {
+pub(crate) struct SqliteQueue {
     conn: Arc<Mutex<Connection>>,
     /// The file's path as given (or `:memory:`), for error messages.
     name: Arc<str>,
@@ -65,24 +46,12 @@ impl SqliteQueue {
     /// Opens (creating if need be) the queue in the SQLite file at `path`, in WAL mode, and
     /// brings its schema up to date.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let dir = std::env::temp_dir().join(format!("jobs-open-doc-{}", std::process::id()));
-    /// std::fs::create_dir_all(&dir).unwrap();
-    /// let queue = llm_failover::jobs::SqliteQueue::open(dir.join("queue.sqlite")).await?;
-    /// assert_eq!(queue.stats(0).await?.ready, 0);
-    /// # drop(queue); std::fs::remove_dir_all(&dir).unwrap();
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when the file cannot be opened or created, is not an SQLite database (or is
     /// corrupt), or stays locked past the busy timeout; `Config` when its schema is newer than
     /// this build knows.
-    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteQueue> {
+    pub(crate) async fn open(path: impl AsRef<Path>) -> Result<SqliteQueue> {
         let path = path.as_ref().to_owned();
         let name: Arc<str> = path.display().to_string().into();
         let db = name.clone();
@@ -101,17 +70,10 @@ impl SqliteQueue {
 
     /// A queue in memory, gone when the last clone is dropped: for tests and examples.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue = llm_failover::jobs::SqliteQueue::open_in_memory()?;
-    /// # Ok::<(), llm_failover::Error>(())
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` if SQLite cannot allocate the database.
-    pub fn open_in_memory() -> Result<SqliteQueue> {
+    pub(crate) fn open_in_memory() -> Result<SqliteQueue> {
         let name: Arc<str> = ":memory:".into();
         let mut conn = Connection::open_in_memory().map_err(|e| sql_error(&name, "opening", e))?;
         schema::prepare(&mut conn, &name, true, schema::BUSY_TIMEOUT)?;
@@ -124,43 +86,21 @@ impl SqliteQueue {
     /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
     /// was new. `now_ms` is recorded as its creation time.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use llm_failover::jobs::{NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// assert!(queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?);
-    /// assert!(!queue.enqueue(NewJob::new("a", "chat", r#"{"other":1}"#), 5).await?); // kept as it was
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when the id, kind or tenant is empty or the payload is not JSON; `Io` when
     /// SQLite fails.
-    pub async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
+    pub(crate) async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
         Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
     }
 
     /// Adds every job in `jobs` whose id is not yet queued, in one transaction; returns how
     /// many were new. Nothing is added when one of them is invalid.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use llm_failover::jobs::{NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// let jobs = (0..3).map(|i| NewJob::new(format!("line-{i}"), "chat", "{}")).collect();
-    /// assert_eq!(queue.enqueue_all(jobs, 0).await?, 3);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// As [`enqueue`](Self::enqueue).
-    pub async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
+    pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         for job in &jobs {
             job.validate()?;
         }
@@ -196,26 +136,15 @@ impl SqliteQueue {
     /// transaction, so every claim is a unique `(id, attempt)`. `None` when nothing is
     /// eligible.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{Lane, NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("bulk-1", "chat", "{}"), 0).await?;
-    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_lane(Lane::Interactive), 0).await?;
-    /// let lease = Duration::from_secs(30);
-    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "now-1");
-    /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "bulk-1");
-    /// assert!(queue.claim("w", lease, 0).await?.is_none());
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn claim(&self, worker: &str, lease: Duration, now_ms: i64) -> Result<Option<Job>> {
+    pub(crate) async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Option<Job>> {
         Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
     }
 
@@ -224,26 +153,10 @@ impl SqliteQueue {
     /// when fewer are eligible. A worker that runs several jobs at once claims them together,
     /// one write instead of `max`.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// for (id, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
-    ///     queue.enqueue(NewJob::new(id, "chat", "{}").with_tenant(tenant), 0).await?;
-    /// }
-    /// let jobs = queue.claim_many("w", 8, Duration::from_secs(30), 0).await?;
-    /// let ids: Vec<_> = jobs.iter().map(|j| j.id.as_str()).collect();
-    /// assert_eq!(ids, ["a1", "b1", "a2"]); // tenants take turns
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn claim_many(
+    pub(crate) async fn claim_many(
         &self,
         worker: &str,
         max: usize,
@@ -269,14 +182,10 @@ impl SqliteQueue {
 
     /// Counts per state, and how long the oldest eligible `ready` job has waited at `now_ms`.
     ///
-    /// # Examples
-    ///
-    /// See [`QueueStats`].
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
+    pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         self.read("reading stats", move |conn| {
             let mut stats = QueueStats::default();
             let mut counts = conn
@@ -311,23 +220,10 @@ impl SqliteQueue {
 
     /// The job with this id, in whatever state.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use llm_failover::jobs::{JobState, NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 7).await?;
-    /// let job = queue.get("a").await?.unwrap();
-    /// assert_eq!((job.state, job.attempt, job.created_at_ms), (JobState::Ready, 0, 7));
-    /// assert!(queue.get("b").await?.is_none());
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn get(&self, id: &str) -> Result<Option<Job>> {
+    pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         let id = id.to_owned();
         self.read("reading a job", move |conn| {
             conn.query_row(
@@ -342,14 +238,10 @@ impl SqliteQueue {
 
     /// Every `dead` job, oldest first, with its reason.
     ///
-    /// # Examples
-    ///
-    /// See [`dead_now`](Self::dead_now).
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn dead_letters(&self) -> Result<Vec<Job>> {
+    pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {
         self.read("listing dead letters", move |conn| {
             conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM jobs WHERE state = 'dead' ORDER BY seq"
@@ -364,26 +256,10 @@ impl SqliteQueue {
     /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
     /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{JobState, NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// let _ = queue.dead_now("a", job.attempt, "401").await?;
-    /// assert!(queue.requeue("a", 5_000).await?);
-    /// assert!(!queue.requeue("a", 5_000).await?); // already ready
-    /// assert_eq!(queue.claim("w", Duration::from_secs(10), 5_000).await?.unwrap().attempt, 2);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
+    pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
         self.write("requeueing", move |tx| {
             let changed = tx.execute(

@@ -15,25 +15,10 @@ impl SqliteQueue {
     /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
     /// transcription. A lease that has expired but not yet been reaped can still be extended.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "transcribe", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// let outcome = queue.heartbeat("a", job.attempt, Duration::from_secs(10), 8_000).await?;
-    /// assert_eq!(outcome, Outcome::Applied);
-    /// assert_eq!(queue.get("a").await?.unwrap().lease_until_ms, Some(18_000));
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn heartbeat(
+    pub(crate) async fn heartbeat(
         &self,
         id: &str,
         attempt: u32,
@@ -54,25 +39,10 @@ impl SqliteQueue {
     /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
     /// the claim is stale; then the result was not stored and must be discarded.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.complete("a", job.attempt, r#""ok""#).await?, Outcome::Applied);
-    /// assert_eq!(queue.complete("a", job.attempt, r#""again""#).await?, Outcome::Lost);
-    /// assert_eq!(queue.get("a").await?.unwrap().result.as_deref(), Some(r#""ok""#));
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when `result` is not JSON; `Io` when SQLite fails.
-    pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
+    pub(crate) async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
         let outcomes = self
             .complete_all(vec![(id.to_owned(), attempt, result.to_owned())])
             .await?;
@@ -83,27 +53,13 @@ impl SqliteQueue {
     /// [`complete`](Self::complete) would; the outcomes are in the same order. A worker
     /// finishing many short jobs settles them together, one write instead of many.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
-    /// let jobs = queue.claim_many("w", 2, Duration::from_secs(10), 0).await?;
-    /// let results = jobs.iter().map(|j| (j.id.clone(), j.attempt, r#""ok""#.to_owned()));
-    /// let mut results: Vec<_> = results.collect();
-    /// results.push(("a".into(), 1, r#""twice""#.into())); // a is done by then
-    /// let outcomes = queue.complete_all(results).await?;
-    /// assert_eq!(outcomes, [Outcome::Applied, Outcome::Applied, Outcome::Lost]);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when a result is not JSON (nothing is written then); `Io` when SQLite fails.
-    pub async fn complete_all(&self, results: Vec<(String, u32, String)>) -> Result<Vec<Outcome>> {
+    pub(crate) async fn complete_all(
+        &self,
+        results: Vec<(String, u32, String)>,
+    ) -> Result<Vec<Outcome>> {
         for (id, _, result) in &results {
             check_json(result, || format!("result of job {id:?}"))?;
         }
@@ -128,26 +84,10 @@ impl SqliteQueue {
     /// Puts claim `(id, attempt)` back to `ready`, eligible at `until_ms`, counting no
     /// failure: for a 429 or an open breaker, `until_ms` being the stated reset.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.snooze("a", job.attempt, 30_000).await?, Outcome::Applied);
-    /// assert!(queue.claim("w", Duration::from_secs(10), 29_999).await?.is_none());
-    /// let again = queue.claim("w", Duration::from_secs(10), 30_000).await?.unwrap();
-    /// assert_eq!((again.attempt, again.failures), (2, 0));
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
+    pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
         self.fenced("snoozing", id, attempt, move |tx, id, attempt| {
             tx.execute(
                 "UPDATE jobs SET state = 'ready', eligible_at = ?3, lease_until = NULL
@@ -161,28 +101,10 @@ impl SqliteQueue {
     /// Counts a failure of claim `(id, attempt)`: back to `ready` after the policy's backoff,
     /// or `dead` (with `reason`) when it was the policy's last allowed failure.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{Failed, FailPolicy, JobState, NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// let policy = FailPolicy::default().with_max_failures(2);
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// let lease = Duration::from_secs(10);
-    /// let job = queue.claim("w", lease, 0).await?.unwrap();
-    /// assert_eq!(queue.fail("a", job.attempt, "503", 0, &policy).await?, Failed::Retry { eligible_at_ms: 1_000 });
-    /// let job = queue.claim("w", lease, 1_000).await?.unwrap();
-    /// assert_eq!(queue.fail("a", job.attempt, "503", 1_000, &policy).await?, Failed::Dead);
-    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Dead);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn fail(
+    pub(crate) async fn fail(
         &self,
         id: &str,
         attempt: u32,
@@ -223,24 +145,10 @@ impl SqliteQueue {
     /// Makes claim `(id, attempt)` `dead` at once with `reason`: for a failure that can only
     /// repeat (a terminal 4xx). Counts the failure.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.dead_now("a", job.attempt, "400 context_length_exceeded").await?, Outcome::Applied);
-    /// assert_eq!(queue.dead_letters().await?[0].reason.as_deref(), Some("400 context_length_exceeded"));
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
+    pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
         let reason = reason.to_owned();
         self.fenced("dead-lettering", id, attempt, move |tx, id, attempt| {
             tx.execute(
@@ -256,25 +164,10 @@ impl SqliteQueue {
     /// Sets claim `(id, attempt)` aside for a person: its `result` (JSON text; wrap a raw answer in a JSON string)
     /// failed its contract for `reason`. Not counted as done.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
-    /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// let outcome = queue.review("a", job.attempt, r#"{"urgency":"banana"}"#, "urgency is not 1-5").await?;
-    /// assert_eq!(outcome, Outcome::Applied);
-    /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Config` when `result` is not JSON; `Io` when SQLite fails.
-    pub async fn review(
+    pub(crate) async fn review(
         &self,
         id: &str,
         attempt: u32,
@@ -298,25 +191,10 @@ impl SqliteQueue {
     /// failure; one whose count reaches the policy's limit is
     /// `dead` instead. The stale worker's later calls for that claim come back `Lost`.
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{FailPolicy, NewJob, SqliteQueue};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = SqliteQueue::open_in_memory()?;
-    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
-    /// queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.reap(9_999, &FailPolicy::default()).await?.requeued, 0);
-    /// assert_eq!(queue.reap(10_000, &FailPolicy::default()).await?.requeued, 1);
-    /// assert_eq!(queue.get("a").await?.unwrap().failures, 1);
-    /// # Ok(()) }
-    /// ```
-    ///
     /// # Errors
     ///
     /// `Io` when SQLite fails.
-    pub async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
+    pub(crate) async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
         let policy = *policy;
         self.write("reaping expired leases", move |tx| {
             let expired: Vec<(String, u32, Option<String>)> = tx
