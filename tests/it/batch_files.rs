@@ -14,13 +14,13 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, TempDir};
+use crate::support::examples::{build_example, output_within, TempDir};
 
 /// The `batch` example, built once per test run.
 fn batch_bin() -> &'static Path {
@@ -66,29 +66,15 @@ fn run_batch(dir: &Dir, input: &Path, output: &Path, extra: &[&str]) -> Run {
         output.into(),
     ];
     args.extend(extra.iter().map(OsString::from));
-    let child = Command::new(batch_bin())
+    let mut command = Command::new(batch_bin());
+    command
         .args(&args)
         .current_dir(dir.0.root())
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
-        .env_remove("LLM_FAILOVER_ENV")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the batch example starts");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out: Output = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(out) => out.expect("the batch example ran"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("the batch example did not end: {args:?}");
-        }
-    };
+        .env_remove("LLM_FAILOVER_ENV");
+    let what = format!("the batch example {args:?}");
+    let out = output_within(command, Duration::from_secs(120), &what);
     Run {
         code: out.status.code(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -10,8 +10,8 @@
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use llm_failover::jobs::{Job, JobState, Lane, NewJob, Queue};
@@ -19,7 +19,7 @@ use llm_failover_emulator::text::{silent_wav, transcribe};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::support::examples::{build_example, TempDir};
+use crate::support::examples::{build_example, output_within, TempDir};
 
 /// The example, built once per test run.
 fn example_bin() -> &'static Path {
@@ -91,28 +91,14 @@ fn run_example(dir: &Path, extra: &[&str]) -> Run {
         dir.display().to_string(),
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
-    let child = Command::new(example_bin())
+    let mut command = Command::new(example_bin());
+    command
         .args(&args)
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
-        .env_remove("LLM_FAILOVER_ENV")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the transcribe_queue example starts");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out: Output = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(out) => out.expect("the transcribe_queue example ran"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("the transcribe_queue example did not end: {args:?}");
-        }
-    };
+        .env_remove("LLM_FAILOVER_ENV");
+    let what = format!("the transcribe_queue example {args:?}");
+    let out = output_within(command, Duration::from_secs(120), &what);
     Run {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -3,7 +3,8 @@
 //! (Shared with `benches/shared.rs` through `#[path]`.)
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -71,5 +72,30 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `command` (stdin closed, stdout and stderr read) to its end and returns what it
+/// printed; a run that has not ended after `limit` is killed (SIGKILL) and panics naming
+/// `what` — the bugs these runs guard against hung forever.
+#[allow(dead_code)] // a bench that includes this file runs no example to its end
+pub fn output_within(mut command: Command, limit: Duration, what: &str) -> Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} does not start: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap_or_else(|e| panic!("{what} could not be waited for: {e}")),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("{what} did not end within {limit:?}");
+        }
     }
 }
