@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::job::{Failed, Job, NewJob, Outcome, QueueStats, Reaped};
+use super::job::{check_json, Failed, Job, NewJob, Outcome, QueueStats, Reaped};
 use super::policy::FailPolicy;
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresQueue;
@@ -266,7 +266,7 @@ impl Queue {
     /// `Config` when the id, kind or tenant is empty or the payload is not JSON; `Io` when
     /// the database fails.
     pub async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
-        on_backend!(self, q => q.enqueue(job, now_ms).await)
+        Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
     }
 
     /// Adds every job in `jobs` whose id is not yet queued, in one transaction; returns how
@@ -287,6 +287,9 @@ impl Queue {
     ///
     /// As [`enqueue`](Self::enqueue).
     pub async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
+        for job in &jobs {
+            job.validate()?;
+        }
         on_backend!(self, q => q.enqueue_all(jobs, now_ms).await)
     }
 
@@ -319,7 +322,7 @@ impl Queue {
     ///
     /// `Io` when the database fails.
     pub async fn claim(&self, worker: &str, lease: Duration, now_ms: i64) -> Result<Option<Job>> {
-        on_backend!(self, q => q.claim(worker, lease, now_ms).await)
+        Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
     }
 
     /// Up to `max` claims in one transaction, each chosen as [`claim`](Self::claim) would
@@ -409,7 +412,8 @@ impl Queue {
     ///
     /// `Config` when `result` is not JSON; `Io` when the database fails.
     pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
-        on_backend!(self, q => q.complete(id, attempt, result).await)
+        let one = vec![(id.to_owned(), attempt, result.to_owned())];
+        Ok(self.complete_all(one).await?.pop().unwrap_or(Outcome::Lost))
     }
 
     /// Completes every `(id, attempt, result)` in one transaction, each as
@@ -437,6 +441,9 @@ impl Queue {
     ///
     /// `Config` when a result is not JSON (nothing is written then); `Io` when the database fails.
     pub async fn complete_all(&self, results: Vec<(String, u32, String)>) -> Result<Vec<Outcome>> {
+        for (id, _, result) in &results {
+            check_json(result, || format!("result of job {id:?}"))?;
+        }
         on_backend!(self, q => q.complete_all(results).await)
     }
 
@@ -553,6 +560,7 @@ impl Queue {
         result: &str,
         reason: &str,
     ) -> Result<Outcome> {
+        check_json(result, || format!("result of job {id:?}"))?;
         on_backend!(self, q => q.review(id, attempt, result, reason).await)
     }
 

@@ -95,17 +95,6 @@ impl PostgresQueue {
         })
     }
 
-    /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
-    /// was new. `now_ms` is recorded as its creation time.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when the id, kind or tenant is empty or the payload is not JSON (or a text
-    /// holds a NUL character, which PostgreSQL cannot store); `Io` when PostgreSQL fails.
-    pub(crate) async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
-        Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
-    }
-
     /// Adds every job in `jobs` whose id is not yet queued, in one statement; returns how
     /// many were new. Nothing is added when one of them is invalid.
     ///
@@ -114,7 +103,6 @@ impl PostgresQueue {
     /// As [`enqueue`](Self::enqueue).
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         for job in &jobs {
-            job.validate()?;
             for (what, text) in [
                 ("id", &job.id),
                 ("kind", &job.kind),
@@ -156,27 +144,6 @@ impl PostgresQueue {
             ],
         )
         .await
-    }
-
-    /// Claims the next eligible job for `worker`, leased for `lease` from `now_ms`: the job
-    /// [`claim_many`](Self::claim_many) would claim first.
-    ///
-    /// Eligible means `ready` with `eligible_at <= now_ms`. Every eligible interactive job goes
-    /// before any bulk one; within a lane, tenants that have eligible work take turns (the
-    /// lane's tenant cursor moves to the tenant served), and within a tenant the job eligible
-    /// longest goes first. The claim sets `running`, the lease and `attempt + 1` in one
-    /// statement, so every claim is a unique `(id, attempt)`. `None` when nothing is eligible.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `worker` holds a NUL character; `Io` when PostgreSQL fails.
-    pub(crate) async fn claim(
-        &self,
-        worker: &str,
-        lease: Duration,
-        now_ms: i64,
-    ) -> Result<Option<Job>> {
-        Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
     }
 
     /// Up to `max` claims in one statement, each chosen as [`claim`](Self::claim) would

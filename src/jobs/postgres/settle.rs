@@ -16,7 +16,7 @@ use tokio_postgres::Row;
 
 use super::{column, no_nul, PostgresQueue};
 use crate::error::Result;
-use crate::jobs::job::{check_json, millis, Failed, Outcome, Reaped};
+use crate::jobs::job::{millis, Failed, Outcome, Reaped};
 use crate::jobs::policy::{lease_expired, FailPolicy};
 
 impl PostgresQueue {
@@ -45,19 +45,6 @@ impl PostgresQueue {
         .await
     }
 
-    /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
-    /// the claim is stale; then the result was not stored and must be discarded.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `result` is not JSON; `Io` when PostgreSQL fails.
-    pub(crate) async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
-        let outcomes = self
-            .complete_all(vec![(id.to_owned(), attempt, result.to_owned())])
-            .await?;
-        Ok(outcomes.first().copied().unwrap_or(Outcome::Lost))
-    }
-
     /// Completes every `(id, attempt, result)` in one statement, each as
     /// [`complete`](Self::complete) would; the outcomes are in the same order. The same claim
     /// given twice is applied once, with its first result: the second is `Lost`, as a second
@@ -71,9 +58,8 @@ impl PostgresQueue {
         &self,
         results: Vec<(String, u32, String)>,
     ) -> Result<Vec<Outcome>> {
-        for (id, _, result) in &results {
+        for (id, _, _) in &results {
             no_nul(id, || "job id".to_owned())?;
-            check_json(result, || format!("result of job {id:?}"))?;
         }
         // Each claim once, with its first result: the later ones are `Lost` whatever happens.
         let mut seen = HashSet::new();
@@ -235,7 +221,6 @@ impl PostgresQueue {
         result: &str,
         reason: &str,
     ) -> Result<Outcome> {
-        check_json(result, || format!("result of job {id:?}"))?;
         no_nul(result, || format!("result of job {id:?}"))?;
         no_nul(reason, || "review reason".to_owned())?;
         self.fenced(

@@ -83,17 +83,6 @@ impl SqliteQueue {
         })
     }
 
-    /// Adds `job` unless a job with its id is already queued (in any state); `true` when it
-    /// was new. `now_ms` is recorded as its creation time.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when the id, kind or tenant is empty or the payload is not JSON; `Io` when
-    /// SQLite fails.
-    pub(crate) async fn enqueue(&self, job: NewJob, now_ms: i64) -> Result<bool> {
-        Ok(self.enqueue_all(vec![job], now_ms).await? == 1)
-    }
-
     /// Adds every job in `jobs` whose id is not yet queued, in one transaction; returns how
     /// many were new. Nothing is added when one of them is invalid.
     ///
@@ -101,9 +90,6 @@ impl SqliteQueue {
     ///
     /// As [`enqueue`](Self::enqueue).
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
-        for job in &jobs {
-            job.validate()?;
-        }
         self.write("enqueueing", move |tx| {
             let mut insert = tx.prepare_cached(
                 "INSERT INTO jobs (id, kind, tenant, lane, payload, state, eligible_at, created_at)
@@ -125,27 +111,6 @@ impl SqliteQueue {
             Ok(added)
         })
         .await
-    }
-
-    /// Claims the next eligible job for `worker`, leased for `lease` from `now_ms`.
-    ///
-    /// Eligible means `ready` with `eligible_at <= now_ms`. Every eligible interactive job goes
-    /// before any bulk one; within a lane, tenants that have eligible work take turns (the
-    /// lane's tenant cursor moves to the tenant served), and within a tenant the job eligible
-    /// longest goes first. The claim sets `running`, the lease and `attempt + 1` in one
-    /// transaction, so every claim is a unique `(id, attempt)`. `None` when nothing is
-    /// eligible.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
-    pub(crate) async fn claim(
-        &self,
-        worker: &str,
-        lease: Duration,
-        now_ms: i64,
-    ) -> Result<Option<Job>> {
-        Ok(self.claim_many(worker, 1, lease, now_ms).await?.pop())
     }
 
     /// Up to `max` claims in one transaction, each chosen as [`claim`](Self::claim) would

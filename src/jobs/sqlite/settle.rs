@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::SqliteQueue;
 use crate::error::Result;
-use crate::jobs::job::{check_json, millis, Failed, Outcome, Reaped};
+use crate::jobs::job::{millis, Failed, Outcome, Reaped};
 use crate::jobs::policy::{lease_expired, FailPolicy};
 
 impl SqliteQueue {
@@ -36,19 +36,6 @@ impl SqliteQueue {
         .await
     }
 
-    /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
-    /// the claim is stale; then the result was not stored and must be discarded.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `result` is not JSON; `Io` when SQLite fails.
-    pub(crate) async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
-        let outcomes = self
-            .complete_all(vec![(id.to_owned(), attempt, result.to_owned())])
-            .await?;
-        Ok(outcomes.first().copied().unwrap_or(Outcome::Lost))
-    }
-
     /// Completes every `(id, attempt, result)` in one transaction, each as
     /// [`complete`](Self::complete) would; the outcomes are in the same order. A worker
     /// finishing many short jobs settles them together, one write instead of many.
@@ -60,9 +47,6 @@ impl SqliteQueue {
         &self,
         results: Vec<(String, u32, String)>,
     ) -> Result<Vec<Outcome>> {
-        for (id, _, result) in &results {
-            check_json(result, || format!("result of job {id:?}"))?;
-        }
         self.write("completing", move |tx| {
             let mut complete = tx.prepare_cached(
                 "UPDATE jobs SET state = 'done', result = ?3, lease_until = NULL
@@ -174,7 +158,6 @@ impl SqliteQueue {
         result: &str,
         reason: &str,
     ) -> Result<Outcome> {
-        check_json(result, || format!("result of job {id:?}"))?;
         let (result, reason) = (result.to_owned(), reason.to_owned());
         self.fenced("sending to review", id, attempt, move |tx, id, attempt| {
             tx.execute(
