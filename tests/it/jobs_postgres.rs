@@ -271,3 +271,112 @@ async fn text_postgresql_cannot_store_is_refused_before_it_is_sent() {
     assert_eq!(err.kind(), ErrorKind::Config);
     assert_eq!(queue.stats(0).await.unwrap().running, 1);
 }
+
+/// What one call of the schema's claim function read, counted by the server in a transaction
+/// of a connection of its own (its per-transaction counters then hold that call only).
+#[derive(Debug)]
+struct ClaimReads {
+    /// The ids claimed, in order.
+    ids: Vec<String>,
+    /// Entries of the `jobs_claim` index its scans returned.
+    claim_entries: i64,
+    /// Rows sequential scans of `jobs` returned.
+    scanned_rows: i64,
+    /// Buffers of `jobs` and of all its indexes it read.
+    buffers: i64,
+}
+
+/// Calls `llm_failover_claim` as `claim_many(w, max, …, now)` calls it (interactive, then
+/// bulk) and reads what it read.
+async fn claim_reading(url: &str, max: i32, now: i64) -> ClaimReads {
+    let mut client = raw(url).await;
+    let tx = client.transaction().await.unwrap();
+    let lanes = vec!["interactive", "bulk"];
+    let rows = tx
+        .query(
+            "SELECT id FROM llm_failover_claim($1::text[], 'probe', $2::bigint, $3::bigint,
+                                               $4::integer) WITH ORDINALITY AS c
+             ORDER BY c.ordinality",
+            &[&lanes, &(now + 60_000), &now, &max],
+        )
+        .await
+        .unwrap();
+    let read = tx
+        .query_one(
+            "SELECT pg_stat_get_xact_tuples_returned('jobs_claim'::regclass),
+                    pg_stat_get_xact_tuples_returned('jobs'::regclass),
+                    (SELECT sum(pg_stat_get_xact_blocks_fetched(r))::bigint
+                     FROM (SELECT 'jobs'::regclass::oid AS r
+                           UNION ALL
+                           SELECT indexrelid FROM pg_index
+                           WHERE indrelid = 'jobs'::regclass) AS rels)",
+            &[],
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    ClaimReads {
+        ids: rows.iter().map(|r| r.get(0)).collect(),
+        claim_entries: read.get(0),
+        scanned_rows: read.get(1),
+        buffers: read.get(2),
+    }
+}
+
+#[tokio::test]
+async fn a_claim_reads_a_few_index_entries_not_every_ready_job() {
+    const TENANTS: usize = 200;
+    const PER_TENANT: usize = 100;
+    let (url, _) = fresh();
+    let queue = Queue::open(&url).await.unwrap();
+    let bulk: Vec<NewJob> = (0..TENANTS * PER_TENANT)
+        .map(|i| job(&format!("b{i:05}")).with_tenant(format!("t{:03}", i % TENANTS)))
+        .collect();
+    assert_eq!(
+        queue.enqueue_all(bulk, 0).await.unwrap(),
+        (TENANTS * PER_TENANT) as u64
+    );
+    let interactive: Vec<NewJob> = (0..3)
+        .map(|i| {
+            job(&format!("i{i}"))
+                .with_lane(llm_failover::jobs::Lane::Interactive)
+                .with_tenant(format!("t{i:03}"))
+        })
+        .collect();
+    queue.enqueue_all(interactive, 0).await.unwrap();
+    raw(&url).await.batch_execute("ANALYZE jobs").await.unwrap();
+
+    // One job among 20,003 ready. Migration 1's claim compared the lane in the tenant
+    // cursor's collation, not the index's: every claim read all 20,003 entries (or every row).
+    let one = claim_reading(&url, 1, 1_000).await;
+    assert_eq!(one.ids, ["i0"]);
+    assert!(one.claim_entries <= 4, "{one:?}");
+    assert_eq!(one.scanned_rows, 0, "{one:?}");
+    assert!(one.buffers <= 40, "{one:?}");
+
+    // Across both lanes and 62 tenants: about one entry per job claimed.
+    let many = claim_reading(&url, 64, 1_000).await;
+    assert_eq!(many.ids.len(), 64);
+    assert_eq!(many.ids[..2], ["i1", "i2"]);
+    assert!(many.claim_entries <= 2 * 64, "{many:?}");
+    assert_eq!(many.scanned_rows, 0, "{many:?}");
+    assert!(many.buffers <= 30 * 64, "{many:?}");
+}
+
+#[tokio::test]
+async fn a_claim_of_many_from_one_tenant_steps_over_none_it_just_claimed() {
+    let (url, _) = fresh();
+    let queue = Queue::open(&url).await.unwrap();
+    let jobs: Vec<NewJob> = (0..1_000).map(|i| job(&format!("j{i:04}"))).collect();
+    queue.enqueue_all(jobs, 0).await.unwrap();
+    raw(&url).await.batch_execute("ANALYZE jobs").await.unwrap();
+    // Each job claimed leaves its entry in the index, dead to everyone but the claim's own
+    // transaction, at the front of the tenant: a claim scanning from there for each job would
+    // return 1 + 2 + … + 64 = 2,080 entries.
+    let claim = claim_reading(&url, 64, 1_000).await;
+    let expected: Vec<String> = (0..64).map(|i| format!("j{i:04}")).collect();
+    assert_eq!(claim.ids, expected);
+    assert!(claim.claim_entries <= 2 * 64, "{claim:?}");
+    assert_eq!(claim.scanned_rows, 0, "{claim:?}");
+    assert!(claim.buffers <= 30 * 64, "{claim:?}");
+}

@@ -131,6 +131,161 @@ const MIGRATIONS: &[&str] = &[
              END IF;
          END LOOP;
      END $$;"#,
+    // 2: the claim, again, one function. Migration 1's claim read every `ready` job's index
+    // entry per claim: PL/pgSQL gives a function's text parameters the collation of its call,
+    // and the cursor it passed (`COLLATE "C"`) made the inner function's `lane = p_lane`
+    // compare in "C", which is not the collation of `jobs_claim`'s `lane` (the database
+    // default), so the index could not narrow on the lane (16,990 entries read to claim one of
+    // 17,000). Here every comparison names the collation of the column it compares: `lane` in
+    // "default", `tenant` in "C" (the byte order the tenants take turns in, as on SQLite),
+    // whatever collation the call or a variable carries.
+    //
+    // Each claim is one index range scan from the cursor in `jobs_claim`'s own order (tenant,
+    // eligible_at, seq), locking the first row it may take: the next tenant with eligible work
+    // that no other claim holds, and that tenant's job eligible longest — what migration 1's
+    // two look-ups per job (the tenant, then its job) found.
+    //
+    // A claimed job's entry stays in the partial index, dead, until a vacuum, and sits at the
+    // front of its tenant, where the next scan starts: a claim of 64 from one tenant stepped
+    // over the 63 entries it had just made dead, which no other transaction may skip yet (a
+    // visit of the heap each), and over the ones other workers' open claims left — the B7
+    // rate fell from ~10,000 to ~1,800 jobs/s over 100,000 jobs. So once a call comes back to
+    // a tenant it has served (every tenant with work has had its turn), it stops scanning
+    // from the cursor: it goes round the tenants it served, in the same order, each from just
+    // after the job it last claimed of it (`(eligible_at, seq) > …`, a seek in the index),
+    // dropping a tenant with nothing more. What became eligible meanwhile behind those jobs
+    // (a reaped job, a claim rolled back) or in a tenant it did not serve waits for the next
+    // call, which scans from the cursor again. That call steps over the entries of jobs
+    // claimed since the last vacuum once per tenant, not once per job; those are marked dead
+    // in the index by the first scan that finds them so, and are cheap to step over after
+    // (~0.1 ms per 50,000).
+    //
+    // Not here, measured or ruled out: per-table autovacuum settings (scale factor 0, a
+    // threshold of 10,000, no cost delay) made no difference to a two-minute drain of ~6,400
+    // jobs/s with as many enqueued (pgbench, this function: 7 ms per claim of 64 rising to
+    // 12 between vacuums, with or without them), since autovacuum visits a database at most
+    // once per `autovacuum_naptime` (server-wide, 1 min) either way, and a B7 row is over
+    // before the first visit; a lower `fillfactor` makes room for HOT updates, but a claim
+    // and a completion change `state`, which indexes use, so neither can be one.
+    r#"DROP FUNCTION llm_failover_claim_in_lane(text, text, text, bigint, bigint);
+     CREATE OR REPLACE FUNCTION llm_failover_claim(
+         p_lanes text[], p_worker text, p_lease_until bigint, p_now bigint, p_max integer
+     ) RETURNS SETOF jobs LANGUAGE plpgsql AS $$
+     -- Up to p_max claims, lane by lane in the order given, each lane's tenants in turn from
+     -- its cursor (in byte order, wrapping round), each tenant's job eligible longest first.
+     -- The cursor's row is locked without waiting: while another claim holds it, this one
+     -- starts from its committed value and leaves it as it is. Tenants are never empty, so
+     -- every one sorts after ''.
+     DECLARE
+         v_lane    text;
+         v_cursor  text;
+         v_start   text;
+         v_held    boolean;
+         v_job     jobs;
+         v_claimed integer := 0;
+         -- The lane's tenants this call has served, in the order served, and the key of the
+         -- job it last claimed of each; a tenant with nothing more is NULL.
+         v_tenants text[];
+         v_at      bigint[];
+         v_seq     bigint[];
+         v_live    integer;
+         -- Where the call is in its round of v_tenants; NULL while it scans from the cursor.
+         v_i       integer;
+     BEGIN
+         FOREACH v_lane IN ARRAY p_lanes LOOP
+             EXIT WHEN v_claimed >= p_max;
+             SELECT tenant INTO v_cursor FROM tenant_cursor
+              WHERE lane = v_lane COLLATE "default"
+                FOR UPDATE SKIP LOCKED;
+             v_held := FOUND;
+             IF NOT v_held THEN
+                 SELECT tenant INTO v_cursor FROM tenant_cursor
+                  WHERE lane = v_lane COLLATE "default";
+                 IF NOT FOUND THEN
+                     INSERT INTO tenant_cursor (lane, tenant) VALUES (v_lane, '')
+                         ON CONFLICT DO NOTHING;
+                     v_held := FOUND;
+                 END IF;
+             END IF;
+             v_cursor := coalesce(v_cursor, '');
+             v_start := v_cursor;
+             v_tenants := '{}';
+             v_at := '{}';
+             v_seq := '{}';
+             v_i := NULL;
+             WHILE v_claimed < p_max LOOP
+                 IF v_i IS NULL THEN
+                     -- The first job it may take after the cursor; else from the first
+                     -- tenant up to the cursor's.
+                     UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                                     lease_until = p_lease_until, worker = p_worker
+                      WHERE seq = (SELECT seq FROM jobs
+                                    WHERE state = 'ready' AND lane = v_lane COLLATE "default"
+                                      AND tenant > v_cursor COLLATE "C"
+                                      AND eligible_at <= p_now
+                                    ORDER BY tenant, eligible_at, seq LIMIT 1
+                                    FOR UPDATE SKIP LOCKED)
+                      RETURNING * INTO v_job;
+                     IF NOT FOUND THEN
+                         UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                                         lease_until = p_lease_until, worker = p_worker
+                          WHERE seq = (SELECT seq FROM jobs
+                                        WHERE state = 'ready'
+                                          AND lane = v_lane COLLATE "default"
+                                          AND tenant <= v_cursor COLLATE "C"
+                                          AND eligible_at <= p_now
+                                        ORDER BY tenant, eligible_at, seq LIMIT 1
+                                        FOR UPDATE SKIP LOCKED)
+                          RETURNING * INTO v_job;
+                         EXIT WHEN NOT FOUND;
+                     END IF;
+                     v_i := array_position(v_tenants, v_job.tenant COLLATE "C");
+                     IF v_i IS NULL THEN
+                         v_tenants := v_tenants || v_job.tenant;
+                         v_at := v_at || v_job.eligible_at;
+                         v_seq := v_seq || v_job.seq;
+                     ELSE
+                         -- Back at a tenant it served: from now on, round v_tenants.
+                         v_live := cardinality(v_tenants);
+                         v_at[v_i] := v_job.eligible_at;
+                         v_seq[v_i] := v_job.seq;
+                     END IF;
+                 ELSE
+                     v_job := NULL;
+                     -- The next tenant of the round, from just after the job last claimed
+                     -- of it: a seek, not a walk over the entries this call made dead.
+                     WHILE v_live > 0 LOOP
+                         v_i := v_i % cardinality(v_tenants) + 1;
+                         CONTINUE WHEN v_tenants[v_i] IS NULL;
+                         UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                                         lease_until = p_lease_until, worker = p_worker
+                          WHERE seq = (SELECT seq FROM jobs
+                                        WHERE state = 'ready'
+                                          AND lane = v_lane COLLATE "default"
+                                          AND tenant = v_tenants[v_i] COLLATE "C"
+                                          AND eligible_at <= p_now
+                                          AND (eligible_at, seq) > (v_at[v_i], v_seq[v_i])
+                                        ORDER BY eligible_at, seq LIMIT 1
+                                        FOR UPDATE SKIP LOCKED)
+                          RETURNING * INTO v_job;
+                         EXIT WHEN FOUND;
+                         v_tenants[v_i] := NULL;
+                         v_live := v_live - 1;
+                     END LOOP;
+                     EXIT WHEN v_job.seq IS NULL;
+                     v_at[v_i] := v_job.eligible_at;
+                     v_seq[v_i] := v_job.seq;
+                 END IF;
+                 v_cursor := v_job.tenant;
+                 v_claimed := v_claimed + 1;
+                 RETURN NEXT v_job;
+             END LOOP;
+             IF v_held AND v_cursor <> v_start COLLATE "C" THEN
+                 UPDATE tenant_cursor SET tenant = v_cursor
+                  WHERE lane = v_lane COLLATE "default";
+             END IF;
+         END LOOP;
+     END $$;"#,
 ];
 
 /// The schema version this code writes.
