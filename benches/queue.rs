@@ -32,16 +32,13 @@
 //! ```sh
 //! cargo bench --bench queue                       # both backends, about 2 minutes
 //! B7_BACKENDS=sqlite cargo bench --bench queue    # one backend (sqlite | postgres)
-//! B7_BACKENDS=postgres B7_PG_LANE_FIX=1 B7_ROW_MAX_S=60 cargo bench --bench queue
 //! ```
 //!
 //! Knobs: `B7_JOBS` (jobs per batch-64 and `Worker` row, and the enqueue; 100,000),
 //! `B7_SINGLE_JOBS` (jobs per batch-1 row; 5,000: a commit per claim and per completion makes
 //! them 10–20× slower), `B7_LATENCY_JOBS` (2,000), `B7_PROCESSES` (4), `B7_BATCH` (64),
-//! `B7_ROW_MAX_S` (12), `B7_LATENCY_MAX_S` (5), `B7_BACKENDS` (`sqlite,postgres`),
-//! `B7_PG_LANE_FIX` (0; 1 patches the PostgreSQL claim function in each new database, an
-//! experiment: see [`patch_lane_collation`]). Without PostgreSQL's binaries the PostgreSQL
-//! rows are skipped with a line saying so.
+//! `B7_ROW_MAX_S` (12), `B7_LATENCY_MAX_S` (5), `B7_BACKENDS` (`sqlite,postgres`). Without
+//! PostgreSQL's binaries the PostgreSQL rows are skipped with a line saying so.
 
 mod common;
 // The tests' temporary directory.
@@ -174,8 +171,6 @@ enum Backend {
         server: PgServer,
         settings: String,
         made: usize,
-        /// `B7_PG_LANE_FIX`: the claim's lane comparison patched in every new database.
-        lane_fix: bool,
     },
 }
 
@@ -202,20 +197,11 @@ impl Backend {
                     return None;
                 };
                 let server = PgServer::start(&bin);
-                let lane_fix = common::env_or("B7_PG_LANE_FIX", 0u8) == 1;
-                let mut settings = rt().block_on(postgres_settings(&server));
-                if lane_fix {
-                    settings.push_str(
-                        "; B7_PG_LANE_FIX=1: the claim's `lane = p_lane` patched to \
-                         `lane = p_lane COLLATE \"default\"` in every database (not the tree's \
-                         schema)",
-                    );
-                }
+                let settings = rt().block_on(postgres_settings(&server));
                 Some(Backend::Postgres {
                     server,
                     settings,
                     made: 0,
-                    lane_fix,
                 })
             }
             other => panic!("B7_BACKENDS: unknown backend {other:?} (sqlite | postgres)"),
@@ -242,25 +228,11 @@ impl Backend {
                 *made += 1;
                 format!("sqlite:{}", dir.path(&format!("q{made}.sqlite")).display())
             }
-            Backend::Postgres {
-                server,
-                made,
-                lane_fix,
-                ..
-            } => {
+            Backend::Postgres { server, made, .. } => {
                 *made += 1;
                 let db = format!("b7_q{made}");
-                let url = server.url(&db);
-                rt().block_on(async {
-                    server
-                        .execute("postgres", &format!("CREATE DATABASE {db}"))
-                        .await;
-                    if *lane_fix {
-                        Queue::open(&url).await.expect("the queue opens");
-                        patch_lane_collation(server, &db).await;
-                    }
-                });
-                url
+                rt().block_on(server.execute("postgres", &format!("CREATE DATABASE {db}")));
+                server.url(&db)
             }
         }
     }
@@ -337,31 +309,6 @@ async fn postgres_settings(server: &PgServer) -> String {
 }
 
 // ------------------------------------------------------------------------ PostgreSQL
-
-/// An experiment, not the tree's schema (`B7_PG_LANE_FIX=1`): PL/pgSQL gives a function's
-/// text parameters the collation of its call, and `llm_failover_claim` passes the cursor
-/// (`COLLATE "C"`) to `llm_failover_claim_in_lane`, so its `lane = p_lane` compares in "C"
-/// while the `jobs_claim` index's `lane` is in the default collation: the index cannot narrow
-/// on the lane, and every statement of a claim reads every `ready` job's index entry. Here
-/// the function is redefined with `lane = p_lane COLLATE "default"`, read back from the server
-/// (`pg_get_functiondef`) so nothing else of it is copied.
-async fn patch_lane_collation(server: &PgServer, db: &str) {
-    let client = server.connect(db).await;
-    let def: String = client
-        .query_one(
-            "SELECT pg_get_functiondef('llm_failover_claim_in_lane'::regproc)",
-            &[],
-        )
-        .await
-        .expect("the claim function's definition")
-        .get(0);
-    let patched = def.replace("lane = p_lane", "lane = p_lane COLLATE \"default\"");
-    assert_ne!(patched, def, "the claim compares `lane = p_lane`");
-    client
-        .batch_execute(&patched)
-        .await
-        .expect("the patched claim function");
-}
 
 /// A PostgreSQL server of our own on `127.0.0.1`, started as `tests/it/support/postgres.rs`
 /// starts the tests' (`initdb` into a temporary directory, the `postgres` user through
