@@ -162,11 +162,12 @@ const MIGRATIONS: &[&str] = &[
     //
     // Not here, measured or ruled out: per-table autovacuum settings (scale factor 0, a
     // threshold of 10,000, no cost delay) made no difference to a two-minute drain of ~6,400
-    // jobs/s with as many enqueued (pgbench, this function: 7 ms per claim of 64 rising to
-    // 12 between vacuums, with or without them), since autovacuum visits a database at most
-    // once per `autovacuum_naptime` (server-wide, 1 min) either way, and a B7 row is over
-    // before the first visit; a lower `fillfactor` makes room for HOT updates, but a claim
-    // and a completion change `state`, which indexes use, so neither can be one.
+    // jobs/s with as many enqueued (pgbench, this function: a claim and completion of 64
+    // took 7 ms after a vacuum, 12 a minute later, with or without them), since autovacuum
+    // visits a database at most once per `autovacuum_naptime` (server-wide, 1 min) either
+    // way, and a B7 row is over before the first visit; a lower `fillfactor` makes room for
+    // HOT updates, but a claim and a completion change `state`, which indexes use, so
+    // neither can be one.
     r#"DROP FUNCTION llm_failover_claim_in_lane(text, text, text, bigint, bigint);
      CREATE OR REPLACE FUNCTION llm_failover_claim(
          p_lanes text[], p_worker text, p_lease_until bigint, p_now bigint, p_max integer
