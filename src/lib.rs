@@ -56,6 +56,7 @@ mod retry;
 pub mod rng;
 mod router;
 pub mod stats;
+mod stop;
 mod striped;
 pub mod types;
 

@@ -11,7 +11,7 @@ use super::input::{InputReader, Parsed};
 use super::key::ItemKey;
 use super::results::{compact, Compaction, ResultsWriter, ResumeIndex};
 use super::runner::{RunReport, Runner};
-use super::stop::Stop;
+use crate::stop::Stop;
 
 /// A prompt file run into a results file, the way `examples/batch.rs` does it.
 ///

@@ -49,9 +49,9 @@ mod queued;
 mod results;
 mod runner;
 mod sink;
-mod stop;
 mod summary;
 
+pub use crate::stop::Stop;
 pub use eta::{eta, Pace};
 pub use input::{parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE_BYTES};
 pub use job::{count_lines, FileJob, JobReport};
@@ -62,5 +62,4 @@ pub use queued::{QueuedJob, QueuedReport, CHAT_KIND};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
 pub use sink::OutcomeSink;
-pub use stop::Stop;
 pub use summary::{Items, ProviderSummary, Summary};

@@ -15,11 +15,11 @@ use super::input::{InputReader, Parsed};
 use super::key::ItemKey;
 use super::outcome::{failure_line, Answer, LineHead, Outcome};
 use super::runner::RunReport;
-use super::stop::Stop;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jobs::{
     wall_ms, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport,
 };
+use crate::stop::Stop;
 use crate::{ChatRequest, Client, RequestOptions};
 
 /// The job kind of a batch item.

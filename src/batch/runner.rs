@@ -12,11 +12,11 @@ use tokio::task::{Id, JoinSet};
 use super::input::{BatchItem, Parsed};
 use super::outcome::{Answer, Failure, Outcome};
 use super::sink::OutcomeSink;
-use super::stop::Stop;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
 use crate::id::ProviderId;
 use crate::router::RequestOptions;
+use crate::stop::Stop;
 use crate::types::Usage;
 
 /// Items in flight when none is set.

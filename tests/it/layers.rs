@@ -79,14 +79,16 @@ fn files(root: &Path) -> Vec<File> {
 fn code_lines(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_block = 0usize;
+    // A string literal may go on over several lines (a `\` at the end of one): its later
+    // lines are not code.
+    let mut in_str = false;
     for raw in text.lines() {
-        if raw.trim_start().starts_with("#[cfg(test)]") {
+        if !in_str && raw.trim_start().starts_with("#[cfg(test)]") {
             break;
         }
         let mut line = String::new();
         let b = raw.as_bytes();
         let mut i = 0;
-        let mut in_str = false;
         while i < b.len() {
             if in_block > 0 {
                 if b[i..].starts_with(b"*/") {

@@ -14,9 +14,9 @@ use tokio::task::JoinSet;
 use super::job::{wall_ms, Job, Outcome};
 use super::policy::FailPolicy;
 use super::queue::Queue;
-use crate::batch::Stop;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::stop::Stop;
 use crate::Client;
 
 mod decide;

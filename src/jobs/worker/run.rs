@@ -13,9 +13,9 @@ use tokio::task::{Id, JoinError};
 use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{run_job, Inner, Running};
-use crate::batch::Stop;
 use crate::error::{ErrorKind, Result};
 use crate::jobs::job::{wall_ms, Failed, Job, Outcome};
+use crate::stop::Stop;
 
 type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
 

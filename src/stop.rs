@@ -1,4 +1,5 @@
-//! [`Stop`]: the signal that ends a batch early (Ctrl-C, a shutdown, a test).
+//! [`Stop`]: the signal that ends a batch or a worker early (Ctrl-C, a shutdown, a test);
+//! public as `batch::Stop`.
 
 use std::sync::Arc;
 
