@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use llm_failover::clock::{Clock, TokioClock};
@@ -30,7 +30,7 @@ use llm_failover::jobs::{wall_ms, Job, JobState, Queue, QueueStats};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, TempDir};
+use crate::support::examples::{build_example, still_ours, TempDir, FLEETS};
 use crate::support::postgres::PgServer;
 
 /// Worker processes running at any time.
@@ -68,9 +68,9 @@ const KILLS: usize = 5;
 /// The longest the test goes without reading the queue.
 const POLL: Duration = Duration::from_millis(100);
 /// The longest a fleet may run before it is killed and its test fails.
-const FLEET_LIMIT: Duration = Duration::from_secs(100);
+const FLEET_LIMIT: Duration = Duration::from_secs(150);
 /// The longest the stalled worker may stay stopped before the test fails.
-const STALL_LIMIT: Duration = Duration::from_secs(30);
+const STALL_LIMIT: Duration = Duration::from_secs(60);
 /// The provider's name in providers.toml and its prefix in the emulator.
 const PROVIDER: &str = "openai";
 /// The variable the workers read the emulator's key from, and the key (checked never printed).
@@ -78,9 +78,6 @@ const KEY_VAR: &str = "JOBS_SOAK_EMU_KEY";
 const KEY: &str = "sk-jobs-soak-5e4d3c2b1a09";
 /// Every prompt starts with this (checked never printed).
 const PROMPT: &str = "Soak prompt";
-
-/// One soak at a time (four to five processes each, on a shared two-core machine).
-static SOAKS: Mutex<()> = Mutex::new(());
 
 /// The `batch` example, built once per test run by the cargo that runs the tests.
 fn batch_bin() -> &'static Path {
@@ -426,8 +423,18 @@ impl Fleet {
         }
     }
 
+    /// Whether process `p` still runs as our worker (see [`still_ours`]).
+    fn still_ours(&self, p: usize) -> bool {
+        still_ours(self.procs[p].pid, &self.args[0])
+    }
+
     /// Sends `signal` (`KILL`, `STOP`, `CONT`) to process `p`.
     fn signal(&self, p: usize, signal: &str) {
+        assert!(
+            self.still_ours(p),
+            "worker pid {} is no longer ours to signal",
+            self.procs[p].pid
+        );
         let status = Command::new("kill")
             .args(["-s", signal, &self.procs[p].pid.to_string()])
             .status()
@@ -444,8 +451,8 @@ impl Fleet {
     }
 
     fn kill_all(&self) {
-        for p in &self.procs {
-            if p.code.is_none() {
+        for (i, p) in self.procs.iter().enumerate() {
+            if p.code.is_none() && self.still_ours(i) {
                 let _ = Command::new("kill")
                     .args(["-9", &p.pid.to_string()])
                     .status();
@@ -613,7 +620,7 @@ impl Chaos {
 }
 
 fn soak(backend: Backend) {
-    let _one = SOAKS.lock().unwrap_or_else(PoisonError::into_inner);
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
     let provider = Provider::start();
     let dir = TempDir::new("jobs-soak", &format!("{backend:?}").to_lowercase());
     let (config, input, ids) = write_files(&dir, &provider.emu);

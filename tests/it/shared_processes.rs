@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{OnceLock, PoisonError};
 use std::time::Duration;
 
 use llm_failover_emulator::{
@@ -24,7 +24,7 @@ use llm_failover_emulator::{
 };
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, TempDir};
+use crate::support::examples::{build_example, still_ours, TempDir, FLEETS};
 use crate::support::redis::RedisServer;
 
 /// Worker processes per fleet.
@@ -51,9 +51,6 @@ const KEY: &str = "sk-shared-processes-0f9e8d7c6b5a";
 const PASSWORD: &str = "pw-shared-processes-4b3a";
 /// Every prompt starts with this (checked never printed).
 const PROMPT: &str = "Shared-quota prompt";
-
-/// One fleet at a time.
-static FLEETS: Mutex<()> = Mutex::new(());
 
 /// The `batch` example, built once per test run by the cargo that runs the tests.
 fn batch_bin() -> &'static Path {
@@ -293,7 +290,7 @@ impl Fleet {
 
     fn kill(&self) {
         for (pid, code) in self.pids.iter().zip(&self.codes) {
-            if code.is_none() {
+            if code.is_none() && still_ours(*pid, batch_bin().as_os_str()) {
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }
         }

@@ -99,3 +99,30 @@ pub fn output_within(mut command: Command, limit: Duration, what: &str) -> Outpu
         }
     }
 }
+
+/// Whether `pid` still runs `program` as a child of this process. A child that has exited and
+/// been waited for gives its pid back to the system, which may give it to any other process
+/// (this test's harness among them): check this before signalling a pid kept from a spawn.
+#[allow(dead_code)] // a bench that includes this file signals nothing
+pub fn still_ours(pid: u32, program: &std::ffi::OsStr) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // pid (comm) state ppid …: the fields after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let parent = fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok());
+    let running = fields
+        .first()
+        .is_some_and(|state| *state != "Z" && *state != "X");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+    parent == Some(std::process::id()) && running && argv0 == program.as_encoded_bytes()
+}
+
+/// One fleet of example processes at a time, across every test file that runs several
+/// (`shared_processes`, `jobs_soak`): on a two-core machine two fleets at once starve each
+/// other past their time limits.
+#[allow(dead_code)] // a bench that includes this file runs no fleet
+pub static FLEETS: std::sync::Mutex<()> = std::sync::Mutex::new(());
