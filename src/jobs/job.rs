@@ -291,6 +291,33 @@ impl NewJob {
     }
 }
 
+/// `Ok` when a database at schema `version` may be used by this build, which knows
+/// migrations up to `known`; a Config error naming `db` otherwise (a newer schema: an older
+/// binary must not write rows whose meaning it does not know; `instead` names what to use).
+pub(crate) fn check_schema_version(
+    db: &str,
+    known: i64,
+    instead: &str,
+    version: i64,
+) -> Result<()> {
+    if version > known {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "jobs database {db} has schema version {version}, newer than this build of \
+                 llm-failover knows ({known}): upgrade llm-failover, or use another {instead}"
+            ),
+        ));
+    }
+    if version < 0 {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("jobs database {db} has schema version {version}, which no build wrote"),
+        ));
+    }
+    Ok(())
+}
+
 /// `Ok` when `text` is one JSON value; a Config error naming `what` otherwise.
 pub(crate) fn check_json(text: &str, what: impl FnOnce() -> String) -> Result<()> {
     serde_json::from_str::<serde::de::IgnoredAny>(text)

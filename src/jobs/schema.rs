@@ -10,6 +10,7 @@ use std::time::Duration;
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::jobs::job::check_schema_version;
 
 /// How long a statement waits for another connection's write lock before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -94,7 +95,7 @@ pub(crate) fn prepare(
         }
     }
     let version = user_version(conn).map_err(err("reading the schema version"))?;
-    check_version(db, version)?;
+    check_schema_version(db, VERSION, "file", version)?;
     if version == VERSION {
         return Ok(());
     }
@@ -103,7 +104,7 @@ pub(crate) fn prepare(
         .map_err(err("starting the migration"))?;
     // Another process may have migrated between the read above and the lock.
     let version = user_version(&tx).map_err(err("reading the schema version"))?;
-    check_version(db, version)?;
+    check_schema_version(db, VERSION, "file", version)?;
     for (n, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(sql)
             .map_err(|e| sql_error(db, &format!("applying migration {}", n + 1), e))?;
@@ -115,25 +116,6 @@ pub(crate) fn prepare(
 
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
-}
-
-fn check_version(db: &str, version: i64) -> Result<()> {
-    if version > VERSION {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "jobs database {db} has schema version {version}, newer than this build of \
-                 llm-failover knows ({VERSION}): upgrade llm-failover, or use another file"
-            ),
-        ));
-    }
-    if version < 0 {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!("jobs database {db} has schema version {version}, which no build wrote"),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -184,11 +166,13 @@ mod tests {
 
     #[test]
     fn versions_above_the_code_or_below_zero_are_refused() {
-        assert!(check_version("q", 0).is_ok());
-        assert!(check_version("q", VERSION).is_ok());
+        assert!(check_schema_version("q", VERSION, "file", 0).is_ok());
+        assert!(check_schema_version("q", VERSION, "file", VERSION).is_ok());
         for bad in [VERSION + 1, -1] {
             assert_eq!(
-                check_version("q", bad).unwrap_err().kind(),
+                check_schema_version("q", VERSION, "file", bad)
+                    .unwrap_err()
+                    .kind(),
                 ErrorKind::Config
             );
         }

@@ -17,6 +17,7 @@ use std::error::Error as _;
 use tokio_postgres::Client;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::jobs::job::check_schema_version;
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; never edit one that has shipped, add one.
 const MIGRATIONS: &[&str] = &[
@@ -305,7 +306,7 @@ pub(super) async fn migrate(client: &mut Client, db: &str) -> Result<()> {
     let version = read_version(client)
         .await
         .map_err(err("reading the schema version"))?;
-    check_version(db, version.unwrap_or(0))?;
+    check_schema_version(db, VERSION, "database", version.unwrap_or(0))?;
     if version == Some(VERSION) {
         return Ok(());
     }
@@ -328,7 +329,7 @@ pub(super) async fn migrate(client: &mut Client, db: &str) -> Result<()> {
         .transpose()
         .map_err(err("reading the schema version"))?;
     let applied = version.unwrap_or(0);
-    check_version(db, applied)?;
+    check_schema_version(db, VERSION, "database", applied)?;
     for (n, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
         tx.batch_execute(sql)
             .await
@@ -358,25 +359,6 @@ async fn read_version(client: &Client) -> Result<Option<i64>, tokio_postgres::Er
         .await?
         .map(|row| row.try_get(0))
         .transpose()
-}
-
-fn check_version(db: &str, version: i64) -> Result<()> {
-    if version > VERSION {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "jobs database {db} has schema version {version}, newer than this build of \
-                 llm-failover knows ({VERSION}): upgrade llm-failover, or use another database"
-            ),
-        ));
-    }
-    if version < 0 {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!("jobs database {db} has schema version {version}, which no build wrote"),
-        ));
-    }
-    Ok(())
 }
 
 /// A PostgreSQL failure as an [`Error`] of kind `Io`, naming the database (`host:port/db`)
@@ -424,10 +406,10 @@ mod tests {
 
     #[test]
     fn versions_above_the_code_or_below_zero_are_refused() {
-        assert!(check_version("h:5432/q", 0).is_ok());
-        assert!(check_version("h:5432/q", VERSION).is_ok());
+        assert!(check_schema_version("h:5432/q", VERSION, "database", 0).is_ok());
+        assert!(check_schema_version("h:5432/q", VERSION, "database", VERSION).is_ok());
         for bad in [VERSION + 1, -1] {
-            let err = check_version("h:5432/q", bad).unwrap_err();
+            let err = check_schema_version("h:5432/q", VERSION, "database", bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Config);
             assert!(err.to_string().contains("h:5432/q"), "{err}");
         }
