@@ -41,13 +41,17 @@
 //! PostgreSQL's binaries the PostgreSQL rows are skipped with a line saying so.
 
 mod common;
+// The tests' PostgreSQL helpers: who runs the server, a free port (the bench starts a server
+// of its own on the defaults, not the tests' `fsync=off` one).
+#[path = "../tests/it/support/postgres.rs"]
+#[allow(dead_code, unreachable_pub, unused_imports)]
+mod pg_support;
 // The tests' temporary directory.
 #[path = "../tests/it/support/examples.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod examples;
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +66,7 @@ use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{wall_ms, Ended, Handler, JobContext, NewJob, Queue, Worker};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatResponse, Client, Credential, ProviderId, ProviderSettings};
+use pg_support::{effective_uid, free_port, give_to_postgres};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -514,37 +519,6 @@ fn proc_ticks(pid: u32, with_children: bool) -> Option<(u32, u64)> {
             own
         },
     ))
-}
-
-/// Our effective user id (from `/proc/self/status`).
-fn effective_uid() -> u32 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(u32::MAX)
-}
-
-/// Makes `dir` the `postgres` user's (its uid and gid from `/etc/passwd`).
-fn give_to_postgres(dir: &Path) {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let ids = passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        (fields.first() == Some(&"postgres") && fields.len() > 3)
-            .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
-            .flatten()
-    });
-    let (uid, gid) = ids.expect("as root, PostgreSQL runs as the `postgres` user: there is none");
-    std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("the directory given to postgres");
-}
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 // ------------------------------------------------------------------------- the parent

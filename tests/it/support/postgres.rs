@@ -373,7 +373,7 @@ fn bin_dir() -> PathBuf {
 }
 
 /// Our effective user id (from `/proc/self/status`).
-fn effective_uid() -> u32 {
+pub fn effective_uid() -> u32 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
@@ -383,7 +383,7 @@ fn effective_uid() -> u32 {
 }
 
 /// Makes `dir` the `postgres` user's (its uid and gid from `/etc/passwd`).
-fn give_to_postgres(dir: &Path) {
+pub fn give_to_postgres(dir: &Path) {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let ids = passwd.lines().find_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
@@ -402,7 +402,7 @@ fn give_to_postgres(dir: &Path) {
 }
 
 /// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
