@@ -30,7 +30,9 @@ use llm_failover::jobs::{wall_ms, Job, JobState, Queue, QueueStats};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, still_ours, TempDir, FLEETS};
+use crate::support::examples::{
+    build_example, still_ours, write_one_provider_config, TempDir, FLEETS,
+};
 use crate::support::postgres::PgServer;
 
 /// Worker processes running at any time.
@@ -260,21 +262,8 @@ impl Store {
 /// A fresh directory for one soak: providers.toml and the input.
 fn write_files(dir: &TempDir, emu: &Emulator) -> (PathBuf, PathBuf, Vec<String>) {
     let config = dir.path("providers.toml");
-    let toml = format!(
-        r#"default_environment = "soak"
-
-[environments.soak]
-chat = ["{PROVIDER}"]
-
-[providers.{PROVIDER}]
-kind = "openai"
-base_url = "{base}"
-model = "gpt-4o-mini"
-api_key_env = {{ soak = "{KEY_VAR}" }}
-"#,
-        base = emu.base_url(PROVIDER)
-    );
-    std::fs::write(&config, toml).unwrap();
+    let base = emu.base_url(PROVIDER).to_string();
+    write_one_provider_config(&config, "soak", PROVIDER, &base, KEY_VAR);
     let ids: Vec<String> = (0..ITEMS).map(|i| format!("s-{i:04}")).collect();
     let lines: Vec<String> = (ids.iter())
         .map(|id| {

@@ -24,7 +24,9 @@ use llm_failover_emulator::{
 };
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, still_ours, TempDir, FLEETS};
+use crate::support::examples::{
+    build_example, still_ours, write_one_provider_config, TempDir, FLEETS,
+};
 use crate::support::redis::RedisServer;
 
 /// Worker processes per fleet.
@@ -127,21 +129,8 @@ impl Provider {
 /// providers.toml: one environment naming only the emulator's provider, no limits.
 fn write_config(dir: &Dir, emu: &Emulator) -> PathBuf {
     let path = dir.path("providers.toml");
-    let toml = format!(
-        r#"default_environment = "shared"
-
-[environments.shared]
-chat = ["{PROVIDER}"]
-
-[providers.{PROVIDER}]
-kind = "openai"
-base_url = "{base}"
-model = "gpt-4o-mini"
-api_key_env = {{ shared = "{KEY_VAR}" }}
-"#,
-        base = emu.base_url(PROVIDER)
-    );
-    std::fs::write(&path, toml).unwrap();
+    let base = emu.base_url(PROVIDER).to_string();
+    write_one_provider_config(&path, "shared", PROVIDER, &base, KEY_VAR);
     path
 }
 

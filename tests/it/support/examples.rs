@@ -126,3 +126,30 @@ pub fn still_ours(pid: u32, program: &std::ffi::OsStr) -> bool {
 /// other past their time limits.
 #[allow(dead_code)] // a bench that includes this file runs no fleet
 pub static FLEETS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Writes a providers.toml at `path` with one environment `env` naming one OpenAI-style
+/// provider `provider` at `base_url`, its key read from the variable `key_var`, no limits
+/// (learned from the headers).
+#[allow(dead_code)] // a bench that includes this file writes its own
+pub fn write_one_provider_config(
+    path: &Path,
+    env: &str,
+    provider: &str,
+    base_url: &str,
+    key_var: &str,
+) {
+    let toml = format!(
+        r#"default_environment = "{env}"
+
+[environments.{env}]
+chat = ["{provider}"]
+
+[providers.{provider}]
+kind = "openai"
+base_url = "{base_url}"
+model = "gpt-4o-mini"
+api_key_env = {{ {env} = "{key_var}" }}
+"#
+    );
+    std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
