@@ -95,12 +95,8 @@ impl PostgresQueue {
         })
     }
 
-    /// Adds every job in `jobs` whose id is not yet queued, in one statement; returns how
-    /// many were new. Nothing is added when one of them is invalid.
-    ///
-    /// # Errors
-    ///
-    /// As [`enqueue`](Self::enqueue).
+    /// [`Queue::enqueue_all`](crate::jobs::Queue::enqueue_all) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         for job in &jobs {
             for (what, text) in [
@@ -146,14 +142,9 @@ impl PostgresQueue {
         .await
     }
 
-    /// Up to `max` claims in one statement, each chosen as [`claim`](Self::claim) would
-    /// choose it after the ones before: interactive first, tenants in turn. Fewer (or none)
-    /// when fewer are eligible, or held by concurrent claims. A worker that runs several jobs
-    /// at once claims them together, one round trip instead of `max`.
-    ///
-    /// # Errors
-    ///
-    /// As [`claim`](Self::claim).
+    /// [`Queue::claim_many`](crate::jobs::Queue::claim_many) on PostgreSQL. Jobs held by a concurrent
+    /// claim are skipped (`SKIP LOCKED`), so fewer may come back. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn claim_many(
         &self,
         worker: &str,
@@ -188,12 +179,8 @@ impl PostgresQueue {
         rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
     }
 
-    /// Counts per state, how long the oldest eligible `ready` job has waited at `now_ms`, and
-    /// when the next `ready` job is (or was) eligible.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when PostgreSQL fails.
+    /// [`Queue::stats`](crate::jobs::Queue::stats) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         let doing = "reading stats";
         let rows = self
@@ -224,11 +211,8 @@ impl PostgresQueue {
         Ok(stats)
     }
 
-    /// The job with this id, in whatever state.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
+    /// [`Queue::get`](crate::jobs::Queue::get) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         no_nul(id, || "job id".to_owned())?;
         let rows = self
@@ -243,11 +227,8 @@ impl PostgresQueue {
             .transpose()
     }
 
-    /// Every `dead` job, oldest first, with its reason.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when PostgreSQL fails.
+    /// [`Queue::dead_letters`](crate::jobs::Queue::dead_letters) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {
         let rows = self
             .query(
@@ -259,13 +240,8 @@ impl PostgresQueue {
         rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
     }
 
-    /// Puts a `dead` (or `review`) job back to `ready`, eligible at `now_ms`, with its
-    /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
-    /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
+    /// [`Queue::requeue`](crate::jobs::Queue::requeue) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         no_nul(id, || "job id".to_owned())?;
         let changed = self

@@ -20,12 +20,8 @@ use crate::jobs::job::{millis, Failed, Outcome, Reaped};
 use crate::jobs::policy::{lease_expired, FailPolicy};
 
 impl PostgresQueue {
-    /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
-    /// transcription. A lease that has expired but not yet been reaped can still be extended.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
+    /// [`Queue::heartbeat`](crate::jobs::Queue::heartbeat) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn heartbeat(
         &self,
         id: &str,
@@ -45,15 +41,9 @@ impl PostgresQueue {
         .await
     }
 
-    /// Completes every `(id, attempt, result)` in one statement, each as
-    /// [`complete`](Self::complete) would; the outcomes are in the same order. The same claim
-    /// given twice is applied once, with its first result: the second is `Lost`, as a second
-    /// `complete` would be.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when a result is not JSON, or an id holds a NUL character (nothing is written
-    /// then); `Io` when PostgreSQL fails.
+    /// [`Queue::complete_all`](crate::jobs::Queue::complete_all) on PostgreSQL. The same claim given twice
+    /// in one call is applied once, with its first result. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn complete_all(
         &self,
         results: Vec<(String, u32, String)>,
@@ -105,12 +95,8 @@ impl PostgresQueue {
             .collect())
     }
 
-    /// Puts claim `(id, attempt)` back to `ready`, eligible at `until_ms`, counting no
-    /// failure: for a 429 or an open breaker, `until_ms` being the stated reset.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `id` holds a NUL character; `Io` when PostgreSQL fails.
+    /// [`Queue::snooze`](crate::jobs::Queue::snooze) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
         self.fenced(
             "snoozing",
@@ -123,12 +109,8 @@ impl PostgresQueue {
         .await
     }
 
-    /// Counts a failure of claim `(id, attempt)`: back to `ready` after the policy's backoff,
-    /// or `dead` (with `reason`) when it was the policy's last allowed failure.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `id` or `reason` holds a NUL character; `Io` when PostgreSQL fails.
+    /// [`Queue::fail`](crate::jobs::Queue::fail) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn fail(
         &self,
         id: &str,
@@ -187,12 +169,8 @@ impl PostgresQueue {
         })
     }
 
-    /// Makes claim `(id, attempt)` `dead` at once with `reason`: for a failure that can only
-    /// repeat (a terminal 4xx). Counts the failure.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `id` or `reason` holds a NUL character; `Io` when PostgreSQL fails.
+    /// [`Queue::dead_now`](crate::jobs::Queue::dead_now) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
         no_nul(reason, || "dead letter reason".to_owned())?;
         self.fenced(
@@ -207,13 +185,8 @@ impl PostgresQueue {
         .await
     }
 
-    /// Sets claim `(id, attempt)` aside for a person: its `result` (JSON text; wrap a raw answer in a JSON string)
-    /// failed its contract for `reason`. Not counted as done.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `result` is not JSON, or `id`, `result` or `reason` holds a NUL
-    /// character; `Io` when PostgreSQL fails.
+    /// [`Queue::review`](crate::jobs::Queue::review) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn review(
         &self,
         id: &str,
@@ -234,16 +207,10 @@ impl PostgresQueue {
         .await
     }
 
-    /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
-    /// (eligible at once, in its old place: it goes before the jobs queued after it), counting a
-    /// failure; one whose count reaches the policy's limit is
-    /// `dead` instead. The stale worker's later calls for that claim come back `Lost`. A job
-    /// whose lease was extended, or that was settled, while the reaper decided is left alone;
-    /// two reapers at once count each expired lease once.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when PostgreSQL fails.
+    /// [`Queue::reap`](crate::jobs::Queue::reap) on PostgreSQL. A job whose lease was extended, or that
+    /// was settled, while the reaper decided is left alone; two reapers at once count each
+    /// expired lease once. A text holding a NUL character, which PostgreSQL cannot
+    /// store, is a `Config` error.
     pub(crate) async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
         let doing = "reaping expired leases";
         let expired = self

@@ -83,12 +83,7 @@ impl SqliteQueue {
         })
     }
 
-    /// Adds every job in `jobs` whose id is not yet queued, in one transaction; returns how
-    /// many were new. Nothing is added when one of them is invalid.
-    ///
-    /// # Errors
-    ///
-    /// As [`enqueue`](Self::enqueue).
+    /// [`Queue::enqueue_all`](crate::jobs::Queue::enqueue_all) on SQLite.
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         self.write("enqueueing", move |tx| {
             let mut insert = tx.prepare_cached(
@@ -113,14 +108,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Up to `max` claims in one transaction, each chosen as [`claim`](Self::claim) would
-    /// choose it after the ones before: interactive first, tenants in turn. Fewer (or none)
-    /// when fewer are eligible. A worker that runs several jobs at once claims them together,
-    /// one write instead of `max`.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::claim_many`](crate::jobs::Queue::claim_many) on SQLite.
     pub(crate) async fn claim_many(
         &self,
         worker: &str,
@@ -145,11 +133,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Counts per state, and how long the oldest eligible `ready` job has waited at `now_ms`.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::stats`](crate::jobs::Queue::stats) on SQLite.
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         self.read("reading stats", move |conn| {
             let mut stats = QueueStats::default();
@@ -183,11 +167,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// The job with this id, in whatever state.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::get`](crate::jobs::Queue::get) on SQLite.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         let id = id.to_owned();
         self.read("reading a job", move |conn| {
@@ -201,11 +181,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Every `dead` job, oldest first, with its reason.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::dead_letters`](crate::jobs::Queue::dead_letters) on SQLite.
     pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {
         self.read("listing dead letters", move |conn| {
             conn.prepare_cached(&format!(
@@ -217,13 +193,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Puts a `dead` (or `review`) job back to `ready`, eligible at `now_ms`, with its
-    /// failures, reason and result cleared; `false` when no such job is dead or in review. Its
-    /// attempt count is kept, so the next claim is still a new `(id, attempt)`.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::requeue`](crate::jobs::Queue::requeue) on SQLite.
     pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
         self.write("requeueing", move |tx| {

@@ -12,12 +12,7 @@ use crate::jobs::job::{millis, Failed, Outcome, Reaped};
 use crate::jobs::policy::{lease_expired, FailPolicy};
 
 impl SqliteQueue {
-    /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
-    /// transcription. A lease that has expired but not yet been reaped can still be extended.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::heartbeat`](crate::jobs::Queue::heartbeat) on SQLite.
     pub(crate) async fn heartbeat(
         &self,
         id: &str,
@@ -36,13 +31,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Completes every `(id, attempt, result)` in one transaction, each as
-    /// [`complete`](Self::complete) would; the outcomes are in the same order. A worker
-    /// finishing many short jobs settles them together, one write instead of many.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when a result is not JSON (nothing is written then); `Io` when SQLite fails.
+    /// [`Queue::complete_all`](crate::jobs::Queue::complete_all) on SQLite.
     pub(crate) async fn complete_all(
         &self,
         results: Vec<(String, u32, String)>,
@@ -65,12 +54,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Puts claim `(id, attempt)` back to `ready`, eligible at `until_ms`, counting no
-    /// failure: for a 429 or an open breaker, `until_ms` being the stated reset.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::snooze`](crate::jobs::Queue::snooze) on SQLite.
     pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
         self.fenced("snoozing", id, attempt, move |tx, id, attempt| {
             tx.execute(
@@ -82,12 +66,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Counts a failure of claim `(id, attempt)`: back to `ready` after the policy's backoff,
-    /// or `dead` (with `reason`) when it was the policy's last allowed failure.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::fail`](crate::jobs::Queue::fail) on SQLite.
     pub(crate) async fn fail(
         &self,
         id: &str,
@@ -126,12 +105,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Makes claim `(id, attempt)` `dead` at once with `reason`: for a failure that can only
-    /// repeat (a terminal 4xx). Counts the failure.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::dead_now`](crate::jobs::Queue::dead_now) on SQLite.
     pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
         let reason = reason.to_owned();
         self.fenced("dead-lettering", id, attempt, move |tx, id, attempt| {
@@ -145,12 +119,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Sets claim `(id, attempt)` aside for a person: its `result` (JSON text; wrap a raw answer in a JSON string)
-    /// failed its contract for `reason`. Not counted as done.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `result` is not JSON; `Io` when SQLite fails.
+    /// [`Queue::review`](crate::jobs::Queue::review) on SQLite.
     pub(crate) async fn review(
         &self,
         id: &str,
@@ -169,14 +138,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// Puts every `running` job whose lease ended at or before `now_ms` back to `ready`
-    /// (eligible at once, in its old place: it goes before the jobs queued after it), counting a
-    /// failure; one whose count reaches the policy's limit is
-    /// `dead` instead. The stale worker's later calls for that claim come back `Lost`.
-    ///
-    /// # Errors
-    ///
-    /// `Io` when SQLite fails.
+    /// [`Queue::reap`](crate::jobs::Queue::reap) on SQLite.
     pub(crate) async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
         let policy = *policy;
         self.write("reaping expired leases", move |tx| {
