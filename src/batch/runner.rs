@@ -150,19 +150,7 @@ impl Runner {
                             return Err(self.give_up(e, &mut set, &mut report).await);
                         }
                     }
-                    Some(Ok(item)) => {
-                        self.progress.inner.started.fetch_add(1, Relaxed);
-                        self.progress.inner.in_flight.fetch_add(1, Relaxed);
-                        let id = item.id.clone();
-                        let task = run_item(
-                            self.client.clone(),
-                            item,
-                            self.options.clone(),
-                            self.clock.clone(),
-                        );
-                        let handle = set.spawn(task);
-                        ids.insert(handle.id(), id);
-                    }
+                    Some(Ok(item)) => self.spawn_item(item, &mut set, &mut ids),
                 }
             }
             if set.is_empty() {
@@ -177,18 +165,8 @@ impl Runner {
                 joined = set.join_next_with_id() => joined,
             };
             let Some(joined) = joined else {
-                // Aborted: keep what finished anyway, count the rest as not done.
-                while let Some(joined) = set.join_next_with_id().await {
-                    self.progress.inner.in_flight.fetch_sub(1, Relaxed);
-                    match joined {
-                        Ok((_, outcome)) => self.keep(sink, &outcome, &mut report).await?,
-                        Err(e) if e.is_cancelled() => report.not_done += 1,
-                        Err(e) => {
-                            let outcome = panicked(&mut ids, &e);
-                            self.keep(sink, &outcome, &mut report).await?;
-                        }
-                    }
-                }
+                self.drain_aborted(&mut set, &mut ids, sink, &mut report)
+                    .await?;
                 break;
             };
             self.progress.inner.in_flight.fetch_sub(1, Relaxed);
@@ -208,6 +186,48 @@ impl Runner {
         report.stopped = stop.is_stopped() && !input_done;
         report.elapsed = self.clock.now().saturating_duration_since(started);
         Ok(report)
+    }
+
+    /// Starts `item` in `set`, remembering its id by task (for a panic's outcome).
+    fn spawn_item(
+        &self,
+        item: BatchItem,
+        set: &mut JoinSet<Outcome>,
+        ids: &mut HashMap<Id, String>,
+    ) {
+        self.progress.inner.started.fetch_add(1, Relaxed);
+        self.progress.inner.in_flight.fetch_add(1, Relaxed);
+        let id = item.id.clone();
+        let task = run_item(
+            self.client.clone(),
+            item,
+            self.options.clone(),
+            self.clock.clone(),
+        );
+        let handle = set.spawn(task);
+        ids.insert(handle.id(), id);
+    }
+
+    /// After an abort: keeps what finished anyway, counts the rest as not done.
+    async fn drain_aborted<K: OutcomeSink + ?Sized>(
+        &self,
+        set: &mut JoinSet<Outcome>,
+        ids: &mut HashMap<Id, String>,
+        sink: &mut K,
+        report: &mut RunReport,
+    ) -> io::Result<()> {
+        while let Some(joined) = set.join_next_with_id().await {
+            self.progress.inner.in_flight.fetch_sub(1, Relaxed);
+            match joined {
+                Ok((_, outcome)) => self.keep(sink, &outcome, report).await?,
+                Err(e) if e.is_cancelled() => report.not_done += 1,
+                Err(e) => {
+                    let outcome = panicked(ids, &e);
+                    self.keep(sink, &outcome, report).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Hands `outcome` to the sink, then counts it.
