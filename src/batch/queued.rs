@@ -14,6 +14,7 @@ use super::files::{results_file, Access};
 use super::input::{InputReader, Parsed};
 use super::key::ItemKey;
 use super::outcome::{failure_line, Answer, LineHead, Outcome};
+use super::results::{warn_unreadable, warn_unreadable_rest};
 use super::runner::RunReport;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jobs::{
@@ -430,9 +431,6 @@ impl Previous {
     }
 }
 
-/// Warnings for lines of the results file that are not result lines, at most.
-const UNREADABLE_WARNINGS: u64 = 10;
-
 async fn previous_lines(output: &Path) -> Result<Previous> {
     let text = match tokio::fs::read(output).await {
         Ok(bytes) => bytes,
@@ -458,14 +456,7 @@ async fn previous_lines(output: &Path) -> Result<Previous> {
             None if n == last && !complete => continue,
             None => {
                 previous.unreadable += 1;
-                if previous.unreadable <= UNREADABLE_WARNINGS {
-                    tracing::warn!(
-                        path = %output.display(),
-                        line = n + 1,
-                        bytes = line.len(),
-                        "results file: a line that is not a result line is dropped"
-                    );
-                }
+                warn_unreadable(output, n as u64 + 1, line.len(), previous.unreadable);
                 continue;
             }
         };
@@ -476,6 +467,7 @@ async fn previous_lines(output: &Path) -> Result<Previous> {
             previous.order.push(id);
         }
     }
+    warn_unreadable_rest(output, previous.unreadable);
     Ok(previous)
 }
 

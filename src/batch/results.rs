@@ -328,6 +328,32 @@ pub struct Compaction {
 /// rest.
 const UNREADABLE_WARNINGS: u64 = 10;
 
+/// Warns about line `line` (`bytes` long, never its text) of the results file at `path`, the
+/// `nth` that is not a result line — one by one up to [`UNREADABLE_WARNINGS`].
+pub(crate) fn warn_unreadable(path: &Path, line: u64, bytes: usize, nth: u64) {
+    if nth <= UNREADABLE_WARNINGS {
+        tracing::warn!(
+            path = %path.display(),
+            line,
+            bytes,
+            "results file: a line that is not a result line is dropped"
+        );
+    }
+}
+
+/// After a read of the results file at `path` that found `total` lines that are not result
+/// lines: one warning for those beyond the ones warned about one by one.
+pub(crate) fn warn_unreadable_rest(path: &Path, total: u64) {
+    if total > UNREADABLE_WARNINGS {
+        tracing::warn!(
+            path = %path.display(),
+            unreadable = total,
+            "results file: {} more lines that are not result lines are dropped",
+            total - UNREADABLE_WARNINGS
+        );
+    }
+}
+
 /// Rewrites the results file at `path` to hold exactly one line per item — the last one —
 /// atomically (temporary file, `fsync`, rename). A missing file is left missing. A symbolic
 /// link is followed: its target is replaced and the link kept.
@@ -394,27 +420,13 @@ fn compact_blocking(path: &Path) -> io::Result<Compaction> {
                     report.dropped += 1;
                     if complete {
                         report.unreadable += 1;
-                        if report.unreadable <= UNREADABLE_WARNINGS {
-                            tracing::warn!(
-                                path = %path.display(),
-                                line = n,
-                                bytes = line.len(),
-                                "results file: a line that is not a result line is dropped"
-                            );
-                        }
+                        warn_unreadable(path, n, line.len(), report.unreadable);
                     }
                 }
             }
         })?;
         failed?;
-        if report.unreadable > UNREADABLE_WARNINGS {
-            tracing::warn!(
-                path = %path.display(),
-                unreadable = report.unreadable,
-                "results file: {} more lines that are not result lines are dropped",
-                report.unreadable - UNREADABLE_WARNINGS
-            );
-        }
+        warn_unreadable_rest(path, report.unreadable);
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         // The new file takes the old one's permissions (best effort).
         if let Ok(meta) = fs::metadata(path) {
