@@ -9,55 +9,8 @@ use crate::config::types::Policy;
 
 pub(super) fn policy(path: &TomlPath, raw: &RawPolicy) -> Check<Policy> {
     let d = Policy::default();
-    let max_attempts = match raw.max_attempts {
-        None => d.max_attempts,
-        Some(n) if n < 1 => {
-            return Err(Issue::new(
-                path.key("max_attempts"),
-                format!("must be at least 1 (a single attempt, no retry), not {n}"),
-            ))
-        }
-        Some(n) => u32::try_from(n).map_err(|_| {
-            Issue::new(
-                path.key("max_attempts"),
-                format!("must be at most {}, not {n}", u32::MAX),
-            )
-        })?,
-    };
-    let failure_threshold = match raw.failure_threshold {
-        None => d.failure_threshold,
-        Some(n) => u32::try_from(n).map_err(|_| {
-            Issue::new(
-                path.key("failure_threshold"),
-                format!(
-                    "must be 0 (never open the breaker on failures) up to {}, not {n}",
-                    u32::MAX
-                ),
-            )
-        })?,
-    };
-    let max_response_bytes = match raw.max_response_bytes {
-        None => d.max_response_bytes,
-        Some(n) => usize::try_from(n).ok().filter(|&b| b > 0).ok_or_else(|| {
-            Issue::new(
-                path.key("max_response_bytes"),
-                format!("must be a positive number of bytes, not {n}"),
-            )
-        })?,
-    };
-    let retry_budget = match raw.retry_budget {
-        None => d.retry_budget,
-        Some(b) if b.is_finite() && (0.0..=10.0).contains(&b) => b,
-        Some(b) => {
-            return Err(Issue::new(
-                path.key("retry_budget"),
-                format!(
-                    "must be between 0 and 10 (retries as a fraction of first attempts: 0.2 = \
-                     20 % extra load), not {b}"
-                ),
-            ))
-        }
-    };
+    let (max_attempts, failure_threshold, max_response_bytes, retry_budget) =
+        counts(path, raw, &d)?;
     let policy = Policy {
         max_attempts,
         deadline: millis(path, "deadline_ms", raw.deadline_ms, d.deadline)?,
@@ -110,6 +63,72 @@ pub(super) fn policy(path: &TomlPath, raw: &RawPolicy) -> Check<Policy> {
             d.latency_allowance,
         )?,
     };
+    ordered(path, &policy)?;
+    Ok(policy)
+}
+
+/// The settings that are counts and fractions: max attempts, failure threshold, response
+/// bytes, retry budget.
+fn counts(path: &TomlPath, raw: &RawPolicy, d: &Policy) -> Check<(u32, u32, usize, f64)> {
+    let max_attempts = match raw.max_attempts {
+        None => d.max_attempts,
+        Some(n) if n < 1 => {
+            return Err(Issue::new(
+                path.key("max_attempts"),
+                format!("must be at least 1 (a single attempt, no retry), not {n}"),
+            ))
+        }
+        Some(n) => u32::try_from(n).map_err(|_| {
+            Issue::new(
+                path.key("max_attempts"),
+                format!("must be at most {}, not {n}", u32::MAX),
+            )
+        })?,
+    };
+    let failure_threshold = match raw.failure_threshold {
+        None => d.failure_threshold,
+        Some(n) => u32::try_from(n).map_err(|_| {
+            Issue::new(
+                path.key("failure_threshold"),
+                format!(
+                    "must be 0 (never open the breaker on failures) up to {}, not {n}",
+                    u32::MAX
+                ),
+            )
+        })?,
+    };
+    let max_response_bytes = match raw.max_response_bytes {
+        None => d.max_response_bytes,
+        Some(n) => usize::try_from(n).ok().filter(|&b| b > 0).ok_or_else(|| {
+            Issue::new(
+                path.key("max_response_bytes"),
+                format!("must be a positive number of bytes, not {n}"),
+            )
+        })?,
+    };
+    let retry_budget = match raw.retry_budget {
+        None => d.retry_budget,
+        Some(b) if b.is_finite() && (0.0..=10.0).contains(&b) => b,
+        Some(b) => {
+            return Err(Issue::new(
+                path.key("retry_budget"),
+                format!(
+                    "must be between 0 and 10 (retries as a fraction of first attempts: 0.2 = \
+                     20 % extra load), not {b}"
+                ),
+            ))
+        }
+    };
+    Ok((
+        max_attempts,
+        failure_threshold,
+        max_response_bytes,
+        retry_budget,
+    ))
+}
+
+/// Each cap at least its base: the breaker's cooldowns, the backoff's.
+fn ordered(path: &TomlPath, policy: &Policy) -> Check<()> {
     for (low, high, low_name, high_name) in [
         (
             policy.breaker_cooldown,
@@ -135,7 +154,7 @@ pub(super) fn policy(path: &TomlPath, raw: &RawPolicy) -> Check<Policy> {
             ));
         }
     }
-    Ok(policy)
+    Ok(())
 }
 
 /// A `_ms` value: positive, at most 30 days.
