@@ -63,6 +63,51 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
     })?;
     let base_url = base_url(&path.key("base_url"), &raw.base_url, raw.allow_http)?;
 
+    check_auth_and_names(path, raw)?;
+    let (model, transcription_model) = models(path, kind, raw)?;
+
+    let api_version = api_version(path, kind, raw.api_version.as_deref())?;
+    let header_dialect = match &raw.header_dialect {
+        None => default_dialect(kind, &base_url),
+        Some(d) => HeaderDialect::from_name(d).ok_or_else(|| {
+            Issue::new(
+                path.key("header_dialect"),
+                format!(
+                    "unknown dialect {}; valid dialects: openai, groq, azure, anthropic, generic",
+                    shown(d)
+                ),
+            )
+        })?,
+    };
+
+    let model_limits = model_limits(path, raw)?;
+    let timeout = match raw.timeout_ms {
+        None => None,
+        Some(_) => Some(millis(path, "timeout_ms", raw.timeout_ms, Duration::ZERO)?),
+    };
+
+    Ok(ProviderConfig {
+        id: ProviderId::new(name),
+        kind,
+        base_url,
+        model,
+        transcription_model,
+        keys: BTreeMap::new(),
+        limits: match &raw.limits {
+            None => Limits::none(),
+            Some(l) => limits(&path.key("limits"), l)?,
+        },
+        model_limits,
+        timeout,
+        allow_http: raw.allow_http,
+        api_version,
+        header_dialect,
+        extra_body: extra_body(&path.key("extra_body"), &raw.extra_body, &raw.extra_json)?,
+    })
+}
+
+/// `auth` is absent or `"none"`; `model` and `transcription_model` are names.
+fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
     match raw.auth.as_deref() {
         None | Some("none") => {}
         Some(_) => {
@@ -87,22 +132,11 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
             }
         }
     }
-    let (model, transcription_model) = models(path, kind, raw)?;
+    Ok(())
+}
 
-    let api_version = api_version(path, kind, raw.api_version.as_deref())?;
-    let header_dialect = match &raw.header_dialect {
-        None => default_dialect(kind, &base_url),
-        Some(d) => HeaderDialect::from_name(d).ok_or_else(|| {
-            Issue::new(
-                path.key("header_dialect"),
-                format!(
-                    "unknown dialect {}; valid dialects: openai, groq, azure, anthropic, generic",
-                    shown(d)
-                ),
-            )
-        })?,
-    };
-
+/// `model_limits`: per model name, its limits.
+fn model_limits(path: &TomlPath, raw: &RawProvider) -> Check<BTreeMap<String, Limits>> {
     let mut model_limits = BTreeMap::new();
     let limits_path = path.key("model_limits");
     for (model_name, l) in &raw.model_limits {
@@ -114,29 +148,7 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
         }
         model_limits.insert(model_name.clone(), limits(&limits_path.key(model_name), l)?);
     }
-    let timeout = match raw.timeout_ms {
-        None => None,
-        Some(_) => Some(millis(path, "timeout_ms", raw.timeout_ms, Duration::ZERO)?),
-    };
-
-    Ok(ProviderConfig {
-        id: ProviderId::new(name),
-        kind,
-        base_url,
-        model,
-        transcription_model,
-        keys: BTreeMap::new(),
-        limits: match &raw.limits {
-            None => Limits::none(),
-            Some(l) => limits(&path.key("limits"), l)?,
-        },
-        model_limits,
-        timeout,
-        allow_http: raw.allow_http,
-        api_version,
-        header_dialect,
-        extra_body: extra_body(&path.key("extra_body"), &raw.extra_body, &raw.extra_json)?,
-    })
+    Ok(model_limits)
 }
 
 /// `extra_body = { … }` as JSON: every TOML value has a JSON form but a date-time (write it
