@@ -153,3 +153,12 @@ api_key_env = {{ {env} = "{key_var}" }}
     );
     std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
 }
+
+/// A loopback port nobody listens on right now.
+#[allow(dead_code)] // not every includer starts a server
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+}

@@ -14,12 +14,14 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+
+pub use super::examples::free_port;
 
 const INSTALL: &str = "sudo apt-get install -y postgresql";
 
@@ -399,14 +401,6 @@ pub fn give_to_postgres(dir: &Path) {
     };
     std::os::unix::fs::chown(dir, Some(uid), Some(gid))
         .unwrap_or_else(|e| panic!("cannot give {} to postgres: {e}", dir.display()));
-}
-
-/// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
 }
 
 #[cfg(test)]

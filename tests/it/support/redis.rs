@@ -8,11 +8,13 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use super::examples::free_port;
 
 /// What to run, and how to get it.
 const PROGRAM: &str = "redis-server";
@@ -184,14 +186,6 @@ pub fn ping(addr: SocketAddr) -> std::io::Result<()> {
             String::from_utf8_lossy(&reply)
         )))
     }
-}
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
 }
 
 #[cfg(test)]
