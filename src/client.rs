@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use url::Url;
 
+use crate::cache::Cache;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{check_shared_settings, Config, Limits, Policy, ProviderSettings};
 use crate::error::{Error, Result};
@@ -173,6 +174,11 @@ impl Client {
         self.router.run(router::Transcribe(req), opts)
     }
 
+    /// The response cache, when the client has one ([`ClientBuilder::cache`]).
+    pub fn cache(&self) -> Option<&Cache> {
+        self.router.cache()
+    }
+
     /// The clock the client times its waits by (the workers of `jobs` use it too).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
@@ -287,6 +293,7 @@ pub struct ClientBuilder {
     rng: Option<Arc<dyn Rng>>,
     store: Option<Arc<dyn LimiterStore>>,
     shared: Option<SharedSettings>,
+    cache: Option<Cache>,
     transport: Option<Arc<dyn Transport>>,
     http: ClientChoice,
     providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
@@ -388,6 +395,30 @@ impl ClientBuilder {
     /// ```
     pub fn shared(mut self, settings: SharedSettings) -> Self {
         self.shared = Some(settings);
+        self
+    }
+
+    /// Answers repeated requests from `cache` ([`cache`](crate::cache): what is kept, under
+    /// which key, for how long). Without one, every request is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::cache::Cache;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse()?);
+    /// let client = Client::builder()
+    ///     .provider(Arc::new(local), ProviderSettings::new())
+    ///     .cache(Cache::memory())
+    ///     .build()?;
+    /// assert!(client.cache().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cache(mut self, cache: Cache) -> Self {
+        self.cache = Some(cache);
         self
     }
 
@@ -569,6 +600,7 @@ impl ClientBuilder {
             store,
             transport: self.transport.take(),
             http: std::mem::take(&mut self.http),
+            cache: self.cache.take(),
         })?;
         Ok(Client {
             router: Arc::new(router),

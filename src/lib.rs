@@ -39,6 +39,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod batch;
+pub mod cache;
 mod client;
 pub mod clock;
 pub mod config;
@@ -69,8 +70,8 @@ pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
 pub use types::{
-    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role,
-    Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
+    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Origin,
+    ResponseFormat, Role, Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };
 
 /// The README's code compiles (`cargo test --doc`).

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cache::CacheStats;
 use crate::id::ProviderId;
 use crate::striped::Striped;
 
@@ -187,6 +188,9 @@ fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 pub struct Stats {
     /// Per provider.
     pub providers: BTreeMap<ProviderId, ProviderStats>,
+    /// The response cache's counters, when the client has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheStats>,
 }
 
 impl Stats {
@@ -195,6 +199,7 @@ impl Stats {
     ) -> Self {
         Stats {
             providers: counters.map(|(id, c)| (id.clone(), c.snapshot())).collect(),
+            cache: None,
         }
     }
 

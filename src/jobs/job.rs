@@ -24,8 +24,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// assert!(wall_ms(clock.wall()) > 0);
 /// ```
 pub fn wall_ms(at: SystemTime) -> i64 {
-    at.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    crate::cache::wall_ms(at)
 }
 
 /// A duration in whole milliseconds, saturating (for leases and backoffs).

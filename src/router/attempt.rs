@@ -17,6 +17,7 @@ use super::decide::{attempt_timeout, decide, Action, Count, Next, Outcome};
 use super::job::{Attempt, Job, Priced};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
+use crate::cache::{self, Fill, Lookup};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Credential, CredentialSource, ProviderId};
 use crate::provider::RequestContext;
@@ -63,13 +64,54 @@ impl Router {
             Ok(run) => run,
             Err(e) => return (Err(e), 0),
         };
+        let fill = match self.look_up(job, &run, opts).await {
+            ControlFlow::Break(kept) => return (Ok(kept), 0),
+            ControlFlow::Continue(fill) => fill,
+        };
         self.budget.deposit(started);
         let result = loop {
             if let ControlFlow::Break(result) = self.step(job, &mut run).await {
                 break result;
             }
         };
-        (result, run.sends)
+        match (result, fill) {
+            (Ok(mut out), Some(fill)) => {
+                let now_ms = cache::wall_ms(self.clock.wall());
+                if let Some((fill, value)) = J::keep(&mut out, fill, now_ms) {
+                    fill.keep(value, now_ms).await;
+                }
+                (Ok(out), run.sends)
+            }
+            (result, _) => (result, run.sends),
+        }
+    }
+
+    /// The request's answer when the cache keeps it (nothing is sent then); else the fill
+    /// that keeps the answer it gets (`None`: no cache, or the request bypasses it).
+    async fn look_up<J: Job>(
+        &self,
+        job: &J,
+        run: &Run<'_>,
+        opts: &RequestOptions,
+    ) -> ControlFlow<J::Output, Option<Fill>> {
+        let Some(cache) = &self.cache else {
+            return ControlFlow::Continue(None);
+        };
+        let req = job.request();
+        let key = job.cache_key(&run.answerers(req.model(), req.capability()));
+        let now_ms = cache::wall_ms(self.clock.wall());
+        match cache.lookup::<J::Kept>(key, opts.cache, now_ms).await {
+            Lookup::Hit {
+                answer,
+                stored_at_ms,
+            } => {
+                let (out, tokens) = J::replay(answer, stored_at_ms);
+                cache.hit(tokens);
+                tracing::debug!(?key, "served from the response cache");
+                ControlFlow::Break(out)
+            }
+            Lookup::Miss(fill) => ControlFlow::Continue(fill),
+        }
     }
 
     /// One pass of the loop: pick, then send or wait.

@@ -11,6 +11,7 @@ use super::breaker::{BreakerEvent, BreakerSettings};
 use super::breaker_store::{BreakerCell, BreakerStore, MemoryBreakers};
 use super::decide::Rules;
 use super::stream::StreamEnd;
+use crate::cache::Cache;
 use crate::clock::Clock;
 use crate::config::{Policy, ProviderSettings};
 use crate::error::{Disposition, Error, ErrorKind, Result};
@@ -41,6 +42,8 @@ pub(crate) struct Parts {
     pub(crate) transport: Option<Arc<dyn Transport>>,
     /// The caller's reqwest client and user agent, if any (ignored with `transport`).
     pub(crate) http: ClientChoice,
+    /// The response cache, if any.
+    pub(crate) cache: Option<Cache>,
 }
 
 /// One provider, as the router sees it.
@@ -185,6 +188,7 @@ pub(crate) struct Router {
     pub(super) policy: Policy,
     pub(super) rules: Rules,
     pub(super) budget: SharedBudget,
+    pub(super) cache: Option<Cache>,
     request_ids: AtomicU64,
 }
 
@@ -212,6 +216,7 @@ impl Router {
             store,
             transport,
             http,
+            cache,
         } = parts;
         if providers.is_empty() {
             return Err(Error::config(
@@ -265,13 +270,21 @@ impl Router {
                 backoff,
             },
             policy,
+            cache,
             request_ids: AtomicU64::new(0),
         })
     }
 
-    /// Per-provider counters.
+    /// Per-provider counters, and the cache's.
     pub(crate) fn stats(&self) -> Stats {
-        Stats::collect(self.entries.iter().map(|e| (e.id(), &e.counters)))
+        let mut stats = Stats::collect(self.entries.iter().map(|e| (e.id(), &e.counters)));
+        stats.cache = self.cache.as_ref().map(Cache::stats);
+        stats
+    }
+
+    /// The response cache, if any.
+    pub(crate) fn cache(&self) -> Option<&Cache> {
+        self.cache.as_ref()
     }
 
     /// The providers serving `capability`, in failover order.

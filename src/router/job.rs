@@ -5,9 +5,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tracing::Instrument;
 
-use super::stream::{ChatStream, StreamEnd};
+use super::stream::{whole, ChatStream, StreamEnd};
+use crate::cache::{chat_key, transcription_key, Answerer, Fill, Key};
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::http::Transport;
@@ -16,7 +19,9 @@ use crate::provider::{
     chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
 };
 use crate::ratelimit::{chat_cost_bound, estimate_chat, input_floor, Cost};
-use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest, Usage};
+use crate::types::{
+    ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest, Usage,
+};
 
 /// Whether admission counts tokens for a request, and the room known in its token buckets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,6 +168,28 @@ pub(crate) trait Job: Sync {
 
     /// Stamps the answer with the number of requests sent; returns the usage it reports.
     fn finish(out: &mut Self::Output, sends: u32) -> Option<Usage>;
+
+    /// The answer as the response cache keeps it.
+    type Kept: Serialize + DeserializeOwned + Send;
+
+    /// This request's cache key, answered by one of `answerers`.
+    fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key;
+
+    /// A kept answer served again, and the tokens it had used.
+    fn replay(kept: Self::Kept, stored_at_ms: i64) -> (Self::Output, u64);
+
+    /// A fresh answer for the cache: what to keep now, serialized — or `None`, when nothing
+    /// is kept now (a stream keeps its answer when it has all arrived; an answer the
+    /// content filter cut is never kept).
+    fn keep(out: &mut Self::Output, fill: Fill, now_ms: i64) -> Option<(Fill, Vec<u8>)>;
+}
+
+/// What to keep of a whole answer.
+fn keep_whole<T: Serialize>(whole: bool, out: &T, fill: Fill) -> Option<(Fill, Vec<u8>)> {
+    if !whole {
+        return None;
+    }
+    serde_json::to_vec(out).ok().map(|v| (fill, v))
 }
 
 /// A chat completion.
@@ -196,6 +223,28 @@ impl Job for Chat {
         out.attempts = sends;
         out.usage
     }
+
+    type Kept = ChatResponse;
+
+    fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key {
+        chat_key(&self.0, answerers)
+    }
+
+    fn replay(kept: ChatResponse, stored_at_ms: i64) -> (ChatResponse, u64) {
+        replay_chat(kept, stored_at_ms)
+    }
+
+    fn keep(out: &mut ChatResponse, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
+        keep_whole(whole(out.finish_reason.as_ref()), out, fill)
+    }
+}
+
+/// A kept chat answer, marked as the cache's, and the tokens it had used.
+fn replay_chat(mut kept: ChatResponse, stored_at_ms: i64) -> (ChatResponse, u64) {
+    kept.attempts = 0;
+    kept.origin = Origin::Cache { stored_at_ms };
+    let tokens = kept.usage.map_or(0, |u| u.total());
+    (kept, tokens)
 }
 
 /// A streamed chat completion: fails over until its first content.
@@ -244,6 +293,23 @@ impl Job for Stream {
         // Usage arrives at the stream's end; the stream reconciles it then.
         None
     }
+
+    type Kept = ChatResponse;
+
+    fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key {
+        // A streamed answer is the same answer: one key for both.
+        chat_key(&self.0, answerers)
+    }
+
+    fn replay(kept: ChatResponse, stored_at_ms: i64) -> (ChatStream, u64) {
+        let (answer, tokens) = replay_chat(kept, stored_at_ms);
+        (ChatStream::replay(answer, stored_at_ms), tokens)
+    }
+
+    fn keep(out: &mut ChatStream, fill: Fill, now_ms: i64) -> Option<(Fill, Vec<u8>)> {
+        out.record(fill, now_ms);
+        None
+    }
 }
 
 /// A transcription.
@@ -276,6 +342,22 @@ impl Job for Transcribe {
     fn finish(out: &mut Transcript, sends: u32) -> Option<Usage> {
         out.attempts = sends;
         None
+    }
+
+    type Kept = Transcript;
+
+    fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key {
+        transcription_key(&self.0, answerers)
+    }
+
+    fn replay(mut kept: Transcript, stored_at_ms: i64) -> (Transcript, u64) {
+        kept.attempts = 0;
+        kept.origin = Origin::Cache { stored_at_ms };
+        (kept, 0)
+    }
+
+    fn keep(out: &mut Transcript, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
+        keep_whole(true, out, fill)
     }
 }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cache::CacheMode;
 use crate::id::{Credential, ProviderId};
 
 /// Options for one request: deadline, provider pin, credential override.
@@ -28,6 +29,7 @@ pub struct RequestOptions {
     pub(crate) provider: Option<ProviderId>,
     pub(crate) credentials: Vec<(ProviderId, Credential)>,
     pub(crate) tenant: Option<Arc<str>>,
+    pub(crate) cache: CacheMode,
 }
 
 /// The options of a call made without any, shared by every such call.
@@ -47,6 +49,7 @@ impl RequestOptions {
             provider: None,
             credentials: Vec::new(),
             tenant: None,
+            cache: CacheMode::Use,
         }
     }
 
@@ -75,6 +78,14 @@ impl RequestOptions {
     /// with overridden credentials share one "override" scope per provider.
     pub fn tenant(mut self, tenant: impl AsRef<str>) -> Self {
         self.tenant = Some(Arc::from(tenant.as_ref()));
+        self
+    }
+
+    /// What this request does with the client's response cache, if it has one: look up and
+    /// keep (the default), [bypass](CacheMode::Bypass) it, or [refresh](CacheMode::Refresh)
+    /// the entry.
+    pub fn cache(mut self, mode: CacheMode) -> Self {
+        self.cache = mode;
         self
     }
 

@@ -12,6 +12,7 @@ use super::breaker_store::BreakerCell;
 use super::core::{Entry, Router};
 use super::job::{Costs, Pricing};
 use super::options::RequestOptions;
+use crate::cache::Answerer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Capability, Credential};
 use crate::stats::Counters;
@@ -126,6 +127,26 @@ impl<'r> Run<'r> {
             failed: 0,
             costs: Costs::default(),
         })
+    }
+
+    /// Every candidate as the cache key sees it: who answers, with which model and key.
+    pub(crate) fn answerers<'a>(
+        &'a self,
+        model: Option<&'a str>,
+        capability: Capability,
+    ) -> Vec<Answerer<'a>> {
+        self.candidates
+            .iter()
+            .map(|c| Answerer {
+                provider: c.entry.id().as_str(),
+                model: model
+                    .or_else(|| c.entry.adapter.default_model(capability))
+                    .unwrap_or_default(),
+                extra_body: &c.entry.extra_body,
+                account: c.account.as_deref(),
+                credential: c.credential.map(Credential::expose),
+            })
+            .collect()
     }
 
     /// The candidates to consider, fewer failures first (on a first attempt: the order).

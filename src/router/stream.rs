@@ -7,10 +7,11 @@ use std::task::{Context, Poll};
 
 use futures_util::Stream;
 
+use crate::cache::Fill;
 use crate::error::{ErrorKind, Result};
 use crate::id::ProviderId;
 use crate::provider::ChunkStream;
-use crate::types::{ChatChunk, Usage};
+use crate::types::{ChatChunk, ChatResponse, FinishReason, Origin, Usage};
 
 /// Called once when a stream ends (or is dropped): the usage it reported, and the kind of
 /// the error that ended it, if one did. The router reconciles the booking and tells the
@@ -37,13 +38,24 @@ pub(crate) type StreamEnd = Box<dyn FnOnce(Option<Usage>, Option<ErrorKind>) + S
 /// ```
 pub struct ChatStream {
     buffered: VecDeque<ChatChunk>,
-    rest: ChunkStream,
+    /// `None`: an answer replayed from the cache, all of it buffered.
+    rest: Option<ChunkStream>,
     provider: ProviderId,
     model: String,
     attempts: u32,
     usage: Option<Usage>,
     /// `None` once ended.
     on_end: Option<StreamEnd>,
+    origin: Origin,
+    /// Assembles the answer for the cache, which keeps it if the stream reaches its end.
+    recorder: Option<Recorder>,
+}
+
+/// A streamed answer as it arrives, for the cache.
+struct Recorder {
+    fill: Fill,
+    answer: ChatResponse,
+    now_ms: i64,
 }
 
 impl fmt::Debug for ChatStream {
@@ -52,6 +64,7 @@ impl fmt::Debug for ChatStream {
             .field("provider", &self.provider)
             .field("model", &self.model)
             .field("attempts", &self.attempts)
+            .field("origin", &self.origin)
             .finish_non_exhaustive()
     }
 }
@@ -66,13 +79,52 @@ impl ChatStream {
     ) -> Self {
         ChatStream {
             buffered: buffered.into(),
-            rest,
+            rest: Some(rest),
             provider,
             model: model.to_owned(),
             attempts: 1,
             usage: None,
             on_end: Some(on_end),
+            origin: Origin::Provider,
+            recorder: None,
         }
+    }
+
+    /// A kept answer, streamed again: its text in one chunk, then its finish reason and
+    /// usage in the last.
+    pub(crate) fn replay(answer: ChatResponse, stored_at_ms: i64) -> Self {
+        let mut text = ChatChunk::text(answer.text);
+        text.model = Some(answer.model.clone());
+        let last = ChatChunk {
+            finish_reason: answer.finish_reason,
+            usage: answer.usage,
+            ..ChatChunk::default()
+        };
+        ChatStream {
+            buffered: VecDeque::from([text, last]),
+            rest: None,
+            provider: answer.provider,
+            model: answer.model,
+            attempts: 0,
+            usage: None,
+            on_end: None,
+            origin: Origin::Cache { stored_at_ms },
+            recorder: None,
+        }
+    }
+
+    /// Has the answer kept by `fill` once it has all arrived (not if it ends in an error,
+    /// is dropped early, or ends cut by the content filter).
+    pub(crate) fn record(&mut self, fill: Fill, now_ms: i64) {
+        let mut answer = ChatResponse::new(self.provider.clone(), self.model.clone(), "");
+        for chunk in &self.buffered {
+            add_chunk(&mut answer, chunk);
+        }
+        self.recorder = Some(Recorder {
+            fill,
+            answer,
+            now_ms,
+        });
     }
 
     pub(crate) fn set_attempts(&mut self, attempts: u32) {
@@ -89,9 +141,15 @@ impl ChatStream {
         &self.model
     }
 
-    /// How many attempts the router made before this stream started.
+    /// How many attempts the router made before this stream started (0: replayed from the
+    /// cache).
     pub fn attempts(&self) -> u32 {
         self.attempts
+    }
+
+    /// Where the answer comes from: the provider, or the response cache.
+    pub fn origin(&self) -> Origin {
+        self.origin
     }
 
     fn end(&mut self, error: Option<ErrorKind>) {
@@ -100,11 +158,60 @@ impl ChatStream {
         }
     }
 
-    fn seen(&mut self, chunk: &ChatChunk) {
+    /// The stream reached its end: the whole answer goes to the cache.
+    fn completed(&mut self) {
+        let Some(Recorder {
+            fill,
+            mut answer,
+            now_ms,
+        }) = self.recorder.take()
+        else {
+            return;
+        };
+        if !whole(answer.finish_reason.as_ref()) {
+            return;
+        }
+        answer.attempts = self.attempts;
+        let Ok(value) = serde_json::to_vec(&answer) else {
+            return;
+        };
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            h.spawn(fill.keep(value, now_ms));
+        }
+    }
+
+    /// A chunk passed to the caller (buffered ones were recorded when the recorder began).
+    fn seen(&mut self, chunk: &ChatChunk, buffered: bool) {
         if let Some(u) = chunk.usage {
             self.usage = Some(u);
         }
+        if let (Some(r), false) = (&mut self.recorder, buffered) {
+            add_chunk(&mut r.answer, chunk);
+        }
     }
+}
+
+/// Adds what `chunk` carries to `answer`.
+fn add_chunk(answer: &mut ChatResponse, chunk: &ChatChunk) {
+    answer.text.push_str(&chunk.delta);
+    if chunk.finish_reason.is_some() {
+        answer.finish_reason.clone_from(&chunk.finish_reason);
+    }
+    if chunk.usage.is_some() {
+        answer.usage = chunk.usage;
+    }
+    if let Some(m) = &chunk.model {
+        answer.model.clone_from(m);
+    }
+}
+
+/// Whether an answer that finished this way is whole, so worth keeping: not cut by the
+/// content filter, not stopped for a reason this crate does not know.
+pub(crate) fn whole(finish: Option<&FinishReason>) -> bool {
+    matches!(
+        finish,
+        None | Some(FinishReason::Stop | FinishReason::Length | FinishReason::ToolCalls)
+    )
 }
 
 impl Stream for ChatStream {
@@ -113,23 +220,25 @@ impl Stream for ChatStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         if let Some(chunk) = this.buffered.pop_front() {
-            this.seen(&chunk);
+            this.seen(&chunk, true);
             return Poll::Ready(Some(Ok(chunk)));
         }
-        if this.on_end.is_none() {
+        let (Some(rest), true) = (&mut this.rest, this.on_end.is_some()) else {
             return Poll::Ready(None);
-        }
-        match Pin::new(&mut this.rest).poll_next(cx) {
+        };
+        match Pin::new(rest).poll_next(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(chunk))) => {
-                this.seen(&chunk);
+                this.seen(&chunk, false);
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Some(Err(e))) => {
+                this.recorder = None;
                 this.end(Some(e.kind()));
                 Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(None) => {
+                this.completed();
                 this.end(None);
                 Poll::Ready(None)
             }

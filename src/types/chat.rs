@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Usage;
+use super::{Origin, Usage};
 use crate::id::ProviderId;
 
 /// Who wrote a message.
@@ -339,8 +339,12 @@ pub struct ChatResponse {
     pub model: String,
     /// The provider's request id, for support tickets.
     pub request_id: Option<String>,
-    /// How many attempts the router made for this answer (1 = first try).
+    /// How many attempts the router made for this answer (1 = first try; 0 = served from the
+    /// cache).
     pub attempts: u32,
+    /// Where the answer came from: the provider, or the response cache.
+    #[serde(default)]
+    pub origin: Origin,
 }
 
 impl ChatResponse {
@@ -354,6 +358,7 @@ impl ChatResponse {
             model: model.into(),
             request_id: None,
             attempts: 1,
+            origin: Origin::Provider,
         }
     }
 }
@@ -368,6 +373,7 @@ impl fmt::Debug for ChatResponse {
             .field("model", &self.model)
             .field("request_id", &self.request_id)
             .field("attempts", &self.attempts)
+            .field("origin", &self.origin)
             .finish()
     }
 }

@@ -36,3 +36,37 @@ mod usage;
 pub use chat::{ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role};
 pub use transcription::{AudioInput, Segment, Transcript, TranscriptFormat, TranscriptionRequest};
 pub use usage::Usage;
+
+/// Where an answer came from.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{ChatResponse, Origin, ProviderId};
+///
+/// let answer = ChatResponse::new(ProviderId::new("openai"), "gpt-4o-mini", "Paris");
+/// assert_eq!(answer.origin, Origin::Provider);
+/// assert!(!answer.origin.is_cache());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Origin {
+    /// Asked of the provider just now.
+    #[default]
+    Provider,
+    /// Served from the response cache ([`cache`](crate::cache)): the provider's answer to
+    /// the same request, kept since `stored_at_ms` (wall-clock milliseconds since the Unix
+    /// epoch). Nothing was sent and nothing spent.
+    Cache {
+        /// When the answer was kept.
+        stored_at_ms: i64,
+    },
+}
+
+impl Origin {
+    /// Whether the answer came from the cache.
+    pub fn is_cache(&self) -> bool {
+        matches!(self, Origin::Cache { .. })
+    }
+}

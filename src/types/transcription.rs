@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::Origin;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::ProviderId;
 
@@ -420,8 +421,11 @@ pub struct Transcript {
     pub model: String,
     /// The provider's request id.
     pub request_id: Option<String>,
-    /// How many attempts the router made (1 = first try).
+    /// How many attempts the router made (1 = first try; 0 = served from the cache).
     pub attempts: u32,
+    /// Where the transcript came from: the provider, or the response cache.
+    #[serde(default)]
+    pub origin: Origin,
 }
 
 impl Transcript {
@@ -436,6 +440,7 @@ impl Transcript {
             model: model.into(),
             request_id: None,
             attempts: 1,
+            origin: Origin::Provider,
         }
     }
 }
@@ -451,6 +456,7 @@ impl fmt::Debug for Transcript {
             .field("model", &self.model)
             .field("request_id", &self.request_id)
             .field("attempts", &self.attempts)
+            .field("origin", &self.origin)
             .finish()
     }
 }
