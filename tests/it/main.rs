@@ -16,6 +16,7 @@ mod adapter_openai;
 mod batch;
 mod batch_files;
 mod batch_queue;
+mod cache;
 mod circuit_breaker;
 mod code_first;
 mod config;
