@@ -93,6 +93,11 @@ pub enum ErrorKind {
     RequestTooLarge,
     /// A response could not be understood (malformed JSON, missing field, HTML page…).
     Decode,
+    /// The provider answered, but not in the shape the request asked for: a structured
+    /// answer ([`ResponseFormat`](crate::ResponseFormat)) that is not JSON or does not match
+    /// its schema. Returned at once unless the request asks to fail over on it
+    /// ([`RequestOptions::fail_over_on_invalid_answer`](crate::RequestOptions::fail_over_on_invalid_answer)).
+    InvalidAnswer,
     /// The provider does not offer this capability (e.g. chat on a speech-to-text provider).
     Unsupported,
     /// The configuration is invalid.
@@ -148,6 +153,7 @@ impl ErrorKind {
             | NotFound
             | PayloadTooLarge
             | RequestTooLarge
+            | InvalidAnswer
             | Unsupported
             | Config
             | Io => Disposition::Terminal,
@@ -178,6 +184,7 @@ impl ErrorKind {
             PayloadTooLarge => "payload_too_large",
             RequestTooLarge => "request_too_large",
             Decode => "decode",
+            InvalidAnswer => "invalid_answer",
             Unsupported => "unsupported",
             Config => "config",
             Io => "io",
@@ -205,6 +212,7 @@ impl ErrorKind {
             PayloadTooLarge => "payload too large",
             RequestTooLarge => "request too large",
             Decode => "could not decode response",
+            InvalidAnswer => "answer does not match the requested format",
             Unsupported => "unsupported",
             Config => "configuration error",
             Io => "I/O error",

@@ -70,8 +70,9 @@ pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
 pub use types::{
-    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Origin,
-    ResponseFormat, Role, Segment, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
+    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Image, Message, Origin,
+    ResponseFormat, Role, Segment, Tool, ToolCall, ToolChoice, Transcript, TranscriptFormat,
+    TranscriptionRequest, Usage,
 };
 
 /// The README's code compiles (`cargo test --doc`).

@@ -39,6 +39,7 @@ pub(crate) struct Tally {
     pub(crate) server_errors: AtomicU64,
     pub(crate) transient: AtomicU64,
     pub(crate) terminal: AtomicU64,
+    pub(crate) invalid_answers: AtomicU64,
     pub(crate) failovers: AtomicU64,
     pub(crate) breaker_opens: AtomicU64,
     pub(crate) admission_wait_us: AtomicU64,
@@ -89,6 +90,7 @@ impl Counters {
             server_errors: sum(|t| &t.server_errors),
             transient: sum(|t| &t.transient),
             terminal: sum(|t| &t.terminal),
+            invalid_answers: sum(|t| &t.invalid_answers),
             failovers: sum(|t| &t.failovers),
             breaker_opens: sum(|t| &t.breaker_opens),
             admission_wait: Duration::from_micros(sum(|t| &t.admission_wait_us)),
@@ -139,6 +141,10 @@ pub struct ProviderStats {
     pub transient: u64,
     /// Answers that can only fail again (4xx other than 429).
     pub terminal: u64,
+    /// Answers that arrived (and count in `ok`) but broke the requested structure: not JSON,
+    /// or not matching the schema ([`ErrorKind::InvalidAnswer`](crate::ErrorKind::InvalidAnswer)).
+    /// Counted apart from transport failures.
+    pub invalid_answers: u64,
     /// Times a request left this provider for another after a failure.
     pub failovers: u64,
     /// Times this provider's breaker went from closed to open.
@@ -258,6 +264,7 @@ impl Stats {
                 t.server_errors += p.server_errors;
                 t.transient += p.transient;
                 t.terminal += p.terminal;
+                t.invalid_answers += p.invalid_answers;
                 t.failovers += p.failovers;
                 t.breaker_opens += p.breaker_opens;
                 t.admission_wait += p.admission_wait;

@@ -408,6 +408,19 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// ```
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest>;
 
+    /// Whether this format can carry everything `req` holds — its images, tools, tool calls
+    /// and results — checked before anything is sent. An adapter never drops what it cannot
+    /// carry: it refuses here, and the router skips this provider for the request (and
+    /// fails over to one that can). The default accepts everything.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported`, naming the part this format cannot carry.
+    fn check_chat(&self, req: &ChatRequest) -> Result<()> {
+        let _ = req;
+        Ok(())
+    }
+
     /// Parses a successful (2xx) chat response. Errors reported inside a 200 become the
     /// matching [`Error`].
     ///

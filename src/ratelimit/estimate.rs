@@ -40,6 +40,12 @@ use crate::types::ChatRequest;
 pub const TOKENS_PER_MESSAGE: u64 = 4;
 /// Tokens that prime the assistant's reply.
 pub const REPLY_PRIMING: u64 = 3;
+/// Tokens added per tool definition or tool call by the wire format (its framing).
+pub const TOKENS_PER_TOOL: u64 = 8;
+/// Tokens booked per image: about the most a provider charges for one image it scales down
+/// (Anthropic's ~1 600 for 1.15 megapixels; OpenAI's high detail 765 for 1024×1024). The
+/// answer's usage gives back what it did not cost.
+pub const IMAGE_TOKENS: u64 = 1_600;
 /// Output tokens reserved when a request sets no `max_tokens`.
 pub const DEFAULT_OUTPUT_TOKENS: u32 = 1024;
 
@@ -131,12 +137,35 @@ pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
 /// A chat request's cost with `tokens` counting each message's text: the chat format's
 /// overhead added, `max_tokens` (or the default) reserved for the answer.
 fn chat_cost(req: &ChatRequest, tokens: impl Fn(&str) -> u64) -> Cost {
-    let input = req
+    let json = |v: &serde_json::Value| tokens(&v.to_string());
+    let messages: u64 = req
         .messages
         .iter()
-        .map(|m| tokens(&m.content) + TOKENS_PER_MESSAGE)
-        .sum::<u64>()
-        + REPLY_PRIMING;
+        .map(|m| {
+            let calls: u64 = m
+                .tool_calls
+                .iter()
+                .map(|c| tokens(&c.id) + tokens(&c.name) + json(&c.arguments) + TOKENS_PER_TOOL)
+                .sum();
+            tokens(&m.content)
+                + TOKENS_PER_MESSAGE
+                + calls
+                + m.tool_call_id.as_deref().map_or(0, &tokens)
+                + IMAGE_TOKENS * m.images.len() as u64
+        })
+        .sum();
+    // Tool definitions are sent with every request, and count as input.
+    let tools: u64 = req
+        .tools
+        .iter()
+        .map(|t| {
+            tokens(&t.name)
+                + t.description.as_deref().map_or(0, &tokens)
+                + json(&t.parameters)
+                + TOKENS_PER_TOOL
+        })
+        .sum();
+    let input = messages + tools + REPLY_PRIMING;
     Cost {
         requests: 1,
         input_tokens: input,
@@ -296,6 +325,38 @@ mod tests {
         assert_eq!(Encoding::O200k.count("hello world"), 11);
         assert_eq!(Encoding::Padded.count("hello world"), 11 + 3);
         preload("gpt-4o"); // nothing to load: returns at once
+    }
+
+    #[test]
+    fn tool_definitions_calls_results_and_images_count_as_input() {
+        use crate::types::{Image, Message, Tool, ToolCall};
+        let base = ChatRequest::from_prompt("Weather in Paris?").max_tokens(10);
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        let with_tool = base.clone().tool(Tool::new("get_weather", schema.clone()));
+        let call = ToolCall::new(
+            "call_1",
+            "get_weather",
+            serde_json::json!({"city": "Paris"}),
+        );
+        let with_turn = with_tool
+            .clone()
+            .message(Message::assistant_calls("", vec![call]))
+            .message(Message::tool_result("call_1", r#"{"temperature_c": 18}"#));
+        let with_image = base
+            .clone()
+            .message(Message::user("And this?").image(Image::base64("image/png", "AAAA")));
+        for model in ["gpt-4o-mini", "claude-3-5-haiku-latest"] {
+            let est = |r: &ChatRequest| estimate_chat(r, model).input_tokens;
+            let bound = |r: &ChatRequest| chat_cost_bound(r, model).input_tokens;
+            let tool_cost = est(&with_tool) - est(&base);
+            assert!(tool_cost >= Encoding::for_model(model).count(&schema.to_string()));
+            assert!(est(&with_turn) > est(&with_tool) + 2 * TOKENS_PER_TOOL / 2);
+            assert!(est(&with_image) >= est(&base) + IMAGE_TOKENS);
+            for r in [&with_tool, &with_turn, &with_image] {
+                assert!(bound(r) >= est(r), "{model}: the bound stays a bound");
+            }
+        }
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl Router {
         opts: &RequestOptions,
     ) -> (Result<J::Output>, u32) {
         let started = self.clock.now();
-        let mut run = match Run::start(self, job.request().capability(), opts, started) {
+        let mut run = match Run::start(self, job.request(), opts, started) {
             Ok(run) => run,
             Err(e) => return (Err(e), 0),
         };
@@ -198,11 +198,16 @@ impl Router {
         match exchange.result {
             Ok(out) => {
                 let (out, used) = self.succeeded(job, run, ticket, probe, out, &span);
-                if report.is_none() && used.is_none() {
-                    return ControlFlow::Break(Ok(out));
+                if report.is_some() || used.is_some() {
+                    let settled = self.settle_limits(job, run, ticket, report.as_deref(), used);
+                    if let Err(e) = Box::pin(settled).await {
+                        return ControlFlow::Break(Err(e));
+                    }
                 }
-                let settled = self.settle_limits(job, run, ticket, report.as_deref(), used);
-                ControlFlow::Break(Box::pin(settled).await.map(|()| out))
+                match job.check(&out) {
+                    Ok(()) => ControlFlow::Break(Ok(out)),
+                    Err(e) => invalid_answer(run, ticket.slot, e),
+                }
             }
             // Rare, and its state is large: boxed.
             Err(err) => {
@@ -506,6 +511,27 @@ fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
 }
 
 /// Milliseconds since the Unix epoch, for log fields.
+/// An answer that arrived in the wrong shape (counted apart): the request ends with it, or
+/// (when it asked to) goes on at a provider it has not asked yet — this one is not asked
+/// again, and its breaker heard a success.
+fn invalid_answer<T>(run: &mut Run<'_>, slot: usize, err: Error) -> Step<T> {
+    Counters::add(
+        &run.candidates[slot].entry.counters.here().invalid_answers,
+        1,
+    );
+    let untried = (0..run.candidates.len()).any(|i| i != slot && run.tried(i).failures == 0);
+    if !(run.fail_over_invalid && untried) {
+        return ControlFlow::Break(Err(run.ends_with(err)));
+    }
+    run.failed += 1;
+    let deadline = run.deadline;
+    let tried = run.tried_mut(slot);
+    tried.failures += 1;
+    tried.ready_at = Some(deadline);
+    run.push_error(err);
+    ControlFlow::Continue(())
+}
+
 fn wall_ms(t: std::time::SystemTime) -> u64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

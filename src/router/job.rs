@@ -20,7 +20,8 @@ use crate::provider::{
 };
 use crate::ratelimit::{chat_cost_bound, estimate_chat, input_floor, Cost};
 use crate::types::{
-    ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest, Usage,
+    check_answer, ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest,
+    Usage,
 };
 
 /// Whether admission counts tokens for a request, and the room known in its token buckets.
@@ -92,6 +93,12 @@ pub(crate) trait Priced: Sync {
     fn floor(&self) -> u64 {
         0
     }
+
+    /// Why `adapter` cannot carry this request, if it cannot (checked before any send).
+    fn refusal(&self, adapter: &dyn Provider) -> Option<crate::Error> {
+        let _ = adapter;
+        None
+    }
 }
 
 /// A chat request: one request where tokens are not counted; the bound where it fits the
@@ -122,6 +129,10 @@ impl Priced for ChatRequest {
 
     fn floor(&self) -> u64 {
         input_floor(self)
+    }
+
+    fn refusal(&self, adapter: &dyn Provider) -> Option<crate::Error> {
+        adapter.check_chat(self).err()
     }
 }
 
@@ -168,6 +179,14 @@ pub(crate) trait Job: Sync {
 
     /// Stamps the answer with the number of requests sent; returns the usage it reports.
     fn finish(out: &mut Self::Output, sends: u32) -> Option<Usage>;
+
+    /// Whether the answer has the shape the request asked for (a structured answer's JSON
+    /// and schema); `InvalidAnswer` when not. A stream is not checked: it is the caller's
+    /// as it arrives.
+    fn check(&self, out: &Self::Output) -> crate::Result<()> {
+        let _ = out;
+        Ok(())
+    }
 
     /// The answer as the response cache keeps it.
     type Kept: Serialize + DeserializeOwned + Send;
@@ -222,6 +241,10 @@ impl Job for Chat {
     fn finish(out: &mut ChatResponse, sends: u32) -> Option<Usage> {
         out.attempts = sends;
         out.usage
+    }
+
+    fn check(&self, out: &ChatResponse) -> crate::Result<()> {
+        check_answer(&self.0, out)
     }
 
     type Kept = ChatResponse;

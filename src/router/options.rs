@@ -30,6 +30,7 @@ pub struct RequestOptions {
     pub(crate) credentials: Vec<(ProviderId, Credential)>,
     pub(crate) tenant: Option<Arc<str>>,
     pub(crate) cache: CacheMode,
+    pub(crate) fail_over_invalid: bool,
 }
 
 /// The options of a call made without any, shared by every such call.
@@ -50,6 +51,7 @@ impl RequestOptions {
             credentials: Vec::new(),
             tenant: None,
             cache: CacheMode::Use,
+            fail_over_invalid: false,
         }
     }
 
@@ -86,6 +88,17 @@ impl RequestOptions {
     /// the entry.
     pub fn cache(mut self, mode: CacheMode) -> Self {
         self.cache = mode;
+        self
+    }
+
+    /// When a structured answer ([`ResponseFormat`](crate::ResponseFormat)) is not JSON or
+    /// does not match its schema ([`ErrorKind::InvalidAnswer`](crate::ErrorKind::InvalidAnswer)):
+    /// ask the next provider in the failover order that was not asked yet (each at most
+    /// once), instead of returning the error at once. The provider that answered is not
+    /// blamed for it (its breaker hears a success); the error is kept, and returned with the
+    /// others if no provider answers in shape.
+    pub fn fail_over_on_invalid_answer(mut self, yes: bool) -> Self {
+        self.fail_over_invalid = yes;
         self
     }
 

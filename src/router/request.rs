@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::breaker::Allow;
 use super::breaker_store::BreakerCell;
 use super::core::{Entry, Router};
-use super::job::{Costs, Pricing};
+use super::job::{Costs, Priced, Pricing};
 use super::options::RequestOptions;
 use crate::cache::Answerer;
 use crate::error::{Error, ErrorKind, Result};
@@ -79,6 +79,8 @@ pub(crate) struct Run<'r> {
     /// Sends that failed for reasons other than throttling (what `max_attempts` bounds).
     pub(crate) failed: u32,
     pub(crate) costs: Costs,
+    /// An answer in the wrong shape fails over instead of ending the request.
+    pub(crate) fail_over_invalid: bool,
 }
 
 impl<'r> Run<'r> {
@@ -88,16 +90,35 @@ impl<'r> Run<'r> {
     ///
     /// `Config` when no provider serves `capability`, or the pinned one is unknown;
     /// `Unsupported` when the pinned one cannot serve it.
+    ///
+    /// A provider whose adapter cannot carry the request (an image, a tool result it has no
+    /// form for) is left out; when every one is, the request ends with `Unsupported` naming
+    /// what each refused, before anything is sent.
     pub(crate) fn start(
         router: &'r Router,
-        capability: Capability,
+        req: &impl Priced,
         opts: &'r RequestOptions,
         started: Instant,
     ) -> Result<Self> {
-        let order = candidates_order(router, capability, opts)?;
-        let candidates = order
+        let order = candidates_order(router, req.capability(), opts)?;
+        let mut refusals = Vec::new();
+        let carried: Vec<usize> = order
             .iter()
-            .map(|&index| {
+            .copied()
+            .filter(|&i| match req.refusal(router.entries[i].adapter.as_ref()) {
+                None => true,
+                Some(e) => {
+                    refusals.push(e);
+                    false
+                }
+            })
+            .collect();
+        if carried.is_empty() {
+            return Err(refused_everywhere(refusals));
+        }
+        let candidates = carried
+            .into_iter()
+            .map(|index| {
                 let entry = &router.entries[index];
                 let account = opts.account_for(entry.id());
                 let breaker = match &account {
@@ -126,6 +147,7 @@ impl<'r> Run<'r> {
             sends: 0,
             failed: 0,
             costs: Costs::default(),
+            fail_over_invalid: opts.fail_over_invalid,
         })
     }
 
@@ -242,6 +264,21 @@ impl<'r> Run<'r> {
 
 /// The providers that may serve a request, as indices: the environment's order for the
 /// capability, or the one pinned provider.
+/// Every provider refused the request (`refusals`, in failover order).
+fn refused_everywhere(mut refusals: Vec<Error>) -> Error {
+    if refusals.len() == 1 {
+        return refusals.remove(0);
+    }
+    let reasons: Vec<String> = refusals.iter().map(|e| e.message().to_owned()).collect();
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "no provider in the failover order can carry this request: {}",
+            reasons.join("; ")
+        ),
+    )
+}
+
 fn candidates_order<'r>(
     router: &'r Router,
     cap: Capability,

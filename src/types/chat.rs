@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Origin, Usage};
+use super::{Image, Origin, Tool, ToolCall, ToolChoice, Usage};
 use crate::id::ProviderId;
 
 /// Who wrote a message.
@@ -29,6 +29,9 @@ pub enum Role {
     User,
     /// The model's turn.
     Assistant,
+    /// A tool's result, answering one of the model's [tool calls](ToolCall)
+    /// ([`Message::tool_result`]).
+    Tool,
 }
 
 impl Role {
@@ -38,6 +41,7 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 }
@@ -62,12 +66,22 @@ impl Role {
 /// assert_eq!(req.messages[0], Message::system("Be brief."));
 /// assert!(!format!("{:?}", req.messages[3]).contains("2 + 2"));
 /// ```
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
-    /// The text.
+    /// The text (may be empty: an assistant turn that only calls tools).
     pub content: String,
+    /// Images shown with the text (user messages; after the text, in order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+    /// The tools the model called in this turn (assistant messages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call this message is the result of (tool messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -76,7 +90,41 @@ impl Message {
         Message {
             role,
             content: content.into(),
+            images: Vec::new(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
+    }
+
+    /// The result of the tool call `call_id`, as the tool wrote it (JSON or text).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{Message, Role};
+    ///
+    /// let result = Message::tool_result("call_1", r#"{"temperature_c": 18}"#);
+    /// assert_eq!(result.role, Role::Tool);
+    /// assert_eq!(result.tool_call_id.as_deref(), Some("call_1"));
+    /// ```
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        let mut m = Self::new(Role::Tool, content);
+        m.tool_call_id = Some(call_id.into());
+        m
+    }
+
+    /// An assistant turn: its text (may be empty) and the tools it called.
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        let mut m = Self::assistant(content);
+        m.tool_calls = calls;
+        m
+    }
+
+    /// Shows `image` with this message.
+    #[must_use]
+    pub fn image(mut self, image: Image) -> Self {
+        self.images.push(image);
+        self
     }
 
     /// A system message.
@@ -97,10 +145,19 @@ impl Message {
 
 impl fmt::Debug for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Message")
-            .field("role", &self.role)
-            .field("content_len", &self.content.len())
-            .finish()
+        let mut d = f.debug_struct("Message");
+        d.field("role", &self.role)
+            .field("content_len", &self.content.len());
+        if !self.images.is_empty() {
+            d.field("images", &self.images);
+        }
+        if !self.tool_calls.is_empty() {
+            d.field("tool_calls", &self.tool_calls);
+        }
+        if let Some(id) = &self.tool_call_id {
+            d.field("tool_call_id", id);
+        }
+        d.finish()
     }
 }
 
@@ -175,6 +232,13 @@ pub struct ChatRequest {
     /// fields every provider in the failover order accepts, or set them per provider.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Functions the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    /// Whether, and which, tools it must call (`None`: the provider's default, `auto` when
+    /// tools are given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
 }
 
 impl ChatRequest {
@@ -245,6 +309,20 @@ impl ChatRequest {
     #[must_use]
     pub fn response_format(mut self, f: ResponseFormat) -> Self {
         self.response_format = f;
+        self
+    }
+
+    /// Offers the model `tool`.
+    #[must_use]
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Sets the tool choice.
+    #[must_use]
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
         self
     }
 
@@ -345,6 +423,10 @@ pub struct ChatResponse {
     /// Where the answer came from: the provider, or the response cache.
     #[serde(default)]
     pub origin: Origin,
+    /// The tools the model called, in order (then `finish_reason` is usually
+    /// [`ToolCalls`](FinishReason::ToolCalls)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl ChatResponse {
@@ -359,7 +441,92 @@ impl ChatResponse {
             request_id: None,
             attempts: 1,
             origin: Origin::Provider,
+            tool_calls: Vec::new(),
         }
+    }
+
+    /// The answer as the assistant's turn of the conversation (its text and tool calls), to
+    /// send back with the tools' results.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{ChatResponse, Message, ProviderId, Role, ToolCall};
+    ///
+    /// let mut answer = ChatResponse::new(ProviderId::new("openai"), "gpt-4o-mini", "");
+    /// answer.tool_calls.push(ToolCall::new("call_1", "get_weather", serde_json::json!({"city": "Paris"})));
+    /// let turn = answer.to_message();
+    /// assert_eq!((turn.role, turn.tool_calls.len()), (Role::Assistant, 1));
+    /// ```
+    pub fn to_message(&self) -> Message {
+        Message::assistant_calls(self.text.clone(), self.tool_calls.clone())
+    }
+
+    /// The answer's text parsed as JSON (a structured answer, [`ResponseFormat`]).
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidAnswer`](crate::ErrorKind::InvalidAnswer) when the text is not JSON.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{ChatResponse, ErrorKind, ProviderId};
+    ///
+    /// let answer = ChatResponse::new(ProviderId::new("p"), "m", r#"{"colours": ["red"]}"#);
+    /// assert_eq!(answer.json()?["colours"][0], "red");
+    /// let prose = ChatResponse::new(ProviderId::new("p"), "m", "Red, I think.");
+    /// assert_eq!(prose.json().unwrap_err().kind(), ErrorKind::InvalidAnswer);
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    pub fn json(&self) -> crate::Result<serde_json::Value> {
+        self.parse()
+    }
+
+    /// The answer's text parsed as JSON into a `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidAnswer`](crate::ErrorKind::InvalidAnswer) when the text is not JSON or not a
+    /// `T`; the message names the path and the reason, never the answer's text.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::{ChatResponse, ProviderId};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Colours { colours: Vec<String> }
+    ///
+    /// let answer = ChatResponse::new(ProviderId::new("p"), "m", r#"{"colours": ["red", "blue"]}"#);
+    /// let parsed: Colours = answer.parse()?;
+    /// assert_eq!(parsed.colours, ["red", "blue"]);
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> crate::Result<T> {
+        let de = &mut serde_json::Deserializer::from_str(&self.text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            // serde_json's message may quote the text: keep its category and place only.
+            let what = match inner.classify() {
+                serde_json::error::Category::Data => "does not have the expected shape",
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                    "is not JSON"
+                }
+                serde_json::error::Category::Io => "could not be read",
+            };
+            crate::Error::new(
+                crate::ErrorKind::InvalidAnswer,
+                format!(
+                    "the answer of {} ({}) {what} at `{path}` (line {}, column {})",
+                    self.provider,
+                    self.model,
+                    inner.line(),
+                    inner.column()
+                ),
+            )
+        })
     }
 }
 
@@ -374,6 +541,7 @@ impl fmt::Debug for ChatResponse {
             .field("request_id", &self.request_id)
             .field("attempts", &self.attempts)
             .field("origin", &self.origin)
+            .field("tool_calls", &self.tool_calls)
             .finish()
     }
 }
@@ -407,6 +575,9 @@ pub struct ChatChunk {
     pub usage: Option<Usage>,
     /// The model, when the provider names it in the stream.
     pub model: Option<String>,
+    /// Tool calls completed with this chunk, whole (the adapter assembles a call's streamed
+    /// pieces and hands it over once all of it arrived).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl ChatChunk {
@@ -426,6 +597,7 @@ impl fmt::Debug for ChatChunk {
             .field("finish_reason", &self.finish_reason)
             .field("usage", &self.usage)
             .field("model", &self.model)
+            .field("tool_calls", &self.tool_calls)
             .finish()
     }
 }

@@ -30,10 +30,16 @@
 //! ```
 
 mod chat;
+mod structured;
+mod tools;
 mod transcription;
 mod usage;
 
 pub use chat::{ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role};
+pub(crate) use structured::check_answer;
+#[cfg(feature = "jsonschema")]
+pub(crate) use structured::schema_failures;
+pub use tools::{Image, Tool, ToolCall, ToolChoice};
 pub use transcription::{AudioInput, Segment, Transcript, TranscriptFormat, TranscriptionRequest};
 pub use usage::Usage;
 

@@ -5,9 +5,7 @@ use std::sync::Arc;
 use super::Contract;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jobs::Job;
-
-/// Errors named in a refusal, at most; the rest are counted.
-const NAMED: usize = 3;
+use crate::types::schema_failures;
 
 /// A [`Contract`] that accepts a result only when it is valid against `schema` (any draft the
 /// `jsonschema` crate knows; `$schema` picks it, 2020-12 when absent). A `$ref` to another
@@ -54,21 +52,10 @@ pub fn schema_contract(schema: &serde_json::Value) -> Result<Contract> {
     Ok(Arc::new(move |_: &Job, result: &str| {
         let value: serde_json::Value =
             serde_json::from_str(result).map_err(|e| format!("the result is not JSON: {e}"))?;
-        let mut errors = validator.iter_errors(&value).map(|e| {
-            let at = e.instance_path().as_str();
-            let at = if at.is_empty() { "/" } else { at };
-            format!("{at}: {}", e.kind().keyword())
-        });
-        let named: Vec<String> = errors.by_ref().take(NAMED).collect();
-        if named.is_empty() {
-            return Ok(());
+        match schema_failures(&validator, &value) {
+            None => Ok(()),
+            Some(failures) => Err(format!("the result fails its schema at {failures}")),
         }
-        let more = errors.count();
-        let mut reason = format!("the result fails its schema at {}", named.join(", "));
-        if more > 0 {
-            reason.push_str(&format!(" (and {more} more)"));
-        }
-        Err(reason)
     }))
 }
 

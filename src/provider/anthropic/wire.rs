@@ -50,6 +50,13 @@ pub(super) fn request_body<'a>(
             }
             Role::User => "user",
             Role::Assistant => "assistant",
+            // Until the Anthropic adapter writes tool results (issue 21): refused, never dropped.
+            Role::Tool => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "tool results are not written by the Anthropic adapter yet",
+                ))
+            }
         };
         match messages.last_mut() {
             Some(last) if last.role == role => {

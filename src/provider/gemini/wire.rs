@@ -71,6 +71,13 @@ pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
             }
             Role::User => "user",
             Role::Assistant => "model",
+            // Until the Gemini adapter writes tool results (issue 21): refused, never dropped.
+            Role::Tool => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "tool results are not written by the Gemini adapter yet",
+                ))
+            }
         };
         let part = TextPart { text: &m.content };
         match contents.last_mut() {
