@@ -46,6 +46,7 @@ mod extra;
 pub mod gemini;
 pub mod openai;
 mod sse;
+pub(crate) mod tools;
 
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]

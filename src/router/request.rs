@@ -270,8 +270,13 @@ fn refused_everywhere(mut refusals: Vec<Error>) -> Error {
         return refusals.remove(0);
     }
     let reasons: Vec<String> = refusals.iter().map(|e| e.message().to_owned()).collect();
+    // A conversation every format finds malformed is invalid; else no one can carry it.
+    let kind = match refusals.first().map(Error::kind) {
+        Some(k) if refusals.iter().all(|e| e.kind() == k) => k,
+        _ => ErrorKind::Unsupported,
+    };
     Error::new(
-        ErrorKind::Unsupported,
+        kind,
         format!(
             "no provider in the failover order can carry this request: {}",
             reasons.join("; ")
