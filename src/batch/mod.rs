@@ -12,7 +12,10 @@
 //! JSON lines out ([`ResultsWriter`]: each line written and flushed before it counts, to a
 //! regular file that is not the input), a rerun that skips what is done ([`ResumeIndex`]),
 //! and a final atomic [`compact`]ion to one line per item.
-//! [`Summary`] reports the run against each provider's limits.
+//! [`Summary`] reports the run against each provider's limits. With a client that has a
+//! response [cache](crate::cache), an answer served from it is recorded as such
+//! ([`Answer::cached`], `"cached":true` in its line) and the summary counts the run's hits,
+//! misses and tokens saved ([`CacheSummary`]).
 //!
 //! A [`Stop`] ends a run early: first no new items, then (on [`Stop::abort`]) the items in
 //! flight are dropped and counted as not done. Nothing recorded is lost, and a rerun sends
@@ -62,4 +65,4 @@ pub use queued::{QueuedJob, QueuedReport, CHAT_KIND};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
 pub use sink::OutcomeSink;
-pub use summary::{Items, ProviderSummary, Summary};
+pub use summary::{CacheSummary, Items, ProviderSummary, Summary};

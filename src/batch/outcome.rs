@@ -27,6 +27,8 @@ use crate::types::{ChatResponse, Usage};
 ///  "provider":"openai","message":"…"},"attempts":1}
 /// ```
 ///
+/// An answer served from the response cache ([`cache`](crate::cache)) also has
+/// `"cached":true` (and `"attempts":0`: nothing was sent); other lines have no `cached` field.
 /// `usage` is `null` when the provider reported none; `status` and `provider` are `null`
 /// when no provider answered. A bad input line adds `"line": N` to its error; one with no id
 /// of its own to report under (not JSON, no usable `id`, a repeated id) has `"line": N` in
@@ -106,10 +108,14 @@ pub struct Answer {
     pub text: String,
     /// Tokens, when the provider reported them.
     pub usage: Option<Usage>,
-    /// Attempts the router made (1 = first try).
+    /// Attempts the router made (1 = first try; 0 for an answer from the cache).
     pub attempts: u32,
     /// From the start of the item (admission waits included) to its answer.
     pub latency: Duration,
+    /// Served from the response cache ([`Origin::Cache`](crate::Origin::Cache)): the
+    /// provider's earlier answer to the same request, nothing sent. `usage` is then what that
+    /// answer used when it was first asked.
+    pub cached: bool,
 }
 
 impl fmt::Debug for Answer {
@@ -121,6 +127,7 @@ impl fmt::Debug for Answer {
             .field("usage", &self.usage)
             .field("attempts", &self.attempts)
             .field("latency", &self.latency)
+            .field("cached", &self.cached)
             .finish()
     }
 }
@@ -129,6 +136,7 @@ impl Answer {
     /// The answer in `response`, which took `latency`.
     pub fn from_response(response: ChatResponse, latency: Duration) -> Self {
         Answer {
+            cached: response.origin.is_cache(),
             provider: response.provider,
             model: response.model,
             text: response.text,
@@ -325,6 +333,9 @@ enum WireLine<'a> {
         usage: Option<WireUsage>,
         attempts: u32,
         latency_ms: u64,
+        /// Only on an answer from the cache: other lines stay as they were.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     Failed {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -385,6 +396,7 @@ impl Outcome {
                 }),
                 attempts: a.attempts,
                 latency_ms: u64::try_from(a.latency.as_millis()).unwrap_or(u64::MAX),
+                cached: a.cached,
             },
             Err(f) => WireLine::Failed {
                 id: self.key.id(),
@@ -480,6 +492,7 @@ mod tests {
             }),
             attempts: 2,
             latency: Duration::from_millis(1234),
+            cached: false,
         }
     }
 
@@ -495,6 +508,37 @@ mod tests {
                    "usage": {"input_tokens": 12, "output_tokens": 3},
                    "attempts": 2, "latency_ms": 1234})
         );
+    }
+
+    #[test]
+    fn only_an_answer_from_the_cache_says_cached_and_both_read_back() {
+        let cached = Answer {
+            attempts: 0,
+            cached: true,
+            ..answer()
+        };
+        let line = Outcome::ok("q1", cached).to_json_line();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!((&v["cached"], &v["attempts"]), (&json!(true), &json!(0)));
+        let plain: serde_json::Value =
+            serde_json::from_str(&Outcome::ok("q2", answer()).to_json_line()).unwrap();
+        assert_eq!(plain.get("cached"), None, "{plain}");
+
+        for (line, id) in [
+            (line, "q1"),
+            (Outcome::ok("q2", answer()).to_json_line(), "q2"),
+        ] {
+            let head = LineHead::parse(line.trim_end().as_bytes()).unwrap();
+            assert_eq!((head.key, head.ok), (id.into(), true));
+        }
+    }
+
+    #[test]
+    fn an_answer_from_the_cache_is_recorded_as_cached() {
+        let mut response = ChatResponse::new(ProviderId::new("openai"), "m", "Paris");
+        assert!(!Answer::from_response(response.clone(), Duration::ZERO).cached);
+        response.origin = crate::Origin::Cache { stored_at_ms: 7 };
+        assert!(Answer::from_response(response, Duration::ZERO).cached);
     }
 
     #[test]

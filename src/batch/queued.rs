@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -214,10 +215,13 @@ impl QueuedJob {
         } else {
             0
         };
-        let worker = self.work(client, stop).await?;
+        let served = Arc::new(Served::default());
+        let worker = self.work(client, stop, &served).await?;
         let export = self.export(&output, &previous).await?;
         let run = RunReport {
             ok: worker.completed,
+            cached: served.cached.load(Ordering::Relaxed),
+            tokens_saved: served.tokens_saved.load(Ordering::Relaxed),
             failed_by_kind: export.failed_by_kind,
             not_done: worker.released,
             stopped: worker.ended == crate::jobs::Ended::Stopped,
@@ -241,9 +245,15 @@ impl QueuedJob {
         })
     }
 
-    async fn work(&self, client: &Client, stop: &Stop) -> Result<WorkerReport> {
+    async fn work(
+        &self,
+        client: &Client,
+        stop: &Stop,
+        served: &Arc<Served>,
+    ) -> Result<WorkerReport> {
         let chat = BatchChat {
             deadline: self.deadline,
+            served: served.clone(),
         };
         Worker::builder(self.queue.clone(), client.clone())
             .handler(CHAT_KIND, Arc::new(chat))
@@ -536,6 +546,16 @@ fn io_error(e: std::io::Error, what: &str, path: &Path) -> Error {
 /// item's results line.
 struct BatchChat {
     deadline: Duration,
+    served: Arc<Served>,
+}
+
+/// What this process's handler answered from the response cache (for the summary): counted
+/// when the answer is made, so an answer whose completion the queue then refuses (a lost
+/// lease) is counted too — the summary bounds the hits by the items completed.
+#[derive(Debug, Default)]
+struct Served {
+    cached: AtomicU64,
+    tokens_saved: AtomicU64,
 }
 
 #[async_trait]
@@ -554,6 +574,13 @@ impl Handler for BatchChat {
         let response = ctx.client().chat_with(request, &options).await?;
         let answer =
             Answer::from_response(response, clock.now().saturating_duration_since(started));
+        if answer.cached {
+            let tokens = answer.usage.map_or(0, |u| u.total());
+            self.served.cached.fetch_add(1, Ordering::Relaxed);
+            self.served
+                .tokens_saved
+                .fetch_add(tokens, Ordering::Relaxed);
+        }
         Ok(Outcome::ok(job.id.clone(), answer)
             .to_json_line()
             .trim_end()

@@ -483,6 +483,7 @@ mod tests {
                 usage: None,
                 attempts: 1,
                 latency: Duration::from_millis(5),
+                cached: false,
             },
         )
     }
@@ -562,6 +563,33 @@ mod tests {
         assert!(!temp_path(&path).exists());
         let index = ResumeIndex::load(&path).await.unwrap();
         assert_eq!((index.ok_count(), index.failed_count()), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn answers_from_the_cache_and_from_a_provider_both_resume_and_compact_as_done() {
+        let dir = tempdir();
+        let path = dir.join("r.jsonl");
+        let mut from_cache = ok("a");
+        if let Ok(answer) = &mut from_cache.result {
+            answer.cached = true;
+            answer.attempts = 0;
+        }
+        let cached_line = from_cache.to_json_line();
+        assert!(cached_line.contains(r#""cached":true"#), "{cached_line}");
+        let text = [
+            cached_line.clone(),
+            ok("b").to_json_line(),
+            failed("c").to_json_line(),
+        ]
+        .concat();
+        fs::write(&path, &text).unwrap();
+
+        let index = ResumeIndex::load(&path).await.unwrap();
+        assert!(index.is_ok("a") && index.is_ok("b") && index.is_failed("c"));
+        assert_eq!((index.lines, index.unreadable), (3, 0));
+        let report = compact(&path).await.unwrap();
+        assert_eq!((report.kept, report.unreadable), (3, 0));
+        assert_eq!(fs::read_to_string(&path).unwrap(), text, "kept as written");
     }
 
     #[tokio::test]

@@ -246,6 +246,10 @@ impl Runner {
                     report.usage.input_tokens += u.input_tokens;
                     report.usage.output_tokens += u.output_tokens;
                 }
+                if answer.cached {
+                    report.cached += 1;
+                    report.tokens_saved += answer.usage.map_or(0, |u| u.total());
+                }
                 report
                     .models
                     .insert(answer.provider.clone(), answer.model.clone());
@@ -349,8 +353,14 @@ pub struct RunReport {
     pub input_exhausted: bool,
     /// From the start of the run to its end.
     pub elapsed: Duration,
-    /// Tokens reported by the successful answers.
+    /// Tokens reported by the successful answers (those from the cache included: what they
+    /// used when first asked).
     pub usage: Usage,
+    /// Of the items that succeeded, those answered from the response cache (nothing sent).
+    pub cached: u64,
+    /// Tokens (input and output) the answers from the cache had used when first asked: what
+    /// this run did not spend again.
+    pub tokens_saved: u64,
     /// The model that last answered for each provider.
     pub models: BTreeMap<ProviderId, String>,
 }

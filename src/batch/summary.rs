@@ -73,6 +73,60 @@ pub struct Summary {
     /// Lines of the results file that were not result lines, dropped by the compaction (and
     /// warned about); 0 for a run without a results file.
     pub unreadable_lines: u64,
+    /// What the response cache did for this run's answers; `None` when the client has no
+    /// cache (and then absent from the JSON).
+    ///
+    /// Counted from the run's outcomes (each [`Answer::cached`](super::Answer::cached)), not
+    /// as the change in [`Client::stats`]`().cache` over the run: a [`Cache`](crate::cache::Cache)'s
+    /// counters are shared by every client and clone it was given to, so another batch or a
+    /// server's traffic in the same process would be counted as this run's; and a queued item
+    /// retried after a 429 is looked up once per attempt, where the summary counts items. So
+    /// `hits + misses` is [`Items::ok`], and failed items are in neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheSummary>,
+}
+
+/// What the response cache did for a run's answers ([`Summary::cache`]).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{CacheSummary, RunReport};
+///
+/// let mut run = RunReport::default();
+/// (run.ok, run.cached, run.tokens_saved) = (100, 50, 7_500);
+/// let cache = CacheSummary::of(&run);
+/// assert_eq!((cache.hits, cache.misses, cache.tokens_saved), (50, 50, 7_500));
+/// assert_eq!(cache.hit_ratio(), Some(0.5));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct CacheSummary {
+    /// Items answered from the cache: nothing sent for them.
+    pub hits: u64,
+    /// Items answered by a provider (looked up, not found, then asked).
+    pub misses: u64,
+    /// Tokens (input and output) the hits' answers had used when first asked: what the run
+    /// did not spend again.
+    pub tokens_saved: u64,
+}
+
+impl CacheSummary {
+    /// The cache's share of `run`'s answers.
+    pub fn of(run: &RunReport) -> Self {
+        let hits = run.cached.min(run.ok);
+        CacheSummary {
+            hits,
+            misses: run.ok - hits,
+            tokens_saved: run.tokens_saved,
+        }
+    }
+
+    /// Hits over answers (`None` when there were none).
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let answered = self.hits + self.misses;
+        (answered > 0).then(|| self.hits as f64 / answered as f64)
+    }
 }
 
 /// Items by outcome.
@@ -262,6 +316,7 @@ impl Summary {
             wall: run.elapsed,
             providers,
             unreadable_lines: 0,
+            cache: client.cache().map(|_| CacheSummary::of(run)),
         }
     }
 }
@@ -341,6 +396,14 @@ impl Summary {
             ),
         ];
         out.extend(wrap("", 2, &totals, WIDTH));
+        if let Some(c) = &self.cache {
+            let fields = [
+                format!("cache {} hits", c.hits),
+                format!("{} misses", c.misses),
+                format!("{} tokens saved", c.tokens_saved),
+            ];
+            out.extend(wrap("", 2, &fields, WIDTH));
+        }
         out.extend(self.provider_lines());
         if self.wall < Duration::from_secs(60) && self.requests > 0 {
             out.push(
@@ -500,6 +563,11 @@ mod tests {
             wall: Duration::from_secs(30),
             providers,
             unreadable_lines: n,
+            cache: Some(CacheSummary {
+                hits: n,
+                misses: n,
+                tokens_saved: n * 150,
+            }),
         }
     }
 
@@ -534,6 +602,9 @@ mod tests {
             }
             // Nothing is lost: every count and every provider that fits is there.
             assert!(text.contains(&format!("requests {}", s.requests)), "{text}");
+            if let Some(c) = &s.cache {
+                assert!(text.contains(&format!("cache {} hits", c.hits)), "{text}");
+            }
             assert!(
                 text.contains(&format!("{} lines of the results file", s.unreadable_lines)),
                 "{text}"
@@ -545,6 +616,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_cache_line_shows_the_runs_hits_misses_and_tokens_saved_and_only_with_a_cache() {
+        let mut run = RunReport {
+            ok: 100,
+            cached: 50,
+            tokens_saved: 7_500,
+            ..RunReport::default()
+        };
+        let mut s = summary("demo", 100, vec![provider("demo-openai", 50)]);
+        s.cache = Some(CacheSummary::of(&run));
+        let text = s.to_string();
+        assert!(
+            text.contains("cache 50 hits · 50 misses · 7500 tokens saved"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["cache"],
+            serde_json::json!({"hits": 50, "misses": 50, "tokens_saved": 7500})
+        );
+
+        s.cache = None;
+        assert!(!s.to_string().contains("cache"), "{s}");
+        assert_eq!(serde_json::to_value(&s).unwrap().get("cache"), None);
+
+        // A queued run's handler may count an answer whose completion was then refused: the
+        // hits never exceed the items answered.
+        run.cached = 120;
+        let c = CacheSummary::of(&run);
+        assert_eq!((c.hits, c.misses), (100, 0));
+        assert_eq!(CacheSummary::default().hit_ratio(), None);
     }
 
     #[test]
