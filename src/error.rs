@@ -856,6 +856,10 @@ pub(crate) fn aggregate_kind(attempts: &[Error], base: ErrorKind) -> ErrorKind {
         .map(Error::disposition)
         .collect();
     let all = |f: fn(&Disposition) -> bool| !answered.is_empty() && answered.iter().all(f);
+    // Every provider answered, each in the wrong shape: the answers are the trouble.
+    if !attempts.is_empty() && attempts.iter().all(|e| e.kind() == ErrorKind::InvalidAnswer) {
+        return ErrorKind::InvalidAnswer;
+    }
     if all(|d| *d == Disposition::QuotaExhausted) {
         ErrorKind::QuotaExhausted
     } else if all(|d| matches!(d, Disposition::RateLimited | Disposition::QuotaExhausted)) {
