@@ -38,6 +38,7 @@ mod shared_limits;
 mod shared_processes;
 mod soak;
 mod streaming;
+mod structured;
 mod transcribe_queue;
 mod transcription;
 mod transport;
