@@ -90,14 +90,15 @@ impl ChatStream {
         }
     }
 
-    /// A kept answer, streamed again: its text in one chunk, then its finish reason and
-    /// usage in the last.
+    /// A kept answer, streamed again: its text in one chunk, then its finish reason, usage
+    /// and tool calls in the last.
     pub(crate) fn replay(answer: ChatResponse, stored_at_ms: i64) -> Self {
         let mut text = ChatChunk::text(answer.text);
         text.model = Some(answer.model.clone());
         let last = ChatChunk {
             finish_reason: answer.finish_reason,
             usage: answer.usage,
+            tool_calls: answer.tool_calls,
             ..ChatChunk::default()
         };
         ChatStream {
@@ -203,6 +204,7 @@ fn add_chunk(answer: &mut ChatResponse, chunk: &ChatChunk) {
     if let Some(m) = &chunk.model {
         answer.model.clone_from(m);
     }
+    answer.tool_calls.extend(chunk.tool_calls.iter().cloned());
 }
 
 /// Whether an answer that finished this way is whole, so worth keeping: not cut by the
