@@ -1,14 +1,41 @@
 //! Google Gemini API (`models/{model}:generateContent`, streamed with
 //! `:streamGenerateContent?alt=sse`).
 //!
-//! Translation choices, each tested in `tests/adapter_gemini.rs`:
+//! Translation choices, each tested in `tests/it/adapter_gemini.rs`:
 //!
 //! - **System messages** become the parts of `systemInstruction` (one part each); `user` and
 //!   `assistant` messages become `contents` with roles `user` and `model`, consecutive
 //!   messages of one role sharing one content (one part each).
 //! - **The key** travels in the `x-goog-api-key` header, never in the URL.
-//! - **JSON mode**: `generationConfig.responseMimeType = "application/json"`, plus
-//!   `responseSchema` for [`ResponseFormat::JsonSchema`](crate::types::ResponseFormat::JsonSchema).
+//! - **Tools** are one `tools[]` entry of `functionDeclarations`, each tool's JSON Schema as
+//!   `parametersJsonSchema` (the field that takes JSON Schema; `parameters` takes Gemini's
+//!   OpenAPI subset, which refuses or ignores keywords a JSON Schema may use). The tool
+//!   choice is `toolConfig.functionCallingConfig.mode`: `AUTO`, `NONE`, `ANY` (required),
+//!   `ANY` with `allowedFunctionNames: [name]` (a named tool).
+//! - **Calls in answers**: each `functionCall` part is a [`ToolCall`](crate::ToolCall) with
+//!   Gemini's `id` when it gives one, else a made-up id that the same call always gets
+//!   (`call_<index>_<hash>`), so the conversation can go on at any provider. `STOP` with
+//!   calls is [`FinishReason::ToolCalls`](crate::FinishReason::ToolCalls). Streamed calls
+//!   arrive whole, each on the chunk that carries it.
+//! - **Calls in the history** (an assistant turn) are `model` parts: the text when there is
+//!   some, then one `functionCall {name, args}` per call, without ids (Gemini's are optional
+//!   and the history may hold another provider's). The first call of each turn carries the
+//!   `thoughtSignature` Google documents for calls whose own signature was not kept —
+//!   Gemini 3 refuses function calls sent back without one, and the neutral
+//!   [`ToolCall`](crate::ToolCall) holds none.
+//! - **Tool results** are `functionResponse {name, response}` parts of a `user` content, the
+//!   name found from the result's call id earlier in the conversation, the result as an
+//!   object (`{"result": …}` unless it is a JSON object); consecutive results share one
+//!   content, in order.
+//! - **Images** (user messages) come before the message's text, as in Google's examples:
+//!   carried bytes (and `data:` URLs) as `inlineData`, an `https` URL as `fileData`, which
+//!   Gemini fetches. [`check_chat`](crate::provider::Provider::check_chat) refuses
+//!   (`Unsupported`) the types Gemini does not read (it reads PNG, JPEG, WEBP, HEIC, HEIF —
+//!   not GIF) and URLs that are not `https` or whose path does not name one of those types.
+//! - **JSON mode**: `generationConfig.responseMimeType = "application/json"`, plus the schema
+//!   of [`ResponseFormat::JsonSchema`](crate::types::ResponseFormat::JsonSchema) as
+//!   `responseJsonSchema` (JSON Schema, what the neutral type holds; `responseSchema` is the
+//!   OpenAPI subset).
 //! - **Usage**: input = `promptTokenCount`; output = `candidatesTokenCount` +
 //!   `thoughtsTokenCount` (thinking tokens are billed and rate-limited as output). Thought
 //!   parts are not part of the answer's text.
@@ -20,6 +47,7 @@
 //!   A prompt blocked by `promptFeedback.blockReason` is `ContentFiltered`.
 
 mod error;
+mod request;
 mod stream;
 mod wire;
 
@@ -209,11 +237,18 @@ impl Provider for Gemini {
         } else {
             self.endpoint(ctx.model, "generateContent")?
         };
-        let mut http = HttpRequest::post_json(url, &wire::request_body(req)?)?;
+        let mut http = HttpRequest::post_json(url, &request::request_body(req)?)?;
         if let Some(key) = ctx.credential {
             http = http.secret_header("x-goog-api-key", key.expose())?;
         }
         Ok(http)
+    }
+
+    /// Refuses what Gemini cannot carry (see the module documentation): image types it does
+    /// not read, image URLs that are not `https` or do not name their type, call arguments
+    /// that are not objects — after the checks every format makes.
+    fn check_chat(&self, req: &ChatRequest) -> Result<()> {
+        request::check(req)
     }
 
     fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {

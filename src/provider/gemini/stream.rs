@@ -1,6 +1,8 @@
 //! Streamed Gemini answers (`streamGenerateContent?alt=sse`): each event's data is a
-//! `GenerateContentResponse` holding the next piece of text; the answer is complete when a
-//! candidate carries a `finishReason`. There is no `[DONE]` marker.
+//! `GenerateContentResponse` holding the next piece of text, or whole `functionCall` parts
+//! (Gemini does not split a call across events: each is handed over on the chunk that
+//! carries it); the answer is complete when a candidate carries a `finishReason`. There is
+//! no `[DONE]` marker.
 
 use super::wire::{finish_reason, ResponseBody, UsageMetadata};
 use crate::error::Result;
@@ -14,6 +16,8 @@ pub(super) struct Decoder {
     model: String,
     model_sent: bool,
     usage: Option<Usage>,
+    /// The function calls handed over so far (the next one's index, for made-up ids).
+    calls: usize,
     done: bool,
 }
 
@@ -23,6 +27,7 @@ impl Decoder {
             model: model.to_owned(),
             model_sent: false,
             usage: None,
+            calls: 0,
             done: false,
         }
     }
@@ -51,14 +56,18 @@ impl StreamDecoder for Decoder {
         }
         if let Some(candidate) = body.candidates.as_ref().and_then(|c| c.first()) {
             chunk.delta = candidate.text().unwrap_or_default();
+            chunk.tool_calls = candidate.tool_calls(self.calls)?;
+            self.calls += chunk.tool_calls.len();
             if let Some(reason) = candidate.finish_reason.as_deref() {
-                chunk.finish_reason = Some(finish_reason(reason));
+                chunk.finish_reason = Some(finish_reason(reason, self.calls > 0));
                 chunk.usage = self.usage;
                 self.done = true;
             }
         }
-        let carries_something =
-            !chunk.delta.is_empty() || chunk.finish_reason.is_some() || chunk.model.is_some();
+        let carries_something = !chunk.delta.is_empty()
+            || !chunk.tool_calls.is_empty()
+            || chunk.finish_reason.is_some()
+            || chunk.model.is_some();
         Ok(carries_something.then_some(chunk))
     }
 
@@ -69,7 +78,10 @@ impl StreamDecoder for Decoder {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::provider::tools::made_up_call_id;
     use crate::types::FinishReason;
     use crate::ErrorKind;
 
@@ -110,6 +122,34 @@ mod tests {
             })
         );
         assert!(d.is_done());
+    }
+
+    #[test]
+    fn function_calls_are_handed_over_whole_and_a_stop_after_them_is_tool_calls() {
+        let mut d = Decoder::new("m");
+        let first = d
+            .decode(&data(
+                r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"a","args":{"x":1}}}]}}]}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.tool_calls.len(), 1);
+        assert_eq!(
+            first.tool_calls[0].id,
+            made_up_call_id(0, "a", &json!({"x": 1}))
+        );
+        let last = d
+            .decode(&data(
+                r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"b","args":{}}}]},"finishReason":"STOP"}]}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            last.tool_calls[0].id,
+            made_up_call_id(1, "b", &json!({})),
+            "indexed across the whole answer"
+        );
+        assert_eq!(last.finish_reason, Some(FinishReason::ToolCalls));
     }
 
     #[test]

@@ -1,120 +1,15 @@
-//! `generateContent` request and response bodies (the stream's events share the response
-//! shape).
+//! `generateContent` response bodies (the stream's events share their shape): text, function
+//! calls, usage, and the errors an answer can carry.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::ProviderId;
-use crate::provider::body::{decode_json, json_f32};
-use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Role, Usage};
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct RequestBody<'a> {
-    contents: Vec<Content<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_instruction: Option<SystemInstruction<'a>>,
-    #[serde(skip_serializing_if = "GenerationConfig::is_empty")]
-    generation_config: GenerationConfig<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct Content<'a> {
-    role: &'static str,
-    parts: Vec<TextPart<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct SystemInstruction<'a> {
-    parts: Vec<TextPart<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct TextPart<'a> {
-    text: &'a str,
-}
-
-#[derive(Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GenerationConfig<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_output_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop_sequences: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_mime_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_schema: Option<&'a serde_json::Value>,
-}
-
-impl GenerationConfig<'_> {
-    fn is_empty(&self) -> bool {
-        self.max_output_tokens.is_none()
-            && self.temperature.is_none()
-            && self.stop_sequences.is_empty()
-            && self.response_mime_type.is_none()
-    }
-}
-
-/// Translates a neutral request into a `GenerateContentRequest`.
-pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
-    let mut system = Vec::new();
-    let mut contents: Vec<Content<'_>> = Vec::new();
-    for m in &req.messages {
-        let role = match m.role {
-            Role::System => {
-                system.push(TextPart { text: &m.content });
-                continue;
-            }
-            Role::User => "user",
-            Role::Assistant => "model",
-            // Until the Gemini adapter writes tool results (issue 21): refused, never dropped.
-            Role::Tool => {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    "tool results are not written by the Gemini adapter yet",
-                ))
-            }
-        };
-        let part = TextPart { text: &m.content };
-        match contents.last_mut() {
-            Some(last) if last.role == role => last.parts.push(part),
-            _ => contents.push(Content {
-                role,
-                parts: vec![part],
-            }),
-        }
-    }
-    if contents.is_empty() {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            "a Gemini request needs at least one user or assistant message (system messages \
-             alone are not a conversation)",
-        ));
-    }
-    let (response_mime_type, response_schema) = match &req.response_format {
-        ResponseFormat::Text => (None, None),
-        ResponseFormat::JsonObject => (Some("application/json"), None),
-        ResponseFormat::JsonSchema { schema, .. } => (Some("application/json"), Some(schema)),
-    };
-    Ok(RequestBody {
-        contents,
-        system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),
-        generation_config: GenerationConfig {
-            max_output_tokens: req.max_tokens,
-            temperature: req
-                .temperature
-                .map(|t| json_f32(t, "temperature"))
-                .transpose()?,
-            stop_sequences: &req.stop,
-            response_mime_type,
-            response_schema,
-        },
-    })
-}
+use crate::provider::body::decode_json;
+use crate::provider::tools::made_up_call_id;
+use crate::types::{ChatResponse, FinishReason, ToolCall, Usage};
 
 /// A `GenerateContentResponse` (one per stream event too).
 #[derive(Debug, Deserialize)]
@@ -143,10 +38,59 @@ pub(super) struct CandidateContent {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Part {
     text: Option<String>,
     #[serde(default)]
     thought: bool,
+    function_call: Option<FunctionCall>,
+}
+
+/// A `functionCall` part: the name, the arguments (an object), and an id when Gemini gives
+/// one. `Debug` shows the name, never the arguments.
+#[derive(Deserialize)]
+struct FunctionCall {
+    id: Option<String>,
+    name: Option<String>,
+    args: Option<Value>,
+}
+
+impl std::fmt::Debug for FunctionCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionCall")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FunctionCall {
+    /// The call as the answer's `index`th: Gemini's id when it gave one, else one made up
+    /// from the index, the name and the arguments (the same call, the same id).
+    fn to_call(&self, index: usize) -> Result<ToolCall> {
+        let name = match self.name.as_deref() {
+            Some(name) if !name.is_empty() => name,
+            _ => {
+                return Err(Error::decode(
+                    "a functionCall part has no functionCall.name",
+                ))
+            }
+        };
+        let args = match &self.args {
+            None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(Error::decode(format!(
+                    "functionCall.args of the call of `{name}` is not an object"
+                )))
+            }
+        };
+        let id = match self.id.as_deref() {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => made_up_call_id(index, name, &args),
+        };
+        Ok(ToolCall::new(id, name, args))
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -188,6 +132,21 @@ impl Candidate {
         texts.peek()?;
         Some(texts.collect())
     }
+
+    /// The candidate's function calls, in order; `first` is the index of the first of them in
+    /// the whole answer (a stream's earlier events may have carried some).
+    pub(super) fn tool_calls(&self, first: usize) -> Result<Vec<ToolCall>> {
+        let Some(content) = &self.content else {
+            return Ok(Vec::new());
+        };
+        content
+            .parts
+            .iter()
+            .filter_map(|p| p.function_call.as_ref())
+            .enumerate()
+            .map(|(k, call)| call.to_call(first + k))
+            .collect()
+    }
 }
 
 impl ResponseBody {
@@ -220,21 +179,26 @@ pub(super) fn parse_response(id: &ProviderId, body: &[u8], model: &str) -> Resul
         .as_ref()
         .and_then(|c| c.first())
         .ok_or_else(|| Error::decode("generateContent response has no candidates"))?;
-    let finish = candidate.finish_reason.as_deref().map(finish_reason);
+    let calls = candidate.tool_calls(0)?;
+    let finish = candidate
+        .finish_reason
+        .as_deref()
+        .map(|r| finish_reason(r, !calls.is_empty()));
     let text = match candidate.text() {
         Some(text) => text,
-        // A candidate cut by a limit or a filter may carry no text; one that "stopped"
-        // normally with nothing is not an answer.
-        None if matches!(
-            finish,
-            Some(FinishReason::Length | FinishReason::ContentFilter)
-        ) =>
+        // A candidate that only calls tools, or one cut by a limit or a filter, may carry no
+        // text; one that "stopped" normally with nothing is not an answer.
+        None if !calls.is_empty()
+            || matches!(
+                finish,
+                Some(FinishReason::Length | FinishReason::ContentFilter)
+            ) =>
         {
             String::new()
         }
         None => {
             return Err(Error::decode(format!(
-                "generateContent candidate has no text part (finishReason: {})",
+                "generateContent candidate has no text or functionCall part (finishReason: {})",
                 candidate.finish_reason.as_deref().unwrap_or("none")
             )))
         }
@@ -245,14 +209,17 @@ pub(super) fn parse_response(id: &ProviderId, body: &[u8], model: &str) -> Resul
         text,
     );
     resp.finish_reason = finish;
+    resp.tool_calls = calls;
     resp.usage = body.usage_metadata.as_ref().map(UsageMetadata::usage);
     resp.request_id = body.response_id;
     Ok(resp)
 }
 
-/// `finishReason` → neutral reason.
-pub(super) fn finish_reason(reason: &str) -> FinishReason {
+/// `finishReason` → neutral reason; `STOP` with function calls in the answer is
+/// [`FinishReason::ToolCalls`] (Gemini has no reason of its own for it).
+pub(super) fn finish_reason(reason: &str, calls: bool) -> FinishReason {
     match reason {
+        "STOP" if calls => FinishReason::ToolCalls,
         "STOP" => FinishReason::Stop,
         "MAX_TOKENS" => FinishReason::Length,
         "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
@@ -268,42 +235,6 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn roles_become_user_and_model_with_same_role_runs_as_parts() {
-        let req = ChatRequest::new()
-            .system("Be brief.")
-            .user("a")
-            .user("b")
-            .assistant("c")
-            .system("Use French.");
-        let v = serde_json::to_value(request_body(&req).unwrap()).unwrap();
-        assert_eq!(
-            v,
-            json!({
-                "contents": [
-                    {"role": "user", "parts": [{"text": "a"}, {"text": "b"}]},
-                    {"role": "model", "parts": [{"text": "c"}]}
-                ],
-                "systemInstruction": {"parts": [{"text": "Be brief."}, {"text": "Use French."}]}
-            })
-        );
-    }
-
-    #[test]
-    fn json_schema_sets_mime_type_and_schema() {
-        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
-        let req = ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonSchema {
-            name: "thing".into(),
-            schema: schema.clone(),
-        });
-        let v = serde_json::to_value(request_body(&req).unwrap()).unwrap();
-        assert_eq!(
-            v["generationConfig"]["responseMimeType"],
-            "application/json"
-        );
-        assert_eq!(v["generationConfig"]["responseSchema"], schema);
-    }
-
-    #[test]
     fn finish_reasons_map_to_neutral_ones() {
         for (wire, neutral) in [
             ("STOP", FinishReason::Stop),
@@ -314,7 +245,58 @@ mod tests {
             ("PROHIBITED_CONTENT", FinishReason::ContentFilter),
             ("OTHER", FinishReason::Other("OTHER".into())),
         ] {
-            assert_eq!(finish_reason(wire), neutral, "{wire}");
+            assert_eq!(finish_reason(wire, false), neutral, "{wire}");
+        }
+        assert_eq!(finish_reason("STOP", true), FinishReason::ToolCalls);
+        assert_eq!(finish_reason("MAX_TOKENS", true), FinishReason::Length);
+    }
+
+    fn parse(body: serde_json::Value) -> Result<ChatResponse> {
+        parse_response(&ProviderId::new("g"), body.to_string().as_bytes(), "m")
+    }
+
+    #[test]
+    fn function_calls_keep_gemini_ids_and_get_stable_made_up_ones_otherwise() {
+        let body = json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Checking."},
+            {"functionCall": {"name": "a", "args": {"x": 1}}},
+            {"functionCall": {"id": "gem-7", "name": "b", "args": {}}},
+            {"functionCall": {"name": "c"}}
+        ]}, "finishReason": "STOP"}]});
+        let r = parse(body.clone()).unwrap();
+        assert_eq!(r.text, "Checking.");
+        assert_eq!(r.finish_reason, Some(FinishReason::ToolCalls));
+        let ids: Vec<&str> = r.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                made_up_call_id(0, "a", &json!({"x": 1})).as_str(),
+                "gem-7",
+                made_up_call_id(2, "c", &json!({})).as_str()
+            ]
+        );
+        assert_eq!(r.tool_calls[2].arguments, json!({}));
+        assert_eq!(parse(body).unwrap().tool_calls, r.tool_calls, "stable");
+    }
+
+    #[test]
+    fn malformed_function_calls_are_decode_errors_naming_the_field() {
+        for (part, want) in [
+            (
+                json!({"functionCall": {"name": "f", "args": [1]}}),
+                "functionCall.args",
+            ),
+            (
+                json!({"functionCall": {"name": "", "args": {}}}),
+                "functionCall.name",
+            ),
+            (json!({"functionCall": {"args": {}}}), "functionCall.name"),
+        ] {
+            let body =
+                json!({"candidates": [{"content": {"parts": [part]}, "finishReason": "STOP"}]});
+            let err = parse(body).unwrap_err();
+            assert!(err.is_decode(), "{want}: {err}");
+            assert!(err.to_string().contains(want), "{want}: {err}");
         }
     }
 
