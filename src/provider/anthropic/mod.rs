@@ -8,20 +8,34 @@
 //!   them), so a neutral conversation that repeats a role is still a valid alternation.
 //! - **`max_tokens`** is required by Anthropic and always sent: the request's value, else
 //!   [`DEFAULT_MAX_TOKENS`].
-//! - **JSON mode**: Anthropic has no `response_format`. For [`ResponseFormat::JsonObject`]
-//!   (and [`ResponseFormat::JsonSchema`], with the schema spelled out) an instruction to answer
-//!   with one JSON value and nothing else is appended to the system prompt. The answer is not
-//!   validated here.
+//! - **Tools**: `tools` as `{name, description, input_schema}`; the tool choice as
+//!   `{"type": "auto" | "none" | "any"}` (`any` for [`ToolChoice::Required`]) or
+//!   `{"type": "tool", "name"}`. An assistant turn's calls are `tool_use` blocks after its
+//!   text; tool results are `tool_result` blocks of one user message — consecutive results
+//!   merge, and a user text right after them joins that message after them, as Anthropic
+//!   requires. Call ids go out in Anthropic's pattern (`a-z A-Z 0-9 _ -`, others become `_`,
+//!   on calls and results alike; an id an earlier turn already used gets a `_2` suffix), so
+//!   a conversation begun at another provider goes on here. Calls in answers keep
+//!   Anthropic's ids; streamed calls are assembled and delivered whole.
+//! - **Images**: `image` blocks before the message's text (as the vision guide advises),
+//!   base64 (a `data:` URL too) or an http(s) URL source; JPEG, PNG, GIF and WebP only.
+//! - **Structured answers** go through a forced tool, Anthropic's documented way, whose input
+//!   becomes the answer's text (see `structured.rs`); a request with tools of its own gets a
+//!   system-prompt instruction instead, with the schema spelled out.
+//! - **Refused before sending** ([`Provider::check_chat`]), never sent in part: images of
+//!   another type or scheme, results not in the message right after their calls, calls left
+//!   without results, a caller's tool named like the answer tool (`json_answer…`).
 //! - **Errors** are classified by the body's `error.type` first (`overloaded_error` →
 //!   [`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded), `rate_limit_error` →
 //!   `RateLimited`, …), then by status. The same classification applies to an `event: error`
 //!   inside a stream that began with `200 OK`.
 //!
-//! [`ResponseFormat::JsonObject`]: crate::types::ResponseFormat::JsonObject
-//! [`ResponseFormat::JsonSchema`]: crate::types::ResponseFormat::JsonSchema
+//! [`ToolChoice::Required`]: crate::types::ToolChoice::Required
 
 mod error;
+mod messages;
 mod stream;
+mod structured;
 mod wire;
 
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -33,6 +47,7 @@ use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
+use crate::provider::tools::check_conversation;
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse};
 
@@ -235,6 +250,11 @@ impl Provider for Anthropic {
             http = http.secret_header("x-api-key", key.expose())?;
         }
         Ok(http)
+    }
+
+    fn check_chat(&self, req: &ChatRequest) -> Result<()> {
+        check_conversation(req, PROVIDER_TYPE)?;
+        wire::check(req)
     }
 
     fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {

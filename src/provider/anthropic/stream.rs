@@ -5,20 +5,29 @@
 //! `content_block_stop`, then `message_delta` (stop reason, cumulative output usage) and
 //! `message_stop`. `ping` events may come anywhere, and an `error` event may replace the rest
 //! of the stream. Unknown event types are skipped, as Anthropic's versioning policy asks.
+//!
+//! A `tool_use` block opens with its id and name, its input arrives as `input_json_delta`
+//! pieces of JSON text, and `content_block_stop` closes it: the pieces are put together and
+//! the whole call goes out in that chunk's `tool_calls`. The answer tool's pieces
+//! ([`structured`](super::structured)) go out as they come, as text. Input pieces of blocks
+//! that are not `tool_use` (a server tool's) are not the caller's calls and are skipped.
 
 use serde::Deserialize;
 
 use super::error;
-use super::wire::{finish_reason, ContentBlock, WireUsage};
+use super::structured::is_answer_tool;
+use super::wire::{finish, ContentBlock, WireUsage};
 use crate::error::{Error, Result};
 use crate::provider::body::json_error;
+use crate::provider::tools::parse_arguments;
 use crate::provider::{SseEvent, StreamDecoder};
-use crate::types::{ChatChunk, Usage};
+use crate::types::{ChatChunk, ToolCall, Usage};
 
 #[derive(Debug, Deserialize)]
 struct Event {
     #[serde(rename = "type")]
     kind: Option<String>,
+    index: Option<u64>,
     message: Option<StartMessage>,
     content_block: Option<ContentBlock>,
     delta: Option<Delta>,
@@ -31,14 +40,50 @@ struct StartMessage {
     usage: Option<WireUsage>,
 }
 
-/// The `delta` of `content_block_delta` (`type`, `text`) and of `message_delta`
-/// (`stop_reason`).
+/// The `delta` of `content_block_delta` (`type`, `text` or `partial_json`) and of
+/// `message_delta` (`stop_reason`).
 #[derive(Debug, Deserialize)]
 struct Delta {
     #[serde(rename = "type")]
     kind: Option<String>,
     text: Option<String>,
+    partial_json: Option<String>,
     stop_reason: Option<String>,
+}
+
+/// A `tool_use` block still open.
+#[derive(Debug)]
+struct OpenCall {
+    index: u64,
+    /// Its id and name, and the input its start carried (`{}` unless a proxy sent it whole).
+    call: ToolCall,
+    /// The input's pieces so far (not for the answer tool: its pieces went out as text).
+    json: String,
+    answer: bool,
+    /// Whether any of the answer tool's pieces went out.
+    said: bool,
+}
+
+impl OpenCall {
+    /// What the block's end sends: the whole call, or the answer's text if none was sent.
+    fn close(self) -> Result<ChatChunk> {
+        if self.answer {
+            let text = if self.said {
+                String::new()
+            } else {
+                self.call.arguments.to_string()
+            };
+            return Ok(ChatChunk::text(text));
+        }
+        let mut call = self.call;
+        if !self.json.trim().is_empty() {
+            call.arguments = parse_arguments(&call.name, &self.json)?;
+        }
+        Ok(ChatChunk {
+            tool_calls: vec![call],
+            ..ChatChunk::default()
+        })
+    }
 }
 
 /// Decodes one streamed Messages API answer.
@@ -46,6 +91,9 @@ struct Delta {
 pub(super) struct Decoder {
     model: String,
     input_tokens: Option<u64>,
+    open: Vec<OpenCall>,
+    /// Whether the answer tool was called (then `tool_use` is a plain stop).
+    answered: bool,
     done: bool,
 }
 
@@ -54,8 +102,91 @@ impl Decoder {
         Decoder {
             model: model.to_owned(),
             input_tokens: None,
+            open: Vec::new(),
+            answered: false,
             done: false,
         }
+    }
+
+    fn block_start(&mut self, ev: Event) -> Result<Option<ChatChunk>> {
+        let Some(block) = ev.content_block else {
+            return Ok(None);
+        };
+        match block.kind.as_str() {
+            "text" => Ok(block.text.filter(|t| !t.is_empty()).map(ChatChunk::text)),
+            "tool_use" => {
+                let at = "stream event `content_block_start`";
+                let index = ev.index.ok_or_else(|| {
+                    Error::decode(format!("{at} has a `tool_use` without `index`"))
+                })?;
+                let call = block.to_call(at)?;
+                let answer = is_answer_tool(&call.name);
+                self.answered |= answer;
+                self.open.push(OpenCall {
+                    index,
+                    call,
+                    json: String::new(),
+                    answer,
+                    said: false,
+                });
+                Ok(None)
+            }
+            _ => Ok(None), // thinking, server tools, and block types added later
+        }
+    }
+
+    fn block_delta(&mut self, ev: Event) -> Result<Option<ChatChunk>> {
+        let delta = ev
+            .delta
+            .ok_or_else(|| Error::decode("stream event `content_block_delta` has no `delta`"))?;
+        match delta.kind.as_deref() {
+            Some("text_delta") => {
+                let text = delta.text.ok_or_else(|| {
+                    Error::decode(
+                        "stream event `content_block_delta` has a text_delta without `text`",
+                    )
+                })?;
+                Ok(Some(ChatChunk::text(text)))
+            }
+            Some("input_json_delta") => {
+                let index = ev.index;
+                let Some(open) = self.open.iter_mut().find(|c| Some(c.index) == index) else {
+                    return Ok(None); // a server tool's input: not a call of the caller's
+                };
+                let piece = delta.partial_json.ok_or_else(|| {
+                    Error::decode(
+                        "stream event `content_block_delta` has an input_json_delta without \
+                         `partial_json`",
+                    )
+                })?;
+                if !open.answer {
+                    open.json.push_str(&piece);
+                    return Ok(None);
+                }
+                open.said |= !piece.is_empty();
+                Ok((!piece.is_empty()).then(|| ChatChunk::text(piece)))
+            }
+            _ => Ok(None), // thinking, signatures, citations: not text
+        }
+    }
+
+    fn block_stop(&mut self, index: Option<u64>) -> Result<Option<ChatChunk>> {
+        match self.open.iter().position(|c| Some(c.index) == index) {
+            Some(at) => self.open.remove(at).close().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The calls of blocks a stream never closed, in one chunk (a stream that ends without
+    /// `content_block_stop` still delivers them whole, or fails on them).
+    fn close_all(&mut self) -> Result<ChatChunk> {
+        let mut chunk = ChatChunk::default();
+        for open in std::mem::take(&mut self.open) {
+            let closed = open.close()?;
+            chunk.delta.push_str(&closed.delta);
+            chunk.tool_calls.extend(closed.tool_calls);
+        }
+        Ok(chunk)
     }
 }
 
@@ -72,8 +203,8 @@ impl StreamDecoder for Decoder {
         }
         let ev: Event = serde_json::from_str(&event.data)
             .map_err(|e| json_error(&e, &format!("stream event `{}`", event_name(event))))?;
-        let kind = ev.kind.as_deref().unwrap_or(event.event.as_str());
-        match kind {
+        let kind = ev.kind.clone();
+        match kind.as_deref().unwrap_or(event.event.as_str()) {
             "error" => Err(error::classify(None, event.data.as_bytes())),
             "message_start" => {
                 let msg = ev.message.ok_or_else(|| {
@@ -88,26 +219,9 @@ impl StreamDecoder for Decoder {
                     ..ChatChunk::default()
                 }))
             }
-            "content_block_start" => Ok(ev
-                .content_block
-                .filter(|b| b.kind == "text")
-                .and_then(|b| b.text)
-                .filter(|t| !t.is_empty())
-                .map(ChatChunk::text)),
-            "content_block_delta" => {
-                let delta = ev.delta.ok_or_else(|| {
-                    Error::decode("stream event `content_block_delta` has no `delta`")
-                })?;
-                if delta.kind.as_deref() != Some("text_delta") {
-                    return Ok(None); // tool input, thinking, signatures: not text
-                }
-                let text = delta.text.ok_or_else(|| {
-                    Error::decode(
-                        "stream event `content_block_delta` has a text_delta without `text`",
-                    )
-                })?;
-                Ok(Some(ChatChunk::text(text)))
-            }
+            "content_block_start" => self.block_start(ev),
+            "content_block_delta" => self.block_delta(ev),
+            "content_block_stop" => self.block_stop(ev.index),
             "message_delta" => {
                 let stop = ev.delta.and_then(|d| d.stop_reason);
                 let usage = ev.usage.map(|u| Usage {
@@ -115,17 +229,18 @@ impl StreamDecoder for Decoder {
                     output_tokens: u.output_tokens.unwrap_or(0),
                 });
                 Ok(Some(ChatChunk {
-                    finish_reason: stop.as_deref().map(finish_reason),
+                    finish_reason: stop.as_deref().map(|s| finish(s, self.answered)),
                     usage,
                     model: Some(self.model.clone()),
-                    ..ChatChunk::default()
+                    ..self.close_all()?
                 }))
             }
             "message_stop" => {
                 self.done = true;
-                Ok(None)
+                let rest = self.close_all()?;
+                Ok((!rest.delta.is_empty() || !rest.tool_calls.is_empty()).then_some(rest))
             }
-            _ => Ok(None), // ping, content_block_stop, and event types added later
+            _ => Ok(None), // ping, and event types added later
         }
     }
 
@@ -154,6 +269,194 @@ mod tests {
             data: data.to_owned(),
             id: None,
         }
+    }
+
+    /// Decodes `events` (name, data) and returns every chunk.
+    fn run(d: &mut Decoder, events: &[(&str, &str)]) -> Result<Vec<ChatChunk>> {
+        let mut out = Vec::new();
+        for (name, data) in events {
+            out.extend(d.decode(&ev(name, data))?);
+        }
+        Ok(out)
+    }
+
+    const START_CALL: &str = r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}"#;
+
+    fn piece(index: u8, json: &str) -> String {
+        serde_json::json!({"type": "content_block_delta", "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": json}})
+        .to_string()
+    }
+
+    #[test]
+    fn a_calls_pieces_become_one_whole_call_when_its_block_stops() {
+        let mut d = Decoder::new("m");
+        let (a, b) = (piece(1, r#"{"city": "Pa"#), piece(1, r#"ris"}"#));
+        let chunks = run(
+            &mut d,
+            &[
+                ("content_block_start", START_CALL),
+                ("content_block_delta", &a),
+                ("content_block_delta", &b),
+            ],
+        )
+        .unwrap();
+        assert!(chunks.is_empty(), "nothing before the call is whole");
+        let done = run(
+            &mut d,
+            &[(
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":1}"#,
+            )],
+        )
+        .unwrap();
+        assert_eq!(done.len(), 1);
+        let call = &done[0].tool_calls[0];
+        assert_eq!(
+            (call.id.as_str(), call.name.as_str()),
+            ("toolu_1", "get_weather")
+        );
+        assert_eq!(call.arguments, serde_json::json!({"city": "Paris"}));
+        assert_eq!(done[0].delta, "");
+    }
+
+    #[test]
+    fn a_call_without_pieces_has_empty_arguments_and_an_unclosed_one_ends_with_the_message() {
+        let mut d = Decoder::new("m");
+        let chunks = run(
+            &mut d,
+            &[
+                ("content_block_start", START_CALL),
+                (
+                    "message_delta",
+                    r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}}"#,
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0].finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(chunks[0].tool_calls[0].arguments, serde_json::json!({}));
+    }
+
+    #[test]
+    fn the_answer_tools_pieces_are_text_and_its_stop_is_a_plain_stop() {
+        let mut d = Decoder::new("m");
+        let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"json_answer-palette","input":{}}}"#;
+        let (a, b, empty) = (
+            piece(0, r#"{"colours": ["#),
+            piece(0, r#""red"]}"#),
+            piece(0, ""),
+        );
+        let chunks = run(
+            &mut d,
+            &[
+                ("content_block_start", start),
+                ("content_block_delta", &empty),
+                ("content_block_delta", &a),
+                ("content_block_delta", &b),
+                ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+                (
+                    "message_delta",
+                    r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}}"#,
+                ),
+            ],
+        )
+        .unwrap();
+        let text: String = chunks.iter().map(|c| c.delta.as_str()).collect();
+        assert_eq!(text, r#"{"colours": ["red"]}"#);
+        assert!(chunks.iter().all(|c| c.tool_calls.is_empty()));
+        assert_eq!(
+            chunks.last().unwrap().finish_reason,
+            Some(FinishReason::Stop)
+        );
+
+        // An answer whose input arrived only in its start is still its text.
+        let mut d = Decoder::new("m");
+        let whole = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"json_answer","input":{"a":1}}}"#;
+        let chunks = run(
+            &mut d,
+            &[
+                ("content_block_start", whole),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":0}"#,
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(chunks[0].delta, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn a_server_tools_input_is_not_a_call() {
+        let mut d = Decoder::new("m");
+        let start = r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}"#;
+        let query = piece(1, r#"{"query": "weather"}"#);
+        let chunks = run(
+            &mut d,
+            &[
+                ("content_block_start", start),
+                ("content_block_delta", &query),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":1}"#,
+                ),
+            ],
+        )
+        .unwrap();
+        assert!(chunks.is_empty());
+    }
+
+    #[test]
+    fn broken_calls_are_decode_errors_naming_the_call_not_its_arguments() {
+        let mut d = Decoder::new("m");
+        let bad = piece(1, r#"{"secret": "#);
+        let err = run(
+            &mut d,
+            &[
+                ("content_block_start", START_CALL),
+                ("content_block_delta", &bad),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":1}"#,
+                ),
+            ],
+        )
+        .unwrap_err();
+        assert!(err.is_decode());
+        assert!(err.message().contains("get_weather"), "{err}");
+        assert!(!err.message().contains("secret"), "{err}");
+
+        for (data, want) in [
+            (
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","name":"f","input":{}}}"#,
+                "without `id`",
+            ),
+            (
+                r#"{"type":"content_block_start","content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+                "without `index`",
+            ),
+            (
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":[1]}}"#,
+                "not an object",
+            ),
+        ] {
+            let err = Decoder::new("m")
+                .decode(&ev("content_block_start", data))
+                .unwrap_err();
+            assert!(err.is_decode());
+            assert!(err.message().contains(want), "{want}: {err}");
+        }
+        let mut d = Decoder::new("m");
+        d.decode(&ev("content_block_start", START_CALL)).unwrap();
+        let err = d
+            .decode(&ev(
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta"}}"#,
+            ))
+            .unwrap_err();
+        assert!(err.message().contains("partial_json"), "{err}");
     }
 
     #[test]

@@ -4,13 +4,16 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::{error, DEFAULT_MAX_TOKENS};
+use super::messages::{conversation, Conversation, WireMessage};
+use super::structured::{self, is_answer_tool, Answer, ANSWER_TOOL};
+use super::{error, DEFAULT_MAX_TOKENS, PROVIDER_TYPE};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::RawResponse;
 use crate::id::ProviderId;
 use crate::provider::body::{decode_json, json_f32};
+use crate::provider::tools::check_conversation;
 use crate::provider::RequestContext;
-use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Role, Usage};
+use crate::types::{ChatRequest, ChatResponse, FinishReason, Tool, ToolCall, ToolChoice, Usage};
 
 /// The body of `POST /v1/messages`.
 #[derive(Debug, Serialize)]
@@ -20,6 +23,10 @@ pub(super) struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<String>,
     messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -28,48 +35,76 @@ pub(super) struct RequestBody<'a> {
     stream: bool,
 }
 
+/// A tool definition: `{"name", "description", "input_schema"}`.
 #[derive(Debug, Serialize)]
-struct WireMessage<'a> {
-    role: &'static str,
-    content: Cow<'a, str>,
+pub(super) struct WireTool<'a> {
+    pub(super) name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) description: Option<Cow<'a, str>>,
+    pub(super) input_schema: Cow<'a, serde_json::Value>,
 }
 
-/// Translates a neutral request: system messages out, same-role runs merged, `max_tokens`
-/// always present, JSON mode as a system instruction.
+impl<'a> From<&'a Tool> for WireTool<'a> {
+    fn from(t: &'a Tool) -> Self {
+        WireTool {
+            name: Cow::Borrowed(&t.name),
+            description: t.description.as_deref().map(Cow::Borrowed),
+            input_schema: Cow::Borrowed(&t.parameters),
+        }
+    }
+}
+
+/// `tool_choice`: `{"type": "auto" | "any" | "none"}` or `{"type": "tool", "name"}`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireToolChoice<'a> {
+    Auto,
+    Any,
+    None,
+    Tool { name: Cow<'a, str> },
+}
+
+/// What Anthropic refuses in a request beyond [`check_conversation`]: a caller's tool named
+/// like the answer tool, `required` without tools, and whatever the conversation's
+/// translation refuses ([`conversation`]).
+///
+/// # Errors
+///
+/// `Unsupported` or `InvalidRequest`, naming the part.
+pub(super) fn check(req: &ChatRequest) -> Result<()> {
+    check_tools(req)?;
+    conversation(req).map(drop)
+}
+
+fn check_tools(req: &ChatRequest) -> Result<()> {
+    if let Some(t) = req.tools.iter().find(|t| is_answer_tool(&t.name)) {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{PROVIDER_TYPE} request: tool `{}`: names `{ANSWER_TOOL}` and \
+                 `{ANSWER_TOOL}-…` are the Anthropic adapter's own (structured answers)",
+                t.name
+            ),
+        ));
+    }
+    if req.tools.is_empty() && req.tool_choice == Some(ToolChoice::Required) {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!("{PROVIDER_TYPE} request: the tool choice `required` needs tools"),
+        ));
+    }
+    Ok(())
+}
+
+/// Translates a neutral request: system messages out, same-role runs merged, tool turns as
+/// blocks, `max_tokens` always present, JSON through the answer tool (or an instruction).
 pub(super) fn request_body<'a>(
     req: &'a ChatRequest,
     ctx: &RequestContext<'_>,
 ) -> Result<RequestBody<'a>> {
-    let mut system: Vec<Cow<'_, str>> = Vec::new();
-    let mut messages: Vec<WireMessage<'a>> = Vec::new();
-    for m in &req.messages {
-        let role = match m.role {
-            Role::System => {
-                system.push(Cow::Borrowed(&m.content));
-                continue;
-            }
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            // Until the Anthropic adapter writes tool results (issue 21): refused, never dropped.
-            Role::Tool => {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    "tool results are not written by the Anthropic adapter yet",
-                ))
-            }
-        };
-        match messages.last_mut() {
-            Some(last) if last.role == role => {
-                let merged = last.content.to_mut();
-                merged.push_str("\n\n");
-                merged.push_str(&m.content);
-            }
-            _ => messages.push(WireMessage {
-                role,
-                content: Cow::Borrowed(&m.content),
-            }),
-        }
-    }
+    check_conversation(req, PROVIDER_TYPE)?;
+    check_tools(req)?;
+    let Conversation { system, messages } = conversation(req)?;
     if messages.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,
@@ -77,43 +112,42 @@ pub(super) fn request_body<'a>(
              messages alone are not a conversation)",
         ));
     }
-    if let Some(instruction) = json_instruction(&req.response_format)? {
-        system.push(Cow::Owned(instruction));
+    let mut system: Vec<Cow<'_, str>> = system.into_iter().map(Cow::Borrowed).collect();
+    let mut tools: Vec<WireTool<'a>> = req.tools.iter().map(WireTool::from).collect();
+    let mut tool_choice = (!req.tools.is_empty())
+        .then_some(req.tool_choice.as_ref())
+        .flatten()
+        .map(|c| match c {
+            ToolChoice::Auto => WireToolChoice::Auto,
+            ToolChoice::None => WireToolChoice::None,
+            ToolChoice::Required => WireToolChoice::Any,
+            ToolChoice::Tool(name) => WireToolChoice::Tool {
+                name: Cow::Borrowed(name),
+            },
+        });
+    match structured::answer(req, ctx)? {
+        None => {}
+        Some(Answer::Instruction(instruction)) => system.push(Cow::Owned(instruction)),
+        Some(Answer::Tool(tool)) => {
+            tool_choice = Some(WireToolChoice::Tool {
+                name: tool.name.clone(),
+            });
+            tools.push(tool);
+        }
     }
     Ok(RequestBody {
         model: ctx.model.to_owned(),
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
+        tools,
+        tool_choice,
         temperature: req
             .temperature
             .map(|t| json_f32(t, "temperature"))
             .transpose()?,
         stop_sequences: &req.stop,
         stream: ctx.stream,
-    })
-}
-
-/// The system-prompt instruction standing in for a `response_format` Anthropic lacks.
-fn json_instruction(format: &ResponseFormat) -> Result<Option<String>> {
-    const PLAIN: &str = "no prose before or after it and no Markdown code fences";
-    Ok(match format {
-        ResponseFormat::Text => None,
-        ResponseFormat::JsonObject => Some(format!(
-            "Respond with a single valid JSON object and nothing else: {PLAIN}."
-        )),
-        ResponseFormat::JsonSchema { name, schema } => {
-            let schema = serde_json::to_string(schema).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidRequest,
-                    format!("JSON schema `{name}` cannot be serialised: {e}"),
-                )
-            })?;
-            Some(format!(
-                "Respond with a single valid JSON value that conforms to the JSON Schema \
-                 `{name}` below, and nothing else: {PLAIN}.\n{schema}"
-            ))
-        }
     })
 }
 
@@ -127,11 +161,44 @@ struct ResponseBody {
     usage: Option<WireUsage>,
 }
 
+/// A content block of an answer (and of a stream's `content_block_start`). Only `text` and
+/// `tool_use` blocks are read; thinking, server tools' blocks and types added later are not
+/// the answer's text or the caller's calls.
 #[derive(Debug, Deserialize)]
 pub(super) struct ContentBlock {
     #[serde(rename = "type")]
     pub(super) kind: String,
     pub(super) text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<serde_json::Value>,
+}
+
+impl ContentBlock {
+    /// A `tool_use` block as a call (its input `{}` when absent). `at` names the block for
+    /// an error.
+    ///
+    /// # Errors
+    ///
+    /// `Decode` when the id or name is missing or empty, or the input is not an object.
+    pub(super) fn to_call(&self, at: &str) -> Result<ToolCall> {
+        let field = |v: &Option<String>, f: &str| {
+            v.clone()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| Error::decode(format!("{at} is a `tool_use` without `{f}`")))
+        };
+        let (id, name) = (field(&self.id, "id")?, field(&self.name, "name")?);
+        let arguments = match &self.input {
+            None => serde_json::Value::Object(serde_json::Map::new()),
+            Some(v @ serde_json::Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(Error::decode(format!(
+                    "{at} is a `tool_use` of `{name}` whose `input` is not an object"
+                )))
+            }
+        };
+        Ok(ToolCall::new(id, name, arguments))
+    }
 }
 
 /// `usage` of a message (`message_start` and `message_delta` events carry the same fields).
@@ -160,8 +227,9 @@ impl WireUsage {
     }
 }
 
-/// Parses a `200` Messages API body. An error object inside a 200 is classified like the
-/// matching status.
+/// Parses a `200` Messages API body: the text blocks joined, the `tool_use` blocks as calls
+/// — but the answer tool's input as the text ([`structured`]). An error object inside a 200
+/// is classified like the matching status.
 pub(super) fn parse_response(
     id: &ProviderId,
     raw: &RawResponse,
@@ -175,26 +243,50 @@ pub(super) fn parse_response(
         .content
         .ok_or_else(|| Error::decode("Messages API response has no `content` array"))?;
     let stop_reason = body.stop_reason;
-    let text: String = content
-        .iter()
-        .filter(|b| b.kind == "text")
-        .filter_map(|b| b.text.as_deref())
-        .collect();
-    let has_text = content.iter().any(|b| b.kind == "text");
+    let (mut text, mut has_text) = (String::new(), false);
+    let (mut calls, mut answer) = (Vec::new(), None);
+    for (i, block) in content.iter().enumerate() {
+        match block.kind.as_str() {
+            "text" => {
+                has_text = true;
+                text.extend(block.text.as_deref());
+            }
+            "tool_use" => {
+                let call = block.to_call(&format!("Messages API response content[{i}]"))?;
+                if answer.is_none() && is_answer_tool(&call.name) {
+                    answer = Some(call.arguments.to_string());
+                } else {
+                    calls.push(call);
+                }
+            }
+            _ => {}
+        }
+    }
     let explained = matches!(stop_reason.as_deref(), Some("max_tokens" | "refusal"));
-    if !has_text && !explained {
+    if !has_text && calls.is_empty() && answer.is_none() && !explained {
         return Err(Error::decode(format!(
-            "Messages API response has no text content block (stop_reason: {})",
+            "Messages API response has no text or tool_use content block (stop_reason: {})",
             stop_reason.as_deref().unwrap_or("none")
         )));
     }
+    let answered = answer.is_some();
+    let text = answer.unwrap_or(text); // the answer tool's input is the whole answer
     let mut resp = ChatResponse::new(id.clone(), body.model.as_deref().unwrap_or(model), text);
-    resp.finish_reason = stop_reason.as_deref().map(finish_reason);
+    resp.finish_reason = stop_reason.as_deref().map(|s| finish(s, answered));
+    resp.tool_calls = calls;
     resp.usage = body.usage.map(|u| Usage {
         input_tokens: u.input().unwrap_or(0),
         output_tokens: u.output_tokens.unwrap_or(0),
     });
     Ok(resp)
+}
+
+/// `stop_reason` → neutral reason; `tool_use` is `Stop` when the call was the answer tool's.
+pub(super) fn finish(stop_reason: &str, answered: bool) -> FinishReason {
+    match finish_reason(stop_reason) {
+        FinishReason::ToolCalls if answered => FinishReason::Stop,
+        other => other,
+    }
 }
 
 /// `stop_reason` → neutral reason.
@@ -239,6 +331,108 @@ mod tests {
         assert!(v.get("stream").is_none());
         assert!(v.get("temperature").is_none());
         assert!(v.get("stop_sequences").is_none());
+    }
+
+    #[test]
+    fn tool_choices_map_to_anthropics_and_need_tools() {
+        let weather = Tool::new("get_weather", serde_json::json!({"type": "object"}));
+        let with = |c: ToolChoice| {
+            body(
+                &ChatRequest::from_prompt("x")
+                    .tool(weather.clone())
+                    .tool_choice(c),
+            )
+        };
+        assert_eq!(
+            with(ToolChoice::Auto)["tool_choice"],
+            serde_json::json!({"type": "auto"})
+        );
+        assert_eq!(
+            with(ToolChoice::None)["tool_choice"],
+            serde_json::json!({"type": "none"})
+        );
+        assert_eq!(
+            with(ToolChoice::Required)["tool_choice"],
+            serde_json::json!({"type": "any"})
+        );
+        assert_eq!(
+            with(ToolChoice::named("get_weather"))["tool_choice"],
+            serde_json::json!({"type": "tool", "name": "get_weather"})
+        );
+        let v = body(&ChatRequest::from_prompt("x").tool(weather.clone()));
+        assert!(
+            v.get("tool_choice").is_none(),
+            "Anthropic's default when unset"
+        );
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"name": "get_weather", "input_schema": {"type": "object"}}])
+        );
+        let v = body(&ChatRequest::from_prompt("x").tool_choice(ToolChoice::None));
+        assert!(v.get("tool_choice").is_none() && v.get("tools").is_none());
+
+        let ctx = RequestContext::new("m", None);
+        let req = ChatRequest::from_prompt("x").tool_choice(ToolChoice::Required);
+        let err = request_body(&req, &ctx).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+        let own = ChatRequest::from_prompt("x").tool(Tool::new(
+            "json_answer-x",
+            serde_json::json!({"type": "object"}),
+        ));
+        let err = check(&own).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(err.message().contains("`json_answer-x`"), "{err}");
+    }
+
+    fn parse(body: serde_json::Value) -> Result<ChatResponse> {
+        let raw = RawResponse::new(200, Default::default(), body.to_string());
+        parse_response(&ProviderId::new("claude"), &raw, "m")
+    }
+
+    #[test]
+    fn the_answer_tools_input_is_the_text_and_other_calls_are_calls() {
+        let resp = parse(serde_json::json!({
+            "type": "message", "stop_reason": "tool_use",
+            "content": [{"type": "tool_use", "id": "t1", "name": "json_answer-p", "input": {"a": [1, 2]}}]
+        }))
+        .unwrap();
+        assert_eq!(resp.text, r#"{"a":[1,2]}"#);
+        assert!(resp.tool_calls.is_empty());
+        assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
+
+        let resp = parse(serde_json::json!({
+            "type": "message", "stop_reason": "tool_use",
+            "content": [{"type": "tool_use", "id": "t1", "name": "f"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            resp.tool_calls,
+            vec![ToolCall::new("t1", "f", serde_json::json!({}))]
+        );
+        assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+
+        for (content, want) in [
+            (
+                serde_json::json!([{"type": "tool_use", "name": "f", "input": {}}]),
+                "content[0] is a `tool_use` without `id`",
+            ),
+            (
+                serde_json::json!([{"type": "text", "text": "a"}, {"type": "tool_use", "id": "t", "input": {}}]),
+                "content[1] is a `tool_use` without `name`",
+            ),
+            (
+                serde_json::json!([{"type": "tool_use", "id": "t", "name": "f", "input": "x"}]),
+                "not an object",
+            ),
+            (
+                serde_json::json!([{"type": "thinking", "thinking": "…"}]),
+                "no text or tool_use",
+            ),
+        ] {
+            let err = parse(serde_json::json!({"type": "message", "content": content, "stop_reason": "tool_use"})).unwrap_err();
+            assert!(err.is_decode(), "{want}");
+            assert!(err.message().contains(want), "{want}: {err}");
+        }
     }
 
     #[test]
