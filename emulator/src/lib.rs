@@ -64,6 +64,7 @@ pub mod scripted;
 mod server;
 mod state;
 pub mod text;
+mod tools;
 
 pub use config::{
     ChargeMode, ConfigError, EmulatorConfig, HeaderStyle, Kind, Latency, LimitScope, Limits,

@@ -78,7 +78,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// A 64-bit mixer (splitmix64), for drawing word after word from one seed.
-fn mix(mut x: u64) -> u64 {
+pub(crate) fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -162,6 +162,46 @@ pub fn complete(seed: u64, max_tokens: u64) -> Completion {
         tokens: n,
         truncated,
     }
+}
+
+/// A fixed text as an answer: cut after `max_tokens` words (one token per word, as
+/// [`complete`] counts them), `truncated` when cut.
+pub fn fixed(text: &str, max_tokens: u64) -> Completion {
+    let words = text.split(' ').filter(|w| !w.is_empty()).count() as u64;
+    if words <= max_tokens {
+        return Completion {
+            text: text.to_owned(),
+            tokens: words,
+            truncated: false,
+        };
+    }
+    let kept: Vec<&str> = text
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .take(max_tokens as usize)
+        .collect();
+    Completion {
+        text: kept.join(" "),
+        tokens: max_tokens,
+        truncated: true,
+    }
+}
+
+/// Splits text into stream deltas of at most `chars` characters each (for text without
+/// spaces to split at, such as compact JSON); the deltas concatenate to the text.
+pub fn pieces(text: &str, chars: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (n, (i, _)) in text.char_indices().enumerate() {
+        if n > 0 && n % chars.max(1) == 0 {
+            out.push(&text[start..i]);
+            start = i;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
 }
 
 /// Splits text into stream deltas of about `words` words each (spaces kept, so the deltas
@@ -292,10 +332,16 @@ fn next_id() -> u64 {
 /// A fresh id of `len` alphanumeric characters after `prefix` (`chatcmpl-…`, `msg_01…`,
 /// `req_…`).
 pub fn new_id(prefix: &str, len: usize) -> String {
+    hashed_id(prefix, len, next_id())
+}
+
+/// The id of `len` alphanumeric characters after `prefix` that `seed` gives: the same seed,
+/// the same id (tool call ids, derived from a hash of the request).
+pub fn hashed_id(prefix: &str, len: usize, seed: u64) -> String {
     const ALPHA: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut out = String::with_capacity(prefix.len() + len);
     out.push_str(prefix);
-    let mut x = next_id();
+    let mut x = mix(seed);
     for i in 0..len {
         if i % 10 == 9 {
             x = mix(x);
@@ -359,6 +405,26 @@ mod tests {
         assert_eq!(parts, vec!["one two three", " four five six", " seven"]);
         assert_eq!(parts.concat(), text);
         assert!(deltas("", 3).is_empty());
+    }
+
+    #[test]
+    fn fixed_texts_are_cut_at_max_tokens_and_pieces_concatenate() {
+        let whole = fixed("The tool get_weather returned: sunny", 10);
+        assert_eq!((whole.tokens, whole.truncated), (5, false));
+        assert_eq!(whole.text, "The tool get_weather returned: sunny");
+        let cut = fixed("The tool get_weather returned: sunny", 2);
+        assert_eq!(
+            (cut.text.as_str(), cut.tokens, cut.truncated),
+            ("The tool", 2, true)
+        );
+        let json = r#"{"city":"Paris","ünits":"c"}"#;
+        let parts = pieces(json, 8);
+        assert!(parts.len() >= 3 && parts.iter().all(|p| p.chars().count() <= 8));
+        assert_eq!(parts.concat(), json);
+        assert!(pieces("", 8).is_empty());
+        assert_eq!(hashed_id("call_", 24, 7), hashed_id("call_", 24, 7));
+        assert_ne!(hashed_id("call_", 24, 7), hashed_id("call_", 24, 8));
+        assert_eq!(hashed_id("call_", 24, 7).len(), 5 + 24);
     }
 
     #[test]

@@ -4,97 +4,30 @@
 //! `content_block_stop`, `message_delta`, `message_stop`; `error` midway); errors as
 //! `{"type": "error", "error": {"type", "message"}, "request_id"}`
 //! (docs.anthropic.com/en/api/messages, …/messages-streaming, …/messages-count-tokens,
-//! …/errors, …/rate-limits).
+//! …/errors, …/rate-limits). Requests and answers (tools, structured outputs, images) are
+//! `anthropic_messages.rs`.
 
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use super::anthropic_messages::{self as messages, MessagesBody};
 use super::{
     auth_scheme, header, hv, json_bytes, sse_event, ApiError, ChatReq, CountReq, Cx, Field, Op,
     OpKind, Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
 use crate::limits::LimitName;
-use crate::text::{deltas, new_id, Completion, PromptDigest, Transcript};
+use crate::text::Transcript;
+use crate::tools::Answer;
 
 pub(super) struct Anthropic;
 
 /// Anthropic's documented request size limit for the Messages API (32 MB).
 const BODY_LIMIT: usize = 32 << 20;
 
-#[derive(Deserialize)]
-struct MessagesBody {
-    model: Option<String>,
-    max_tokens: Option<i64>,
-    messages: Option<Vec<Message>>,
-    system: Option<Content>,
-    stream: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    role: Option<String>,
-    content: Option<Content>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Blocks(Vec<Block>),
-}
-
-#[derive(Deserialize)]
-struct Block {
-    text: Option<String>,
-}
-
-impl Content {
-    fn add_to(&self, p: &mut PromptDigest) {
-        match self {
-            Content::Text(t) => p.add(t),
-            Content::Blocks(bs) => bs
-                .iter()
-                .filter_map(|b| b.text.as_deref())
-                .for_each(|t| p.add(t)),
-        }
-    }
-}
-
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::bad(message)
-}
-
-/// The prompt of a messages (or count) request: `system`, then every message's text.
-fn prompt(b: &MessagesBody) -> Result<PromptDigest, ApiError> {
-    let Some(messages) = &b.messages else {
-        return Err(invalid("messages: Field required"));
-    };
-    if messages.is_empty() {
-        return Err(invalid("messages: at least one message is required"));
-    }
-    let mut prompt = PromptDigest::default();
-    if let Some(s) = &b.system {
-        s.add_to(&mut prompt);
-    }
-    for (i, m) in messages.iter().enumerate() {
-        match m.role.as_deref() {
-            Some("user" | "assistant") => {}
-            Some(other) => {
-                return Err(invalid(format!(
-                    "messages.{i}.role: Input should be 'user' or 'assistant' (got '{other}')"
-                )))
-            }
-            None => return Err(invalid(format!("messages.{i}.role: Field required"))),
-        }
-        match &m.content {
-            Some(c) => c.add_to(&mut prompt),
-            None => return Err(invalid(format!("messages.{i}.content: Field required"))),
-        }
-    }
-    Ok(prompt)
 }
 
 impl Wire for Anthropic {
@@ -149,10 +82,7 @@ impl Wire for Anthropic {
         };
         if route.op == OpKind::CountTokens {
             // A count takes a messages request without `max_tokens` (and without `stream`).
-            return Ok(Op::Count(CountReq {
-                model,
-                prompt: prompt(&b)?,
-            }));
+            return messages::count_req(&b, model).map(Op::Count);
         }
         let Some(max_tokens) = b.max_tokens else {
             return Err(invalid("max_tokens: Field required"));
@@ -162,14 +92,7 @@ impl Wire for Anthropic {
                 "max_tokens: Input should be greater than or equal to 1",
             ));
         }
-        Ok(Op::Chat(ChatReq {
-            model,
-            prompt: prompt(&b)?,
-            max_tokens: Some(max_tokens as u64),
-            stream: b.stream.unwrap_or(false),
-            sse: true,
-            include_usage: true,
-        }))
+        messages::chat_req(&b, model, max_tokens as u64).map(Op::Chat)
     }
 
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered {
@@ -256,67 +179,12 @@ impl Wire for Anthropic {
         )
     }
 
-    fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, _cx: &Cx<'_>) -> Bytes {
-        json_bytes(&json!({
-            "id": new_id("msg_01", 22),
-            "type": "message",
-            "role": "assistant",
-            "model": req.model,
-            "content": [{"type": "text", "text": c.text}],
-            "stop_reason": stop_reason(c),
-            "stop_sequence": null,
-            "usage": usage_body(usage.input, usage.output),
-        }))
+    fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, _cx: &Cx<'_>) -> Bytes {
+        messages::chat(req, a, usage)
     }
 
-    fn chat_stream(
-        &self,
-        req: &ChatReq,
-        c: &Completion,
-        usage: Usage,
-        _cx: &Cx<'_>,
-    ) -> StreamParts {
-        let start = json!({
-            "type": "message_start",
-            "message": {
-                "id": new_id("msg_01", 22), "type": "message", "role": "assistant",
-                "model": req.model, "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": usage_body(usage.input, 1),
-            },
-        });
-        let head = vec![
-            sse_event("message_start", &start),
-            sse_event(
-                "content_block_start",
-                &json!({"type": "content_block_start", "index": 0,
-                        "content_block": {"type": "text", "text": ""}}),
-            ),
-            sse_event("ping", &json!({"type": "ping"})),
-        ];
-        let body = deltas(&c.text, 3)
-            .into_iter()
-            .map(|d| {
-                sse_event(
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": 0,
-                            "delta": {"type": "text_delta", "text": d}}),
-                )
-            })
-            .collect();
-        let tail = vec![
-            sse_event(
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": 0}),
-            ),
-            sse_event(
-                "message_delta",
-                &json!({"type": "message_delta",
-                        "delta": {"stop_reason": stop_reason(c), "stop_sequence": null},
-                        "usage": {"output_tokens": usage.output}}),
-            ),
-            sse_event("message_stop", &json!({"type": "message_stop"})),
-        ];
-        StreamParts { head, body, tail }
+    fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, _cx: &Cx<'_>) -> StreamParts {
+        messages::chat_stream(req, a, usage)
     }
 
     fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {
@@ -339,21 +207,4 @@ impl Wire for Anthropic {
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {
         h.insert(HeaderName::from_static("request-id"), hv(&cx.request_id));
     }
-}
-
-fn stop_reason(c: &Completion) -> &'static str {
-    if c.truncated {
-        "max_tokens"
-    } else {
-        "end_turn"
-    }
-}
-
-fn usage_body(input: u64, output: u64) -> Value {
-    json!({
-        "input_tokens": input,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "output_tokens": output,
-    })
 }

@@ -14,13 +14,14 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::openai::{self, AUDIO_LIMIT, JSON_LIMIT};
-use super::transcription;
 use super::{
     header, hv, json_bytes, query_param, sse_data, ApiError, ChatReq, Cx, Field, Op, OpKind,
     Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
+use super::{openai_chat, transcription};
 use crate::headers::ceil_secs;
-use crate::text::{Completion, Transcript};
+use crate::text::Transcript;
+use crate::tools::Answer;
 
 pub(super) struct Azure;
 
@@ -108,7 +109,7 @@ impl Wire for Azure {
     ) -> Result<Op, ApiError> {
         let model = route.model.as_deref();
         match route.op {
-            OpKind::Chat => openai::parse_chat(body, model).map(Op::Chat),
+            OpKind::Chat => openai_chat::parse_chat(body, model).map(Op::Chat),
             OpKind::Transcribe => transcription::parse(parts, form, model).map(Op::Stt),
             // No route of this format counts tokens.
             OpKind::CountTokens => Err(ApiError::NotFound),
@@ -175,12 +176,12 @@ impl Wire for Azure {
         }
     }
 
-    fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> Bytes {
-        openai::chat_body(req, c, usage, cx, true)
+    fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes {
+        openai_chat::chat_body(req, a, usage, cx, true)
     }
 
-    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> StreamParts {
-        openai::chat_stream(req, c, usage, cx, true)
+    fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> StreamParts {
+        openai_chat::chat_stream(req, a, usage, cx, true)
     }
 
     fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {

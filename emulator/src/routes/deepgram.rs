@@ -15,7 +15,8 @@ use super::{
     OpKind, Rendered, Route, StreamParts, SttFormat, SttReq, Usage, Wire, JSON,
 };
 use crate::headers::rfc3339;
-use crate::text::{round3, Completion, Transcript};
+use crate::text::{round3, Transcript};
+use crate::tools::Answer;
 
 pub(super) struct Deepgram;
 
@@ -158,12 +159,12 @@ impl Wire for Deepgram {
         )
     }
 
-    fn chat(&self, _req: &ChatReq, _c: &Completion, _usage: Usage, _cx: &Cx<'_>) -> Bytes {
+    fn chat(&self, _req: &ChatReq, _a: &Answer, _usage: Usage, _cx: &Cx<'_>) -> Bytes {
         // No Deepgram route parses into a chat.
         Bytes::new()
     }
 
-    fn chat_stream(&self, _req: &ChatReq, _c: &Completion, _u: Usage, _cx: &Cx<'_>) -> StreamParts {
+    fn chat_stream(&self, _req: &ChatReq, _a: &Answer, _u: Usage, _cx: &Cx<'_>) -> StreamParts {
         StreamParts::default()
     }
 

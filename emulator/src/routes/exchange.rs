@@ -23,7 +23,8 @@ use crate::headers::{malformed_headers, rate_limit_headers, retry_headers, Retry
 use crate::limits::{Admission, LimitName, Snapshot, WindowState};
 use crate::server::ConnHandle;
 use crate::state::{App, LogEntry, ProviderState};
-use crate::text::{complete, new_id, transcribe};
+use crate::text::{new_id, transcribe};
+use crate::tools::answer;
 
 /// The state of one listener: the app, and the provider when the listener serves one
 /// provider on its own port (paths then start at the root).
@@ -433,10 +434,14 @@ fn html_page(status: u16) -> Response {
 
 async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Inflight) -> Response {
     let cfg = &x.p.cfg;
-    let c = complete(req.prompt.seed, req.max_tokens.unwrap_or(u64::MAX));
-    let input = req.prompt.tokens();
+    let a = answer(
+        &req.asks,
+        req.prompt.seed,
+        req.max_tokens.unwrap_or(u64::MAX),
+    );
+    let input = req.input_tokens();
     let reserve = input.saturating_add(req.max_tokens.unwrap_or(cfg.default_max_tokens));
-    let used = input + c.tokens;
+    let used = input.saturating_add(a.tokens());
     let refund = match cfg.charge {
         ChargeMode::Actual => reserve.saturating_sub(used),
         _ => 0,
@@ -470,7 +475,7 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
     x.pause(delay).await;
     let usage = Usage {
         input,
-        output: c.tokens,
+        output: a.tokens(),
     };
     let mut h = HeaderMap::new();
     let body = if req.stream {
@@ -480,13 +485,13 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
             super::JSON
         };
         x.base_headers(&mut h, ct);
-        let parts = x.wire.chat_stream(&req, &c, usage, &x.cx);
+        let parts = x.wire.chat_stream(&req, &a, usage, &x.cx);
         let items = stream_items(parts, fault.as_ref(), || x.wire.stream_error(&x.cx));
         stream_body(items, Duration::from_millis(cfg.stream_chunk_ms), guard)
     } else {
         x.base_headers(&mut h, super::JSON);
         drop(guard);
-        whole_body(x.wire.chat(&req, &c, usage, &x.cx), fault.as_ref(), &mut h)
+        whole_body(x.wire.chat(&req, &a, usage, &x.cx), fault.as_ref(), &mut h)
     };
     finish(x, body, h, snapshot, fault.as_ref())
 }
@@ -530,7 +535,8 @@ async fn stt(x: &mut Ex<'_>, req: SttReq, fault: Option<Fault>) -> Response {
 async fn count(x: &mut Ex<'_>, req: CountReq, fault: Option<Fault>) -> Response {
     let delay = x.latency(fault.as_ref());
     x.pause(delay).await;
-    let bytes = x.wire.token_count(&req, req.prompt.tokens(), &x.cx);
+    let tokens = req.prompt.tokens() + req.image_tokens;
+    let bytes = x.wire.token_count(&req, tokens, &x.cx);
     let mut h = HeaderMap::new();
     x.base_headers(&mut h, super::JSON);
     let body = whole_body(bytes, fault.as_ref(), &mut h);

@@ -4,65 +4,29 @@
 //! `{"error": {"code", "message", "status", "details": […]}}` with `QuotaFailure`, `Help`
 //! and `RetryInfo` details on 429. No rate-limit headers
 //! (ai.google.dev/api/generate-content, …/gemini-api/docs/rate-limits, …/troubleshooting).
+//! Requests and answers (tools, structured outputs, images) are `gemini_generate.rs`.
 
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode};
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::gemini_generate::{self as generate, invalid, GenerateBody};
 use super::{
     header, json_bytes, query_param, ApiError, ChatReq, Cx, Field, Op, OpKind, Rendered, Route,
     StreamParts, SttReq, Usage, Wire, JSON,
 };
 use crate::headers::ceil_secs;
 use crate::limits::LimitName;
-use crate::text::{deltas, new_id, Completion, PromptDigest, Transcript};
+use crate::text::Transcript;
+use crate::tools::Answer;
 
 pub(super) struct Gemini;
 
 /// Gemini's request size limit (20 MB).
 const BODY_LIMIT: usize = 20 << 20;
 
-#[derive(Deserialize)]
-struct GenerateBody {
-    contents: Option<Vec<GContent>>,
-    #[serde(rename = "systemInstruction", alias = "system_instruction")]
-    system_instruction: Option<GContent>,
-    #[serde(rename = "generationConfig", alias = "generation_config")]
-    generation_config: Option<GenerationConfig>,
-}
-
-#[derive(Deserialize)]
-struct GContent {
-    parts: Option<Vec<GPart>>,
-}
-
-#[derive(Deserialize)]
-struct GPart {
-    text: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct GenerationConfig {
-    #[serde(rename = "maxOutputTokens", alias = "max_output_tokens")]
-    max_output_tokens: Option<u64>,
-}
-
-impl GContent {
-    fn add_to(&self, p: &mut PromptDigest) {
-        for t in self
-            .parts
-            .iter()
-            .flatten()
-            .filter_map(|p| p.text.as_deref())
-        {
-            p.add(t);
-        }
-    }
-}
-
-fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError {
+pub(super) fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError {
     let mut err = json!({"code": code, "message": message, "status": status});
     if !details.is_empty() {
         err["details"] = Value::Array(details);
@@ -71,10 +35,6 @@ fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError 
         status: code,
         body: json!({ "error": err }),
     }
-}
-
-fn invalid(message: &str) -> ApiError {
-    rpc(400, "INVALID_ARGUMENT", message, Vec::new())
 }
 
 fn help() -> Value {
@@ -205,28 +165,9 @@ impl Wire for Gemini {
                 }
             ))
         })?;
-        let contents = b.contents.unwrap_or_default();
-        if contents.is_empty() {
-            return Err(invalid(
-                "* GenerateContentRequest.contents: contents is not specified\n",
-            ));
-        }
-        let mut prompt = PromptDigest::default();
-        if let Some(s) = &b.system_instruction {
-            s.add_to(&mut prompt);
-        }
-        for c in &contents {
-            c.add_to(&mut prompt);
-        }
         let sse = query_param(parts.uri.query(), "alt") == Some("sse");
-        Ok(Op::Chat(ChatReq {
-            model: route.model.clone().unwrap_or_default(),
-            prompt,
-            max_tokens: b.generation_config.and_then(|g| g.max_output_tokens),
-            stream: route.stream,
-            sse,
-            include_usage: true,
-        }))
+        let model = route.model.clone().unwrap_or_default();
+        generate::parse(b, model, route.stream, sse).map(Op::Chat)
     }
 
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered {
@@ -302,30 +243,17 @@ impl Wire for Gemini {
         }
     }
 
-    fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, _cx: &Cx<'_>) -> Bytes {
-        json_bytes(&response(req, &c.text, Some(finish(c)), Some(usage)))
+    fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, _cx: &Cx<'_>) -> Bytes {
+        json_bytes(&generate::response(
+            req,
+            generate::answer_parts(a),
+            Some((a, usage)),
+        ))
     }
 
-    fn chat_stream(
-        &self,
-        req: &ChatReq,
-        c: &Completion,
-        usage: Usage,
-        _cx: &Cx<'_>,
-    ) -> StreamParts {
-        let mut pieces = deltas(&c.text, 3);
-        if pieces.is_empty() {
-            pieces.push("");
-        }
-        let n = pieces.len();
-        let mut chunks: Vec<Value> = pieces
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                let last = i + 1 == n;
-                response(req, d, last.then(|| finish(c)), last.then_some(usage))
-            })
-            .collect();
+    fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, _cx: &Cx<'_>) -> StreamParts {
+        let mut chunks = generate::stream_chunks(req, a, usage);
+        let n = chunks.len();
         let last = chunks.pop().unwrap_or(Value::Null);
         let frame = |v: &Value, i: usize| -> Bytes {
             let json = serde_json::to_string(v).unwrap_or_default();
@@ -342,7 +270,7 @@ impl Wire for Gemini {
             .enumerate()
             .map(|(i, v)| frame(v, i))
             .collect();
-        let mut tail = frame(&last, n - 1).to_vec();
+        let mut tail = frame(&last, n.saturating_sub(1)).to_vec();
         if !req.sse {
             tail.extend_from_slice(b"]");
         }
@@ -366,36 +294,4 @@ impl Wire for Gemini {
     }
 
     fn id_headers(&self, _cx: &Cx<'_>, _h: &mut HeaderMap) {}
-}
-
-fn finish(c: &Completion) -> &'static str {
-    if c.truncated {
-        "MAX_TOKENS"
-    } else {
-        "STOP"
-    }
-}
-
-fn response(req: &ChatReq, text: &str, finish: Option<&str>, usage: Option<Usage>) -> Value {
-    let mut candidate = json!({
-        "content": {"parts": [{"text": text}], "role": "model"},
-        "index": 0,
-    });
-    if let Some(f) = finish {
-        candidate["finishReason"] = json!(f);
-    }
-    let mut v = json!({
-        "candidates": [candidate],
-        "modelVersion": req.model,
-        "responseId": new_id("", 22),
-    });
-    if let Some(u) = usage {
-        v["usageMetadata"] = json!({
-            "promptTokenCount": u.input,
-            "candidatesTokenCount": u.output,
-            "totalTokenCount": u.input + u.output,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input}],
-        });
-    }
-    v
 }

@@ -3,12 +3,15 @@
 //! (the [`Wire`] trait); this file holds the one flow they share.
 
 mod anthropic;
+mod anthropic_messages;
 mod azure;
 mod body;
 mod deepgram;
 mod exchange;
 mod gemini;
+mod gemini_generate;
 mod openai;
+mod openai_chat;
 mod transcription;
 
 use std::time::{Duration, SystemTime};
@@ -22,7 +25,8 @@ use crate::config::Kind;
 use crate::headers::RetryHeader;
 use crate::limits::LimitName;
 use crate::state::ProviderState;
-use crate::text::{Completion, PromptDigest, Transcript};
+use crate::text::{PromptDigest, Transcript};
+use crate::tools::{Answer, Asks};
 
 pub(crate) use exchange::{handle, Listener};
 
@@ -66,6 +70,17 @@ pub(crate) struct ChatReq {
     pub(crate) sse: bool,
     /// OpenAI `stream_options.include_usage`.
     pub(crate) include_usage: bool,
+    /// Tools, tool choice, response format and how the conversation ends.
+    pub(crate) asks: Asks,
+    /// What the request's images cost, as the provider counts them (roughly).
+    pub(crate) image_tokens: u64,
+}
+
+impl ChatReq {
+    /// Input tokens: the prompt's text (tools and schemas included) and its images.
+    pub(crate) fn input_tokens(&self) -> u64 {
+        self.prompt.tokens() + self.image_tokens
+    }
 }
 
 /// Transcription response formats (OpenAI `response_format`).
@@ -98,6 +113,8 @@ pub(crate) struct SttReq {
 pub(crate) struct CountReq {
     pub(crate) model: String,
     pub(crate) prompt: PromptDigest,
+    /// What the request's images cost.
+    pub(crate) image_tokens: u64,
 }
 
 /// A parsed request.
@@ -268,9 +285,9 @@ pub(crate) trait Wire: Sync + Send {
     /// Renders an error.
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered;
     /// A whole chat answer.
-    fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> Bytes;
+    fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes;
     /// A streamed chat answer.
-    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> StreamParts;
+    fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> StreamParts;
     /// The error event a stream carries when it fails midway.
     fn stream_error(&self, cx: &Cx<'_>) -> Bytes;
     /// A transcription answer: content type and body.

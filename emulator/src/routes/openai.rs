@@ -4,23 +4,24 @@
 //!
 //! Formats follow the API reference (platform.openai.com/docs/api-reference/chat,
 //! …/audio/createTranscription) and the error-codes guide (…/docs/guides/error-codes).
+//! Chat requests and answers (tools, structured outputs, images) are `openai_chat.rs`;
 //! Azure OpenAI reuses these bodies (see `azure.rs`).
 
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::transcription;
 use super::{
     auth_scheme, hv, json_bytes, mask_key, sse_data, ApiError, ChatReq, Cx, Field, Limited, Op,
     OpKind, Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
+use super::{openai_chat, transcription};
 use crate::config::HeaderStyle;
 use crate::headers::{epoch_ms, go_duration};
 use crate::limits::LimitName;
-use crate::text::{deltas, new_id, Completion, PromptDigest, Transcript};
+use crate::text::Transcript;
+use crate::tools::Answer;
 
 pub(super) struct OpenAi;
 
@@ -64,7 +65,7 @@ impl Wire for OpenAi {
         form: &[Field],
     ) -> Result<Op, ApiError> {
         match route.op {
-            OpKind::Chat => parse_chat(body, None).map(Op::Chat),
+            OpKind::Chat => openai_chat::parse_chat(body, None).map(Op::Chat),
             OpKind::Transcribe => transcription::parse(parts, form, None).map(Op::Stt),
             // No route of this format counts tokens.
             OpKind::CountTokens => Err(ApiError::NotFound),
@@ -75,12 +76,12 @@ impl Wire for OpenAi {
         error(e, cx)
     }
 
-    fn chat(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> Bytes {
-        chat_body(req, c, usage, cx, false)
+    fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes {
+        openai_chat::chat_body(req, a, usage, cx, false)
     }
 
-    fn chat_stream(&self, req: &ChatReq, c: &Completion, usage: Usage, cx: &Cx<'_>) -> StreamParts {
-        chat_stream(req, c, usage, cx, false)
+    fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> StreamParts {
+        openai_chat::chat_stream(req, a, usage, cx, false)
     }
 
     fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {
@@ -109,298 +110,12 @@ impl Wire for OpenAi {
     }
 }
 
-#[derive(Deserialize)]
-struct ChatBody {
-    model: Option<String>,
-    messages: Option<Vec<Message>>,
-    max_tokens: Option<u64>,
-    max_completion_tokens: Option<u64>,
-    stream: Option<bool>,
-    stream_options: Option<StreamOptions>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    role: Option<String>,
-    content: Option<Content>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<Part>),
-}
-
-#[derive(Deserialize)]
-struct Part {
-    text: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct StreamOptions {
-    include_usage: Option<bool>,
-}
-
-/// The 400 OpenAI sends for a body that is not JSON.
-pub(super) fn json_syntax_error() -> ApiError {
-    ApiError::bad(
-        "We could not parse the JSON body of your request. (HINT: This likely means you aren't \
-         using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was \
-         sent was not valid JSON. If you have trouble figuring out how to fix this, please \
-         contact us through our help center at help.openai.com.)",
-    )
-}
-
-fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => ApiError::bad(format!("Invalid request body: {e}")),
-        _ => json_syntax_error(),
-    })
-}
-
-/// Parses a chat completion request; `model` comes from the path for Azure.
-pub(super) fn parse_chat(body: &[u8], model: Option<&str>) -> Result<ChatReq, ApiError> {
-    let b: ChatBody = parse_json(body)?;
-    let model = match (model, b.model) {
-        (Some(m), _) => m.to_owned(),
-        (None, Some(m)) => m,
-        (None, None) => return Err(ApiError::bad("you must provide a model parameter")),
-    };
-    let Some(messages) = b.messages else {
-        return Err(ApiError::bad_param(
-            "Missing required parameter: 'messages'.",
-            "messages",
-            Some("missing_required_parameter"),
-        ));
-    };
-    if messages.is_empty() {
-        return Err(ApiError::bad_param(
-            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got \
-             an empty array instead.",
-            "messages",
-            Some("empty_array"),
-        ));
-    }
-    let mut prompt = PromptDigest::default();
-    for (i, m) in messages.iter().enumerate() {
-        if m.role.is_none() {
-            return Err(ApiError::bad_param(
-                format!("Missing required parameter: 'messages[{i}].role'."),
-                "messages",
-                Some("missing_required_parameter"),
-            ));
-        }
-        match &m.content {
-            Some(Content::Text(t)) => prompt.add(t),
-            Some(Content::Parts(ps)) => ps
-                .iter()
-                .filter_map(|p| p.text.as_deref())
-                .for_each(|t| prompt.add(t)),
-            None => {}
-        }
-    }
-    let stream = b.stream.unwrap_or(false);
-    if b.stream_options.is_some() && !stream {
-        return Err(ApiError::bad_param(
-            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-            "stream_options",
-            Some("invalid_value"),
-        ));
-    }
-    Ok(ChatReq {
-        model,
-        prompt,
-        max_tokens: b.max_completion_tokens.or(b.max_tokens),
-        stream,
-        sse: true,
-        include_usage: b
-            .stream_options
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false),
-    })
-}
-
-#[derive(Serialize)]
-struct ChatCompletion<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: u64,
-    model: &'a str,
-    choices: [Choice<'a>; 1],
-    usage: UsageBody,
-    service_tier: &'static str,
-    system_fingerprint: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    prompt_filter_results: Option<Value>,
-}
-
-#[derive(Serialize)]
-struct Choice<'a> {
-    index: u32,
-    message: AssistantMessage<'a>,
-    logprobs: Option<()>,
-    finish_reason: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content_filter_results: Option<Value>,
-}
-
-#[derive(Serialize)]
-struct AssistantMessage<'a> {
-    role: &'static str,
-    content: &'a str,
-    refusal: Option<()>,
-    annotations: [(); 0],
-}
-
-#[derive(Serialize)]
-struct UsageBody {
-    prompt_tokens: u64,
-    completion_tokens: u64,
-    total_tokens: u64,
-    prompt_tokens_details: PromptDetails,
-    completion_tokens_details: CompletionDetails,
-}
-
-#[derive(Serialize)]
-struct PromptDetails {
-    cached_tokens: u64,
-    audio_tokens: u64,
-}
-
-#[derive(Serialize)]
-struct CompletionDetails {
-    reasoning_tokens: u64,
-    audio_tokens: u64,
-    accepted_prediction_tokens: u64,
-    rejected_prediction_tokens: u64,
-}
-
-fn usage_body(u: Usage) -> UsageBody {
-    UsageBody {
-        prompt_tokens: u.input,
-        completion_tokens: u.output,
-        total_tokens: u.input + u.output,
-        prompt_tokens_details: PromptDetails {
-            cached_tokens: 0,
-            audio_tokens: 0,
-        },
-        completion_tokens_details: CompletionDetails {
-            reasoning_tokens: 0,
-            audio_tokens: 0,
-            accepted_prediction_tokens: 0,
-            rejected_prediction_tokens: 0,
-        },
-    }
-}
-
 /// Azure's content-filter verdicts (all "safe").
 pub(super) fn azure_filters() -> Value {
     let safe = json!({"filtered": false, "severity": "safe"});
     json!({
         "hate": safe, "self_harm": safe, "sexual": safe, "violence": safe,
     })
-}
-
-fn finish_reason(c: &Completion) -> &'static str {
-    if c.truncated {
-        "length"
-    } else {
-        "stop"
-    }
-}
-
-fn completion_id() -> String {
-    new_id("chatcmpl-", 29)
-}
-
-pub(super) fn chat_body(
-    req: &ChatReq,
-    c: &Completion,
-    usage: Usage,
-    cx: &Cx<'_>,
-    azure: bool,
-) -> Bytes {
-    let id = completion_id();
-    let body = ChatCompletion {
-        id: &id,
-        object: "chat.completion",
-        created: cx.created(),
-        model: &req.model,
-        choices: [Choice {
-            index: 0,
-            message: AssistantMessage {
-                role: "assistant",
-                content: &c.text,
-                refusal: None,
-                annotations: [],
-            },
-            logprobs: None,
-            finish_reason: finish_reason(c),
-            content_filter_results: azure.then(azure_filters),
-        }],
-        usage: usage_body(usage),
-        service_tier: "default",
-        system_fingerprint: "fp_emulator",
-        prompt_filter_results: azure
-            .then(|| json!([{"prompt_index": 0, "content_filter_results": azure_filters()}])),
-    };
-    json_bytes(&body)
-}
-
-pub(super) fn chat_stream(
-    req: &ChatReq,
-    c: &Completion,
-    usage: Usage,
-    cx: &Cx<'_>,
-    azure: bool,
-) -> StreamParts {
-    let id = completion_id();
-    let created = cx.created();
-    let usage_null = req.include_usage.then_some(Value::Null);
-    let chunk = |choices: Value, usage: Option<Value>| {
-        let mut v = json!({
-            "id": id, "object": "chat.completion.chunk", "created": created,
-            "model": req.model, "system_fingerprint": "fp_emulator", "choices": choices,
-        });
-        if let (Some(u), Some(obj)) = (usage, v.as_object_mut()) {
-            obj.insert("usage".to_owned(), u);
-        }
-        sse_data(&v)
-    };
-    let mut head = Vec::new();
-    if azure {
-        // Azure's first event carries only the prompt's filter results, with no choices.
-        head.push(sse_data(&json!({
-            "choices": [], "created": 0, "id": "", "model": "", "object": "",
-            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": azure_filters()}],
-        })));
-    }
-    head.push(chunk(
-        json!([{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": null},
-                "logprobs": null, "finish_reason": null}]),
-        usage_null.clone(),
-    ));
-    let body = deltas(&c.text, 3)
-        .into_iter()
-        .map(|d| {
-            let mut choice = json!({"index": 0, "delta": {"content": d}, "logprobs": null, "finish_reason": null});
-            if azure {
-                choice["content_filter_results"] = azure_filters();
-            }
-            chunk(json!([choice]), usage_null.clone())
-        })
-        .collect();
-    let mut tail = vec![chunk(
-        json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(c)}]),
-        usage_null,
-    )];
-    if req.include_usage {
-        let u = serde_json::to_value(usage_body(usage)).unwrap_or(Value::Null);
-        tail.push(chunk(json!([]), Some(u)));
-    }
-    tail.push(Bytes::from_static(b"data: [DONE]\n\n"));
-    StreamParts { head, body, tail }
 }
 
 fn err_body(message: &str, kind: &str, param: Option<&str>, code: Option<&str>) -> Value {
