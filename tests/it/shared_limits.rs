@@ -580,14 +580,22 @@ async fn no_slot_is_booked_across_a_pending_half_open_and_slots_booked_before_it
     // 60 a minute: the 61st slot is a second ahead, the 62nd two.
     let limits = Limits::none().with_rpm(60);
     let one = Cost::one_request();
+    // b's first call starts its listening for gate announcements; once it listens, a slot it
+    // books ahead is re-checked in Redis only after it heard a gate announced (below, it waits
+    // for the announcement: pub/sub is a socket away, and the check must not race it).
     let mut booked = Vec::new();
-    for _ in 0..62 {
+    for i in 0..62 {
         if let Reservation::Granted { booking, wait, .. } = b
             .reserve(&k, &limits, one, Duration::from_secs(5), t0)
             .await
             .unwrap()
         {
             booked.push((booking, wait));
+        }
+        if i == 0 {
+            tokio::time::timeout(Duration::from_secs(10), b.until(RedisStore::is_listening))
+                .await
+                .expect("never subscribed");
         }
     }
     let (late1, late2) = (booked[60].0, booked[61].0);
@@ -596,6 +604,12 @@ async fn no_slot_is_booked_across_a_pending_half_open_and_slots_booked_before_it
     let mut throttled = Tightening::default();
     throttled.gate_until = Some(t0 + Duration::from_secs(3));
     a.raise(&k, throttled, t0).await.unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        b.until(|b| b.announcements(&k) > 0),
+    )
+    .await
+    .expect("the announcement never came");
 
     // Booked before it, due at 1 s and 2 s: stopped by the gate.
     let at = |s: u64| t0 + Duration::from_secs(s);
