@@ -6,9 +6,16 @@ every answer parses into the SDK's own types.
     python3 emulator/sdk/check.py http://127.0.0.1:PORT [--key KEY] [--providers openai,...]
 
 URL is the emulator's root (what `Emulator::url()` gives, or the printed base URLs without
-their `/{prefix}/...`); the providers are served under the prefixes `openai`, `anthropic`,
-`gemini` and `deepgram`, as in emulator/emulator.toml (which leaves gemini commented out:
-pass `--providers openai,anthropic,deepgram` against it). The key defaults to the demo key
+their `/{prefix}/...`); the providers are served under the prefixes `openai`, `azure`
+(through the openai SDK's `AzureOpenAI`), `anthropic`, `gemini` and `deepgram`, as in
+emulator/emulator.toml (which leaves azure and gemini commented out: pass `--providers
+openai,anthropic,deepgram` against it).
+
+Besides chat, streams, transcriptions and errors, every chat format is checked with tools
+(a call, a round trip with its result, parallel calls, streamed calls), a structured answer
+and an image, asserting the SDK's own typed objects hold them
+(`message.tool_calls[0].function`, `content[i].type == "tool_use"`,
+`response.function_calls`, `message.parsed`). The key defaults to the demo key
 `emulator-key` ($EMULATOR_KEY, or --key; --key-for PREFIX=KEY for one provider).
 
 The SDKs only ever talk to the loopback address: proxies and the SDKs' own environment
@@ -36,10 +43,11 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PROVIDERS = ("openai", "anthropic", "gemini", "deepgram")
+PROVIDERS = ("openai", "azure", "anthropic", "gemini", "deepgram")
 # The distribution behind each provider's check (names as in requirements.txt).
 DISTRIBUTIONS = {
     "openai": "openai",
+    "azure": "openai",
     "anthropic": "anthropic",
     "gemini": "google-genai",
     "deepgram": "deepgram-sdk",
@@ -319,6 +327,7 @@ def openai_checks(root: str, key: str, admin: Admin):
     yield "openai insufficient_quota is a RateLimitError, not retried", quota_not_retried
     yield "openai plain rate limit is retried", rate_limit_retried
     yield "openai wrong key is an AuthenticationError", wrong_key
+    yield from openai_tool_checks(client, "gpt-4o-mini", "openai")
 
 
 def anthropic_checks(root: str, key: str, admin: Admin):
@@ -427,6 +436,7 @@ def anthropic_checks(root: str, key: str, admin: Admin):
     yield "anthropic streaming", stream
     yield "anthropic messages.count_tokens", count_tokens
     yield "anthropic wrong key is an AuthenticationError", wrong_key
+    yield from anthropic_tool_checks(client(auth_token=key), model)
 
 
 def gemini_checks(root: str, key: str, admin: Admin):
@@ -471,6 +481,7 @@ def gemini_checks(root: str, key: str, admin: Admin):
     yield "gemini generate_content", generate
     yield "gemini generate_content_stream", stream
     yield "gemini wrong key is a ClientError", wrong_key
+    yield from gemini_tool_checks(gemini, model)
 
 
 def deepgram_checks(root: str, key: str, admin: Admin):
@@ -516,8 +527,439 @@ def deepgram_checks(root: str, key: str, admin: Admin):
     yield "deepgram wrong key is an ApiError 401", wrong_key
 
 
+# --------------------------------------------------------------------------------------------
+# Tools, structured answers and images: the same conversation in every format.
+
+WEATHER_PROMPT = "What's the weather in Paris?"
+BOTH_PROMPT = "What is the weather in Paris and the local time there?"
+REPORT_PROMPT = "Describe the weather in Paris as a report."
+TOOL_RESULT = "18 C and sunny"
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "The city"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+    },
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+TIME_SCHEMA = {
+    "type": "object",
+    "properties": {"timezone": {"type": "string"}},
+    "required": ["timezone"],
+    "additionalProperties": False,
+}
+WEATHER_DESCRIPTION = "The current weather in a city."
+TIME_DESCRIPTION = "The local time in a timezone."
+# A 1×1 PNG.
+PNG_BASE64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def report_model():
+    """The structured answer's pydantic model (imported late: pydantic comes with the SDKs)."""
+    from typing import Literal
+
+    import pydantic
+
+    class Report(pydantic.BaseModel):
+        city: str
+        temperature: float
+        conditions: Literal["sunny", "cloudy", "rain"]
+
+    return Report
+
+
+def quoted(text: object) -> bool:
+    return isinstance(text, str) and f"The tool get_weather returned: {TOOL_RESULT}" in text
+
+
+def openai_tool_checks(client, model: str, label: str):
+    """Tools, a round trip, streamed calls, a structured answer and an image through the
+    openai SDK (`client` an OpenAI or AzureOpenAI client; `label` names the checks)."""
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": WEATHER_DESCRIPTION,
+                "parameters": WEATHER_SCHEMA,
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "get_time",
+                "description": TIME_DESCRIPTION,
+                "parameters": TIME_SCHEMA,
+            },
+        },
+    ]
+    asked = [{"role": "user", "content": WEATHER_PROMPT}]
+
+    def create(messages, **kwargs):
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=messages, tools=tools, **kwargs
+        )
+        done = raw.parse()
+        expect(isinstance(done, ChatCompletion), f"{type(done)}")
+        strict(ChatCompletion, raw.http_response.json())
+        return done
+
+    def tool_call():
+        done = create(asked)
+        choice = done.choices[0]
+        expect(choice.finish_reason == "tool_calls", choice)
+        expect(choice.message.content is None and len(choice.message.tool_calls) == 1, choice)
+        call = choice.message.tool_calls[0]
+        expect(call.type == "function" and call.function.name == "get_weather", call)
+        args = json.loads(call.function.arguments)
+        expect(args["city"] == "Paris" and args["unit"] in ("celsius", "fahrenheit"), args)
+        again = create(asked).choices[0].message.tool_calls[0]
+        expect(again.id == call.id and again.function.arguments == call.function.arguments, again)
+        named = create(
+            asked, tool_choice={"type": "function", "function": {"name": "get_time"}}
+        ).choices[0]
+        expect(named.message.tool_calls[0].function.name == "get_time", named)
+        none = create(asked, tool_choice="none").choices[0]
+        expect(none.finish_reason == "stop" and none.message.content, none)
+
+    def round_trip():
+        first = create(asked).choices[0].message
+        call = first.tool_calls[0]
+        history = asked + [
+            first.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": TOOL_RESULT},
+        ]
+        final = create(history).choices[0]
+        expect(final.finish_reason == "stop" and quoted(final.message.content), final)
+        try:
+            create(asked + [first.model_dump(exclude_none=True)])
+        except openai.BadRequestError as e:
+            expect("tool_call_id" in str(e), e)
+        else:
+            raise AssertionError("calls without their results were accepted")
+
+    def parallel():
+        calls = create([{"role": "user", "content": BOTH_PROMPT}]).choices[0].message.tool_calls
+        expect([c.function.name for c in calls] == ["get_weather", "get_time"], calls)
+        expect(calls[0].id != calls[1].id, calls)
+        one = create([{"role": "user", "content": BOTH_PROMPT}], parallel_tool_calls=False)
+        expect(len(one.choices[0].message.tool_calls) == 1, one)
+
+    def stream():
+        whole = create(asked).choices[0].message.tool_calls[0]
+        chunks = list(
+            client.chat.completions.create(model=model, messages=asked, tools=tools, stream=True)
+        )
+        pieces = []
+        for c in chunks:
+            expect(isinstance(c, ChatCompletionChunk), f"{type(c)}")
+            if c.object:
+                # Azure's first chunk holds only the prompt's filter results, `object: ""`.
+                strict(ChatCompletionChunk, c)
+            for d in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+                expect(d.index == 0, d)
+                pieces.append(d)
+        expect(pieces[0].id == whole.id and pieces[0].function.name == "get_weather", pieces[0])
+        args = [p.function.arguments for p in pieces[1:]]
+        expect(len(args) >= 2 and "".join(args) == whole.function.arguments, args)
+        expect(any(c.choices and c.choices[0].finish_reason == "tool_calls" for c in chunks), "")
+        # The SDK's own accumulation, with a strict tool it parses into its model.
+        import pydantic
+
+        class GetWeather(pydantic.BaseModel):
+            """The current weather in a city."""
+
+            city: str
+
+        with client.chat.completions.stream(
+            model=model, messages=asked, tools=[openai.pydantic_function_tool(GetWeather)]
+        ) as s:
+            final = s.get_final_completion()
+        call = final.choices[0].message.tool_calls[0]
+        expect(isinstance(call.function.parsed_arguments, GetWeather), call)
+        expect(call.function.parsed_arguments.city == "Paris", call)
+
+    def structured():
+        Report = report_model()
+        done = client.chat.completions.parse(
+            model=model,
+            messages=[{"role": "user", "content": REPORT_PROMPT}],
+            response_format=Report,
+        )
+        parsed = done.choices[0].message.parsed
+        expect(isinstance(parsed, Report) and parsed.city == "Paris", done)
+        expect(done.choices[0].finish_reason == "stop", done)
+
+    def image():
+        content = [
+            {"type": "text", "text": "What is in this picture?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_BASE64}"}},
+        ]
+        done = create([{"role": "user", "content": content}], tool_choice="none")
+        expect(PNG_BASE64 not in (done.choices[0].message.content or ""), done)
+        text_only = create([{"role": "user", "content": content[:1]}], tool_choice="none")
+        extra = done.usage.prompt_tokens - text_only.usage.prompt_tokens
+        expect(extra == 765, f"an image at auto detail cost {extra} prompt tokens")
+
+    yield f"{label} tool call", tool_call
+    yield f"{label} tool round trip", round_trip
+    yield f"{label} parallel tool calls", parallel
+    yield f"{label} streaming tool calls", stream
+    yield f"{label} structured answer (parse)", structured
+    yield f"{label} image", image
+
+
+def anthropic_tool_checks(c, model: str):
+    """Tools, a round trip, streamed tool use, structured answers (a forced tool, and
+    `output_config`) and an image through the anthropic SDK."""
+    import anthropic
+    import pydantic
+    from anthropic.types import Message, RawMessageStreamEvent
+
+    tools = [
+        {"name": "get_weather", "description": WEATHER_DESCRIPTION, "input_schema": WEATHER_SCHEMA},
+        {"name": "get_time", "description": TIME_DESCRIPTION, "input_schema": TIME_SCHEMA},
+    ]
+    asked = [{"role": "user", "content": WEATHER_PROMPT}]
+
+    def create(messages, **kwargs):
+        kwargs.setdefault("tools", tools)
+        raw = c.messages.with_raw_response.create(
+            model=model, max_tokens=256, messages=messages, **kwargs
+        )
+        m = raw.parse()
+        expect(isinstance(m, Message), f"{type(m)}")
+        strict(Message, raw.http_response.json())
+        return m
+
+    def uses(m):
+        return [b for b in m.content if b.type == "tool_use"]
+
+    def tool_use():
+        m = create(asked)
+        expect(m.stop_reason == "tool_use", m)
+        # `auto`: Claude may say something first; the call follows.
+        expect(m.content[0].type == "text" and m.content[-1].type == "tool_use", m.content)
+        (use,) = uses(m)
+        expect(use.name == "get_weather" and use.input["city"] == "Paris", use)
+        expect(use.id.startswith("toolu_") and use.id == uses(create(asked))[0].id, use)
+        forced = create(asked, tool_choice={"type": "any"})
+        expect([b.type for b in forced.content] == ["tool_use"], forced.content)
+        both = create([{"role": "user", "content": BOTH_PROMPT}])
+        expect([u.name for u in uses(both)] == ["get_weather", "get_time"], both.content)
+        one = create(
+            [{"role": "user", "content": BOTH_PROMPT}],
+            tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+        )
+        expect(len(uses(one)) == 1, one.content)
+
+    def round_trip():
+        m = create(asked)
+        (use,) = uses(m)
+        history = asked + [
+            {"role": "assistant", "content": m.content},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": use.id, "content": TOOL_RESULT}],
+            },
+        ]
+        final = create(history)
+        expect(final.stop_reason == "end_turn" and quoted(final.content[0].text), final)
+        try:
+            create(asked + [{"role": "assistant", "content": m.content}, {"role": "user", "content": "and?"}])
+        except anthropic.BadRequestError as e:
+            expect("tool_result" in str(e), e)
+        else:
+            raise AssertionError("tool_use without its tool_result was accepted")
+
+    def stream():
+        whole = uses(create(asked))[0]
+        with c.messages.stream(model=model, max_tokens=256, messages=asked, tools=tools) as s:
+            events = list(s)
+            final = s.get_final_message()
+        strict(Message, final)
+        expect(final.stop_reason == "tool_use", final)
+        (use,) = uses(final)
+        expect(use.id == whole.id and use.input == whole.input, (use, whole))
+        kinds = [e.type for e in events]
+        expect("input_json" in kinds, kinds)
+        raw = list(c.messages.create(model=model, max_tokens=256, messages=asked, tools=tools, stream=True))
+        union = pydantic.TypeAdapter(RawMessageStreamEvent)
+        for e in raw:
+            union.validate_python(e.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False))
+        starts = [e.content_block for e in raw if e.type == "content_block_start"]
+        expect(starts[-1].type == "tool_use" and starts[-1].name == "get_weather", starts)
+        partial = [e.delta.partial_json for e in raw if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
+        expect(len(partial) >= 2 and json.loads("".join(partial)) == whole.input, partial)
+
+    def forced_tool():
+        Report = report_model()
+        schema = Report.model_json_schema()
+        m = create(
+            [{"role": "user", "content": REPORT_PROMPT}],
+            tools=[{"name": "report", "description": "Record a weather report.", "input_schema": schema}],
+            tool_choice={"type": "tool", "name": "report"},
+        )
+        expect([b.type for b in m.content] == ["tool_use"] and m.stop_reason == "tool_use", m)
+        report = Report.model_validate(m.content[0].input)
+        expect(report.city == "Paris", report)
+
+    def output_config():
+        Report = report_model()
+        m = c.messages.parse(
+            model=model,
+            max_tokens=256,
+            messages=[{"role": "user", "content": REPORT_PROMPT}],
+            output_format=Report,
+        )
+        expect(isinstance(m.parsed_output, Report) and m.parsed_output.city == "Paris", m)
+
+    def image():
+        content = [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_BASE64}},
+            {"type": "text", "text": "What is in this picture?"},
+        ]
+        m = create([{"role": "user", "content": content}], tools=[])
+        text_only = create([{"role": "user", "content": content[1:]}], tools=[])
+        expect(PNG_BASE64 not in m.content[0].text, m)
+        extra = m.usage.input_tokens - text_only.usage.input_tokens
+        expect(extra == 1600, f"an image cost {extra} input tokens")
+        n = c.messages.count_tokens(model=model, messages=[{"role": "user", "content": content}])
+        expect(n.input_tokens == m.usage.input_tokens, (n, m.usage))
+
+    yield "anthropic tool use", tool_use
+    yield "anthropic tool round trip", round_trip
+    yield "anthropic streaming tool use", stream
+    yield "anthropic structured answer (forced tool)", forced_tool
+    yield "anthropic structured answer (output_config)", output_config
+    yield "anthropic image", image
+
+
+def gemini_tool_checks(gemini, model: str):
+    """Function calls, a round trip, streamed calls, structured answers (JSON Schema and the
+    OpenAPI subset) and an image through the google-genai SDK."""
+    from google.genai import types
+
+    weather = types.FunctionDeclaration(
+        name="get_weather", description=WEATHER_DESCRIPTION, parameters_json_schema=WEATHER_SCHEMA
+    )
+    clock = types.FunctionDeclaration(
+        name="get_time",
+        description=TIME_DESCRIPTION,
+        parameters=types.Schema(
+            type=types.Type.OBJECT,
+            properties={"timezone": types.Schema(type=types.Type.STRING)},
+            required=["timezone"],
+        ),
+    )
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[weather, clock])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+    def generate(contents, cfg=config):
+        r = gemini.models.generate_content(model=model, contents=contents, config=cfg)
+        expect(isinstance(r, types.GenerateContentResponse), f"{type(r)}")
+        return r
+
+    def function_call():
+        r = generate(WEATHER_PROMPT)
+        (call,) = r.function_calls
+        expect(call.name == "get_weather" and call.args["city"] == "Paris", call)
+        expect(r.candidates[0].finish_reason == types.FinishReason.STOP, r)
+        both = generate(BOTH_PROMPT).function_calls
+        expect([c.name for c in both] == ["get_weather", "get_time"], both)
+        named = config.model_copy(
+            update={
+                "tool_config": types.ToolConfig(
+                    function_calling_config=types.FunctionCallingConfig(
+                        mode=types.FunctionCallingConfigMode.ANY, allowed_function_names=["get_time"]
+                    )
+                )
+            }
+        )
+        expect([c.name for c in generate(WEATHER_PROMPT, named).function_calls] == ["get_time"], "")
+
+    def round_trip():
+        r = generate(WEATHER_PROMPT)
+        history = [
+            types.Content(role="user", parts=[types.Part.from_text(text=WEATHER_PROMPT)]),
+            r.candidates[0].content,
+            types.Content(
+                role="user",
+                parts=[types.Part.from_function_response(name="get_weather", response={"result": TOOL_RESULT})],
+            ),
+        ]
+        final = generate(history)
+        expect(not final.function_calls and quoted(final.text), final)
+
+    def stream():
+        whole = generate(WEATHER_PROMPT).function_calls[0]
+        chunks = list(gemini.models.generate_content_stream(model=model, contents=WEATHER_PROMPT, config=config))
+        calls = [fc for ch in chunks for fc in (ch.function_calls or [])]
+        expect(len(calls) == 1 and calls[0].name == whole.name and calls[0].args == whole.args, calls)
+        expect(chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP, chunks[-1])
+
+    def structured():
+        Report = report_model()
+        for field in ("response_schema", "response_json_schema"):
+            schema = Report if field == "response_schema" else Report.model_json_schema()
+            cfg = types.GenerateContentConfig(response_mime_type="application/json", **{field: schema})
+            r = generate(REPORT_PROMPT, cfg)
+            report = r.parsed if field == "response_schema" else Report.model_validate_json(r.text)
+            expect(isinstance(report, Report) and report.city == "Paris", (field, r))
+
+    def image():
+        png = __import__("base64").b64decode(PNG_BASE64)
+        plain = types.GenerateContentConfig()
+        r = generate([types.Part.from_bytes(data=png, mime_type="image/png"), "What is in this picture?"], plain)
+        text_only = generate(["What is in this picture?"], plain)
+        expect(r.text and PNG_BASE64 not in r.text, r)
+        extra = r.usage_metadata.prompt_token_count - text_only.usage_metadata.prompt_token_count
+        expect(extra == 258, f"an image cost {extra} prompt tokens")
+
+    yield "gemini function call", function_call
+    yield "gemini function round trip", round_trip
+    yield "gemini streaming function call", stream
+    yield "gemini structured answer", structured
+    yield "gemini image", image
+
+
+def azure_checks(root: str, key: str, admin: Admin):
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    deployment = "gpt-4o-mini"
+    client = openai.AzureOpenAI(
+        azure_endpoint=f"{root}/azure",
+        api_key=key,
+        api_version="2024-10-21",
+        max_retries=0,
+        timeout=20,
+    )
+
+    def chat():
+        raw = client.chat.completions.with_raw_response.create(
+            model=deployment, messages=[{"role": "user", "content": "Hello, Azure"}]
+        )
+        done = raw.parse()
+        expect(isinstance(done, ChatCompletion), f"{type(done)}")
+        strict(ChatCompletion, raw.http_response.json())
+        expect(done.choices[0].finish_reason == "stop" and done.choices[0].message.content, done)
+
+    yield "azure chat completion", chat
+    yield from openai_tool_checks(client, deployment, "azure")
+
+
 CHECKS = {
     "openai": openai_checks,
+    "azure": azure_checks,
     "anthropic": anthropic_checks,
     "gemini": gemini_checks,
     "deepgram": deepgram_checks,

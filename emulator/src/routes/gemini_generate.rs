@@ -417,11 +417,21 @@ pub(super) fn response(req: &ChatReq, parts: Value, last: Option<(&Answer, Usage
             "promptTokenCount": u.input,
             "candidatesTokenCount": u.output,
             "totalTokenCount": u.input + u.output,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input}],
+            "promptTokensDetails": prompt_details(req, u),
         });
     }
     v["candidates"] = json!([candidate]);
     v
+}
+
+/// The prompt's tokens by modality: text, and images when there are some.
+fn prompt_details(req: &ChatReq, u: Usage) -> Value {
+    let images = req.image_tokens.min(u.input);
+    let mut details = vec![json!({"modality": "TEXT", "tokenCount": u.input - images})];
+    if images > 0 {
+        details.push(json!({"modality": "IMAGE", "tokenCount": images}));
+    }
+    Value::Array(details)
 }
 
 /// The chunks of a streamed answer: the text in pieces, or the calls whole in one.

@@ -1,6 +1,8 @@
 //! The providers' official Python SDKs parse the emulator's answers: `emulator/sdk/check.py`
-//! drives openai, anthropic, google-genai and deepgram-sdk against an emulator started here,
-//! on a free loopback port, and validates every answer against the SDK's own types.
+//! drives openai (OpenAI and Azure), anthropic, google-genai and deepgram-sdk against an
+//! emulator started here, on a free loopback port, and validates every answer against the
+//! SDK's own types — chat, streams, transcriptions, errors, and tools (calls, round trips,
+//! streamed calls), structured answers and images in every chat format.
 //!
 //! It needs `python3` with the pinned SDKs of `emulator/sdk/requirements.txt` (`.ci/run`
 //! installs them: `python3 -m pip install -r emulator/sdk/requirements.txt`). Without them
@@ -29,7 +31,7 @@ const PROXY_VARS: [&str; 8] = [
     "no_proxy",
 ];
 
-const PROVIDERS: [&str; 4] = ["openai", "anthropic", "gemini", "deepgram"];
+const PROVIDERS: [&str; 5] = ["openai", "azure", "anthropic", "gemini", "deepgram"];
 
 async fn read_all(pipe: Option<impl AsyncReadExt + Unpin>) -> String {
     let mut buf = Vec::new();
@@ -43,6 +45,7 @@ async fn read_all(pipe: Option<impl AsyncReadExt + Unpin>) -> String {
 async fn the_official_python_sdks_parse_every_answer() {
     let emu = Emulator::builder()
         .provider(ProviderConfig::openai("openai").with_models(["gpt-4o-mini", "whisper-1"]))
+        .azure("azure")
         .anthropic("anthropic")
         .gemini("gemini")
         .deepgram("deepgram")
