@@ -10,7 +10,9 @@ use url::Url;
 
 use crate::cache::Cache;
 use crate::clock::{Clock, TokioClock};
-use crate::config::{check_shared_settings, Config, Limits, Policy, ProviderSettings};
+use crate::config::{
+    check_shared_settings, CacheSettings, Config, Limits, Policy, ProviderSettings,
+};
 use crate::error::{Error, Result};
 use crate::http::{ClientChoice, Transport};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
@@ -399,7 +401,8 @@ impl ClientBuilder {
     }
 
     /// Answers repeated requests from `cache` ([`cache`](crate::cache): what is kept, under
-    /// which key, for how long). Without one, every request is sent.
+    /// which key, for how long). Without one, every request is sent. This wins over `[cache]`
+    /// in the configuration.
     ///
     /// # Examples
     ///
@@ -560,6 +563,7 @@ impl ClientBuilder {
             mut orders,
             policy,
             shared: file_shared,
+            cache: file_cache,
         } = resolved;
         let policy = self.policy.take().or(policy).unwrap_or_default();
         let shared = self.shared_settings(file_shared)?;
@@ -600,7 +604,7 @@ impl ClientBuilder {
             store,
             transport: self.transport.take(),
             http: std::mem::take(&mut self.http),
-            cache: self.cache.take(),
+            cache: self.cache.take().or(file_cache),
         })?;
         Ok(Client {
             router: Arc::new(router),
@@ -691,6 +695,7 @@ impl ClientBuilder {
             providers,
             policy: Some(config.policy),
             shared: config.shared,
+            cache: config.cache.as_ref().map(CacheSettings::build).transpose()?,
         })
     }
 
@@ -718,6 +723,7 @@ impl ClientBuilder {
             orders,
             policy: None,
             shared: None,
+            cache: None,
         }
     }
 
@@ -737,6 +743,8 @@ struct Resolved {
     policy: Option<Policy>,
     /// The configuration's `[shared]`.
     shared: Option<SharedSettings>,
+    /// The configuration's `[cache]` (one given in code wins over it).
+    cache: Option<Cache>,
 }
 
 /// Where the shared settings in force come from, for messages.

@@ -182,6 +182,7 @@ impl ConfigBuilder {
             environments: self.environments,
             providers: self.providers,
             shared: self.shared,
+            cache: None,
         };
         validate(&raw).map_err(|issue| {
             let message = if issue.path == TomlPath::root() {

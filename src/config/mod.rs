@@ -55,6 +55,25 @@
 //! key scan; it is never shown (errors and `Debug` name the host and port only), and a field
 //! of its own for a secret (`password`, `token`, …) is refused.
 //!
+//! # Response cache
+//!
+//! An optional `[cache]` table gives a client built from the file a response
+//! [cache](crate::cache) ([`CacheSettings`], on [`Config::cache`]); a cache given in code
+//! ([`ClientBuilder::cache`](crate::ClientBuilder::cache)) wins over it:
+//!
+//! ```toml
+//! [cache]
+//! url = "sqlite:answers.sqlite"   # required: "memory", "sqlite:PATH" or "redis://host:port[/db]"
+//! ttl_ms = 604800000              # how long an answer is kept: 7 days (1 ms to 365 days)
+//! max_entries = 100000            # the most kept; past it the oldest go
+//! # redis_prefix = "llm-failover" # Redis only: every key starts with it
+//! # redis_timeout_ms = 250        # Redis only: a slower call is a miss (1 to 60000)
+//! ```
+//!
+//! Durations are milliseconds, as everywhere in the file. A relative `sqlite:` path is
+//! relative to the working directory of the process (no other value in the file is a path),
+//! and a Redis URL's password is never shown, as for `[shared]`.
+//!
 //! # Choosing the environment
 //!
 //! The environment named in code wins, then the [`ENVIRONMENT_VAR`] variable
@@ -97,7 +116,9 @@ mod validate;
 pub use crate::ratelimit::Limits;
 pub use builder::{ConfigBuilder, ProviderConfigBuilder};
 pub use settings::ProviderSettings;
-pub use types::{Config, Environment, KeySource, Policy, ProviderConfig, ProviderKind};
+pub use types::{
+    CacheSettings, Config, Environment, KeySource, Policy, ProviderConfig, ProviderKind,
+};
 pub(crate) use validate::{check_redis_url, check_shared_settings};
 
 use std::path::Path;

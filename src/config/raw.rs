@@ -9,9 +9,9 @@
 //! absent `allow_http` is `false`.
 //!
 //! These types never hold a provider's key: the key policy scan (`source.rs`) rejects a literal key or a
-//! list of keys before serde runs, and `api_key_env` holds variable names only. The one secret
-//! they may hold is the password inside `[shared] redis_url` (the user's own Redis, like a
-//! database URL), which no `Debug` or message shows.
+//! list of keys before serde runs, and `api_key_env` holds variable names only. The secrets
+//! they may hold are the passwords inside `[shared] redis_url` and `[cache] url` (the user's
+//! own Redis, like a database URL), which no `Debug` or message shows.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,6 +29,34 @@ pub(crate) struct RawConfig {
     pub(crate) providers: BTreeMap<String, RawProvider>,
     /// `[shared]`: absent, limits and breakers live in this process's memory.
     pub(crate) shared: Option<RawShared>,
+    /// `[cache]`: absent, no response cache (unless one is given in code).
+    pub(crate) cache: Option<RawCache>,
+}
+
+/// `[cache]`: the response cache. Only `url` is required; the others take
+/// [`CacheBuilder`](crate::cache::CacheBuilder)'s defaults.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCache {
+    /// `memory`, `sqlite:PATH` or `redis://…`; a Redis URL may carry a password: never shown,
+    /// not even by `Debug`.
+    pub(crate) url: String,
+    pub(crate) ttl_ms: Option<i64>,
+    pub(crate) max_entries: Option<i64>,
+    pub(crate) redis_prefix: Option<String>,
+    pub(crate) redis_timeout_ms: Option<i64>,
+}
+
+impl fmt::Debug for RawCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCache")
+            .field("url", &"(not shown: it may hold a password)")
+            .field("ttl_ms", &self.ttl_ms)
+            .field("max_entries", &self.max_entries)
+            .field("redis_prefix", &self.redis_prefix)
+            .field("redis_timeout_ms", &self.redis_timeout_ms)
+            .finish()
+    }
 }
 
 /// `[shared]`: limits and breakers shared with other processes through Redis. Only

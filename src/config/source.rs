@@ -220,7 +220,7 @@ impl<'a> Document<'a> {
     pub(crate) fn check_key_policy(&self) -> Result<()> {
         let root = TomlPath::root();
         self.forbidden_fields(&root, self.root.get_ref())?;
-        for section in ["policy", "shared", "environments", "providers"] {
+        for section in ["policy", "shared", "cache", "environments", "providers"] {
             let Some(DeValue::Table(table)) = field(self.root.get_ref(), section) else {
                 continue;
             };
@@ -229,8 +229,8 @@ impl<'a> Document<'a> {
                 self.forbidden_fields(&path, table)?;
                 continue;
             }
-            if section == "shared" {
-                self.shared_fields(&path, table)?;
+            if section == "shared" || section == "cache" {
+                self.redis_table_fields(&path, section, table)?;
                 continue;
             }
             for (name, value) in table.iter() {
@@ -273,9 +273,15 @@ impl<'a> Document<'a> {
         Ok(())
     }
 
-    /// `[shared]` holds no provider key, and a Redis password only inside `redis_url` (the
-    /// user's own Redis, like a database URL); a field of its own for one is refused.
-    fn shared_fields(&self, path: &TomlPath, table: &DeTable<'_>) -> Result<()> {
+    /// `[shared]` and `[cache]` hold no provider key, and a Redis password only inside their
+    /// URL (`redis_url`, `url`: the user's own Redis, like a database URL); a field of its own
+    /// for one is refused.
+    fn redis_table_fields(
+        &self,
+        path: &TomlPath,
+        section: &str,
+        table: &DeTable<'_>,
+    ) -> Result<()> {
         for (name, _) in table.iter() {
             let lower = name.get_ref().to_ascii_lowercase();
             let secret = LITERAL_KEY_FIELDS.contains(&lower.as_str())
@@ -283,17 +289,22 @@ impl<'a> Document<'a> {
                 || ["password", "secret", "token"]
                     .iter()
                     .any(|w| lower.contains(w));
-            if secret {
-                return Err(self.error(Issue::new(
-                    path.key(name.get_ref()),
-                    format!(
-                        "[shared] takes no secret of its own: a Redis password goes inside \
-                         redis_url (redis://:PASSWORD@host:6379), or keep the whole URL out of \
-                         the file in the {REDIS_URL_VAR} environment variable; provider keys \
-                         go in api_key_env"
-                    ),
-                )));
+            if !secret {
+                continue;
             }
+            let message = if section == "shared" {
+                format!(
+                    "[shared] takes no secret of its own: a Redis password goes inside \
+                     redis_url (redis://:PASSWORD@host:6379), or keep the whole URL out of \
+                     the file in the {REDIS_URL_VAR} environment variable; provider keys \
+                     go in api_key_env"
+                )
+            } else {
+                "[cache] takes no secret of its own: a Redis password goes inside url \
+                 (redis://:PASSWORD@host:6379); provider keys go in api_key_env"
+                    .to_owned()
+            };
+            return Err(self.error(Issue::new(path.key(name.get_ref()), message)));
         }
         Ok(())
     }

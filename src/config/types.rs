@@ -4,8 +4,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
+use crate::cache::{Cache, CacheBuilder};
+use crate::error::{Error, Result};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{HeaderDialect, Limits, SharedSettings};
 
@@ -383,4 +386,145 @@ pub struct Config {
     /// (no `[shared]` table), this process's own memory. The URL inside is kept secret:
     /// `Debug` shows only its host and port.
     pub shared: Option<SharedSettings>,
+    /// `[cache]`: the response cache of a client built from this configuration; `None` (no
+    /// `[cache]` table), none — unless one is given in code
+    /// ([`ClientBuilder::cache`](crate::ClientBuilder::cache), which wins over this).
+    pub cache: Option<CacheSettings>,
+}
+
+/// `[cache]`: where a client built from the configuration keeps its answers, how long and how
+/// many ([`cache`](crate::cache): what is kept, where, for how long).
+///
+/// ```toml
+/// [cache]
+/// url = "sqlite:answers.sqlite"   # or "memory", or "redis://127.0.0.1:6379/0"
+/// ttl_ms = 604800000              # 7 days (the default; at most 365 days)
+/// max_entries = 100000            # the default; past it the oldest go
+/// # redis_prefix = "llm-failover" # Redis only: every key starts with it
+/// # redis_timeout_ms = 250        # Redis only: the longest one call may take (at most 60000)
+/// ```
+///
+/// A relative `sqlite:PATH` is relative to the working directory of the process that builds
+/// the client — as [`Cache::open`] and the batch example's `--cache` read it — not to the
+/// file's directory: no other value in `providers.toml` is a path to be resolved. A Redis URL
+/// may hold a password (`redis://:PASSWORD@host:6379`): `Debug` and every message show the
+/// host and port only.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::Config;
+///
+/// let config = Config::from_toml_str(r#"
+///     default_environment = "local"
+///     [environments.local]
+///     chat = ["ollama"]
+///     [providers.ollama]
+///     kind = "openai"
+///     base_url = "http://127.0.0.1:11434/v1"
+///     model = "llama3.2"
+///     auth = "none"
+///     [cache]
+///     url = "memory"
+///     ttl_ms = 3600000
+/// "#)?;
+/// let settings = config.cache.as_ref().expect("a [cache] table");
+/// assert_eq!((settings.describe(), settings.ttl), ("memory".to_owned(), Duration::from_secs(3600)));
+/// let cache = settings.build()?; // what a client built from `config` answers from
+/// assert_eq!(cache.ttl(), Duration::from_secs(3600));
+/// # Ok::<(), llm_failover::Error>(())
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct CacheSettings {
+    url: SecretString,
+    /// How long an answer is kept ([`DEFAULT_TTL`](crate::cache::DEFAULT_TTL) unless set).
+    pub ttl: Duration,
+    /// The most answers kept ([`DEFAULT_MAX_ENTRIES`](crate::cache::DEFAULT_MAX_ENTRIES)
+    /// unless set).
+    pub max_entries: u64,
+    /// Redis only: every key starts with this (`None`: the cache's default, `llm-failover`).
+    pub redis_prefix: Option<String>,
+    /// Redis only: the longest one call may take before it counts as a miss (`None`: the
+    /// cache's default, 250 ms).
+    pub redis_timeout: Option<Duration>,
+}
+
+impl CacheSettings {
+    /// A cache at `url` (`memory`, `sqlite:PATH` or `redis://…`) with the default TTL and
+    /// bound.
+    pub fn new(url: impl Into<String>) -> Self {
+        CacheSettings {
+            url: SecretString::from(url.into()),
+            ttl: crate::cache::DEFAULT_TTL,
+            max_entries: crate::cache::DEFAULT_MAX_ENTRIES,
+            redis_prefix: None,
+            redis_timeout: None,
+        }
+    }
+
+    /// `memory`, `sqlite:PATH`, or `redis://host:port` (never a password).
+    pub fn describe(&self) -> String {
+        let url = self.url.expose_secret();
+        if !url.starts_with("redis") {
+            return url.to_owned();
+        }
+        match Url::parse(url) {
+            Ok(u) => match (u.host_str(), u.port()) {
+                (Some(h), Some(p)) => format!("redis://{h}:{p}"),
+                (Some(h), None) => format!("redis://{h}:6379"),
+                _ => "redis://(no host)".to_owned(),
+            },
+            Err(_) => "redis://(an unreadable URL)".to_owned(),
+        }
+    }
+
+    /// A [`CacheBuilder`] with these settings.
+    pub fn to_builder(&self) -> CacheBuilder {
+        let mut b = Cache::builder(self.url.expose_secret())
+            .ttl(self.ttl)
+            .max_entries(self.max_entries);
+        if let Some(prefix) = &self.redis_prefix {
+            b = b.redis_prefix(prefix.clone());
+        }
+        if let Some(timeout) = self.redis_timeout {
+            b = b.redis_timeout(timeout);
+        }
+        b
+    }
+
+    /// The cache (an SQLite file is opened, a Redis server connected to, on first use).
+    ///
+    /// # Errors
+    ///
+    /// `Config`, naming `[cache]`, as [`CacheBuilder::build`] (settings read from a file were
+    /// checked when it was parsed; these can fail only if changed since).
+    pub fn build(&self) -> Result<Cache> {
+        self.to_builder()
+            .build()
+            .map_err(|e| Error::config(format!("[cache] ({}): {}", self.describe(), e.message())))
+    }
+}
+
+impl fmt::Debug for CacheSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheSettings")
+            .field("url", &self.describe())
+            .field("ttl", &self.ttl)
+            .field("max_entries", &self.max_entries)
+            .field("redis_prefix", &self.redis_prefix)
+            .field("redis_timeout", &self.redis_timeout)
+            .finish()
+    }
+}
+
+impl PartialEq for CacheSettings {
+    fn eq(&self, other: &Self) -> bool {
+        self.url.expose_secret() == other.url.expose_secret()
+            && self.ttl == other.ttl
+            && self.max_entries == other.max_entries
+            && self.redis_prefix == other.redis_prefix
+            && self.redis_timeout == other.redis_timeout
+    }
 }

@@ -1,10 +1,11 @@
 //! Stage two: raw types → [`Config`], checking everything serde cannot.
 //!
 //! Each check returns an [`Issue`] naming the TOML path at fault; the caller adds the line
-//! and column. Checks run in a fixed order (names, policy, `[shared]`, providers,
+//! and column. Checks run in a fixed order (names, policy, `[shared]`, `[cache]`, providers,
 //! environments, how environments use providers, `default_environment`), so the same file
 //! always gives the same first error.
 
+mod cache;
 mod policy;
 mod provider;
 mod shared;
@@ -20,7 +21,7 @@ use super::source::{Issue, TomlPath};
 use super::types::{Config, Environment, KeySource, ProviderConfig, ProviderKind};
 use crate::id::{Capability, ProviderId};
 
-/// The longest duration accepted anywhere: 30 days, in milliseconds.
+/// The longest duration accepted anywhere (but `[cache] ttl_ms`): 30 days, in milliseconds.
 const MAX_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
 type Check<T> = Result<T, Issue>;
@@ -36,6 +37,10 @@ pub(crate) fn validate(raw: &RawConfig) -> Check<Config> {
     let policy = policy::policy(&root.key("policy"), &raw.policy)?;
     let shared = match &raw.shared {
         Some(s) => Some(shared::shared(&root.key("shared"), s)?),
+        None => None,
+    };
+    let cache = match &raw.cache {
+        Some(c) => Some(cache::cache(&root.key("cache"), c)?),
         None => None,
     };
 
@@ -76,6 +81,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Check<Config> {
         providers,
         policy,
         shared,
+        cache,
     })
 }
 
