@@ -5,7 +5,7 @@
 //! cargo run --release --example batch -- [--config providers.toml] [--env NAME] \
 //!     [--input FILE] [--output FILE] [--concurrency N] [--retry-failed] [--summary-json FILE] \
 //!     [--queue sqlite:PATH|postgres://…|default] [--patience-s N] [--lease-s N] \
-//!     [--dead-letters] [--requeue ID] [--no-queue]
+//!     [--dead-letters] [--requeue ID] [--no-queue] [--cache memory|sqlite:PATH|redis://…]
 //! ```
 //!
 //! With the default environment `demo`, the emulator runs inside this process on a free
@@ -24,6 +24,12 @@
 //! (then exit status 75: run again to finish). Lines that a run without the queue
 //! (`--no-queue`: the results file is the only state, one process at a time) wrote are kept
 //! for the items the queue does not know.
+//!
+//! `--cache sqlite:answers.sqlite` (or `memory`, or `redis://host:port` for workers on several
+//! hosts; `[cache]` in the providers file does the same, and `--cache` wins over it) answers
+//! a question asked before from the cache: nothing sent. A rerun into a fresh `--output` then
+//! sends nothing it has an answer for; the summary counts the cache's hits, misses and the
+//! tokens saved, and each answer from it has `"cached":true` in its line.
 //!
 //! The output must be a regular file other than the input: the same file by any name or
 //! link, a pipe, a terminal or a device, and a file with several hard links are refused at
@@ -45,6 +51,7 @@ use llm_failover::batch::{
     count_lines, eta, FileJob, Pace, QueuedJob, QueuedReport, Runner, Stop, Summary,
     DEFAULT_CONCURRENCY,
 };
+use llm_failover::cache::Cache;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{Ended, Queue};
 use llm_failover::Client;
@@ -102,6 +109,10 @@ struct Args {
     /// Put the dead (or in review) job with this id back in the queue and exit.
     #[arg(long)]
     requeue: Option<String>,
+    /// A response cache: `memory`, `sqlite:PATH` or `redis://host:port[/db]` (over `[cache]`
+    /// in the providers file). A question it has the answer to is not sent again.
+    #[arg(long, value_name = "SPEC")]
+    cache: Option<String>,
 }
 
 /// A batch item's deadline by default: an hour.
@@ -137,7 +148,11 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if let Some(emu) = &setup.emulator {
         script_demo(emu);
     }
-    let client: Client = setup.builder.build()?;
+    let mut builder = setup.builder;
+    if let Some(spec) = &args.cache {
+        builder = builder.cache(Cache::open(spec).map_err(|e| format!("--cache: {e}"))?);
+    }
+    let client: Client = builder.build()?;
     eprintln!(
         "environment {}: chat via {} (in failover order)",
         client.environment(),
@@ -154,6 +169,14 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             "limits shared through Redis at {} (keys under {})",
             shared.host(),
             shared.key_prefix
+        );
+    }
+
+    if let Some(cache) = client.cache() {
+        eprintln!(
+            "cache: {} (answers kept {})",
+            cache.describe(),
+            show_duration(cache.ttl())
         );
     }
 
@@ -473,13 +496,14 @@ async fn show_progress(
     }
 }
 
-/// `42 s`, `3 min 05 s`, `2 h 10 min`.
+/// `42 s`, `3 min 05 s`, `2 h 10 min`, `7 days`.
 fn show_duration(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s} s"),
         60..3600 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        3600..86_400 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        _ => format!("{:.1} days", s as f64 / 86_400.0),
     }
 }
 
