@@ -7,8 +7,37 @@
 //!   `model`, `systemInstruction`, `generationConfig`, `usageMetadata`, `modelVersion`,
 //!   `responseId`, `promptFeedback.blockReason`); the key in the `x-goog-api-key` header
 //!   (<https://ai.google.dev/gemini-api/docs/api-key>).
-//! - Structured output: <https://ai.google.dev/gemini-api/docs/structured-output>
-//!   (`responseMimeType: "application/json"`, `responseSchema`).
+//! - Structured output: <https://ai.google.dev/gemini-api/docs/structured-output> ("JSON
+//!   Schema support": `responseMimeType: "application/json"` with `responseJsonSchema`, the
+//!   field that takes JSON Schema; `responseSchema` takes the OpenAPI subset) and
+//!   `GenerationConfig.responseJsonSchema` in <https://ai.google.dev/api/generate-content>.
+//!   `structured_ok.json` is the guide's cookie-recipe answer (list of `recipeName` /
+//!   `ingredients`).
+//! - Function calling: <https://ai.google.dev/gemini-api/docs/function-calling> —
+//!   `tools[].functionDeclarations` (`name`, `description`, parameters), `toolConfig.
+//!   functionCallingConfig` (`mode` `AUTO` / `ANY` / `NONE`, `allowedFunctionNames` with
+//!   `ANY`), `functionCall` parts in answers (`finishReason: "STOP"`), results sent back as
+//!   `functionResponse {name, response}` parts of a `user` content after the `model` content
+//!   that made the calls, parallel calls as several `functionCall` parts of one content.
+//!   `FunctionDeclaration.parametersJsonSchema` (JSON Schema, exclusive with `parameters`)
+//!   and `FunctionCall.id` (optional) are in the API reference
+//!   (<https://ai.google.dev/api/caching#FunctionDeclaration>,
+//!   <https://ai.google.dev/api/caching#FunctionCall>). `function_call.json` is the guide's
+//!   `schedule_meeting` answer ("Schedule a meeting with Bob and Alice for 03/14/2025 at
+//!   10:00 AM about the Q3 planning."); `function_call_parallel.json` its parallel
+//!   "party" answer (`power_disco_ball`, `start_music`, `dim_lights`), the first call
+//!   carrying a `thoughtSignature` as <https://ai.google.dev/gemini-api/docs/thought-signatures>
+//!   describes for parallel calls; `stream_function_call.txt` the guide's
+//!   `get_current_temperature` call for London, streamed (a call arrives whole in one event).
+//! - Thought signatures for calls Gemini did not sign (history from another model):
+//!   <https://ai.google.dev/gemini-api/docs/thought-signatures> (FAQ) and
+//!   <https://docs.cloud.google.com/vertex-ai/generative-ai/docs/thought-signatures>
+//!   (`"skip_thought_signature_validator"`).
+//! - Images: <https://ai.google.dev/gemini-api/docs/image-understanding> (`inlineData`
+//!   `{mimeType, data}`, the image before the text; PNG, JPEG, WEBP, HEIC and HEIF) and
+//!   <https://ai.google.dev/gemini-api/docs/file-input-methods> with Google's announcement
+//!   <https://blog.google/innovation-and-ai/technology/developers-tools/gemini-api-new-file-limits>
+//!   (public and signed `https` URLs as `fileData.fileUri`, fetched by Gemini).
 //! - Errors: <https://ai.google.dev/gemini-api/docs/troubleshooting> (400 INVALID_ARGUMENT /
 //!   FAILED_PRECONDITION, 403 PERMISSION_DENIED, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED,
 //!   500 INTERNAL, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED) and
@@ -27,6 +56,9 @@ use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use serde_json::json;
 
 use crate::support::adapter::{self, only_request};
+
+#[path = "adapter_gemini/tools.rs"]
+mod tools;
 
 const MODEL: &str = "gemini-2.5-flash";
 const SENTINEL: &str = "sk-ant-SENTINEL-abc123";
@@ -138,7 +170,18 @@ async fn json_mode_sets_response_mime_type_and_schema() {
     )
     .await
     .unwrap();
-    let schema = json!({"type": "OBJECT", "properties": {"recipe_name": {"type": "STRING"}}});
+    // The guide's recipe schema, as JSON Schema (what `ResponseFormat::JsonSchema` holds).
+    let schema = json!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "recipeName": {"type": "string"},
+                "ingredients": {"type": "array", "items": {"type": "string"}}
+            },
+            "required": ["recipeName", "ingredients"]
+        }
+    });
     chat(
         &server,
         &ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonSchema {
@@ -155,8 +198,28 @@ async fn json_mode_sets_response_mime_type_and_schema() {
     );
     assert_eq!(
         reqs[1].json()["generationConfig"],
-        json!({"responseMimeType": "application/json", "responseSchema": schema})
+        json!({"responseMimeType": "application/json", "responseJsonSchema": schema})
     );
+}
+
+/// The structured-output guide's answer: the JSON is the text, for the router to check.
+#[tokio::test]
+async fn a_structured_answer_is_its_json_text() {
+    let server = ScriptedServer::start().await;
+    server.push(
+        PATH,
+        Reply::json(200, include_str!("../fixtures/gemini/structured_ok.json")),
+    );
+    let req = ChatRequest::from_prompt(
+        "List a few popular cookie recipes, and include the amounts of ingredients.",
+    )
+    .response_format(ResponseFormat::JsonObject);
+    let resp = chat(&server, &req).await.unwrap();
+    let recipes = resp.json().unwrap();
+    assert_eq!(recipes[0]["recipeName"], "Chocolate Chip Cookies");
+    assert_eq!(recipes[1]["ingredients"].as_array().map(Vec::len), Some(5));
+    assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
+    assert!(resp.tool_calls.is_empty());
 }
 
 #[tokio::test]

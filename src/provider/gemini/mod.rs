@@ -26,7 +26,7 @@
 //! - **Tool results** are `functionResponse {name, response}` parts of a `user` content, the
 //!   name found from the result's call id earlier in the conversation, the result as an
 //!   object (`{"result": …}` unless it is a JSON object); consecutive results share one
-//!   content, in order.
+//!   content of their own, in order.
 //! - **Images** (user messages) come before the message's text, as in Google's examples:
 //!   carried bytes (and `data:` URLs) as `inlineData`, an `https` URL as `fileData`, which
 //!   Gemini fetches. [`check_chat`](crate::provider::Provider::check_chat) refuses

@@ -55,6 +55,9 @@ impl fmt::Debug for RequestBody<'_> {
 struct Content<'a> {
     role: &'static str,
     parts: Vec<Part<'a>>,
+    /// Whether it holds a turn's tool results (which share a content with nothing else).
+    #[serde(skip)]
+    results: bool,
 }
 
 #[derive(Serialize)]
@@ -204,11 +207,17 @@ pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
             Role::Assistant => ("model", model_parts(i, m)?),
             Role::Tool => ("user", vec![result_part(&req.messages, i)?]),
         };
-        // Consecutive messages of one role share a content: a turn's results are one
-        // `user` content, as the function-calling guide sends them.
+        // Consecutive messages of one role share a content; a turn's results are one `user`
+        // content of `functionResponse` parts only, as the function-calling guide sends them
+        // (a user's text after them is a content of its own).
+        let results = m.role == Role::Tool;
         match contents.last_mut() {
-            Some(last) if last.role == role => last.parts.extend(parts),
-            _ => contents.push(Content { role, parts }),
+            Some(last) if last.role == role && last.results == results => last.parts.extend(parts),
+            _ => contents.push(Content {
+                role,
+                parts,
+                results,
+            }),
         }
     }
     if contents.is_empty() {
