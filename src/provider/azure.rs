@@ -11,21 +11,37 @@
 //! `content_filter` with `innererror.code = ResponsibleAIPolicyViolation`, and a missing
 //! deployment as `DeploymentNotFound` — all handled by the shared classifier. Rate-limit
 //! headers are read in the [`HeaderDialect::Azure`] dialect.
+//!
+//! Tools, images and structured answers are written as the OpenAI adapter writes them;
+//! `check_chat` also refuses what the configured `api_version` predates (tools before
+//! `2023-12-01-preview`, `json_schema` before `2024-08-01-preview`), so the router fails over
+//! instead of sending a request the deployment would reject.
 
 use reqwest::header::HeaderMap;
 use url::Url;
 
 use super::openai::{
-    chat_http, chat_result, check_base_url, classify, endpoint, error_report, transcription_http,
-    transcription_result, ChunkDecoder,
+    chat_http, chat_result, check_base_url, check_chat_format, classify, endpoint, error_report,
+    transcription_http, transcription_result, ChunkDecoder,
 };
 use super::{Provider, RequestContext, StreamDecoder};
 use crate::clock::Now;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
-use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+use crate::types::{
+    ChatRequest, ChatResponse, ResponseFormat, Role, Transcript, TranscriptionRequest,
+};
+
+/// The first api-version with `tools` and `tool_choice` (they replaced `functions` and
+/// `function_call`): https://learn.microsoft.com/azure/ai-services/openai/how-to/function-calling.
+const TOOLS_SINCE: &str = "2023-12-01";
+
+/// The first api-version with structured outputs (`response_format: json_schema`):
+/// https://learn.microsoft.com/azure/ai-services/openai/how-to/structured-outputs
+/// ("first added in API version `2024-08-01-preview`").
+const JSON_SCHEMA_SINCE: &str = "2024-08-01";
 
 /// The wire format's name, as written in `providers.toml` (`kind = "azure"`).
 pub const PROVIDER_TYPE: &str = "azure";
@@ -233,6 +249,35 @@ impl Azure {
         Ok(url)
     }
 
+    /// Whether the api-version is a date (`2024-10-21`, `2024-08-01-preview`) before `date`.
+    fn predates(&self, date: &str) -> bool {
+        let v = self.api_version.trim();
+        let is_date = |d: &str| {
+            d.len() == 10
+                && d.bytes().enumerate().all(|(i, b)| {
+                    if i == 4 || i == 7 {
+                        b == b'-'
+                    } else {
+                        b.is_ascii_digit()
+                    }
+                })
+        };
+        v.get(..10).is_some_and(|d| is_date(d) && d < date)
+    }
+
+    fn too_old(&self, what: &str, since: &str) -> Error {
+        let id = &self.id;
+        Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "azure cannot carry {what} at api-version `{}` (`providers.{id}.api_version`): \
+                 they need {since} or later",
+                self.api_version
+            ),
+        )
+        .with_provider(id.clone())
+    }
+
     fn api_key(&self, http: HttpRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
         match ctx.credential {
             Some(key) => http.secret_header("api-key", key.expose()),
@@ -266,7 +311,29 @@ impl Provider for Azure {
 
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
         let url = self.url(ctx.model, ["chat", "completions"], "model")?;
-        self.api_key(chat_http(&self.id, url, req, ctx)?, ctx)
+        self.api_key(chat_http(&self.id, PROVIDER_TYPE, url, req, ctx)?, ctx)
+    }
+
+    /// What the OpenAI format refuses (see [`OpenAi`](super::openai::OpenAi)'s `check_chat`),
+    /// then what the configured `api_version` predates: tools before `2023-12-01-preview`,
+    /// `json_schema` answers before `2024-08-01-preview`. An api-version that is not a date
+    /// (`preview`, `latest`) is taken as current.
+    fn check_chat(&self, req: &ChatRequest) -> Result<()> {
+        check_chat_format(&self.id, req, PROVIDER_TYPE)?;
+        let uses_tools = !req.tools.is_empty()
+            || req
+                .messages
+                .iter()
+                .any(|m| !m.tool_calls.is_empty() || m.role == Role::Tool);
+        if uses_tools && self.predates(TOOLS_SINCE) {
+            return Err(self.too_old("tools", "2023-12-01-preview"));
+        }
+        if matches!(req.response_format, ResponseFormat::JsonSchema { .. })
+            && self.predates(JSON_SCHEMA_SINCE)
+        {
+            return Err(self.too_old("JSON Schema answers", "2024-08-01-preview"));
+        }
+        Ok(())
     }
 
     fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {
@@ -411,5 +478,48 @@ mod tests {
         assert_eq!(p.request_id(&h).as_deref(), Some("ms-1"));
         h.insert("apim-request-id", HeaderValue::from_static("apim-1"));
         assert_eq!(p.request_id(&h).as_deref(), Some("apim-1"));
+    }
+
+    #[test]
+    fn refuses_what_the_api_version_predates() {
+        use crate::types::{Message, Tool, ToolCall};
+        let tools = ChatRequest::from_prompt("x").tool(Tool::new("t", serde_json::json!({})));
+        let history = ChatRequest::from_prompt("x")
+            .message(Message::assistant_calls(
+                "",
+                vec![ToolCall::new("c", "t", serde_json::json!({}))],
+            ))
+            .message(Message::tool_result("c", "1"));
+        let schema = ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonSchema {
+            name: "s".into(),
+            schema: serde_json::json!({"type": "object"}),
+        });
+        let at = |v: &str| Azure::from_config(&cfg(Some(v))).unwrap();
+        for old in ["2023-05-15", "2023-10-01-preview"] {
+            for req in [&tools, &history] {
+                let err = at(old).check_chat(req).unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::Unsupported);
+                assert!(err.message().contains("2023-12-01-preview"), "{err}");
+                assert!(
+                    err.message().contains("providers.azure-east.api_version"),
+                    "{err}"
+                );
+            }
+        }
+        for new in ["2023-12-01-preview", "2024-02-01", "preview", "latest"] {
+            assert!(at(new).check_chat(&tools).is_ok(), "{new}");
+        }
+        for old in ["2024-06-01", "2024-07-01-preview"] {
+            let err = at(old).check_chat(&schema).unwrap_err();
+            assert!(err.message().contains("2024-08-01-preview"), "{err}");
+            assert!(at(old).check_chat(&tools).is_ok());
+        }
+        for new in ["2024-08-01-preview", "2024-10-21", "2025-04-01-preview"] {
+            assert!(at(new).check_chat(&schema).is_ok(), "{new}");
+        }
+        // The format's own checks come first, named for Azure.
+        let orphan = ChatRequest::new().message(Message::tool_result("c", "1"));
+        let err = at("2024-10-21").check_chat(&orphan).unwrap_err();
+        assert!(err.message().starts_with("azure request:"), "{err}");
     }
 }

@@ -1,4 +1,5 @@
-//! Chat Completions: the request body and the `chat.completion` response.
+//! Chat Completions: the request body and the `chat.completion` response, tool calls
+//! included.
 
 use std::borrow::Cow;
 
@@ -6,27 +7,35 @@ use serde_json::Value;
 use url::Url;
 
 use super::error::{from_api_error, snippet, ApiError};
+use super::message::{check, wire_message, wire_tool, wire_tool_choice};
 use super::wire::{
-    ChatBody, ChatCompletion, Content, JsonSchema, StreamOptions, WireMessage, WireResponseFormat,
-    WireUsage,
+    ChatBody, ChatCompletion, Choice, Content, JsonSchema, StreamOptions, ToolCallWire,
+    WireResponseFormat, WireUsage,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::ProviderId;
 use crate::provider::body::json_f32;
+use crate::provider::tools::{made_up_call_id, parse_arguments};
 use crate::provider::RequestContext;
-use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, Usage};
+use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, ToolCall, Usage};
 
 /// Builds `POST url` with the Chat Completions body (no credential header: the caller adds
-/// the one its host expects).
+/// the one its host expects); `kind` (`openai`, `azure`) names the format in a refusal.
 ///
 /// System messages stay where they are. `max_tokens` is sent, not `max_completion_tokens`:
 /// every OpenAI-compatible host (Groq, Together, vLLM, Ollama, Azure api-versions before
 /// 2024-09-01) accepts it, while `max_completion_tokens` is newer and unknown to several of
 /// them. OpenAI's reasoning models reject `max_tokens`; configure them without a `max_tokens`
 /// on the request.
+///
+/// # Errors
+///
+/// `Config` without a model; `InvalidRequest` without messages; what [`check`] refuses (the
+/// router asks before it sends, through `check_chat`; a direct caller is refused here).
 pub(crate) fn build_request(
     id: &ProviderId,
+    kind: &str,
     url: Url,
     req: &ChatRequest,
     ctx: &RequestContext<'_>,
@@ -42,6 +51,7 @@ pub(crate) fn build_request(
             "the chat request has no messages",
         ));
     }
+    check(id, req, kind)?;
     let response_format = match &req.response_format {
         ResponseFormat::Text => None,
         ResponseFormat::JsonObject => Some(WireResponseFormat::JsonObject),
@@ -51,14 +61,7 @@ pub(crate) fn build_request(
     };
     let body = ChatBody {
         model: ctx.model,
-        messages: req
-            .messages
-            .iter()
-            .map(|m| WireMessage {
-                role: m.role.as_str(),
-                content: &m.content,
-            })
-            .collect(),
+        messages: req.messages.iter().map(wire_message).collect(),
         max_tokens: req.max_tokens,
         temperature: req
             .temperature
@@ -66,6 +69,8 @@ pub(crate) fn build_request(
             .transpose()?,
         stop: &req.stop,
         response_format,
+        tools: req.tools.iter().map(wire_tool).collect(),
+        tool_choice: wire_tool_choice(req),
         stream: ctx.stream,
         stream_options: ctx.stream.then_some(StreamOptions {
             include_usage: true,
@@ -74,10 +79,12 @@ pub(crate) fn build_request(
     HttpRequest::post_json(url, &body)
 }
 
-/// Parses a 2xx `chat.completion` body.
+/// Parses a 2xx `chat.completion` body: the first choice's text and tool calls.
 ///
 /// `request_id` is the one read from the headers (`x-request-id`); the completion's own
-/// `id` is used when the headers carry none.
+/// `id` is used when the headers carry none. An answer with calls finishes with
+/// [`FinishReason::ToolCalls`] even when the host says `stop` (OpenAI does, when the tool
+/// choice names a function).
 pub(crate) fn parse_response(
     id: &ProviderId,
     raw: &RawResponse,
@@ -106,24 +113,13 @@ pub(crate) fn parse_response(
     if let Some(err) = wire.error.as_ref().and_then(ApiError::from_value) {
         return Err(from_api_error(id, &err).with_status(raw.status));
     }
-    let mut choices = wire
-        .choices
-        .ok_or_else(|| decode("chat.completion has no `choices`".to_owned()))?;
-    if choices.is_empty() {
-        return Err(decode(
-            "chat.completion has an empty `choices` array".to_owned(),
-        ));
-    }
-    let first = choices
-        .iter()
-        .position(|c| c.index.unwrap_or(0) == 0)
-        .unwrap_or(0);
-    let choice = choices.swap_remove(first);
+    let choice = first_choice(wire.choices).map_err(|what| decode(what.to_owned()))?;
     let message = choice
         .message
         .ok_or_else(|| decode("`choices[0]` has no `message`".to_owned()))?;
     let text = content_text(message.content)
         .map_err(|what| decode(format!("`choices[0].message.content` {what}")))?;
+    let tool_calls = answer_calls(message.tool_calls.unwrap_or_default()).map_err(decode)?;
     let finish_reason = choice.finish_reason.as_deref().map(finish_reason);
     if finish_reason == Some(FinishReason::Other("error".to_owned())) {
         return Err(ended_with_error(id).with_status(raw.status));
@@ -133,10 +129,75 @@ pub(crate) fn parse_response(
         wire.model.unwrap_or_else(|| model.to_owned()),
         text,
     );
-    resp.finish_reason = finish_reason;
+    resp.finish_reason = calls_finish(finish_reason, !tool_calls.is_empty());
+    resp.tool_calls = tool_calls;
     resp.usage = wire.usage.as_ref().and_then(usage);
     resp.request_id = request_id.or_else(|| wire.id.map(Cow::into_owned));
     Ok(resp)
+}
+
+/// The choice with index 0 (or the first one).
+fn first_choice(choices: Option<Vec<Choice<'_>>>) -> std::result::Result<Choice<'_>, &'static str> {
+    let mut choices = choices.ok_or("chat.completion has no `choices`")?;
+    if choices.is_empty() {
+        return Err("chat.completion has an empty `choices` array");
+    }
+    let first = choices
+        .iter()
+        .position(|c| c.index.unwrap_or(0) == 0)
+        .unwrap_or(0);
+    Ok(choices.swap_remove(first))
+}
+
+/// The answer's calls, in order. A call without an id (some compatible hosts) gets one made
+/// up from its position, name and arguments, so its result can still name it.
+///
+/// # Errors
+///
+/// A description naming the call (its index, and its tool when known) that is not a function
+/// call, has no name, or whose arguments are not a JSON object.
+fn answer_calls(wire: Vec<ToolCallWire>) -> std::result::Result<Vec<ToolCall>, String> {
+    let mut calls = Vec::with_capacity(wire.len());
+    for (i, c) in wire.into_iter().enumerate() {
+        let at = format!("`choices[0].message.tool_calls[{i}]`");
+        if let Some(kind) = c.kind.as_deref().filter(|k| *k != "function") {
+            return Err(format!("{at} is a `{kind}` call, not a function call"));
+        }
+        let function = c
+            .function
+            .ok_or_else(|| format!("{at} has no `function`"))?;
+        let name = function
+            .name
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("{at} has no `function.name`"))?;
+        let arguments = match function.arguments {
+            None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
+            Some(Value::String(text)) => {
+                parse_arguments(&name, &text).map_err(|e| format!("{at}: {}", e.message()))?
+            }
+            Some(object @ Value::Object(_)) => object,
+            Some(_) => {
+                return Err(format!(
+                    "{at}: the arguments of the call of `{name}` are neither a JSON string nor \
+                     an object"
+                ))
+            }
+        };
+        let id =
+            c.id.filter(|id| !id.is_empty())
+                .unwrap_or_else(|| made_up_call_id(i, &name, &arguments));
+        calls.push(ToolCall::new(id, name, arguments));
+    }
+    Ok(calls)
+}
+
+/// The finish reason of an answer that made calls: [`FinishReason::ToolCalls`] where the host
+/// said `stop` or nothing; a cut (`length`) or a filter stays what it is.
+pub(crate) fn calls_finish(reason: Option<FinishReason>, made_calls: bool) -> Option<FinishReason> {
+    match reason {
+        None | Some(FinishReason::Stop) if made_calls => Some(FinishReason::ToolCalls),
+        other => other,
+    }
 }
 
 /// The error for a choice that finished with `finish_reason: "error"` (OpenRouter and
@@ -205,7 +266,7 @@ mod tests {
 
     fn body_of(req: &ChatRequest, ctx: &RequestContext<'_>) -> Value {
         let url: Url = "http://127.0.0.1:1/v1/chat/completions".parse().unwrap();
-        let http = build_request(&id(), url, req, ctx).unwrap();
+        let http = build_request(&id(), "openai", url, req, ctx).unwrap();
         serde_json::from_slice(http.json_body().unwrap()).unwrap()
     }
 
@@ -274,7 +335,7 @@ mod tests {
         let url: Url = "http://127.0.0.1:1/".parse().unwrap();
         for bad in [f32::INFINITY, f32::NAN] {
             let req = ChatRequest::from_prompt("x").temperature(bad);
-            let err = build_request(&id(), url.clone(), &req, &ctx).unwrap_err();
+            let err = build_request(&id(), "openai", url.clone(), &req, &ctx).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert!(err.message().contains("temperature"), "{err}");
         }
@@ -285,6 +346,7 @@ mod tests {
         let url: Url = "http://127.0.0.1:1/".parse().unwrap();
         let err = build_request(
             &id(),
+            "openai",
             url.clone(),
             &ChatRequest::new(),
             &RequestContext::new("m", None),
@@ -293,6 +355,7 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
         let err = build_request(
             &id(),
+            "openai",
             url,
             &ChatRequest::from_prompt("x"),
             &RequestContext::new(" ", None),
@@ -335,5 +398,172 @@ mod tests {
         assert_eq!(resp.model, "asked-for");
         assert_eq!(resp.finish_reason, Some(FinishReason::Length));
         assert_eq!(resp.usage, None);
+    }
+
+    fn answer(message: &str, finish: &str) -> Result<ChatResponse> {
+        let body = format!(
+            r#"{{"id":"c","choices":[{{"index":0,"message":{message},"finish_reason":{finish}}}]}}"#
+        );
+        parse_response(
+            &id(),
+            &RawResponse::new(200, HeaderMap::new(), body),
+            "m",
+            None,
+        )
+    }
+
+    #[test]
+    fn reads_tool_calls_in_order_with_their_arguments_as_json() {
+        let resp = answer(
+            r#"{"role":"assistant","content":"Checking.","tool_calls":[
+                {"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
+                {"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]}"#,
+            r#""tool_calls""#,
+        )
+        .unwrap();
+        assert_eq!(resp.text, "Checking.");
+        assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(
+            resp.tool_calls,
+            vec![
+                ToolCall::new(
+                    "call_a",
+                    "get_weather",
+                    serde_json::json!({"city": "Paris"})
+                ),
+                ToolCall::new("call_b", "get_time", serde_json::json!({})),
+            ]
+        );
+        // A forced call finishes with "stop" on OpenAI; an empty list is no call.
+        let forced = answer(
+            r#"{"content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"f","arguments":""}}]}"#,
+            r#""stop""#,
+        )
+        .unwrap();
+        assert_eq!(forced.finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(forced.tool_calls[0].arguments, serde_json::json!({}));
+        let none = answer(r#"{"content":"hi","tool_calls":[]}"#, r#""stop""#).unwrap();
+        assert_eq!(none.finish_reason, Some(FinishReason::Stop));
+        assert!(none.tool_calls.is_empty());
+    }
+
+    #[test]
+    fn lenient_hosts_calls_get_ids_and_object_arguments() {
+        let resp = answer(
+            r#"{"tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}"#,
+            "null",
+        )
+        .unwrap();
+        let call = &resp.tool_calls[0];
+        assert_eq!(call.arguments, serde_json::json!({"a": 1}));
+        assert_eq!(
+            call.id,
+            crate::provider::tools::made_up_call_id(0, "f", &call.arguments)
+        );
+        assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+        // A cut answer stays cut.
+        assert_eq!(
+            calls_finish(Some(FinishReason::Length), true),
+            Some(FinishReason::Length)
+        );
+    }
+
+    #[test]
+    fn a_call_that_cannot_be_read_is_a_decode_error_naming_it() {
+        let cases = [
+            (
+                r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Par"}}]}"#,
+                "`choices[0].message.tool_calls[0]`: the arguments of the call of `get_weather` are not JSON",
+            ),
+            (
+                r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}"#,
+                "not an object",
+            ),
+            (
+                r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":7}}]}"#,
+                "neither a JSON string nor an object",
+            ),
+            (
+                r#"{"tool_calls":[{"id":"a","type":"function","function":{"arguments":"{}"}}]}"#,
+                "`choices[0].message.tool_calls[0]` has no `function.name`",
+            ),
+            (
+                r#"{"tool_calls":[{"id":"a","type":"function"},{"id":"b"}]}"#,
+                "tool_calls[0]` has no `function`",
+            ),
+            (
+                r#"{"tool_calls":[{"id":"a","type":"custom","custom":{"name":"f","input":"x"}}]}"#,
+                "is a `custom` call, not a function call",
+            ),
+        ];
+        for (message, want) in cases {
+            let err = answer(message, r#""tool_calls""#).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Decode, "{want}");
+            assert!(err.message().contains(want), "{want}: {}", err.message());
+            assert_eq!(err.provider(), Some(&id()));
+            assert_eq!(err.status(), Some(200));
+            assert!(!err.message().contains("Par"), "{err}");
+        }
+    }
+
+    #[test]
+    fn writes_tools_choices_and_a_tool_conversation() {
+        let weather = crate::types::Tool::new("get_weather", serde_json::json!({"type": "object"}))
+            .description("Weather in a city.");
+        let req = ChatRequest::from_prompt("Weather in Paris and Rome?")
+            .tool(weather)
+            .tool(crate::types::Tool::new(
+                "get_time",
+                serde_json::json!({"type": "object"}),
+            ))
+            .tool_choice(crate::types::ToolChoice::named("get_weather"))
+            .message(Message::assistant_calls(
+                "",
+                vec![
+                    ToolCall::new(
+                        "call_1",
+                        "get_weather",
+                        serde_json::json!({"city": "Paris"}),
+                    ),
+                    ToolCall::new("call_2", "get_weather", serde_json::json!({"city": "Rome"})),
+                ],
+            ))
+            .message(Message::tool_result("call_1", "18 C"))
+            .message(Message::tool_result("call_2", "21 C"));
+        let body = body_of(&req, &RequestContext::new("m", None));
+        assert_eq!(
+            body["tools"],
+            serde_json::json!([
+                {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters": {"type": "object"}}},
+                {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+            ])
+        );
+        assert_eq!(
+            body["tool_choice"],
+            serde_json::json!({"type": "function", "function": {"name": "get_weather"}})
+        );
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][1]["tool_calls"][1]["id"], "call_2");
+        assert_eq!(
+            body["messages"][1]["tool_calls"][1]["function"]["arguments"],
+            r#"{"city":"Rome"}"#
+        );
+        assert_eq!(
+            body["messages"][3],
+            serde_json::json!({"role": "tool", "content": "21 C", "tool_call_id": "call_2"})
+        );
+        // A conversation the format cannot carry is refused before it is written.
+        let url: Url = "http://127.0.0.1:1/".parse().unwrap();
+        let cut = ChatRequest::from_prompt("x").message(Message::assistant_calls(
+            "",
+            vec![ToolCall::new(
+                "call_1",
+                "get_weather",
+                serde_json::json!({}),
+            )],
+        ));
+        let err =
+            build_request(&id(), "openai", url, &cut, &RequestContext::new("m", None)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
     }
 }

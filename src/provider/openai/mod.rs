@@ -4,6 +4,10 @@
 //!
 //! - Chat: `POST {base_url}/chat/completions`, JSON; streamed as server-sent events ending in
 //!   `data: [DONE]`, with `stream_options.include_usage` so the last chunk carries usage.
+//!   Tools (`tools`, `tool_choice`, `tool_calls`, `role: "tool"` results), images in user
+//!   messages (`image_url` parts, carried images as `data:` URLs) and structured answers
+//!   (`response_format: json_schema`); streamed calls are put together from their pieces and
+//!   handed over whole with the finishing chunk.
 //! - Speech to text: `POST {base_url}/audio/transcriptions`, `multipart/form-data`.
 //! - Auth: `Authorization: Bearer KEY` (marked sensitive); no header at all when the provider
 //!   has no credential (Ollama, vLLM).
@@ -19,6 +23,7 @@
 mod audio;
 mod chat;
 mod error;
+mod message;
 mod stream;
 mod wire;
 
@@ -248,14 +253,21 @@ pub(crate) fn endpoint(id: &ProviderId, base: &Url, segments: &[&str]) -> Result
     Ok(url)
 }
 
-/// Chat request in the OpenAI format at `url` (shared with Azure).
+/// Chat request in the OpenAI format at `url` (shared with Azure); `kind` names the format
+/// in a refusal.
 pub(crate) fn chat_http(
     id: &ProviderId,
+    kind: &str,
     url: Url,
     req: &ChatRequest,
     ctx: &RequestContext<'_>,
 ) -> Result<HttpRequest> {
-    chat::build_request(id, url, req, ctx)
+    chat::build_request(id, kind, url, req, ctx)
+}
+
+/// Whether the OpenAI format can carry `req` (shared with Azure): see [`message::check`].
+pub(crate) fn check_chat_format(id: &ProviderId, req: &ChatRequest, kind: &str) -> Result<()> {
+    message::check(id, req, kind)
 }
 
 /// Parses a chat completion (shared with Azure).
@@ -316,7 +328,15 @@ impl Provider for OpenAi {
             Some(url) => url.clone(),
             None => endpoint(&self.id, &self.base_url, &["chat", "completions"])?,
         };
-        self.bearer(chat_http(&self.id, url, req, ctx)?, ctx)
+        self.bearer(chat_http(&self.id, PROVIDER_TYPE, url, req, ctx)?, ctx)
+    }
+
+    /// Refuses what the Chat Completions format cannot carry: image types other than PNG,
+    /// JPEG, WEBP and GIF, and a tool result that is not right after the assistant turn that
+    /// made its call (the API answers 400 to both); before them, the checks every format
+    /// makes (tool names, results answering earlier calls, images only from the user).
+    fn check_chat(&self, req: &ChatRequest) -> Result<()> {
+        check_chat_format(&self.id, req, PROVIDER_TYPE)
     }
 
     fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {

@@ -22,6 +22,10 @@ pub(super) struct ChatBody<'a> {
     pub(super) stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) response_format: Option<WireResponseFormat<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) tool_choice: Option<WireToolChoice<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -31,7 +35,82 @@ pub(super) struct ChatBody<'a> {
 #[derive(Debug, Serialize)]
 pub(super) struct WireMessage<'a> {
     pub(super) role: &'static str,
-    pub(super) content: &'a str,
+    pub(super) content: WireContent<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) tool_call_id: Option<&'a str>,
+}
+
+/// A message's `content`: a string, an array of parts (text and images), or `null` (an
+/// assistant turn that only calls tools).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(super) enum WireContent<'a> {
+    Text(&'a str),
+    Parts(Vec<WirePart<'a>>),
+    Null,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum WirePart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: WireImageUrl },
+}
+
+/// An image's `url`: an `https` URL, or a `data:<mime>;base64,<data>` URL.
+#[derive(Debug, Serialize)]
+pub(super) struct WireImageUrl {
+    pub(super) url: String,
+}
+
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+#[derive(Debug, Serialize)]
+pub(super) struct WireTool<'a> {
+    #[serde(rename = "type")]
+    pub(super) kind: &'static str,
+    pub(super) function: WireFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct WireFunction<'a> {
+    pub(super) name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) description: Option<&'a str>,
+    pub(super) parameters: &'a Value,
+}
+
+/// `"auto"`, `"none"`, `"required"`, or `{"type": "function", "function": {"name"}}`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(super) enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: WireName<'a>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct WireName<'a> {
+    pub(super) name: &'a str,
+}
+
+/// A call in an assistant turn of the history: its arguments as a JSON string.
+#[derive(Debug, Serialize)]
+pub(super) struct WireToolCall<'a> {
+    pub(super) id: &'a str,
+    #[serde(rename = "type")]
+    pub(super) kind: &'static str,
+    pub(super) function: WireCallFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct WireCallFunction<'a> {
+    pub(super) name: &'a str,
+    pub(super) arguments: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -78,6 +157,23 @@ pub(super) struct Choice<'a> {
 pub(super) struct ResponseMessage {
     #[serde(default)]
     pub(super) content: Content,
+    pub(super) tool_calls: Option<Vec<ToolCallWire>>,
+}
+
+/// A call in an answer. Every field is optional so the adapter can name the one missing;
+/// `arguments` is a JSON string on OpenAI (a few compatible hosts send the object itself).
+#[derive(Debug, Deserialize)]
+pub(super) struct ToolCallWire {
+    pub(super) id: Option<String>,
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) function: Option<FunctionWire>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct FunctionWire {
+    pub(super) name: Option<String>,
+    pub(super) arguments: Option<Value>,
 }
 
 /// A message's `content`: a string, `null` (tool calls, refusals), or — on a few compatible
@@ -181,6 +277,23 @@ pub(super) struct ChunkChoice {
 #[derive(Debug, Deserialize)]
 pub(super) struct Delta {
     pub(super) content: Option<String>,
+    pub(super) tool_calls: Option<Vec<DeltaToolCall>>,
+}
+
+/// A piece of a streamed call: the first piece of a call carries its `index`, `id`, `type`
+/// and `function.name`; the later ones its `index` and a piece of `function.arguments` (the
+/// others `null` or absent).
+#[derive(Debug, Deserialize)]
+pub(super) struct DeltaToolCall {
+    pub(super) index: Option<u64>,
+    pub(super) id: Option<String>,
+    pub(super) function: Option<DeltaFunction>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DeltaFunction {
+    pub(super) name: Option<String>,
+    pub(super) arguments: Option<String>,
 }
 
 /// `json` and `verbose_json` transcription bodies.
