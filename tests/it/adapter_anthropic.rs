@@ -920,7 +920,7 @@ async fn a_schema_answer_is_a_forced_tool_whose_input_becomes_the_text() {
         .contains("`record_summary`"));
     assert_eq!(
         body["tool_choice"],
-        json!({"type": "tool", "name": "json_answer-record_summary"})
+        json!({"type": "tool", "name": "json_answer-record_summary", "disable_parallel_tool_use": true})
     );
 
     let fixture: serde_json::Value = serde_json::from_str(include_str!(
@@ -967,7 +967,7 @@ async fn json_object_is_forced_too_and_a_request_with_its_own_tools_gets_an_inst
     );
     assert_eq!(
         forced["tool_choice"],
-        json!({"type": "tool", "name": "json_answer"})
+        json!({"type": "tool", "name": "json_answer", "disable_parallel_tool_use": true})
     );
     assert!(forced.get("response_format").is_none());
 
@@ -1061,7 +1061,7 @@ async fn streams_a_structured_answer_as_text() {
     );
     assert_eq!(
         only_request(&server).json()["tool_choice"],
-        json!({"type": "tool", "name": "json_answer-weather"})
+        json!({"type": "tool", "name": "json_answer-weather", "disable_parallel_tool_use": true})
     );
 }
 

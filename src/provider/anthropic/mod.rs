@@ -19,9 +19,14 @@
 //!   Anthropic's ids; streamed calls are assembled and delivered whole.
 //! - **Images**: `image` blocks before the message's text (as the vision guide advises),
 //!   base64 (a `data:` URL too) or an http(s) URL source; JPEG, PNG, GIF and WebP only.
-//! - **Structured answers** go through a forced tool, Anthropic's documented way, whose input
-//!   becomes the answer's text (see `structured.rs`); a request with tools of its own gets a
-//!   system-prompt instruction instead, with the schema spelled out.
+//! - **Structured answers** go through a forced tool, Anthropic's documented way ("JSON mode"
+//!   in its tool-use guide): the only tool, `json_answer-<schema name>` with the schema as
+//!   its `input_schema` (`json_answer` with `{"type": "object"}` for
+//!   [`ResponseFormat::JsonObject`]), forced for exactly one call. Its input becomes the
+//!   answer's text (streamed: its pieces), finish reason `Stop`, no tool calls. A system-prompt
+//!   instruction, the schema spelled out, stands in when the request has tools of its own
+//!   (their tool choice stands), when extended thinking is on in the extra body (Anthropic
+//!   refuses forced tools with it), or when the schema's root is not an object.
 //! - **Refused before sending** ([`Provider::check_chat`]), never sent in part: images of
 //!   another type or scheme, results not in the message right after their calls, calls left
 //!   without results, a caller's tool named like the answer tool (`json_answer…`).
@@ -31,6 +36,7 @@
 //!   inside a stream that began with `200 OK`.
 //!
 //! [`ToolChoice::Required`]: crate::types::ToolChoice::Required
+//! [`ResponseFormat::JsonObject`]: crate::types::ResponseFormat::JsonObject
 
 mod error;
 mod messages;

@@ -4,7 +4,8 @@
 //! `tool_choice` forcing it, the tool's `input` as the answer).
 //!
 //! - [`ResponseFormat::JsonSchema`] with an object schema → the only tool is the *answer
-//!   tool*, `input_schema` = the schema, forced with `{"type":"tool","name"}`.
+//!   tool*, `input_schema` = the schema, forced with `{"type":"tool","name",
+//!   "disable_parallel_tool_use":true}` (exactly one call).
 //! - [`ResponseFormat::JsonObject`] → the same with `{"type":"object"}`: a tool's input is
 //!   always a JSON object, which is what `JsonObject` promises — an instruction in the system
 //!   prompt only asks for one (and a model may still wrap it in prose or Markdown fences).

@@ -61,7 +61,12 @@ enum WireToolChoice<'a> {
     Auto,
     Any,
     None,
-    Tool { name: Cow<'a, str> },
+    Tool {
+        name: Cow<'a, str>,
+        /// With a forced tool, "exactly one" call of it (set for the answer tool only).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
 }
 
 /// What Anthropic refuses in a request beyond [`check_conversation`]: a caller's tool named
@@ -123,14 +128,18 @@ pub(super) fn request_body<'a>(
             ToolChoice::Required => WireToolChoice::Any,
             ToolChoice::Tool(name) => WireToolChoice::Tool {
                 name: Cow::Borrowed(name),
+                disable_parallel_tool_use: false,
             },
         });
     match structured::answer(req, ctx)? {
         None => {}
         Some(Answer::Instruction(instruction)) => system.push(Cow::Owned(instruction)),
         Some(Answer::Tool(tool)) => {
+            // One call, one answer ("exactly one tool" with `any` or `tool`: the
+            // implementing guide's "Parallel tool use").
             tool_choice = Some(WireToolChoice::Tool {
                 name: tool.name.clone(),
+                disable_parallel_tool_use: true,
             });
             tools.push(tool);
         }
