@@ -8,5 +8,6 @@ mod limits;
 mod roundtrip;
 mod sdk;
 mod support;
+mod tools;
 mod validation;
 mod wire;
