@@ -23,11 +23,17 @@ use serde_json::json;
 
 fn adapter(emu: &Emulator, prefix: &str) -> Arc<dyn Provider> {
     let id = ProviderId::new(prefix);
-    let base = emu.base_url(prefix).parse().unwrap();
+    let base = emu.base_url(prefix);
     match prefix {
-        "openai" => Arc::new(OpenAi::new(id, base).with_chat_model("gpt-4o-mini")),
-        "anthropic" => Arc::new(Anthropic::new(id, base).with_model("claude-3-5-haiku-latest")),
-        "gemini" => Arc::new(Gemini::new(id, base).with_model("gemini-2.5-flash")),
+        "openai" => Arc::new(OpenAi::new(id, base.parse().unwrap()).with_chat_model("gpt-4o-mini")),
+        "anthropic" => Arc::new(
+            Anthropic::new(id, base.parse().unwrap()).with_model("claude-3-5-haiku-latest"),
+        ),
+        // Gemini's API version is part of the base URL the adapter is given.
+        "gemini" => Arc::new(
+            Gemini::new(id, format!("{base}/v1beta").parse().unwrap())
+                .with_model("gemini-2.5-flash"),
+        ),
         other => panic!("no emulated chat provider `{other}` here"),
     }
 }
