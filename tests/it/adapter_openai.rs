@@ -14,7 +14,8 @@
 //! - errors: https://platform.openai.com/docs/guides/error-codes (401, 403, 429 "Rate limit
 //!   reached" vs "You exceeded your current quota", 500, 503 "engine overloaded") and the
 //!   rate-limits guide https://platform.openai.com/docs/guides/rate-limits,
-//! - Groq: https://console.groq.com/docs/openai (base URL `https://api.groq.com/openai/v1`).
+//! - Groq: https://console.groq.com/docs/openai (base URL `https://api.groq.com/openai/v1`),
+//! - tools, images and structured answers: see `adapter_openai/tools.rs`.
 
 use std::time::Duration;
 
@@ -140,3 +141,5 @@ mod errors;
 mod secrets;
 #[path = "adapter_openai/stream.rs"]
 mod stream;
+#[path = "adapter_openai/tools.rs"]
+mod tools;
