@@ -73,7 +73,8 @@ pub struct Message {
     pub role: Role,
     /// The text (may be empty: an assistant turn that only calls tools).
     pub content: String,
-    /// Images shown with the text (user messages; after the text, in order).
+    /// Images shown with the text (user messages), in order; each format places them as
+    /// its provider documents (OpenAI and Anthropic after the text, Gemini before it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
     /// The tools the model called in this turn (assistant messages).

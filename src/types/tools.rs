@@ -158,7 +158,8 @@ impl fmt::Debug for ToolCall {
 #[non_exhaustive]
 pub enum Image {
     /// An image the provider fetches (OpenAI, Azure and Anthropic accept `https` URLs;
-    /// Gemini does not, and refuses the request before it is sent).
+    /// Gemini only `https` URLs of the types it lists — PNG, JPEG, WEBP, HEIC, HEIF, by the
+    /// path's extension — and refuses others before anything is sent).
     Url {
         /// The URL.
         url: String,
