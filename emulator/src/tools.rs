@@ -45,89 +45,12 @@
 //! / 4.
 
 mod schema;
+mod words;
 
 use serde_json::{json, Value};
 
 use crate::text::{complete, estimate_tokens, fixed, fnv1a, mix, Completion, PromptDigest};
-
-/// Words of a tool's name or description that say nothing about what it does.
-const COMMON: &[&str] = &[
-    "about",
-    "after",
-    "also",
-    "before",
-    "being",
-    "call",
-    "calls",
-    "could",
-    "current",
-    "data",
-    "does",
-    "each",
-    "from",
-    "function",
-    "gets",
-    "give",
-    "given",
-    "have",
-    "here",
-    "information",
-    "into",
-    "just",
-    "know",
-    "like",
-    "make",
-    "more",
-    "most",
-    "much",
-    "name",
-    "need",
-    "only",
-    "other",
-    "over",
-    "please",
-    "provided",
-    "return",
-    "returns",
-    "should",
-    "some",
-    "specified",
-    "such",
-    "tell",
-    "than",
-    "that",
-    "their",
-    "them",
-    "then",
-    "there",
-    "they",
-    "this",
-    "tool",
-    "used",
-    "uses",
-    "using",
-    "value",
-    "values",
-    "very",
-    "want",
-    "were",
-    "what",
-    "when",
-    "where",
-    "which",
-    "will",
-    "with",
-    "would",
-    "your",
-];
-
-/// Words of the user's text that are never the subject of a call.
-const STOP: &[&str] = &[
-    "a", "an", "and", "are", "at", "be", "can", "do", "for", "give", "how", "i", "i'd", "i'll",
-    "i'm", "i've", "in", "is", "it", "it's", "me", "my", "now", "of", "on", "or", "please", "show",
-    "tell", "the", "there", "to", "today", "what", "what's", "whats", "when", "where", "which",
-    "who", "will", "with", "you", "your",
-];
+use words::{mentioned, subject_word};
 
 /// A tool a request offers.
 #[derive(Clone, Debug)]
@@ -539,55 +462,6 @@ fn calls(asks: &Asks, seed: u64, subject: Option<&str>) -> Vec<Call> {
         .collect()
 }
 
-/// The tools `text` mentions, in the request's order.
-fn mentioned<'a>(tools: &'a [ToolDef], text: &str) -> Vec<&'a ToolDef> {
-    let lower = text.to_lowercase();
-    let words: Vec<String> = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_owned)
-        .collect();
-    tools
-        .iter()
-        .filter(|t| {
-            lower.contains(&t.name.to_lowercase())
-                || schema::name_parts(&t.name)
-                    .into_iter()
-                    .chain(schema::name_parts(&t.description))
-                    .filter(|w| w.chars().count() >= 4 && !COMMON.contains(&w.as_str()))
-                    .any(|w| words.contains(&w))
-        })
-        .collect()
-}
-
-/// The word of the user's text a place or search argument takes: the first capitalised
-/// word that does not start a sentence ("Paris" in "What's the weather in Paris?"), else
-/// the last word that is not a common one ("tokyo" in "weather in tokyo"), else none.
-fn subject_word(text: &str) -> Option<String> {
-    let mut words: Vec<(String, bool)> = Vec::new();
-    let mut sentence_start = true;
-    for token in text.split_whitespace() {
-        let w = token.trim_matches(|c: char| !c.is_alphanumeric());
-        let starts = sentence_start;
-        sentence_start = token.ends_with(['.', '!', '?', ':', '\n']);
-        if !w.is_empty() {
-            words.push((w.to_owned(), starts));
-        }
-    }
-    let plain = |w: &str| !STOP.contains(&w.to_lowercase().as_str());
-    let capitalised = words.iter().find(|(w, starts)| {
-        !starts && plain(w) && w.chars().next().is_some_and(char::is_uppercase)
-    });
-    capitalised
-        .or_else(|| {
-            words
-                .iter()
-                .rev()
-                .find(|(w, _)| plain(w) && w.chars().count() >= 3)
-        })
-        .map(|(w, _)| w.clone())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -731,20 +605,5 @@ mod tests {
         );
         let no_calls = vec![Said::User("x".into()), Said::Results(vec![result("c1")])];
         assert_eq!(unpaired(&no_calls), Some(Unpaired::NoCalls { at: 1 }));
-    }
-
-    #[test]
-    fn the_subject_is_a_capitalised_word_or_the_last_plain_one() {
-        assert_eq!(
-            subject_word("What's the weather in Paris?").as_deref(),
-            Some("Paris")
-        );
-        assert_eq!(
-            subject_word("Weather. In Rome, please").as_deref(),
-            Some("Rome")
-        );
-        assert_eq!(subject_word("weather in tokyo").as_deref(), Some("tokyo"));
-        assert_eq!(subject_word("I'm in Oslo").as_deref(), Some("Oslo"));
-        assert_eq!(subject_word("is it").as_deref(), None);
     }
 }

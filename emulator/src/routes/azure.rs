@@ -18,7 +18,7 @@ use super::{
     header, hv, json_bytes, query_param, sse_data, ApiError, ChatReq, Cx, Field, Op, OpKind,
     Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
-use super::{openai_chat, transcription};
+use super::{openai_answer, openai_chat, transcription};
 use crate::headers::ceil_secs;
 use crate::text::Transcript;
 use crate::tools::Answer;
@@ -177,11 +177,11 @@ impl Wire for Azure {
     }
 
     fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes {
-        openai_chat::chat_body(req, a, usage, cx, true)
+        openai_answer::chat_body(req, a, usage, cx, true)
     }
 
     fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> StreamParts {
-        openai_chat::chat_stream(req, a, usage, cx, true)
+        openai_answer::chat_stream(req, a, usage, cx, true)
     }
 
     fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {

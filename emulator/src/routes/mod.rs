@@ -11,6 +11,7 @@ mod exchange;
 mod gemini;
 mod gemini_generate;
 mod openai;
+mod openai_answer;
 mod openai_chat;
 mod transcription;
 

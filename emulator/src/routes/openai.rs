@@ -4,7 +4,8 @@
 //!
 //! Formats follow the API reference (platform.openai.com/docs/api-reference/chat,
 //! …/audio/createTranscription) and the error-codes guide (…/docs/guides/error-codes).
-//! Chat requests and answers (tools, structured outputs, images) are `openai_chat.rs`;
+//! Chat requests (tools, structured outputs, images) are `openai_chat.rs`, their answers
+//! `openai_answer.rs`;
 //! Azure OpenAI reuses these bodies (see `azure.rs`).
 
 use axum::http::request::Parts;
@@ -16,7 +17,7 @@ use super::{
     auth_scheme, hv, json_bytes, mask_key, sse_data, ApiError, ChatReq, Cx, Field, Limited, Op,
     OpKind, Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
 };
-use super::{openai_chat, transcription};
+use super::{openai_answer, openai_chat, transcription};
 use crate::config::HeaderStyle;
 use crate::headers::{epoch_ms, go_duration};
 use crate::limits::LimitName;
@@ -77,11 +78,11 @@ impl Wire for OpenAi {
     }
 
     fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes {
-        openai_chat::chat_body(req, a, usage, cx, false)
+        openai_answer::chat_body(req, a, usage, cx, false)
     }
 
     fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> StreamParts {
-        openai_chat::chat_stream(req, a, usage, cx, false)
+        openai_answer::chat_stream(req, a, usage, cx, false)
     }
 
     fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {

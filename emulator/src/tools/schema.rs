@@ -18,10 +18,10 @@ use crate::text::{complete, fnv1a, mix};
 const MAX_DEPTH: usize = 12;
 
 /// Property names whose string value is a word of the user's text.
-const SUBJECT_NAMES: &[&str] = &[
-    "city", "location", "place", "town", "country", "region", "address", "query", "q", "search",
-    "term", "keyword", "topic", "subject",
-];
+const SUBJECT_NAMES: &str = "
+    city location place town country region address query q search term keyword topic
+    subject
+";
 
 /// What generating a value needs besides the schema.
 pub(crate) struct Gen<'a> {
@@ -198,7 +198,7 @@ impl Gen<'_> {
 fn is_subject(name: &str) -> bool {
     name_parts(name)
         .iter()
-        .any(|part| SUBJECT_NAMES.contains(&part.as_str()))
+        .any(|part| SUBJECT_NAMES.split_whitespace().any(|s| s == part))
 }
 
 /// The words of an identifier, lower-cased: split at `_`, `-`, spaces and camelCase humps
