@@ -11,6 +11,21 @@
 //! `retry-after-ms` headers (https://learn.microsoft.com/azure/ai-services/openai/quotas-limits,
 //! https://learn.microsoft.com/azure/ai-services/openai/how-to/quota); an unknown deployment
 //! answers 404 `DeploymentNotFound` (reported verbatim in MicrosoftDocs/azure-docs#114013).
+//!
+//! Tools, images and structured answers (the OpenAI format's, see `adapter_openai/tools.rs`):
+//! - function calling, https://learn.microsoft.com/azure/ai-services/openai/how-to/function-calling:
+//!   `tools` and `tool_choice` since api-version `2023-12-01-preview`; its `get_current_time`
+//!   tool and its parallel example's three calls (ids, names and arguments as the how-to prints
+//!   them) are `chat_completion_parallel_tool_calls.json`, whose envelope (id, usage, filter
+//!   results) follows the reference's chat completion; its single call
+//!   `call_pOsKdUlqvdyttYB67MOj434b` streamed in pieces, after Azure's filter-only first chunk,
+//!   is `chat_stream_tool_call.sse` (the pieces' shape is OpenAI's streaming one);
+//! - structured outputs, https://learn.microsoft.com/azure/ai-services/openai/how-to/structured-outputs:
+//!   since `2024-08-01-preview`; its REST example request (`CalendarEventResponse`) and output
+//!   (`chat_completion_json_schema.json`);
+//! - vision, https://learn.microsoft.com/azure/ai-services/openai/how-to/gpt-with-vision: its
+//!   sample body ("Describe this picture:", an `image_url` part, a base64 image as
+//!   `data:image/jpeg;base64,…`) and output (`chat_completion_image.json`).
 
 use std::time::Duration;
 
@@ -414,4 +429,278 @@ fn the_adapter_reports_its_kind_and_capabilities() {
     );
     assert_eq!(p.kind(), llm_failover::provider::azure::PROVIDER_TYPE);
     assert!(p.capabilities().chat && p.capabilities().transcription);
+}
+
+/// The function-calling how-to's `get_current_time` tool.
+fn time_tool() -> llm_failover::Tool {
+    llm_failover::Tool::new(
+        "get_current_time",
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "The city name, e.g. San Francisco"},
+            },
+            "required": ["location"],
+        }),
+    )
+    .description("Get the current time in a given location")
+}
+
+async fn chat_with(h: &Harness, req: &ChatRequest) -> Exchange<ChatResponse> {
+    let key = Credential::new(SENTINEL);
+    adapter::chat(&h.provider, req, "gpt4o-prod", Some(&key)).await
+}
+
+#[tokio::test]
+async fn sends_tools_and_reads_the_how_tos_parallel_calls() {
+    use llm_failover::{Message, ToolCall, ToolChoice};
+    let h = Harness::new().await;
+    h.server.push(
+        CHAT,
+        Reply::json(
+            200,
+            include_str!("../fixtures/azure/chat_completion_parallel_tool_calls.json"),
+        ),
+    );
+    h.server.push(
+        CHAT,
+        Reply::json(200, include_str!("../fixtures/azure/chat_completion.json")),
+    );
+    let req =
+        ChatRequest::from_prompt("What's the current time in San Francisco, Tokyo, and Paris?")
+            .tool(time_tool())
+            .tool_choice(ToolChoice::Auto);
+    assert!(h.provider.check_chat(&req).is_ok());
+    let resp = chat_with(&h, &req).await.result.unwrap();
+    assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(
+        resp.tool_calls,
+        [
+            ("call_IjcAVz9JOv5BXwUx1jd076C1", "San Francisco"),
+            ("call_XIPQYTCtKIaNCCPTdvwjkaSN", "Tokyo"),
+            ("call_OHIB5aJzO8HGqanmsdzfytvp", "Paris"),
+        ]
+        .map(|(id, city)| ToolCall::new(
+            id,
+            "get_current_time",
+            serde_json::json!({ "location": city })
+        ))
+    );
+    let sent = h.only_request().json();
+    assert_eq!(
+        sent["tools"],
+        serde_json::json!([{"type": "function", "function": {
+            "name": "get_current_time",
+            "description": "Get the current time in a given location",
+            "parameters": {
+                "type": "object",
+                "properties": {"location": {"type": "string", "description": "The city name, e.g. San Francisco"}},
+                "required": ["location"],
+            },
+        }}])
+    );
+    assert_eq!(sent["tool_choice"], "auto");
+
+    // The next turn: one `tool` message per call, each naming its call.
+    let mut next = req.message(resp.to_message());
+    for (call, time) in resp
+        .tool_calls
+        .iter()
+        .zip(["09:24 AM", "01:24 AM", "06:24 PM"])
+    {
+        next = next.message(Message::tool_result(call.id.clone(), time));
+    }
+    chat_with(&h, &next).await.result.unwrap();
+    let messages = h.server.requests()[1].json()["messages"].clone();
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[1]["content"], serde_json::Value::Null);
+    assert_eq!(
+        messages[1]["tool_calls"][2],
+        serde_json::json!({"id": "call_OHIB5aJzO8HGqanmsdzfytvp", "type": "function",
+            "function": {"name": "get_current_time", "arguments": "{\"location\":\"Paris\"}"}})
+    );
+    assert_eq!(
+        messages[4],
+        serde_json::json!({"role": "tool", "tool_call_id": "call_OHIB5aJzO8HGqanmsdzfytvp", "content": "06:24 PM"})
+    );
+}
+
+#[tokio::test]
+async fn streams_a_tool_call_after_the_filter_only_first_chunk() {
+    let sse = include_str!("../fixtures/azure/chat_stream_tool_call.sse");
+    for size in [1, 13, sse.len()] {
+        let h = Harness::new().await;
+        let pieces = sse
+            .as_bytes()
+            .chunks(size)
+            .map(|c| (Duration::ZERO, Bytes::copy_from_slice(c)))
+            .collect();
+        h.server.push(
+            CHAT,
+            Reply::status(200)
+                .header("content-type", "text/event-stream")
+                .with_body(ReplyBody::Chunks(pieces)),
+        );
+        let key = Credential::new(SENTINEL);
+        let req =
+            ChatRequest::from_prompt("What's the current time in San Francisco").tool(time_tool());
+        let chunks: Vec<ChatChunk> =
+            adapter::stream_items(&h.provider, &req, "gpt4o-prod", Some(&key))
+                .await
+                .unwrap()
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .unwrap();
+        assert_eq!(
+            chunks.len(),
+            2,
+            "the calls with the finish, then usage (split {size})"
+        );
+        assert_eq!(chunks[0].finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(
+            chunks[0].tool_calls,
+            [llm_failover::ToolCall::new(
+                "call_pOsKdUlqvdyttYB67MOj434b",
+                "get_current_time",
+                serde_json::json!({"location": "San Francisco"})
+            )]
+        );
+        assert_eq!(
+            chunks[1].usage,
+            Some(Usage {
+                input_tokens: 66,
+                output_tokens: 16
+            })
+        );
+    }
+}
+
+#[tokio::test]
+async fn sends_a_json_schema_and_reads_the_how_tos_structured_answer() {
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct CalendarEventResponse {
+        name: String,
+        date: String,
+        participants: Vec<String>,
+    }
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "date": {"type": "string"},
+            "participants": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["name", "date", "participants"],
+        "additionalProperties": false,
+    });
+    let h = Harness::new().await;
+    h.server.push(
+        CHAT,
+        Reply::json(
+            200,
+            include_str!("../fixtures/azure/chat_completion_json_schema.json"),
+        ),
+    );
+    let req = ChatRequest::new()
+        .system("Extract the event information.")
+        .user("Alice and Bob are going to a science fair on Friday.")
+        .response_format(llm_failover::ResponseFormat::JsonSchema {
+            name: "CalendarEventResponse".into(),
+            schema: schema.clone(),
+        });
+    assert!(h.provider.check_chat(&req).is_ok());
+    let resp = chat_with(&h, &req).await.result.unwrap();
+    assert_eq!(
+        resp.parse::<CalendarEventResponse>().unwrap(),
+        CalendarEventResponse {
+            name: "Science Fair".into(),
+            date: "Friday".into(),
+            participants: vec!["Alice".into(), "Bob".into()],
+        }
+    );
+    assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
+    let body = h.only_request().json();
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["name"],
+        "CalendarEventResponse"
+    );
+    assert_eq!(body["response_format"]["json_schema"]["schema"], schema);
+}
+
+#[tokio::test]
+async fn sends_the_vision_how_tos_image_parts() {
+    use llm_failover::{Image, Message};
+    let h = Harness::new().await;
+    h.server.push(
+        CHAT,
+        Reply::json(
+            200,
+            include_str!("../fixtures/azure/chat_completion_image.json"),
+        ),
+    );
+    let req = ChatRequest::new()
+        .system("You are a helpful assistant.")
+        .message(
+            Message::user("Describe this picture:")
+                .image(Image::url("https://example.com/award.jpg"))
+                .image(Image::base64("image/jpeg", "/9j/4AAQSkZJRg==")),
+        )
+        .max_tokens(100);
+    let resp = chat_with(&h, &req).await.result.unwrap();
+    assert!(resp
+        .text
+        .starts_with("The picture shows an individual dressed in formal attire"));
+    assert_eq!(
+        resp.usage,
+        Some(Usage {
+            input_tokens: 1156,
+            output_tokens: 80
+        })
+    );
+    let body = h.only_request().json();
+    assert_eq!(
+        body["messages"][1],
+        serde_json::json!({"role": "user", "content": [
+            {"type": "text", "text": "Describe this picture:"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/award.jpg"}},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQSkZJRg=="}},
+        ]})
+    );
+    assert_eq!(body["max_tokens"], 100);
+}
+
+#[tokio::test]
+async fn refuses_tools_and_json_schema_the_api_version_predates() {
+    let server = ScriptedServer::start().await;
+    let old = Azure::new(
+        ProviderId::new("azure-old"),
+        server.url().parse().unwrap(),
+        "2023-05-15",
+    );
+    let tools = ChatRequest::from_prompt("What time is it in Paris?").tool(time_tool());
+    let err = old.check_chat(&tools).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(err.message().contains("2023-12-01-preview"), "{err}");
+    assert!(
+        err.message().contains("providers.azure-old.api_version"),
+        "{err}"
+    );
+    assert_eq!(err.provider().map(ProviderId::as_str), Some("azure-old"));
+    let schema =
+        ChatRequest::from_prompt("x").response_format(llm_failover::ResponseFormat::JsonSchema {
+            name: "s".into(),
+            schema: serde_json::json!({"type": "object"}),
+        });
+    let ga = Azure::new(
+        ProviderId::new("azure-ga"),
+        server.url().parse().unwrap(),
+        "2024-06-01",
+    );
+    assert!(ga.check_chat(&tools).is_ok());
+    assert_eq!(
+        ga.check_chat(&schema).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+    assert!(server.requests().is_empty());
 }
