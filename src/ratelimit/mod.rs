@@ -115,7 +115,7 @@ pub(crate) use duration::go_duration;
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use estimate::{
     chat_cost_bound, estimate_chat, input_floor, preload, Encoding, DEFAULT_OUTPUT_TOKENS,
-    REPLY_PRIMING, TOKENS_PER_MESSAGE,
+    IMAGE_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_TOOL,
 };
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
