@@ -24,6 +24,7 @@ mod code_first;
 mod config;
 mod docs;
 mod e2e;
+mod example_tools;
 mod extra_body;
 mod failover;
 mod http_client;
