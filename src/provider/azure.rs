@@ -35,11 +35,11 @@ use crate::types::{
 };
 
 /// The first api-version with `tools` and `tool_choice` (they replaced `functions` and
-/// `function_call`): https://learn.microsoft.com/azure/ai-services/openai/how-to/function-calling.
+/// `function_call`): <https://learn.microsoft.com/azure/ai-services/openai/how-to/function-calling>.
 const TOOLS_SINCE: &str = "2023-12-01";
 
 /// The first api-version with structured outputs (`response_format: json_schema`):
-/// https://learn.microsoft.com/azure/ai-services/openai/how-to/structured-outputs
+/// <https://learn.microsoft.com/azure/ai-services/openai/how-to/structured-outputs>
 /// ("first added in API version `2024-08-01-preview`").
 const JSON_SCHEMA_SINCE: &str = "2024-08-01";
 

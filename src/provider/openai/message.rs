@@ -2,8 +2,8 @@
 //! that call tools, tool results, tool definitions and the tool choice — and what the format
 //! cannot carry, refused before anything is sent.
 //!
-//! Shapes (https://platform.openai.com/docs/api-reference/chat/create and the function-calling
-//! guide https://platform.openai.com/docs/guides/function-calling):
+//! Shapes (<https://platform.openai.com/docs/api-reference/chat/create> and the function-calling
+//! guide <https://platform.openai.com/docs/guides/function-calling>):
 //! - a user message with images: `content: [{"type": "text", "text"}, {"type": "image_url",
 //!   "image_url": {"url"}}…]`, the text part first and only when there is text; a carried
 //!   image as a `data:<mime>;base64,<data>` URL;
@@ -22,7 +22,7 @@ use crate::id::ProviderId;
 use crate::provider::tools::check_conversation;
 use crate::types::{ChatRequest, Image, Message, Role, Tool, ToolCall, ToolChoice};
 
-/// The image types the format takes (https://platform.openai.com/docs/guides/images-vision:
+/// The image types the format takes (<https://platform.openai.com/docs/guides/images-vision>:
 /// PNG, JPEG, WEBP, non-animated GIF).
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
 

@@ -5,7 +5,7 @@
 //! and only `prompt_filter_results`; it carries nothing and yields no chunk.
 //!
 //! Tool calls arrive in pieces (`delta.tool_calls[{index, id?, function: {name?,
-//! arguments}}]`, https://platform.openai.com/docs/guides/function-calling, "Streaming"): the
+//! arguments}}]`, <https://platform.openai.com/docs/guides/function-calling>, "Streaming"): the
 //! first piece of a call has its id and name, the later ones pieces of its arguments' JSON
 //! text. The pieces are put together per `index` (as OpenAI's SDKs do: name and arguments
 //! concatenated) and every call is handed over whole, its arguments parsed, on the chunk with
