@@ -28,13 +28,32 @@
 
 use std::borrow::Cow;
 
+use serde::Serialize;
 use serde_json::Value;
 
-use super::wire::WireTool;
 use crate::error::{Error, ErrorKind, Result};
 use crate::provider::tools::{portable_id, MAX_TOOL_NAME};
 use crate::provider::RequestContext;
-use crate::types::{ChatRequest, ResponseFormat};
+use crate::types::{ChatRequest, ResponseFormat, Tool};
+
+/// A tool definition: `{"name", "description", "input_schema"}`.
+#[derive(Debug, Serialize)]
+pub(super) struct WireTool<'a> {
+    pub(super) name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) description: Option<Cow<'a, str>>,
+    pub(super) input_schema: Cow<'a, serde_json::Value>,
+}
+
+impl<'a> From<&'a Tool> for WireTool<'a> {
+    fn from(t: &'a Tool) -> Self {
+        WireTool {
+            name: Cow::Borrowed(&t.name),
+            description: t.description.as_deref().map(Cow::Borrowed),
+            input_schema: Cow::Borrowed(&t.parameters),
+        }
+    }
+}
 
 /// The answer tool's name (for a schema named `x`: `json_answer-x`).
 pub(super) const ANSWER_TOOL: &str = "json_answer";
@@ -137,7 +156,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::types::Tool;
 
     fn schema_format(name: &str, schema: Value) -> ChatRequest {
         ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonSchema {

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::messages::{conversation, Conversation, WireMessage};
-use super::structured::{self, is_answer_tool, Answer, ANSWER_TOOL};
+use super::structured::{self, is_answer_tool, Answer, WireTool, ANSWER_TOOL};
 use super::{error, DEFAULT_MAX_TOKENS, PROVIDER_TYPE};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::RawResponse;
@@ -13,7 +13,7 @@ use crate::id::ProviderId;
 use crate::provider::body::{decode_json, json_f32};
 use crate::provider::tools::check_conversation;
 use crate::provider::RequestContext;
-use crate::types::{ChatRequest, ChatResponse, FinishReason, Tool, ToolCall, ToolChoice, Usage};
+use crate::types::{ChatRequest, ChatResponse, FinishReason, ToolCall, ToolChoice, Usage};
 
 /// The body of `POST /v1/messages`.
 #[derive(Debug, Serialize)]
@@ -33,25 +33,6 @@ pub(super) struct RequestBody<'a> {
     stop_sequences: &'a [String],
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
-}
-
-/// A tool definition: `{"name", "description", "input_schema"}`.
-#[derive(Debug, Serialize)]
-pub(super) struct WireTool<'a> {
-    pub(super) name: Cow<'a, str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) description: Option<Cow<'a, str>>,
-    pub(super) input_schema: Cow<'a, serde_json::Value>,
-}
-
-impl<'a> From<&'a Tool> for WireTool<'a> {
-    fn from(t: &'a Tool) -> Self {
-        WireTool {
-            name: Cow::Borrowed(&t.name),
-            description: t.description.as_deref().map(Cow::Borrowed),
-            input_schema: Cow::Borrowed(&t.parameters),
-        }
-    }
 }
 
 /// `tool_choice`: `{"type": "auto" | "any" | "none"}` or `{"type": "tool", "name"}`.
@@ -312,7 +293,7 @@ pub(super) fn finish_reason(stop_reason: &str) -> FinishReason {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Message;
+    use crate::types::{Message, Tool};
 
     fn body(req: &ChatRequest) -> serde_json::Value {
         let ctx = RequestContext::new("claude-x", None);
