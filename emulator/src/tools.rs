@@ -361,17 +361,11 @@ pub(crate) fn answer(asks: &Asks, seed: u64, max_tokens: u64) -> Answer {
             json_answer(&json!({ "answer": text }), max_tokens)
         }
         Format::Schema(s) => {
-            let gen = schema::Gen {
-                root: s,
-                subject: subject.as_deref(),
-            };
+            let gen = schema::Gen::new(s, subject.as_deref());
             json_answer(&gen.value(s, seed), max_tokens)
         }
         Format::Enum(s) => {
-            let gen = schema::Gen {
-                root: s,
-                subject: None,
-            };
+            let gen = schema::Gen::new(s, None);
             let v = gen.value(s, seed);
             let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
             Answer::text(fixed(&text, max_tokens))
@@ -444,10 +438,7 @@ fn calls(asks: &Asks, seed: u64, subject: Option<&str>) -> Vec<Call> {
         .enumerate()
         .map(|(i, tool)| {
             let key = mix(seed ^ fnv1a(tool.name.as_bytes()) ^ (i as u64).rotate_left(32));
-            let gen = schema::Gen {
-                root: &tool.schema,
-                subject,
-            };
+            let gen = schema::Gen::new(&tool.schema, subject);
             let mut arguments = gen.value(&tool.schema, key);
             if !arguments.is_object() {
                 // Arguments are an object, whatever the schema says.

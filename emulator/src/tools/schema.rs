@@ -10,12 +10,18 @@
 //! string property named like a place or a search (`city`, `location`, `query`, …) takes a
 //! word of the user's text. `pattern`, `multipleOf` and `uniqueItems` are not honoured.
 
+use std::cell::Cell;
+
 use serde_json::{Map, Value};
 
 use crate::text::{complete, fnv1a, mix};
 
 /// Nesting deeper than this (a recursive `$ref`) ends in `null`.
 const MAX_DEPTH: usize = 12;
+
+/// Values generated for one schema at most: past them (a schema of nested arrays that would
+/// multiply), `null`.
+const MAX_VALUES: u32 = 10_000;
 
 /// Property names whose string value is a word of the user's text.
 const SUBJECT_NAMES: &str = "
@@ -26,21 +32,34 @@ const SUBJECT_NAMES: &str = "
 /// What generating a value needs besides the schema.
 pub(crate) struct Gen<'a> {
     /// The whole schema, for `$ref`s.
-    pub(crate) root: &'a Value,
+    root: &'a Value,
     /// A word of the user's text (for `city`, `query`, …), if the text has one.
-    pub(crate) subject: Option<&'a str>,
+    subject: Option<&'a str>,
+    /// Values still allowed.
+    budget: Cell<u32>,
 }
 
-impl Gen<'_> {
+impl<'a> Gen<'a> {
+    /// A generator for `root` (where `$ref`s point), with the user's `subject` word.
+    pub(crate) fn new(root: &'a Value, subject: Option<&'a str>) -> Self {
+        Gen {
+            root,
+            subject,
+            budget: Cell::new(MAX_VALUES),
+        }
+    }
+
     /// The value `schema` describes, drawn from `seed`.
     pub(crate) fn value(&self, schema: &Value, seed: u64) -> Value {
         self.at(schema, seed, None, 0)
     }
 
     fn at(&self, schema: &Value, seed: u64, name: Option<&str>, depth: usize) -> Value {
-        if depth > MAX_DEPTH {
+        let left = self.budget.get();
+        if depth > MAX_DEPTH || left == 0 {
             return Value::Null;
         }
+        self.budget.set(left - 1);
         let Some(s) = schema.as_object() else {
             // `true` or a non-object: anything goes; a string is something.
             return Value::String(self.string(&Map::new(), seed, name));
@@ -293,11 +312,7 @@ mod tests {
     use super::*;
 
     fn gen(schema: &Value, subject: Option<&str>) -> Value {
-        Gen {
-            root: schema,
-            subject,
-        }
-        .value(schema, 42)
+        Gen::new(schema, subject).value(schema, 42)
     }
 
     #[test]
@@ -362,6 +377,13 @@ mod tests {
             node = &node["loop"];
         }
         assert!(depth <= MAX_DEPTH, "{depth}");
+        // Nested arrays that would multiply stop at the budget.
+        let mut wide = json!({"type": "integer"});
+        for _ in 0..10 {
+            wide = json!({"type": "array", "items": wide, "minItems": 64});
+        }
+        let v = gen(&wide, None);
+        assert!(v.to_string().matches("null").count() > 0);
     }
 
     #[test]
