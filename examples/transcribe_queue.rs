@@ -37,9 +37,9 @@
 //! urgency `low`, `normal` or `high`, a summary of 1 to 300 characters); the answer is parsed
 //! leniently (from its first `{` to its last `}`). A refused triage sends the job to `review`
 //! with its result kept. The report separates *transport success* (jobs answered at all) from
-//! *correctness* (answers that passed the contract). The emulator is not a model: its chat
-//! answers are sentences of fixed vocabulary, never JSON, so under `demo` every job goes to
-//! review — transport success 100 %, correctness 0 % — and its transcripts are placeholder text
+//! *correctness* (answers that passed the contract). The emulator is not a model: in JSON mode it
+//! answers `{"answer": <sentences of fixed vocabulary>}`, never a triage, so under `demo` every
+//! job goes to review — transport success 100 %, correctness 0 % — and its transcripts are placeholder text
 //! derived from the audio. Real models in JSON mode mostly pass.
 //!
 //! **Nothing of what was said is printed.** Transcripts and the model's answers go into the
