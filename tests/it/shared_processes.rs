@@ -565,6 +565,17 @@ fn redis_killed_and_restarted_mid_run_loses_no_item() {
                     redis.restart();
                 }
             }
+            // Done with its share on slots booked before the outage: nothing left to wait for
+            // (every item is checked below, once each).
+            (Some((_, None)), Event::Exit(w, Some(0))) => {
+                exited[w] = true;
+                if alive_since.iter().zip(&exited).all(|(a, e)| *a || *e) {
+                    if let Some((down, None)) = outage {
+                        outage = Some((down, Some(unix_ms())));
+                        redis.restart();
+                    }
+                }
+            }
             (Some((_, None)), Event::Exit(w, code)) => {
                 panic!(
                     "worker {w} exited ({code:?}) while Redis was down; its stderr:\n{}",
