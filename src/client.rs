@@ -695,7 +695,11 @@ impl ClientBuilder {
             providers,
             policy: Some(config.policy),
             shared: config.shared,
-            cache: config.cache.as_ref().map(CacheSettings::build).transpose()?,
+            cache: config
+                .cache
+                .as_ref()
+                .map(CacheSettings::build)
+                .transpose()?,
         })
     }
 

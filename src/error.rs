@@ -857,7 +857,11 @@ pub(crate) fn aggregate_kind(attempts: &[Error], base: ErrorKind) -> ErrorKind {
         .collect();
     let all = |f: fn(&Disposition) -> bool| !answered.is_empty() && answered.iter().all(f);
     // Every provider answered, each in the wrong shape: the answers are the trouble.
-    if !attempts.is_empty() && attempts.iter().all(|e| e.kind() == ErrorKind::InvalidAnswer) {
+    if !attempts.is_empty()
+        && attempts
+            .iter()
+            .all(|e| e.kind() == ErrorKind::InvalidAnswer)
+    {
         return ErrorKind::InvalidAnswer;
     }
     if all(|d| *d == Disposition::QuotaExhausted) {
