@@ -313,6 +313,25 @@ impl Error {
         Self::new(ErrorKind::Config, message)
     }
 
+    /// An SQLite failure as an `Io` error: `{subject}: {doing}: {e}` and a hint for the
+    /// common causes (`busy`: what held the lock too long). Never a statement's parameters.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn sqlite(subject: &str, busy: &str, doing: &str, e: rusqlite::Error) -> Self {
+        let hint = match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                format!(" (another connection held the lock longer than {busy})")
+            }
+            Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
+                " (not an SQLite database, or a corrupt one)".to_owned()
+            }
+            Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
+                " (check the path and its permissions)".to_owned()
+            }
+            _ => String::new(),
+        };
+        Self::new(ErrorKind::Io, format!("{subject}: {doing}: {e}{hint}")).with_source(e)
+    }
+
     /// A response that could not be understood.
     pub(crate) fn decode(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Decode, message)

@@ -23,7 +23,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::Script;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -224,23 +224,7 @@ impl RedisCacheStore {
 
     /// The connection, made now if there is none (first use, or a call failed since).
     async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        let held = self
-            .conn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(conn) = held {
-            return Ok(conn);
-        }
-        // Each call is bounded by `timeout` anyway; the manager's own reconnecting only
-        // covers a connection dropped between two calls.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(0);
-        let conn = ConnectionManager::new_with_config(self.client.clone(), config).await?;
-        *self.conn.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
-        Ok(conn)
+        crate::ratelimit::held_or_new(&self.conn, &self.client, self.timeout).await
     }
 
     /// An `Io` error naming the Redis, the key tag and what was being done; any password

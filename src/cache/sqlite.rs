@@ -312,19 +312,12 @@ fn trim(conn: &Connection, bound: u64, now_ms: Option<i64>) -> rusqlite::Result<
 /// An SQLite failure as an `Io` error naming the file and what was being done, with a hint
 /// for the common causes. Never the cached value (no statement's parameters are in it).
 fn sql_error(name: &str, doing: &str, e: rusqlite::Error) -> Error {
-    let hint = match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            " (another connection held the lock longer than the cache's 100 ms busy timeout)"
-        }
-        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
-            " (not an SQLite database, or a corrupt one)"
-        }
-        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
-            " (check the path and its permissions)"
-        }
-        _ => "",
-    };
-    Error::new(ErrorKind::Io, format!("cache {name}: {doing}: {e}{hint}")).with_source(e)
+    Error::sqlite(
+        &format!("cache {name}"),
+        "the cache's 100 ms busy timeout",
+        doing,
+        e,
+    )
 }
 
 #[cfg(test)]

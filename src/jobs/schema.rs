@@ -50,23 +50,7 @@ pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// An SQLite failure as an [`Error`] of kind `Io`, naming the database and what was being done.
 pub(crate) fn sql_error(db: &str, doing: &str, e: rusqlite::Error) -> Error {
-    let hint = match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            " (another connection held the write lock longer than the busy timeout)"
-        }
-        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
-            " (not an SQLite database, or a corrupt one)"
-        }
-        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
-            " (check the path and its permissions)"
-        }
-        _ => "",
-    };
-    Error::new(
-        ErrorKind::Io,
-        format!("jobs database {db}: {doing}: {e}{hint}"),
-    )
-    .with_source(e)
+    Error::sqlite(&format!("jobs database {db}"), "the busy timeout", doing, e)
 }
 
 /// Sets the connection up (busy timeout, WAL for a file) and brings its schema to [`VERSION`].

@@ -92,6 +92,8 @@ mod value;
 mod random_input_tests;
 
 #[cfg(feature = "redis")]
+pub(crate) use self::redis::held_or_new;
+#[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, PROBE_TTL};
 pub use headers::parse_limit_headers;
 pub use limits::Limits;

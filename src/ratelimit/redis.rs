@@ -124,6 +124,27 @@ struct Gates {
     changed: tokio::sync::Notify,
 }
 
+/// The connection held in `slot`, or a new one to `client` (kept there) when there is none:
+/// first use, or a call failed since and dropped it. Each call is bounded by `timeout`
+/// anyway; the manager's own reconnecting only covers a connection dropped between two calls.
+pub(crate) async fn held_or_new(
+    slot: &Mutex<Option<ConnectionManager>>,
+    client: &redis::Client,
+    timeout: Duration,
+) -> redis::RedisResult<ConnectionManager> {
+    let held = slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if let Some(conn) = held {
+        return Ok(conn);
+    }
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(0);
+    let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+    Ok(conn)
+}
+
 /// The most slots booked ahead remembered; beyond it they are all checked in Redis.
 const MAX_BOOKED: usize = 65_536;
 
@@ -362,24 +383,7 @@ impl RedisStore {
     /// The connection, made now if there is none (first use, or Redis was down since): a
     /// Redis that comes back is used again by the first call after the retry interval.
     async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        let held = self
-            .conn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(conn) = held {
-            return Ok(conn);
-        }
-        // Each call is bounded by `timeout` anyway; the manager's own reconnecting only
-        // covers a connection dropped between two calls.
-        let timeout = self.settings.timeout;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(0);
-        let conn = ConnectionManager::new_with_config(self.client.clone(), config).await?;
-        *self.conn.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
-        Ok(conn)
+        held_or_new(&self.conn, &self.client, self.settings.timeout).await
     }
 
     /// The channel gates are announced on.
