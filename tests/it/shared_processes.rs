@@ -529,6 +529,22 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Brings Redis back (and notes when) once every worker still running has printed progress
+/// since it said Redis is unreachable, or has finished.
+fn back_up_once_all_heard(
+    outage: &mut Option<(u64, Option<u64>)>,
+    redis: &mut RedisServer,
+    alive_since: &[bool; WORKERS],
+    exited: &[bool; WORKERS],
+) {
+    if let Some((down, None)) = *outage {
+        if alive_since.iter().zip(exited).all(|(a, e)| *a || *e) {
+            *outage = Some((down, Some(unix_ms())));
+            redis.restart();
+        }
+    }
+}
+
 #[test]
 fn redis_killed_and_restarted_mid_run_loses_no_item() {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
@@ -554,27 +570,19 @@ fn redis_killed_and_restarted_mid_run_loses_no_item() {
                 redis.kill();
                 outage = Some((unix_ms(), None));
             }
-            (Some((down, None)), Event::Line(w, line)) => {
+            (Some((_, None)), Event::Line(w, line)) => {
                 if line.contains("Redis is unreachable") {
                     warned[w] = true;
                 } else if warned[w] && line.starts_with('[') {
                     alive_since[w] = true;
                 }
-                if alive_since.iter().zip(&exited).all(|(a, e)| *a || *e) {
-                    outage = Some((down, Some(unix_ms())));
-                    redis.restart();
-                }
+                back_up_once_all_heard(&mut outage, &mut redis, &alive_since, &exited);
             }
             // Done with its share on slots booked before the outage: nothing left to wait for
             // (every item is checked below, once each).
             (Some((_, None)), Event::Exit(w, Some(0))) => {
                 exited[w] = true;
-                if alive_since.iter().zip(&exited).all(|(a, e)| *a || *e) {
-                    if let Some((down, None)) = outage {
-                        outage = Some((down, Some(unix_ms())));
-                        redis.restart();
-                    }
-                }
+                back_up_once_all_heard(&mut outage, &mut redis, &alive_since, &exited);
             }
             (Some((_, None)), Event::Exit(w, code)) => {
                 panic!(
