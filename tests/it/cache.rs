@@ -17,6 +17,7 @@ use llm_failover::{
 };
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 
+use crate::support::examples::TempDir;
 use crate::support::redis::RedisServer;
 use crate::support::*;
 
@@ -45,29 +46,6 @@ fn question(n: u32) -> ChatRequest {
         .system("Be brief.")
         .user(format!("Question {n}?"))
         .max_tokens(32)
-}
-
-/// A temporary directory, removed on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d =
-            std::env::temp_dir().join(format!("llm-failover-cache-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-
-    fn file(&self, name: &str) -> std::path::PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[tokio::test]
@@ -473,8 +451,8 @@ async fn identical_requests_in_flight_at_once_are_sent_once() {
 
 #[tokio::test]
 async fn an_sqlite_cache_is_kept_across_clients_and_never_holds_the_key() {
-    let dir = Dir::new("sqlite");
-    let file = dir.file("answers.sqlite");
+    let dir = TempDir::new("cache", "sqlite");
+    let file = dir.path("answers.sqlite");
     let a = ScriptedServer::start().await;
     a.push(CHAT, ok("kept on disk"));
     {
@@ -503,8 +481,8 @@ async fn an_sqlite_cache_is_kept_across_clients_and_never_holds_the_key() {
 
 #[tokio::test]
 async fn a_corrupt_cache_file_is_a_miss_with_a_warning_never_an_error() {
-    let dir = Dir::new("corrupt");
-    let file = dir.file("answers.sqlite");
+    let dir = TempDir::new("cache", "corrupt");
+    let file = dir.path("answers.sqlite");
     std::fs::write(&file, vec![0x5a; 8192]).unwrap();
     let a = ScriptedServer::start().await;
     a.push(CHAT, ok("one"));
@@ -524,8 +502,8 @@ async fn a_corrupt_cache_file_is_a_miss_with_a_warning_never_an_error() {
 
 #[tokio::test]
 async fn a_locked_cache_file_is_a_miss_never_an_error() {
-    let dir = Dir::new("locked");
-    let file = dir.file("answers.sqlite");
+    let dir = TempDir::new("cache", "locked");
+    let file = dir.path("answers.sqlite");
     let a = ScriptedServer::start().await;
     a.push(CHAT, ok("before the lock"));
     a.push(CHAT, ok("while locked"));
