@@ -111,6 +111,13 @@ impl Now {
     }
 }
 
+/// `at` in milliseconds since the Unix epoch (0 before it, saturating far after): the
+/// wall-clock times the cache, the job queue and the send traces keep.
+pub(crate) fn wall_ms(at: SystemTime) -> i64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// A source of time that can also wait.
 ///
 /// # Examples

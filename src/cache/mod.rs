@@ -91,12 +91,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The default most answers kept.
 pub const DEFAULT_MAX_ENTRIES: u64 = 100_000;
 
-/// `at` in milliseconds since the Unix epoch (0 before it, saturating far after).
-pub(crate) fn wall_ms(at: std::time::SystemTime) -> i64 {
-    at.duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// What one request does with the cache ([`RequestOptions::cache`](crate::RequestOptions::cache)).
 ///
 /// # Examples

@@ -24,7 +24,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// assert!(wall_ms(clock.wall()) > 0);
 /// ```
 pub fn wall_ms(at: SystemTime) -> i64 {
-    crate::cache::wall_ms(at)
+    crate::clock::wall_ms(at)
 }
 
 /// A duration in whole milliseconds, saturating (for leases and backoffs).

@@ -17,7 +17,8 @@ use super::decide::{attempt_timeout, decide, Action, Count, Next, Outcome};
 use super::job::{Attempt, Job, Priced};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
-use crate::cache::{self, Fill, Lookup};
+use crate::cache::{Fill, Lookup};
+use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Credential, CredentialSource, ProviderId};
 use crate::provider::RequestContext;
@@ -76,7 +77,7 @@ impl Router {
         };
         match (result, fill) {
             (Ok(mut out), Some(fill)) => {
-                let now_ms = cache::wall_ms(self.clock.wall());
+                let now_ms = clock::wall_ms(self.clock.wall());
                 if let Some((fill, value)) = J::keep(&mut out, fill, now_ms) {
                     fill.keep(value, now_ms).await;
                 }
@@ -99,7 +100,7 @@ impl Router {
         };
         let req = job.request();
         let key = job.cache_key(&run.answerers(req.model(), req.capability()));
-        let now_ms = cache::wall_ms(self.clock.wall());
+        let now_ms = clock::wall_ms(self.clock.wall());
         match cache.lookup::<J::Kept>(key, opts.cache, now_ms).await {
             Lookup::Hit {
                 answer,
@@ -532,7 +533,7 @@ fn invalid_answer<T>(run: &mut Run<'_>, slot: usize, err: Error) -> Step<T> {
     ControlFlow::Continue(())
 }
 
+/// [`clock::wall_ms`] as the traces' unsigned field (never negative).
 fn wall_ms(t: std::time::SystemTime) -> u64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    clock::wall_ms(t).unsigned_abs()
 }
