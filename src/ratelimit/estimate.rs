@@ -351,7 +351,16 @@ mod tests {
             let bound = |r: &ChatRequest| chat_cost_bound(r, model).input_tokens;
             let tool_cost = est(&with_tool) - est(&base);
             assert!(tool_cost >= Encoding::for_model(model).count(&schema.to_string()));
-            assert!(est(&with_turn) > est(&with_tool) + 2 * TOKENS_PER_TOOL / 2);
+            // The call (its id, name, arguments, framing) and the result (its id, text), two
+            // messages more.
+            let c = |t: &str| Encoding::for_model(model).count(t);
+            let turn = 2 * TOKENS_PER_MESSAGE
+                + TOKENS_PER_TOOL
+                + 2 * c("call_1")
+                + c("get_weather")
+                + c(&serde_json::json!({"city": "Paris"}).to_string())
+                + c(r#"{"temperature_c": 18}"#);
+            assert_eq!(est(&with_turn), est(&with_tool) + turn);
             assert!(est(&with_image) >= est(&base) + IMAGE_TOKENS);
             for r in [&with_tool, &with_turn, &with_image] {
                 assert!(bound(r) >= est(r), "{model}: the bound stays a bound");
