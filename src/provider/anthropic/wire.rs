@@ -51,7 +51,7 @@ enum WireToolChoice<'a> {
 }
 
 /// What Anthropic refuses in a request beyond [`check_conversation`]: a caller's tool named
-/// like the answer tool, `required` without tools, and whatever the conversation's
+/// like the answer tool, and whatever the conversation's
 /// translation refuses ([`conversation`]).
 ///
 /// # Errors
@@ -71,12 +71,6 @@ fn check_tools(req: &ChatRequest) -> Result<()> {
                  `{ANSWER_TOOL}-…` are the Anthropic adapter's own (structured answers)",
                 t.name
             ),
-        ));
-    }
-    if req.tools.is_empty() && req.tool_choice == Some(ToolChoice::Required) {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            format!("{PROVIDER_TYPE} request: the tool choice `required` needs tools"),
         ));
     }
     Ok(())

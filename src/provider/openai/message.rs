@@ -39,17 +39,10 @@ const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/
 ///
 /// # Errors
 ///
-/// `InvalidRequest` from the shared checks, or for a `required` choice without tools;
+/// `InvalidRequest` from the shared checks (a `required` choice without tools among them);
 /// `Unsupported` naming the image or the message the format cannot carry.
 pub(crate) fn check(id: &ProviderId, req: &ChatRequest, kind: &str) -> Result<()> {
     check_conversation(req, kind).map_err(|e| e.with_provider(id.clone()))?;
-    if req.tools.is_empty() && req.tool_choice == Some(ToolChoice::Required) {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            format!("{kind} request: the tool choice is `required`, but there are no tools"),
-        )
-        .with_provider(id.clone()));
-    }
     let refuse = |what: String| {
         Err(Error::new(
             ErrorKind::Unsupported,

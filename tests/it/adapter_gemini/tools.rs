@@ -452,6 +452,11 @@ async fn check_chat_starts_with_the_shared_conversation_checks() {
     assert_eq!(err.kind(), ErrorKind::InvalidRequest);
     assert!(err.message().starts_with("gemini request: "), "{err}");
     assert!(err.message().contains("no earlier assistant"), "{err}");
+    // `required` with nothing to call is refused, not sent as `ANY` over no declarations.
+    let req = ChatRequest::from_prompt("x").tool_choice(ToolChoice::Required);
+    let err = provider_for_checks().check_chat(&req).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+    assert!(err.message().contains("there are no tools"), "{err}");
 }
 
 fn provider_for_checks() -> Gemini {
