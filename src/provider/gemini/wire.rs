@@ -263,7 +263,7 @@ mod tests {
             {"functionCall": {"id": "gem-7", "name": "b", "args": {}}},
             {"functionCall": {"name": "c"}}
         ]}, "finishReason": "STOP"}]});
-        let r = parse(body.clone()).unwrap();
+        let r = parse(body).unwrap();
         assert_eq!(r.text, "Checking.");
         assert_eq!(r.finish_reason, Some(FinishReason::ToolCalls));
         let ids: Vec<&str> = r.tool_calls.iter().map(|c| c.id.as_str()).collect();
@@ -276,7 +276,6 @@ mod tests {
             ]
         );
         assert_eq!(r.tool_calls[2].arguments, json!({}));
-        assert_eq!(parse(body).unwrap().tool_calls, r.tool_calls, "stable");
     }
 
     #[test]
