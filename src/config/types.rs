@@ -470,14 +470,7 @@ impl CacheSettings {
         if !url.starts_with("redis") {
             return url.to_owned();
         }
-        match Url::parse(url) {
-            Ok(u) => match (u.host_str(), u.port()) {
-                (Some(h), Some(p)) => format!("redis://{h}:{p}"),
-                (Some(h), None) => format!("redis://{h}:6379"),
-                _ => "redis://(no host)".to_owned(),
-            },
-            Err(_) => "redis://(an unreadable URL)".to_owned(),
-        }
+        format!("redis://{}", SharedSettings::new(url).host())
     }
 
     /// A [`CacheBuilder`] with these settings.

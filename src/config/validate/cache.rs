@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::shared::{check_prefix, check_url};
+use super::shared::{bounded_ms, check_prefix, check_url, MAX_TIMEOUT_MS};
 use super::Check;
 use crate::config::raw::RawCache;
 use crate::config::source::{Issue, TomlPath};
@@ -15,9 +15,6 @@ use crate::config::types::CacheSettings;
 /// usual 30 days means something).
 const MAX_TTL_MS: i64 = 365 * 24 * 60 * 60 * 1000;
 
-/// The longest `redis_timeout_ms`, as `[shared] timeout_ms`.
-const MAX_REDIS_TIMEOUT_MS: i64 = 60_000;
-
 /// How a `url` is written.
 const FORM: &str = "write \"memory\", \"sqlite:PATH\" (a file; a relative path is relative to \
                     the working directory) or \"redis://host:port[/db]\"";
@@ -26,9 +23,7 @@ pub(super) fn cache(path: &TomlPath, raw: &RawCache) -> Check<CacheSettings> {
     let url = raw.url.trim();
     let redis = check_backend(url).map_err(|m| Issue::new(path.key("url"), m))?;
     let mut settings = CacheSettings::new(url);
-    if let Some(ms) = raw.ttl_ms {
-        settings.ttl = milliseconds(path, "ttl_ms", ms, MAX_TTL_MS)?;
-    }
+    settings.ttl = bounded_ms(path, "ttl_ms", raw.ttl_ms, settings.ttl, MAX_TTL_MS)?;
     if let Some(n) = raw.max_entries {
         settings.max_entries = u64::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
             Issue::new(
@@ -54,7 +49,13 @@ pub(super) fn cache(path: &TomlPath, raw: &RawCache) -> Check<CacheSettings> {
         settings.redis_prefix = Some(prefix.clone());
     }
     if let Some(ms) = raw.redis_timeout_ms {
-        let timeout = milliseconds(path, "redis_timeout_ms", ms, MAX_REDIS_TIMEOUT_MS)?;
+        let timeout = bounded_ms(
+            path,
+            "redis_timeout_ms",
+            Some(ms),
+            Duration::ZERO,
+            MAX_TIMEOUT_MS,
+        )?;
         settings.redis_timeout = Some(timeout);
     }
     Ok(settings)
@@ -95,18 +96,6 @@ fn missing_feature(what: &str, feature: &str) -> String {
          enable it (llm-failover = {{ version = \"…\", features = [\"{feature}\"] }}), or \
          use url = \"memory\""
     )
-}
-
-/// A `_ms` value from 1 to `max`.
-fn milliseconds(path: &TomlPath, key: &str, ms: i64, max: i64) -> Check<Duration> {
-    if (1..=max).contains(&ms) {
-        Ok(Duration::from_millis(ms.unsigned_abs()))
-    } else {
-        Err(Issue::new(
-            path.key(key),
-            format!("must be from 1 to {max} milliseconds, not {ms}"),
-        ))
-    }
 }
 
 #[cfg(test)]

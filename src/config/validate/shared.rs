@@ -18,7 +18,7 @@ use crate::config::source::{Issue, TomlPath};
 use crate::ratelimit::{SharedSettings, WhenDown};
 
 /// The longest `timeout_ms`: a call to Redis is bounded by far less than a request's deadline.
-const MAX_TIMEOUT_MS: i64 = 60_000;
+pub(super) const MAX_TIMEOUT_MS: i64 = 60_000;
 
 /// The longest `retry_interval_ms`: an hour.
 const MAX_RETRY_INTERVAL_MS: i64 = 60 * 60 * 1000;
@@ -199,8 +199,8 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A `_ms` value from 1 to `max`.
-fn bounded_ms(
+/// A `_ms` value from 1 to `max` (`default` when absent).
+pub(super) fn bounded_ms(
     path: &TomlPath,
     key: &str,
     value: Option<i64>,
