@@ -695,11 +695,15 @@ impl ClientBuilder {
             providers,
             policy: Some(config.policy),
             shared: config.shared,
-            cache: config
-                .cache
-                .as_ref()
-                .map(CacheSettings::build)
-                .transpose()?,
+            // Built only when no cache was given in code (which wins over the file's).
+            cache: match &self.cache {
+                Some(_) => None,
+                None => config
+                    .cache
+                    .as_ref()
+                    .map(CacheSettings::build)
+                    .transpose()?,
+            },
         })
     }
 
