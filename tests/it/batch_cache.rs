@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use llm_failover::batch::{CacheSummary, FileJob, QueuedJob, Runner, Stop, Summary};
@@ -23,7 +23,7 @@ use llm_failover::{Client, Config, Credential};
 use llm_failover_emulator::{Emulator, ProviderConfig};
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, output_within, TempDir};
+use crate::support::examples::{batch_bin, output_within, TempDir};
 use crate::support::redis::RedisServer;
 
 /// The emulator, the repository's `demo` providers pointed at it (no limits), and a
@@ -259,12 +259,6 @@ async fn two_replicas_sharing_a_redis_cache_ask_once_between_them() {
         texts(&lines),
         texts(&by_id(&s.dir.path("one").join("results.jsonl")))
     );
-}
-
-/// The `batch` example, built once per test run.
-fn batch_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_example("batch", None))
 }
 
 /// Runs the example in `dir`, in `demo`, with `args`; returns its summary (`--summary-json`)

@@ -15,18 +15,11 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::examples::{build_example, output_within, TempDir};
-
-/// The `batch` example, built once per test run.
-fn batch_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_example("batch", None))
-}
+use crate::support::examples::{batch_bin, output_within, TempDir};
 
 /// A fresh directory for one test.
 struct Dir(TempDir);

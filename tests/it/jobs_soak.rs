@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{OnceLock, PoisonError};
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use llm_failover::clock::{Clock, TokioClock};
@@ -30,9 +30,7 @@ use llm_failover::jobs::{wall_ms, Job, JobState, Queue, QueueStats};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
 use serde_json::{json, Value};
 
-use crate::support::examples::{
-    build_example, still_ours, write_one_provider_config, TempDir, FLEETS,
-};
+use crate::support::examples::{batch_bin, still_ours, write_one_provider_config, TempDir, FLEETS};
 use crate::support::postgres::PgServer;
 
 /// Worker processes running at any time.
@@ -80,12 +78,6 @@ const KEY_VAR: &str = "JOBS_SOAK_EMU_KEY";
 const KEY: &str = "sk-jobs-soak-5e4d3c2b1a09";
 /// Every prompt starts with this (checked never printed).
 const PROMPT: &str = "Soak prompt";
-
-/// The `batch` example, built once per test run by the cargo that runs the tests.
-fn batch_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_example("batch", None))
-}
 
 /// Now, to bound how long the workers may run and to time the stall (its lease must have
 /// expired before it goes on); the workers' logic never waits on it.

@@ -13,10 +13,10 @@
 #![cfg(unix)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{OnceLock, PoisonError};
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use llm_failover_emulator::{
@@ -24,9 +24,7 @@ use llm_failover_emulator::{
 };
 use serde_json::{json, Value};
 
-use crate::support::examples::{
-    build_example, still_ours, write_one_provider_config, TempDir, FLEETS,
-};
+use crate::support::examples::{batch_bin, still_ours, write_one_provider_config, TempDir, FLEETS};
 use crate::support::redis::RedisServer;
 
 /// Worker processes per fleet.
@@ -53,12 +51,6 @@ const KEY: &str = "sk-shared-processes-0f9e8d7c6b5a";
 const PASSWORD: &str = "pw-shared-processes-4b3a";
 /// Every prompt starts with this (checked never printed).
 const PROMPT: &str = "Shared-quota prompt";
-
-/// The `batch` example, built once per test run by the cargo that runs the tests.
-fn batch_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_example("batch", None))
-}
 
 /// A fresh directory for one fleet.
 struct Dir(TempDir);

@@ -4,9 +4,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
+
+/// `examples/batch.rs`'s executable, built once per test process (the tests that run it as
+/// their users do share it).
+pub fn batch_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_example("batch", None))
+}
 
 /// The executable of example `name`, built now with the features of this build (tests), or
 /// in `profile` with the default features (benches).
