@@ -1,12 +1,12 @@
-//! The batch with a response cache: repeated questions are sent once (also while the first is
-//! in flight), a rerun on the same SQLite cache file sends nothing — in code, and through the
+//! The batch with a response cache: repeated questions are sent once (asked side by side, the
+//! second may find the first in flight or kept: either way it is not sent; the held, exact case
+//! of one in flight is `cache::identical_requests_in_flight_at_once_are_sent_once`), a rerun on the same SQLite cache file sends nothing — in code, and through the
 //! example binary's `--cache` — and two replicas sharing a Redis cache ask once between them.
 //! Every answer from the cache is marked in its results line, and the summary counts the run's
 //! hits, misses and tokens saved.
 //!
-//! Against the in-process emulator (20–30 ms per answer, so that the two askings of a question
-//! overlap); assertions are on counts — requests the emulator received, lines, hits — never on
-//! timings.
+//! Against the in-process emulator; assertions are on counts — requests the emulator received,
+//! lines, hits — never on timings.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -37,8 +37,8 @@ struct Setup {
 impl Setup {
     async fn new(name: &str) -> Setup {
         let emu = Emulator::builder()
-            .provider(ProviderConfig::openai("openai").with_latency(20, 10))
-            .provider(ProviderConfig::anthropic("anthropic").with_latency(20, 10))
+            .provider(ProviderConfig::openai("openai"))
+            .provider(ProviderConfig::anthropic("anthropic"))
             .provider(ProviderConfig::deepgram("deepgram"))
             .start()
             .await
