@@ -167,6 +167,8 @@ struct Inner {
     errors: AtomicU64,
     /// Whether the last backend call failed (a warning is logged when this changes).
     failing: AtomicBool,
+    /// Lookups waiting now for an identical request in flight (tests watch it).
+    waiting: AtomicU64,
     /// The requests being asked now, by key: the others with that key wait for it.
     flights: Mutex<HashMap<Key, watch::Receiver<()>>>,
 }
@@ -437,6 +439,7 @@ impl Cache {
                 tokens_saved: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
                 failing: AtomicBool::new(false),
+                waiting: AtomicU64::new(0),
                 flights: Mutex::default(),
             }),
         }
@@ -464,6 +467,14 @@ impl Cache {
             tokens_saved: get(&i.tokens_saved),
             errors: get(&i.errors),
         }
+    }
+
+    /// How many lookups wait now for an identical request in flight (tests: to know they
+    /// reached the cache before the first one's answer is let through).
+    #[cfg_attr(feature = "test-util", visibility::make(pub))]
+    #[allow(dead_code)]
+    pub(crate) fn waiting(&self) -> u64 {
+        self.inner.waiting.load(Ordering::Relaxed)
     }
 
     /// How many answers are kept now (expired ones the backend has not dropped yet included).
@@ -510,37 +521,61 @@ impl Cache {
             CacheMode::Use => {}
         }
         loop {
-            if let Some(stored) = self.get(&key, now_ms).await {
-                match serde_json::from_slice(&stored.value) {
-                    Ok(answer) => {
+            if let Some((answer, stored_at_ms)) = self.found(&key, now_ms).await {
+                return Lookup::Hit {
+                    answer,
+                    stored_at_ms,
+                };
+            }
+            let mut waiting = match self.join_or_lead(key) {
+                Ok(rx) => rx,
+                Err(fill) => {
+                    // The request that asked before may have kept its answer and left between
+                    // the look above and this lead (it keeps, then leaves): look once more.
+                    if let Some((answer, stored_at_ms)) = self.found(&key, now_ms).await {
                         return Lookup::Hit {
                             answer,
-                            stored_at_ms: stored.stored_at_ms,
-                        }
+                            stored_at_ms,
+                        };
                     }
-                    Err(e) => self.unreadable(&e),
-                }
-            }
-            let mut waiting = {
-                let mut flights = self
-                    .inner
-                    .flights
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                match flights.get(&key) {
-                    Some(rx) => rx.clone(),
-                    None => {
-                        let (tx, rx) = watch::channel(());
-                        flights.insert(key, rx);
-                        drop(flights);
-                        self.inner.misses.fetch_add(1, Ordering::Relaxed);
-                        return Lookup::Miss(Some(self.fill(key, Some(tx))));
-                    }
+                    self.inner.misses.fetch_add(1, Ordering::Relaxed);
+                    return Lookup::Miss(Some(fill));
                 }
             };
             // Ends when the first request's fill does (kept or not): look again.
+            self.inner.waiting.fetch_add(1, Ordering::Relaxed);
             let _ = waiting.changed().await;
+            self.inner.waiting.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    /// The answer kept under `key` and when it was kept, read back as a `T` (an entry that
+    /// does not read back counts as a failure, and as not there).
+    async fn found<T: DeserializeOwned>(&self, key: &Key, now_ms: i64) -> Option<(T, i64)> {
+        let stored = self.get(key, now_ms).await?;
+        match serde_json::from_slice(&stored.value) {
+            Ok(answer) => Some((answer, stored.stored_at_ms)),
+            Err(e) => {
+                self.unreadable(&e);
+                None
+            }
+        }
+    }
+
+    /// The flight of `key` to wait on, or (none in the air) the lead of a new one.
+    fn join_or_lead(&self, key: Key) -> std::result::Result<watch::Receiver<()>, Fill> {
+        let mut flights = self
+            .inner
+            .flights
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(rx) = flights.get(&key) {
+            return Ok(rx.clone());
+        }
+        let (tx, rx) = watch::channel(());
+        flights.insert(key, rx);
+        drop(flights);
+        Err(self.fill(key, Some(tx)))
     }
 
     fn fill(&self, key: Key, done: Option<watch::Sender<()>>) -> Fill {
