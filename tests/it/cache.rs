@@ -428,10 +428,18 @@ async fn identical_requests_in_flight_at_once_are_sent_once() {
             tokio::spawn(async move { c.chat(question(1)).await })
         })
         .collect();
-    // Let them all reach the cache (they wait for the first one there).
-    for _ in 0..10 {
+    // All three wait in the cache for the first one's answer before it is let through.
+    for _ in 0..10_000 {
+        if cache.waiting() == 3 {
+            break;
+        }
         tokio::task::yield_now().await;
     }
+    assert_eq!(
+        cache.waiting(),
+        3,
+        "the identical requests wait for the first one"
+    );
     server.release.send(true).unwrap();
     assert_eq!(first.await.unwrap().unwrap().origin, Origin::Provider);
     for other in others {
