@@ -94,10 +94,16 @@ impl Hasher {
         }
     }
 
+    /// `v` in canonical JSON, straight into the hash (JSON ends where it ends: a 0 byte,
+    /// which no JSON text holds, closes it).
     fn json(&mut self, v: &serde_json::Value) {
-        let mut out = Vec::new();
-        canonical(v, &mut out);
-        self.bytes(&out);
+        canonical(v, &mut self.0);
+        self.0.update([0]);
+    }
+
+    fn json_map(&mut self, map: &serde_json::Map<String, serde_json::Value>) {
+        canonical_map(map, &mut self.0);
+        self.0.update([0]);
     }
 
     fn answerers(&mut self, answerers: &[Answerer<'_>]) {
@@ -105,7 +111,7 @@ impl Hasher {
         for a in answerers {
             self.str(a.provider);
             self.str(a.model);
-            self.json(&serde_json::Value::Object(a.extra_body.clone()));
+            self.json_map(a.extra_body);
             self.opt(a.account);
             self.opt(a.credential);
         }
@@ -116,37 +122,56 @@ impl Hasher {
     }
 }
 
-/// `v` as JSON with every object's keys in sorted order.
-fn canonical(v: &serde_json::Value, out: &mut Vec<u8>) {
+/// `v` as JSON with every object's keys in sorted order, into `out`.
+fn canonical(v: &serde_json::Value, out: &mut Sha256) {
     use serde_json::Value;
     match v {
-        Value::Object(map) => {
-            let mut fields: Vec<_> = map.iter().collect();
-            fields.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (k, v)) in fields.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical(&Value::String(k.clone()), out);
-                out.push(b':');
-                canonical(v, out);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) => canonical_map(map, out),
         Value::Array(items) => {
-            out.push(b'[');
+            out.update(b"[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.update(b",");
                 }
                 canonical(v, out);
             }
-            out.push(b']');
+            out.update(b"]");
         }
-        // Scalars have one way to be written.
-        scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+        // Scalars have one way to be written (a string escaped as serde_json escapes it).
+        scalar => write_json(scalar, out),
     }
+}
+
+/// `v` as serde_json writes it, straight into `out` (no string in between).
+fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Sha256) {
+    struct HashWriter<'a>(&'a mut Sha256);
+    impl std::io::Write for HashWriter<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // Writing a string or a number into a hash cannot fail.
+    let _ = serde_json::to_writer(HashWriter(out), v);
+}
+
+/// `map` as a JSON object with its keys in sorted order, into `out`.
+fn canonical_map(map: &serde_json::Map<String, serde_json::Value>, out: &mut Sha256) {
+    let mut fields: Vec<_> = map.iter().collect();
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    out.update(b"{");
+    for (i, (k, v)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.update(b",");
+        }
+        write_json(k, out);
+        out.update(b":");
+        canonical(v, out);
+    }
+    out.update(b"}");
 }
 
 #[cfg(test)]
