@@ -192,12 +192,21 @@ impl Image {
         matches!(self, Image::Url { .. })
     }
 
-    /// The image as a `data:` URL when it is carried, else its URL (OpenAI's form).
-    pub(crate) fn to_url(&self) -> String {
-        match self {
-            Image::Url { url } => url.clone(),
-            Image::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
+    /// The image as a `data:` URL when it is carried, else its URL (OpenAI's form), written
+    /// where it is displayed (a serializer's output), never copied into a string first.
+    pub(crate) fn as_url(&self) -> impl fmt::Display + '_ {
+        struct AsUrl<'a>(&'a Image);
+        impl fmt::Display for AsUrl<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.0 {
+                    Image::Url { url } => f.write_str(url),
+                    Image::Base64 { media_type, data } => {
+                        write!(f, "data:{media_type};base64,{data}")
+                    }
+                }
+            }
         }
+        AsUrl(self)
     }
 }
 

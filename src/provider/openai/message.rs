@@ -113,9 +113,7 @@ pub(super) fn wire_message(m: &Message) -> WireMessage<'_> {
             parts.push(WirePart::Text { text: &m.content });
         }
         parts.extend(m.images.iter().map(|image| WirePart::ImageUrl {
-            image_url: WireImageUrl {
-                url: image.to_url(),
-            },
+            image_url: WireImageUrl { url: image },
         }));
         WireContent::Parts(parts)
     } else if m.content.is_empty() && !m.tool_calls.is_empty() {

@@ -9,6 +9,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::types::Image;
+
 /// `POST /chat/completions` body.
 #[derive(Debug, Serialize)]
 pub(super) struct ChatBody<'a> {
@@ -56,13 +58,19 @@ pub(super) enum WireContent<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(super) enum WirePart<'a> {
     Text { text: &'a str },
-    ImageUrl { image_url: WireImageUrl },
+    ImageUrl { image_url: WireImageUrl<'a> },
 }
 
-/// An image's `url`: an `https` URL, or a `data:<mime>;base64,<data>` URL.
+/// An image's `url`: an `https` URL, or a `data:<mime>;base64,<data>` URL (written from the
+/// image as it is serialized: a base64 payload is not copied per attempt).
 #[derive(Debug, Serialize)]
-pub(super) struct WireImageUrl {
-    pub(super) url: String,
+pub(super) struct WireImageUrl<'a> {
+    #[serde(serialize_with = "image_url")]
+    pub(super) url: &'a Image,
+}
+
+fn image_url<S: serde::Serializer>(image: &&Image, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&image.as_url())
 }
 
 /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
