@@ -2,8 +2,8 @@
 """Drives the providers' official Python SDKs against a running emulator and checks that
 every answer parses into the SDK's own types.
 
-    python3 -m pip install -r emulator/sdk/requirements.txt
-    python3 emulator/sdk/check.py http://127.0.0.1:PORT [--key KEY] [--providers openai,...]
+    scripts/test -p llm-failover-emulator sdk    # makes target/sdk-venv with requirements.txt
+    target/sdk-venv/bin/python emulator/sdk/check.py http://127.0.0.1:PORT [--key KEY] [--providers openai,...]
 
 URL is the emulator's root (what `Emulator::url()` gives, or the printed base URLs without
 their `/{prefix}/...`); the providers are served under the prefixes `openai`, `azure`
@@ -990,8 +990,8 @@ def installed(providers: list[str]) -> dict[str, str]:
     if missing:
         print(
             f"check.py: missing SDK(s): {', '.join(missing)} (python {sys.executable});"
-            " install them with\n"
-            f"    python3 -m pip install -r {HERE / 'requirements.txt'}",
+            " scripts/test installs them into a venv, target/sdk-venv, and runs the tests with it;"
+            f" or, in a venv of your own: python -m pip install -r {HERE / 'requirements.txt'}",
             file=sys.stderr,
         )
         sys.exit(2)

@@ -4,9 +4,11 @@
 //! SDK's own types — chat, streams, transcriptions, errors, and tools (calls, round trips,
 //! streamed calls), structured answers and images in every chat format.
 //!
-//! It needs `python3` with the pinned SDKs of `emulator/sdk/requirements.txt` (`.ci/run`
-//! installs them: `python3 -m pip install -r emulator/sdk/requirements.txt`). Without them
-//! the test fails and says what is missing; it never skips.
+//! It runs the interpreter named by `$LLM_FAILOVER_PYTHON`, else `python3`, and needs the
+//! pinned SDKs of `emulator/sdk/requirements.txt` there. `scripts/test` (the README's test
+//! command, which `.ci/run` calls) installs them into a virtual environment under `target/`
+//! and sets the variable to its interpreter. Without them the test fails and says so; it
+//! never skips.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -33,6 +35,14 @@ const PROXY_VARS: [&str; 8] = [
 
 const PROVIDERS: [&str; 5] = ["openai", "azure", "anthropic", "gemini", "deepgram"];
 
+/// Names the interpreter with the SDKs; `scripts/test` sets it to its venv's.
+const PYTHON_VAR: &str = "LLM_FAILOVER_PYTHON";
+
+/// What to do when the SDKs are missing.
+const SETUP: &str = "run scripts/test (it installs emulator/sdk/requirements.txt into a venv \
+                     under target/ and runs the tests with its interpreter), e.g. \
+                     `scripts/test -p llm-failover-emulator sdk`";
+
 async fn read_all(pipe: Option<impl AsyncReadExt + Unpin>) -> String {
     let mut buf = Vec::new();
     if let Some(mut p) = pipe {
@@ -53,7 +63,11 @@ async fn the_official_python_sdks_parse_every_answer() {
         .await
         .unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/check.py");
-    let mut cmd = Command::new("python3");
+    let python = std::env::var_os(PYTHON_VAR)
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "python3".into());
+    let python = python.to_string_lossy().into_owned();
+    let mut cmd = Command::new(&python);
     cmd.arg(script).arg(emu.url());
     for p in PROVIDERS {
         cmd.arg("--key-for").arg(format!("{p}={}", emu.key(p)));
@@ -69,8 +83,8 @@ async fn the_official_python_sdks_parse_every_answer() {
         .kill_on_drop(true);
     let mut child = cmd.spawn().unwrap_or_else(|e| {
         panic!(
-            "cannot run python3 ({e}): the SDK check needs Python 3 and the SDKs of \
-             emulator/sdk/requirements.txt (python3 -m pip install -r emulator/sdk/requirements.txt)"
+            "cannot run {python} ({e}): the SDK check needs Python 3 with the SDKs of \
+             emulator/sdk/requirements.txt: {SETUP}"
         )
     });
     let stdout = tokio::spawn(read_all(child.stdout.take()));
@@ -83,7 +97,7 @@ async fn the_official_python_sdks_parse_every_answer() {
         stdout.await.unwrap_or_default(),
         stderr.await.unwrap_or_default(),
     );
-    let report = format!("--- stdout\n{out}\n--- stderr\n{err}");
+    let report = format!("--- interpreter: {python}\n--- stdout\n{out}\n--- stderr\n{err}");
     let status = match status {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => panic!("waiting for {script}: {e}\n{report}"),
@@ -91,8 +105,7 @@ async fn the_official_python_sdks_parse_every_answer() {
     };
     assert!(
         status.success(),
-        "{script} failed ({status}; exit 2 = an SDK is missing: python3 -m pip install -r \
-         emulator/sdk/requirements.txt)\n{report}"
+        "{script} failed ({status}; exit 2 = an SDK is missing: {SETUP})\n{report}"
     );
     assert!(
         out.lines()
