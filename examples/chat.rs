@@ -7,6 +7,7 @@
 //! In `demo` (the default) the emulator runs in this process, and its primary provider
 //! answers the first request with a 503, so you see the request fail over. Add
 //! `RUST_LOG=llm_failover=debug` to see every attempt (provider, status, admission wait).
+//! A request that fails is printed, with each attempt and why, and the run exits with 1.
 
 mod common;
 
@@ -46,7 +47,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     common::print_order(client.environment(), &client.chat_providers());
 
     let request = ChatRequest::from_prompt(&args.prompt).max_tokens(args.max_tokens);
-    match client.chat(request).await {
+    let outcome = client.chat(request).await;
+    match &outcome {
         Ok(answer) => {
             println!("{}", answer.text);
             eprintln!();
@@ -65,7 +67,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         Err(err) => {
-            eprintln!("failed: {}", describe(&err));
+            // The error itself is printed last, by common::main, as the run's failure.
             for (i, attempt) in err.attempts().iter().enumerate() {
                 eprintln!("  attempt {}: {}", i + 1, describe(attempt));
             }
@@ -75,6 +77,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for line in common::explain(&client.stats(), &client.chat_providers()) {
         eprintln!("{line}");
     }
+    // A request that failed fails the run (exit status 1), so a script running this sees it.
+    outcome?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 //! with a 503, so you see it fail over.
 
 use std::error::Error;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,18 @@ use llm_failover::{ChatRequest, Client, Credential, Limits, ProviderId, Provider
 use llm_failover_emulator::{Emulator, Fault, ProviderConfig};
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The error's own words, not `main`'s `Error: <Debug>` of it.
+            eprintln!("\nerror: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     // Stand-ins for the providers (in an application: their real base URLs).
     let emu = Emulator::builder()
         .provider(ProviderConfig::openai("openai"))
