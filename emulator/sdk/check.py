@@ -986,7 +986,8 @@ def installed(providers: list[str]) -> dict[str, str]:
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            missing.append(dist)
+            if dist not in missing:  # openai serves two providers
+                missing.append(dist)
     if missing:
         print(
             f"check.py: missing SDK(s): {', '.join(missing)} (python {sys.executable});"
