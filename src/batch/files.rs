@@ -11,6 +11,10 @@
 //! one compaction replaces, and the link stays. A file with several hard links is refused for
 //! writing: the rename of compaction would give this name a new file and leave the other
 //! names with the old contents.
+//!
+//! A replacement takes the replaced file's permissions from the moment it is created: a
+//! read-only results file stays read-only, and a private one (0600) is never readable by
+//! others while its compacted copy is written.
 
 use std::fs;
 use std::io;
@@ -79,6 +83,50 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
         return false;
     };
     identical(a, &ma, b, &mb)
+}
+
+/// A new, empty file at `temp`, to be written and then renamed over `path`, with `path`'s
+/// permissions (a missing `path`: the default ones). A file left at `temp` by a run that
+/// stopped half-way is removed first; `temp` is created anew, never opened through a link.
+///
+/// The returned handle is writable whatever the permissions: a 0444 file's replacement is
+/// written through it and is 0444 once renamed.
+///
+/// # Errors
+///
+/// When `path` cannot be looked at (other than missing), or `temp` cannot be created or
+/// given `path`'s permissions.
+pub(crate) fn create_replacement(path: &Path, temp: &Path) -> io::Result<fs::File> {
+    let permissions = match fs::metadata(path) {
+        Ok(meta) => Some(meta.permissions()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    match fs::remove_file(temp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    if let Some(p) = &permissions {
+        // Created no more open than `path` (the umask may take bits away; set below).
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(p.mode() & 0o777);
+    }
+    let file = options.open(temp)?;
+    #[cfg(unix)]
+    if let Some(p) = permissions {
+        // Exactly `path`'s bits, whatever the umask took away; the handle stays writable.
+        if let Err(e) = file.set_permissions(p) {
+            drop(file);
+            let _ = fs::remove_file(temp);
+            return Err(e);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = permissions;
+    Ok(file)
 }
 
 #[cfg(unix)]
@@ -179,6 +227,49 @@ mod tests {
             assert!(err.to_string().contains(word), "{path:?}: {err}");
         }
         assert_eq!(results_file(&hard, Access::Read).unwrap(), hard);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_replacement_has_the_files_permissions_from_its_creation() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempdir("replacement");
+        for mode in [0o444, 0o600, 0o640, 0o664] {
+            let path = dir.join(format!("r-{mode:o}.jsonl"));
+            let temp = dir.join(format!("r-{mode:o}.jsonl.compacting"));
+            fs::write(&path, "old\n").unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            // A stale temporary file of a run that stopped: replaced, not appended to.
+            fs::write(&temp, "stale stale stale\n").unwrap();
+            let mut file = create_replacement(&path, &temp).unwrap();
+            let created = fs::metadata(&temp).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(created, mode, "{created:o} for a {mode:o} file, before a byte");
+            file.write_all(b"new\n").unwrap();
+            drop(file);
+            fs::rename(&temp, &path).unwrap();
+            assert_eq!(fs::read_to_string(&path).unwrap(), "new\n");
+            let now = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(now, mode);
+        }
+        // No file yet: the default permissions.
+        let new = dir.join("new.jsonl");
+        create_replacement(&new, &dir.join("new.jsonl.compacting")).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_left_at_the_temporary_path_is_not_followed() {
+        let dir = tempdir("temp-link");
+        let (path, temp, victim) = (dir.join("r.jsonl"), dir.join("t"), dir.join("victim"));
+        fs::write(&path, "old\n").unwrap();
+        fs::write(&victim, "keep me\n").unwrap();
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        create_replacement(&path, &temp).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
+        assert!(!fs::symlink_metadata(&temp).unwrap().file_type().is_symlink());
         fs::remove_dir_all(&dir).unwrap();
     }
 

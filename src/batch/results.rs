@@ -11,8 +11,9 @@
 //!   compaction with a warning (its number and length, never its text) and a count
 //!   ([`Compaction::unreadable`]).
 //! * [`compact`] keeps the last line of each item (a retried item's new line replaces its old
-//!   failure), writes them to a temporary file in the same directory, `fsync`s it and renames
-//!   it over the original: the file is always either the old one or the new one.
+//!   failure), writes them to a temporary file in the same directory (with the original's
+//!   permissions from its creation), `fsync`s it and renames it over the original: the file
+//!   is always either the old one or the new one.
 //! * Lines are filed under their [`ItemKey`]: an item's `id`, or the `line` number of a bad
 //!   input line that has no id of its own. The two never match each other.
 //!
@@ -32,7 +33,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
-use super::files::{results_file, Access};
+use super::files::{create_replacement, results_file, Access};
 use super::key::ItemKey;
 use super::outcome::{LineHead, Outcome};
 use super::sink::OutcomeSink;
@@ -356,7 +357,8 @@ pub(crate) fn warn_unreadable_rest(path: &Path, total: u64) {
 
 /// Rewrites the results file at `path` to hold exactly one line per item — the last one —
 /// atomically (temporary file, `fsync`, rename). A missing file is left missing. A symbolic
-/// link is followed: its target is replaced and the link kept.
+/// link is followed: its target is replaced and the link kept. The new file has the old
+/// one's permissions (a read-only file stays read-only).
 ///
 /// Complete lines that are not results lines are dropped, each with a `tracing` warning
 /// naming its line number (never its text), and counted in [`Compaction::unreadable`].
@@ -397,7 +399,8 @@ fn compact_blocking(path: &Path) -> io::Result<Compaction> {
     // Pass 2: copy the last line of each key.
     let tmp = temp_path(path);
     let result = (|| {
-        let mut out = BufWriter::new(fs::File::create(&tmp)?);
+        // With the file's permissions from the start (a read-only file stays read-only).
+        let mut out = BufWriter::new(create_replacement(path, &tmp)?);
         let mut n = 0u64;
         let mut failed: io::Result<()> = Ok(());
         for_each_line(fs::File::open(path)?, |line, complete| {
@@ -428,10 +431,6 @@ fn compact_blocking(path: &Path) -> io::Result<Compaction> {
         failed?;
         warn_unreadable_rest(path, report.unreadable);
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
-        // The new file takes the old one's permissions (best effort).
-        if let Ok(meta) = fs::metadata(path) {
-            let _ = file.set_permissions(meta.permissions());
-        }
         file.sync_all()?;
         drop(file);
         fs::rename(&tmp, path)?;
@@ -670,6 +669,23 @@ mod tests {
         assert!(err.to_string().contains("hard links"), "{err}");
         assert_eq!(fs::read_to_string(&path).unwrap(), text, "untouched");
         assert_eq!(ResumeIndex::load(&path).await.unwrap().lines, 2);
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn compaction_keeps_the_files_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempdir();
+        for mode in [0o444, 0o600, 0o640] {
+            let path = dir.join(format!("r-{mode:o}.jsonl"));
+            fs::write(&path, failed("a").to_json_line() + &ok("a").to_json_line()).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            let report = compact(&path).await.unwrap();
+            assert_eq!((report.kept, report.replaced), (1, 1));
+            assert_eq!(ids(&path), [("a".into(), true)]);
+            let now = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(now, mode, "{now:o} after compacting a {mode:o} file");
+        }
     }
 
     #[tokio::test]
