@@ -24,8 +24,10 @@
 //!   clock), and at most [`CacheBuilder::max_entries`] of them (100 000 by default): past it
 //!   the oldest stored go first.
 //! - **Kept only whole answers**: a success that finished (stop, length, a tool call, or no
-//!   reason given) — never an error, never an answer the content filter cut, never a stream
-//!   that did not reach its end.
+//!   reason given) and says something (text other than whitespace, or a tool call; a
+//!   transcript's text) — never an error, never an answer the content filter cut, never an
+//!   empty one (a provider's empty 200 is returned, and the next ask is sent again), never a
+//!   stream that did not reach its end.
 //! - Backends: [`Cache::memory`] (this process), [`Cache::sqlite`] (a file: a rerun of a
 //!   script hits it; feature `sqlite`), [`Cache::redis`] (shared by replicas; feature
 //!   `redis`). [`Cache::open`] takes `memory`, `sqlite:PATH` or `redis://…`.

@@ -199,7 +199,7 @@ pub(crate) trait Job: Sync {
 
     /// A fresh answer for the cache: what to keep now, serialized — or `None`, when nothing
     /// is kept now (a stream keeps its answer when it has all arrived; an answer the
-    /// content filter cut is never kept).
+    /// content filter cut, or one without content, is never kept).
     fn keep(out: &mut Self::Output, fill: Fill, now_ms: i64) -> Option<(Fill, Vec<u8>)>;
 }
 
@@ -258,7 +258,7 @@ impl Job for Chat {
     }
 
     fn keep(out: &mut ChatResponse, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
-        keep_whole(whole(out.finish_reason.as_ref()), out, fill)
+        keep_whole(whole(out.finish_reason.as_ref()) && out.has_content(), out, fill)
     }
 }
 
@@ -380,7 +380,7 @@ impl Job for Transcribe {
     }
 
     fn keep(out: &mut Transcript, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
-        keep_whole(true, out, fill)
+        keep_whole(out.has_content(), out, fill)
     }
 }
 

@@ -115,7 +115,7 @@ impl ChatStream {
     }
 
     /// Has the answer kept by `fill` once it has all arrived (not if it ends in an error,
-    /// is dropped early, or ends cut by the content filter).
+    /// is dropped early, ends cut by the content filter, or said nothing).
     pub(crate) fn record(&mut self, fill: Fill, now_ms: i64) {
         let mut answer = ChatResponse::new(self.provider.clone(), self.model.clone(), "");
         for chunk in &self.buffered {
@@ -169,7 +169,7 @@ impl ChatStream {
         else {
             return;
         };
-        if !whole(answer.finish_reason.as_ref()) {
+        if !whole(answer.finish_reason.as_ref()) || !answer.has_content() {
             return;
         }
         answer.attempts = self.attempts;

@@ -463,6 +463,13 @@ impl ChatResponse {
         Message::assistant_calls(self.text.clone(), self.tool_calls.clone())
     }
 
+    /// Whether the answer says anything: text other than whitespace, or a tool call. An
+    /// answer without content (an empty 200) is returned, but never kept by the response
+    /// cache, so the same question asked again is sent again.
+    pub(crate) fn has_content(&self) -> bool {
+        !self.text.trim().is_empty() || !self.tool_calls.is_empty()
+    }
+
     /// The answer's text parsed as JSON (a structured answer, [`ResponseFormat`]).
     ///
     /// # Errors

@@ -443,6 +443,13 @@ impl Transcript {
             origin: Origin::Provider,
         }
     }
+
+    /// Whether the transcript holds any text other than whitespace. One without (an empty
+    /// 200) is returned, but never kept by the response cache, so the same audio is sent
+    /// again.
+    pub(crate) fn has_content(&self) -> bool {
+        !self.text.trim().is_empty()
+    }
 }
 
 impl fmt::Debug for Transcript {

@@ -174,6 +174,61 @@ async fn errors_and_answers_the_filter_cut_are_never_kept() {
 }
 
 #[tokio::test]
+async fn an_empty_answer_is_returned_but_not_kept_so_the_next_ask_is_sent() {
+    let a = ScriptedServer::start().await;
+    a.push(CHAT, ok(""));
+    a.push(CHAT, ok("Because of Rayleigh scattering."));
+    let cache = Cache::memory();
+    let h = cached(&[("a", &a)], SENTINEL, &cache);
+
+    let empty = h.client.chat(question(1)).await.unwrap();
+    assert_eq!((empty.text.as_str(), empty.origin), ("", Origin::Provider));
+    let real = h.client.chat(question(1)).await.unwrap();
+    assert_eq!(
+        (real.text.as_str(), real.origin),
+        ("Because of Rayleigh scattering.", Origin::Provider),
+        "the empty answer was not served from the cache"
+    );
+    assert_eq!(a.count(CHAT), 2);
+    assert!(h.client.chat(question(1)).await.unwrap().origin.is_cache());
+    assert_eq!(a.count(CHAT), 2);
+    assert_eq!(cache.stats().stores, 1);
+}
+
+#[tokio::test]
+async fn an_empty_stream_or_transcript_is_not_kept_either() {
+    let a = ScriptedServer::start().await;
+    a.push(CHAT, stream_of(""));
+    a.push(CHAT, stream_of("Hello there"));
+    let path = "/v1/audio/transcriptions";
+    a.push(path, Reply::json(200, r#"{"text":""}"#));
+    a.push(path, Reply::json(200, r#"{"text":"hello world"}"#));
+    let cache = Cache::memory();
+    let h = cached(&[("a", &a)], SENTINEL, &cache);
+
+    let s = h.client.chat_stream(question(1)).await.unwrap();
+    assert_eq!(text_of(s).await, "");
+    let s = h.client.chat_stream(question(1)).await.unwrap();
+    assert_eq!(s.origin(), Origin::Provider, "the empty stream was not kept");
+    assert_eq!(text_of(s).await, "Hello there");
+    assert_eq!(a.count(CHAT), 2);
+
+    let req = || {
+        let audio = AudioInput::from_bytes(b"abc".to_vec(), "memo.mp3").unwrap();
+        TranscriptionRequest::new(audio).model("whisper-1")
+    };
+    let silent = h.client.transcribe(req()).await.unwrap();
+    assert_eq!((silent.text.as_str(), silent.origin), ("", Origin::Provider));
+    let heard = h.client.transcribe(req()).await.unwrap();
+    assert_eq!(
+        (heard.text.as_str(), heard.origin),
+        ("hello world", Origin::Provider),
+        "the empty transcript was not kept"
+    );
+    assert_eq!(a.count(path), 2);
+}
+
+#[tokio::test]
 async fn bypass_neither_reads_nor_keeps_and_refresh_replaces() {
     let a = ScriptedServer::start().await;
     for text in ["first", "bypassed", "refreshed"] {
