@@ -28,9 +28,25 @@
 //!   transcript's text) — never an error, never an answer the content filter cut, never an
 //!   empty one (a provider's empty 200 is returned, and the next ask is sent again), never a
 //!   stream that did not reach its end.
-//! - Backends: [`Cache::memory`] (this process), [`Cache::sqlite`] (a file: a rerun of a
-//!   script hits it; feature `sqlite`), [`Cache::redis`] (shared by replicas; feature
-//!   `redis`). [`Cache::open`] takes `memory`, `sqlite:PATH` or `redis://…`.
+//! - Backends: [`Cache::memory`] (this process),
+// `Cache::sqlite` and `Cache::redis` exist only with their features: linked when they do.
+#![cfg_attr(
+    feature = "sqlite",
+    doc = "  [`Cache::sqlite`] (a file: a rerun of a script hits it; feature `sqlite`),"
+)]
+#![cfg_attr(
+    not(feature = "sqlite"),
+    doc = "  `Cache::sqlite` (a file: a rerun of a script hits it; feature `sqlite`),"
+)]
+#![cfg_attr(
+    feature = "redis",
+    doc = "  [`Cache::redis`] (shared by replicas; feature `redis`)."
+)]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "  `Cache::redis` (shared by replicas; feature `redis`)."
+)]
+//!   [`Cache::open`] takes `memory`, `sqlite:PATH` or `redis://…`.
 //!
 //! A cache that fails — a file locked by another process past 100 ms, a corrupt file, Redis
 //! gone — is a miss, with a warning when it starts failing and another when it works again;
