@@ -368,13 +368,35 @@ impl Error {
         err
     }
 
+    /// The request's deadline of `waited` passed, after `attempts` (kept, in order): a
+    /// [`ErrorKind::Timeout`] whatever they were — two providers that hang past the deadline
+    /// are a timeout, not "every provider failed".
+    pub(crate) fn deadline_passed(waited: Duration, attempts: Vec<Error>) -> Self {
+        let mut message = format!(
+            "the request's deadline of {:.3}s has passed",
+            waited.as_secs_f64()
+        );
+        if !attempts.is_empty() {
+            message.push_str(&format!(
+                " ({} attempt(s): [{}])",
+                attempts.len(),
+                summary(&attempts)
+            ));
+        }
+        let mut err = Self::new(ErrorKind::Timeout, message);
+        err.inner.retry_after = attempts.iter().filter_map(Error::retry_after).min();
+        err.inner.attempts = attempts;
+        err
+    }
+
     /// No provider can be tried before `retry_at`, `wait` from now: past the deadline. Its
     /// kind is what the attempts amount to ([`aggregate_kind`]); with none, or mixed ones,
     /// [`ErrorKind::AllProvidersUnavailable`].
     pub(crate) fn all_unavailable(retry_at: Instant, wait: Duration, attempts: Vec<Error>) -> Self {
         let kind = aggregate_kind(&attempts, ErrorKind::AllProvidersUnavailable);
         let mut message = format!(
-            "every provider is closed; the earliest reopens in {:.3}s, past the deadline",
+            "every provider is closed; the earliest reopens in {:.3}s, past what this request \
+             may wait",
             wait.as_secs_f64()
         );
         if !attempts.is_empty() {

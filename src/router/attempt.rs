@@ -130,12 +130,12 @@ impl Router {
         self.attempt(job, run, &ticket).await
     }
 
-    /// Every provider is closed until `at`: waits for it if that is within the deadline and
-    /// `max_retry_after`, else ends the request.
+    /// Every provider is closed until `at`: waits for it if that is within what the request
+    /// may wait (its deadline, its `max_wait`) and `max_retry_after`, else ends the request.
     async fn wait_for_reopen<T>(&self, run: &mut Run<'_>, at: Instant) -> Step<T> {
         let wait = at.saturating_duration_since(self.clock.now());
         // A reopen at the deadline is too late: nothing would be left to send in.
-        if at >= run.deadline || wait > self.policy.max_retry_after {
+        if at >= run.wait_until || wait > self.policy.max_retry_after {
             return ControlFlow::Break(Err(run.unavailable(at, wait)));
         }
         tracing::debug!(

@@ -116,8 +116,9 @@ impl Survey {
 impl Router {
     /// Chooses and admits the next attempt's provider: the first candidate (fewer failures
     /// first) that can start within `spill_after`; if every wait is longer, the one that can
-    /// start soonest, before the deadline (a slot at the deadline is no slot: nothing would be
-    /// left to send in). `now` is the loop's reading of the clock.
+    /// start soonest, before the deadline or the request's `max_wait` (a slot at the deadline
+    /// is no slot: nothing would be left to send in). `now` is the loop's reading of the
+    /// clock.
     pub(crate) async fn pick<'r, J: Job>(
         &'r self,
         job: &J,
@@ -125,7 +126,7 @@ impl Router {
         now: Instant,
     ) -> Result<Pick<'r>> {
         let remaining = run
-            .deadline
+            .wait_until
             .saturating_duration_since(now)
             .saturating_sub(SEND_ROOM);
         let mut survey = Survey::default();

@@ -26,6 +26,7 @@ use crate::id::{Credential, ProviderId};
 #[must_use]
 pub struct RequestOptions {
     pub(crate) deadline: Option<Duration>,
+    pub(crate) max_wait: Option<Duration>,
     pub(crate) provider: Option<ProviderId>,
     pub(crate) credentials: Vec<(ProviderId, Credential)>,
     pub(crate) tenant: Option<Arc<str>>,
@@ -47,6 +48,7 @@ impl RequestOptions {
     pub const fn new() -> Self {
         RequestOptions {
             deadline: None,
+            max_wait: None,
             provider: None,
             credentials: Vec::new(),
             tenant: None,
@@ -58,6 +60,23 @@ impl RequestOptions {
     /// Longest total time for this request, waits included.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Longest time this request waits in this process — for a provider to reopen (a 429's
+    /// stated delay, a breaker's cooldown, a transient failure's backoff) or for its booked
+    /// slot — before it ends instead (default: the whole deadline). A request that would
+    /// wait longer ends at once with the error saying when to come back
+    /// ([`Error::retry_at`](crate::Error::retry_at)): [`ErrorKind::RateLimited`] when it was
+    /// only throttled, [`ErrorKind::AllProvidersUnavailable`] otherwise.
+    ///
+    /// A job queue sets this short, so that a throttled job goes back to the queue until the
+    /// stated time instead of holding a worker (and its lease) for hours.
+    ///
+    /// [`ErrorKind::RateLimited`]: crate::ErrorKind::RateLimited
+    /// [`ErrorKind::AllProvidersUnavailable`]: crate::ErrorKind::AllProvidersUnavailable
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
         self
     }
 

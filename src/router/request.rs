@@ -68,6 +68,9 @@ pub(crate) struct Tried {
 pub(crate) struct Run<'r> {
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
+    /// The latest instant this request waits for in this process (a reopen, a booked slot):
+    /// the deadline, or sooner with [`RequestOptions::max_wait`].
+    pub(crate) wait_until: Instant,
     pub(crate) candidates: Vec<Candidate<'r>>,
     /// One per candidate, made at the first failure (a request answered at once needs none).
     tried: Vec<Tried>,
@@ -137,9 +140,13 @@ impl<'r> Run<'r> {
                 }
             })
             .collect();
+        let deadline = started + opts.deadline.unwrap_or(router.policy.deadline);
         Ok(Run {
             started,
-            deadline: started + opts.deadline.unwrap_or(router.policy.deadline),
+            deadline,
+            wait_until: opts
+                .max_wait
+                .map_or(deadline, |w| deadline.min(started + w)),
             candidates,
             tried: Vec::new(),
             errors: Vec::new(),
@@ -244,16 +251,10 @@ impl<'r> Run<'r> {
         Error::all_failed(std::mem::take(&mut self.errors))
     }
 
-    /// The deadline has passed.
+    /// The deadline has passed: a timeout, with the failures before it.
     pub(crate) fn timed_out(&mut self) -> Error {
         let waited = self.deadline.saturating_duration_since(self.started);
-        self.ends_with(Error::new(
-            ErrorKind::Timeout,
-            format!(
-                "the request's deadline of {:.3}s has passed",
-                waited.as_secs_f64()
-            ),
-        ))
+        Error::deadline_passed(waited, std::mem::take(&mut self.errors))
     }
 
     /// Nothing reopens before `at`, `wait` from now: too late to wait for.
