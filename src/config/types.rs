@@ -276,7 +276,7 @@ impl Environment {
 /// | `quota_cooldown` | 15 min | `quota_cooldown_ms` |
 /// | `failure_threshold` | 3 | `failure_threshold` |
 /// | `breaker_cooldown` | 5 s | `breaker_cooldown_ms` |
-/// | `breaker_cooldown_max` | 5 min | `breaker_cooldown_max_ms` |
+/// | `breaker_cooldown_max` | 30 s | `breaker_cooldown_max_ms` |
 /// | `backoff_base` | 1 s | `backoff_base_ms` |
 /// | `backoff_cap` | 60 s | `backoff_cap_ms` |
 /// | `max_response_bytes` | 8 MiB | `max_response_bytes` |
@@ -336,7 +336,7 @@ impl Default for Policy {
             quota_cooldown: Duration::from_secs(15 * 60),
             failure_threshold: 3,
             breaker_cooldown: Duration::from_secs(5),
-            breaker_cooldown_max: Duration::from_secs(300),
+            breaker_cooldown_max: Duration::from_secs(30),
             backoff_base: Duration::from_secs(1),
             backoff_cap: Duration::from_secs(60),
             max_response_bytes: 8 << 20,
@@ -390,6 +390,43 @@ pub struct Config {
     /// `[cache]` table), none — unless one is given in code
     /// ([`ClientBuilder::cache`](crate::ClientBuilder::cache), which wins over this).
     pub cache: Option<CacheSettings>,
+    /// Whether `[policy]` states `deadline_ms` (or the policy was given in code).
+    pub(crate) deadline_stated: bool,
+}
+
+impl Config {
+    /// The request deadline the configuration states — `deadline_ms` in `[policy]`, or a
+    /// policy given in code — and `None` when it leaves it to the default. A tool with a
+    /// default of its own (the batch's hour per item) uses the stated one over its default,
+    /// and only a value its user gives explicitly over both.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::Config;
+    ///
+    /// let file = |policy: &str| format!(r#"
+    ///     default_environment = "local"
+    ///     [environments.local]
+    ///     chat = ["ollama"]
+    ///     [providers.ollama]
+    ///     kind = "openai"
+    ///     base_url = "http://127.0.0.1:11434/v1"
+    ///     model = "llama3.2"
+    ///     auth = "none"
+    ///     {policy}
+    /// "#);
+    /// let stated = Config::from_toml_str(&file("[policy]\ndeadline_ms = 10000"))?;
+    /// assert_eq!(stated.stated_deadline(), Some(Duration::from_secs(10)));
+    /// let unstated = Config::from_toml_str(&file("[policy]\nmax_attempts = 2"))?;
+    /// assert_eq!(unstated.stated_deadline(), None);
+    /// assert_eq!(unstated.policy.deadline, Duration::from_secs(120)); // the default
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    pub fn stated_deadline(&self) -> Option<Duration> {
+        self.deadline_stated.then_some(self.policy.deadline)
+    }
 }
 
 /// `[cache]`: where a client built from the configuration keeps its answers, how long and how

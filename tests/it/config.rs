@@ -152,6 +152,32 @@ fn the_shipped_providers_toml_parses() {
 }
 
 #[test]
+fn the_shipped_policy_states_nothing_and_shows_the_defaults_commented_out() {
+    let shipped = include_str!("../../providers.toml");
+    let config = Config::from_toml_str(shipped).unwrap();
+    assert_eq!(config.policy, Policy::default());
+    // Nothing stated: the batch's own hour per item is not overridden by the demo file.
+    assert_eq!(config.stated_deadline(), None);
+    // The values shown, uncommented, are the defaults: the comments cannot rot.
+    let start = shipped.find("\n[policy]\n").unwrap() + 1;
+    let end = start + shipped[start..].find("\n\n").unwrap();
+    let uncommented: String = shipped[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(uncommented.matches('=').count() >= 13, "{uncommented}");
+    let shown = format!("{}{uncommented}{}", &shipped[..start], &shipped[end..]);
+    let config = Config::from_toml_str(&shown).unwrap();
+    assert_eq!(
+        config.policy,
+        Policy::default(),
+        "the [policy] shown is the default one"
+    );
+    assert_eq!(config.stated_deadline(), Some(Duration::from_secs(120)));
+}
+
+#[test]
 fn an_absent_policy_is_the_default_policy() {
     let start = GOOD.find("[policy]").unwrap();
     let end = GOOD.find("[environments.dev]").unwrap();

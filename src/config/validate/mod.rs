@@ -82,6 +82,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Check<Config> {
         policy,
         shared,
         cache,
+        deadline_stated: raw.policy.deadline_ms.is_some(),
     })
 }
 
