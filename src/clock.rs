@@ -212,6 +212,36 @@ pub trait Clock: Send + Sync + fmt::Debug {
     /// # }
     /// ```
     async fn sleep_until(&self, deadline: Instant);
+
+    /// Waits until the time reaches `deadline` for an upkeep of the caller's own — a worker
+    /// renewing its leases while its jobs run — without being a cause for time to move: by
+    /// default [`sleep_until`](Self::sleep_until); a [`ManualClock`], whose time moves only
+    /// when someone sleeps or advances it, waits until someone else has moved it past
+    /// `deadline` (a sleep of its own there would jump time on every renewal, in a spin).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::clock::{Clock, ManualClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let clock = ManualClock::new();
+    /// let due = clock.now() + Duration::from_secs(10);
+    /// let upkeep = tokio::spawn({
+    ///     let clock = clock.clone();
+    ///     async move { clock.wait_for_time(due).await }
+    /// });
+    /// tokio::task::yield_now().await;
+    /// assert!(!upkeep.is_finished()); // nobody moved the time
+    /// clock.sleep_until(due + Duration::from_secs(1)).await; // the logic sleeps past it
+    /// upkeep.await.unwrap();
+    /// assert_eq!(clock.sleeps(), [Duration::from_secs(11)]); // the upkeep recorded nothing
+    /// # }
+    /// ```
+    async fn wait_for_time(&self, deadline: Instant) {
+        self.sleep_until(deadline).await;
+    }
 }
 
 fn _obj_safe(_: &dyn Clock) {}
@@ -389,6 +419,8 @@ mod manual {
     #[derive(Clone, Debug)]
     pub struct ManualClock {
         state: Arc<Mutex<State>>,
+        /// Told every time the time moves, for [`Clock::wait_for_time`].
+        moved: Arc<tokio::sync::Notify>,
     }
 
     #[derive(Debug)]
@@ -447,6 +479,7 @@ mod manual {
                     elapsed: Duration::ZERO,
                     sleeps: Vec::new(),
                 })),
+                moved: Arc::new(tokio::sync::Notify::new()),
             }
         }
 
@@ -471,6 +504,7 @@ mod manual {
         /// ```
         pub fn advance(&self, by: Duration) {
             self.lock().elapsed += by;
+            self.moved.notify_waiters();
         }
 
         /// Every wait requested through [`Clock::sleep_until`] so far, in order (zero-length
@@ -541,8 +575,22 @@ mod manual {
                     s.elapsed += wait;
                 }
             }
+            self.moved.notify_waiters();
             // Let other tasks run, as a real sleep would.
             tokio::task::yield_now().await;
+        }
+
+        async fn wait_for_time(&self, deadline: Instant) {
+            loop {
+                let moved = self.moved.notified();
+                tokio::pin!(moved);
+                // Registered before the time is read: a move in between is not missed.
+                moved.as_mut().enable();
+                if self.now() >= deadline {
+                    return;
+                }
+                moved.await;
+            }
         }
     }
 }

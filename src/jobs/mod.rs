@@ -15,7 +15,7 @@
 //! let queue = Queue::sqlite_in_memory()?; // Queue::open("sqlite:PATH" or "postgres://…")
 //! queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#).with_tenant("acme"), 0).await?;
 //!
-//! let lease = Duration::from_secs(120);
+//! let lease = Duration::from_secs(30);
 //! let job = queue.claim("worker-1", lease, 1_000).await?.expect("one job is eligible");
 //! // ... send job.payload through the Client ...
 //! match queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await? {
@@ -67,10 +67,11 @@
 //!   ([`wall_ms`]`(clock.wall())`); the queue reads no clock, so tests drive it.
 //!
 //! What stays at-least-once is the work itself: a worker that stalled past its lease may have
-//! been billed by a provider for a result that is then refused. Keep leases generous and
-//! [`heartbeat`](Queue::heartbeat) long uploads and transcriptions. The payload is
-//! stored and listed as written: never put a key in it, and reference audio by path and hash
-//! rather than copying it in.
+//! been billed by a provider for a result that is then refused. A [`Worker`] renews the
+//! leases of the jobs it holds on its own, all at once ([`heartbeat_all`](Queue::heartbeat_all)),
+//! every third of its lease; a loop of your own calls [`heartbeat`](Queue::heartbeat) or
+//! `heartbeat_all` likewise. The payload is stored and listed as written: never put a key in
+//! it, and reference audio by path and hash rather than copying it in.
 //!
 //! # SQLite
 //!
@@ -109,7 +110,9 @@ mod worker;
 
 pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
+pub(crate) use queue::patiently;
 pub use queue::Queue;
 #[cfg(feature = "jsonschema")]
 pub use worker::schema_contract;
+pub(crate) use worker::DEFAULT_LEASE;
 pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};

@@ -4,12 +4,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::job::{check_json, Failed, Job, NewJob, Outcome, QueueStats, Reaped};
+use super::job::{check_json, wall_ms, Failed, Job, NewJob, Outcome, QueueStats, Reaped};
 use super::policy::FailPolicy;
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresQueue;
 #[cfg(feature = "sqlite")]
 use super::sqlite::SqliteQueue;
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 
 /// A durable job queue on SQLite (one host) or PostgreSQL (many hosts): the same schema, the
@@ -390,6 +391,44 @@ impl Queue {
         on_backend!(self, q => q.heartbeat(id, attempt, lease, now_ms).await)
     }
 
+    /// Extends the lease of every claim in `claims` to `now_ms + lease`, in one write: a
+    /// worker renews every job it holds at once, once per interval, however many it holds.
+    /// Returns how many were extended (a claim that is no longer running, or is stale, is
+    /// left as it is).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
+    /// let lease = Duration::from_secs(30);
+    /// let claims: Vec<_> = queue.claim_many("w", 2, lease, 0).await?
+    ///     .into_iter().map(|j| (j.id, j.attempt)).collect();
+    /// let mut with_stale = claims.clone();
+    /// with_stale.push(("a".into(), 7)); // not a's current claim
+    /// assert_eq!(queue.heartbeat_all(with_stale, lease, 20_000).await?, 2);
+    /// assert_eq!(queue.get("b").await?.unwrap().lease_until_ms, Some(50_000));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when the database fails.
+    pub async fn heartbeat_all(
+        &self,
+        claims: Vec<(String, u32)>,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        on_backend!(self, q => q.heartbeat_all(claims, lease, now_ms).await)
+    }
+
     /// Accepts `result` (JSON text) for claim `(id, attempt)`: the job is `done`. `Lost` when
     /// the claim is stale; then the result was not stored and must be discarded.
     ///
@@ -694,4 +733,36 @@ fn not_built(scheme: &str, feature: &str) -> Error {
              (features = [\"{feature}\"] in Cargo.toml)"
         ),
     )
+}
+
+/// Runs the queue operation `op` (given the wall time of each try) until it succeeds, while
+/// its database fails — an `Io` error: locked past the busy timeout, a connection lost, a
+/// server restarting — for no longer than `patience`, waiting between tries (0.1 s doubling
+/// to 5 s) and telling `on_retry` of each failure and the wait before the next try. Other
+/// errors, and the last one after the patience, are returned.
+pub(crate) async fn patiently<T, F, Fut>(
+    clock: &dyn Clock,
+    patience: Duration,
+    op: F,
+    mut on_retry: impl FnMut(&Error, Duration),
+) -> Result<T>
+where
+    F: Fn(i64) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let started = clock.now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let err = match op(wall_ms(clock.wall())).await {
+            Ok(value) => return Ok(value),
+            Err(e) if e.kind() == ErrorKind::Io => e,
+            Err(e) => return Err(e),
+        };
+        if clock.now().saturating_duration_since(started) >= patience {
+            return Err(err);
+        }
+        on_retry(&err, wait);
+        clock.sleep_until(clock.now() + wait).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
 }

@@ -41,6 +41,33 @@ impl PostgresQueue {
         .await
     }
 
+    /// [`Queue::heartbeat_all`](crate::jobs::Queue::heartbeat_all) on PostgreSQL: one
+    /// statement. A claim whose id holds a NUL character (which no stored job can have) is
+    /// left out.
+    pub(crate) async fn heartbeat_all(
+        &self,
+        claims: Vec<(String, u32)>,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<u64> {
+        let lease_until = now_ms.saturating_add(millis(lease));
+        let kept = || claims.iter().filter(|(id, _)| !id.contains('\0'));
+        let ids: Vec<&str> = kept().map(|(id, _)| id.as_str()).collect();
+        let attempts: Vec<i64> = kept().map(|(_, a)| i64::from(*a)).collect();
+        self.execute(
+            "extending leases",
+            "UPDATE jobs SET lease_until = $3
+             FROM unnest($1::text[], $2::bigint[]) AS u(id, attempt)
+             WHERE jobs.id = u.id AND jobs.attempt = u.attempt AND jobs.state = 'running'",
+            &[
+                (&ids, Type::TEXT_ARRAY),
+                (&attempts, Type::INT8_ARRAY),
+                (&lease_until, Type::INT8),
+            ],
+        )
+        .await
+    }
+
     /// [`Queue::complete_all`](crate::jobs::Queue::complete_all) on PostgreSQL. The same claim given twice
     /// in one call is applied once, with its first result. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.

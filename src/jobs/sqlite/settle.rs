@@ -31,6 +31,28 @@ impl SqliteQueue {
         .await
     }
 
+    /// [`Queue::heartbeat_all`](crate::jobs::Queue::heartbeat_all) on SQLite.
+    pub(crate) async fn heartbeat_all(
+        &self,
+        claims: Vec<(String, u32)>,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<u64> {
+        let lease_until = now_ms.saturating_add(millis(lease));
+        self.write("extending leases", move |tx| {
+            let mut extend = tx.prepare_cached(
+                "UPDATE jobs SET lease_until = ?3
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running'",
+            )?;
+            let mut extended = 0;
+            for (id, attempt) in &claims {
+                extended += extend.execute(params![id, attempt, lease_until])? as u64;
+            }
+            Ok(extended)
+        })
+        .await
+    }
+
     /// [`Queue::complete_all`](crate::jobs::Queue::complete_all) on SQLite.
     pub(crate) async fn complete_all(
         &self,

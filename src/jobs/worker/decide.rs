@@ -37,9 +37,13 @@ pub(crate) struct At {
 ///
 /// - `Ok(result)`: `Complete`, unless the contract refuses it (`Review`); a result that is
 ///   not JSON is a handler's bug that would repeat: `Dead`.
-/// - A throttle (429, quota) or a request that reached no provider because every one was
-///   closed until a stated time (an open breaker): `Snooze` until the stated reset — the job waits,
-///   no worker sleeps and no failure is counted. Without a stated time it is a `Fail`.
+/// - A throttle (429, quota), or a request that ended because every provider is closed until
+///   a stated time (an open breaker, a cooldown, a reopen past the request's `max_wait`):
+///   `Snooze` until then — the job waits in the queue, no worker holds it and no failure is
+///   counted, even when this request's own sends failed first: a provider that is down is
+///   the provider's trouble, told by its breaker, and a job that happens to be the probe of a
+///   long outage must not die of it. Without a stated time it is a `Fail`. (A request whose
+///   sends keep failing ends with every attempt used, which names no time: a `Fail`.)
 /// - A terminal error (a 4xx that can only repeat, bad payload, missing file): `Dead`.
 /// - Anything else (5xx, timeouts, connection faults that outlasted the retries): `Fail`.
 pub(crate) fn settle(
@@ -61,11 +65,11 @@ pub(crate) fn settle(
         Err(err) => err,
     };
     let reason = reason(err);
-    // Throttled, or turned away unsent because every provider is closed until a stated time.
+    // Throttled, or ended because every provider is closed until a stated time.
     let waits = matches!(
         err.disposition(),
         Disposition::RateLimited | Disposition::QuotaExhausted
-    ) || (err.retry_at().is_some() && err.sends().unwrap_or(0) == 0);
+    ) || err.retry_at().is_some();
     match err.disposition() {
         _ if waits => match until_ms(err, at) {
             Some(until_ms) => Settle::Snooze { until_ms },
@@ -190,6 +194,7 @@ mod tests {
         let boom = || Error::new(ErrorKind::Server, "boom").with_status(500);
         let sent_then_closed =
             || Error::all_unavailable(now + secs(75), secs(75), vec![boom()]).with_sends(1);
+        let every_attempt_used = || Error::all_failed(vec![boom(), boom()]).with_sends(2);
         let table = [
             (
                 "429 with Retry-After",
@@ -206,9 +211,16 @@ mod tests {
                 },
             ),
             (
-                "sent, failed, then every provider closed",
+                "sent, failed, then every provider closed (the probe of an outage)",
                 sent_then_closed(),
-                Settle::Fail(reason(&sent_then_closed())),
+                Settle::Snooze {
+                    until_ms: NOW_MS + 75_000,
+                },
+            ),
+            (
+                "every attempt used",
+                every_attempt_used(),
+                Settle::Fail(reason(&every_attempt_used())),
             ),
             (
                 "quota until its reset",

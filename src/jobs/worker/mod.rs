@@ -29,6 +29,10 @@ pub use report::{Ended, WorkerReport};
 #[cfg(feature = "jsonschema")]
 pub use schema::schema_contract;
 
+/// A worker's lease by default: how long after a worker's death its jobs may be claimed
+/// again (it renews them every third of it while alive).
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
 /// A check a kind's result must pass before it is accepted: `Err(reason)` sends the job to
 /// `review` with that reason instead of `done`.
 ///
@@ -114,8 +118,9 @@ impl JobContext {
         &self.client
     }
 
-    /// Extends this claim's lease by the worker's lease from now: call it between the steps of
-    /// long work (an upload, a long transcription). `false` when the claim is lost (the job
+    /// Extends this claim's lease by the worker's lease from now. The worker already renews
+    /// the lease of every job it holds on its own; call this only to learn early, between the
+    /// steps of long work (an upload, a long transcription), that the claim was lost. `false` when the claim is lost (the job
     /// was reaped and claimed again): stop and return anything; the result will be refused.
     ///
     /// # Errors
@@ -142,10 +147,14 @@ impl JobContext {
 /// host or (with PostgreSQL) many — may share one queue: every claim is a unique
 /// `(id, attempt)` and at most one result per job is accepted.
 ///
-/// What stays at-least-once is the provider call: a worker that stalled past its lease may
-/// have been billed for a result the queue then refuses ([`WorkerReport::lost`]). Keep the
-/// lease longer than any request's deadline, and [`heartbeat`](JobContext::heartbeat) long
-/// work.
+/// Leases follow the work: a claim is leased for a short time (30 s by default) and the
+/// worker renews the lease of every job it holds, all in one write, every third of the
+/// lease, however long a provider keeps a job waiting. A worker that dies (a crash, a
+/// `kill -9`) stops renewing, and its jobs are claimable again about one lease later.
+///
+/// What stays at-least-once is the provider call: a worker that stalled past its lease (a
+/// process paused longer than a lease) may have been billed for a result the queue then
+/// refuses ([`WorkerReport::lost`]).
 ///
 /// # Examples
 ///
@@ -229,7 +238,7 @@ impl Worker {
             kinds: HashMap::new(),
             contracts: HashMap::new(),
             concurrency: 16,
-            lease: Duration::from_secs(600),
+            lease: DEFAULT_LEASE,
             policy: FailPolicy::default(),
             idle_poll: Duration::from_secs(1),
             patience: None,
@@ -310,8 +319,9 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long a claim is held without a heartbeat (default 10 minutes). Keep it longer
-    /// than the client's request deadline.
+    /// How long a claim is held without a heartbeat (default 30 s). The worker renews the
+    /// leases of the jobs it holds every third of it, so it bounds how late a dead worker's
+    /// jobs come back, not how long a job may take.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;

@@ -57,6 +57,8 @@ pub struct WorkerReport {
     pub left: u64,
     /// Queue operations that failed and were tried again (the database was locked, or away).
     pub queue_errors: u64,
+    /// Times the leases of the jobs in flight were renewed (one write each, for all of them).
+    pub heartbeats: u64,
 }
 
 impl Default for WorkerReport {
@@ -74,6 +76,7 @@ impl Default for WorkerReport {
             reaped: 0,
             left: 0,
             queue_errors: 0,
+            heartbeats: 0,
         }
     }
 }

@@ -1,6 +1,10 @@
-//! One worker run: claim while there is room, settle what finished, sleep only when nothing
-//! runs. The loop has no timer while jobs are in flight (it wakes when one finishes), so an
-//! injected manual clock only moves when the worker is truly idle.
+//! One worker run: claim while there is room, settle what finished, renew the leases of what
+//! runs, sleep only when nothing runs. While jobs are in flight the loop wakes when one
+//! finishes, and when the heartbeat is due — waited for with [`Clock::wait_for_time`], which
+//! never moves an injected manual clock itself: such a clock only moves when the worker is
+//! truly idle (or a job's own logic sleeps), and the leases follow it.
+//!
+//! [`Clock::wait_for_time`]: crate::clock::Clock::wait_for_time
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +17,7 @@ use tokio::task::{Id, JoinError};
 use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{run_job, Inner, Running};
-use crate::error::{ErrorKind, Result};
+use crate::error::Result;
 use crate::jobs::job::{wall_ms, Failed, Job, Outcome};
 use crate::stop::Stop;
 
@@ -29,12 +33,15 @@ pub(super) struct Run<'a> {
     /// When a job last reached `done`, `review` or `dead` (the patience counts from here).
     last_progress: Instant,
     next_reap: Instant,
+    /// When to renew the leases of the jobs in flight next (every third of the lease).
+    next_beat: Instant,
 }
 
 impl<'a> Run<'a> {
     pub(super) fn new(inner: &'a Arc<Inner>) -> Self {
         let now = inner.clock.now();
         Run {
+            next_beat: now + heartbeat_every(inner.lease),
             inner,
             running: Running::new(),
             claims: HashMap::new(),
@@ -73,7 +80,7 @@ impl<'a> Run<'a> {
                 if self.running.is_empty() {
                     return Ok(Ended::Stopped);
                 }
-                self.wait_for_one(stop).await;
+                self.wait_for_one(stop).await?;
                 continue;
             }
             self.reap_if_due().await?;
@@ -81,7 +88,7 @@ impl<'a> Run<'a> {
                 continue;
             }
             if !self.running.is_empty() {
-                self.wait_for_one(stop).await;
+                self.wait_for_one(stop).await?;
                 continue;
             }
             if let Some(ended) = self.idle(stop).await? {
@@ -94,39 +101,31 @@ impl<'a> Run<'a> {
         wall_ms(self.inner.clock.wall())
     }
 
-    /// Runs the queue operation `op` (given the wall time of each try) until it succeeds,
-    /// while its database fails — an `Io` error: locked past the busy timeout, a connection
-    /// lost, a server restarting — for no longer than the worker's database patience, waiting
-    /// between tries (0.1 s doubling to 5 s). Other errors, and the last one after the
-    /// patience, are returned.
+    /// Runs the queue operation `op` (given the wall time of each try) as
+    /// [`patiently`](crate::jobs::patiently) does, for the worker's database patience,
+    /// counting each failed try.
     async fn retrying<T, F, Fut>(&mut self, op: F) -> Result<T>
     where
         F: Fn(i64) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let clock = self.inner.clock.clone();
-        let started = clock.now();
-        let mut wait = Duration::from_millis(100);
-        loop {
-            let err = match op(wall_ms(clock.wall())).await {
-                Ok(value) => return Ok(value),
-                Err(e) if e.kind() == ErrorKind::Io => e,
-                Err(e) => return Err(e),
-            };
-            let waited = clock.now().saturating_duration_since(started);
-            if waited >= self.inner.db_patience {
-                return Err(err);
-            }
-            self.report.queue_errors += 1;
-            tracing::warn!(
-                worker = %self.inner.name,
-                error = %err,
-                retry_in_ms = wait.as_millis() as u64,
-                "the job queue failed; trying again"
-            );
-            clock.sleep_until(clock.now() + wait).await;
-            wait = (wait * 2).min(Duration::from_secs(5));
-        }
+        let name = &self.inner.name;
+        let errors = &mut self.report.queue_errors;
+        crate::jobs::patiently(
+            self.inner.clock.as_ref(),
+            self.inner.db_patience,
+            op,
+            |err, wait| {
+                *errors += 1;
+                tracing::warn!(
+                    worker = %name,
+                    error = %err,
+                    retry_in_ms = wait.as_millis() as u64,
+                    "the job queue failed; trying again"
+                );
+            },
+        )
+        .await
     }
 
     /// Claims as many jobs as there is room for and starts them; how many.
@@ -149,12 +148,37 @@ impl<'a> Run<'a> {
         Ok(n)
     }
 
-    /// Waits until a job finishes, or the run is aborted.
-    async fn wait_for_one(&mut self, stop: &Stop) {
+    /// Waits until a job finishes, or the run is aborted; renews the leases of every job in
+    /// flight whenever the heartbeat is due meanwhile.
+    async fn wait_for_one(&mut self, stop: &Stop) -> Result<()> {
+        let clock = self.inner.clock.clone();
         tokio::select! {
             Some(done) = self.running.join_next_with_id() => self.finished.push(flatten(done)),
             () = stop.aborted() => {}
+            () = clock.wait_for_time(self.next_beat) => self.renew().await?,
         }
+        Ok(())
+    }
+
+    /// Extends the lease of every job this worker holds, in one write.
+    async fn renew(&mut self) -> Result<()> {
+        self.next_beat = self.inner.clock.now() + heartbeat_every(self.inner.lease);
+        if self.claims.is_empty() {
+            return Ok(());
+        }
+        let claims: Vec<(String, u32)> = self.claims.values().cloned().collect();
+        let (queue, lease) = (&self.inner.queue, self.inner.lease);
+        let extended = self
+            .retrying(|now| queue.heartbeat_all(claims.clone(), lease, now))
+            .await?;
+        // A claim not extended was reaped (this worker stalled past its lease): its result
+        // will be refused when it comes.
+        let stale = claims.len() as u64 - extended.min(claims.len() as u64);
+        if stale > 0 {
+            tracing::warn!(worker = %self.inner.name, stale, "claims lost before their heartbeat");
+        }
+        self.report.heartbeats += 1;
+        Ok(())
     }
 
     /// Nothing runs and nothing could be claimed: ends the run if it is drained or out of
@@ -193,14 +217,19 @@ impl<'a> Run<'a> {
         Ok(None)
     }
 
-    /// Every so often (a quarter of the lease, between 1 s and 1 min), expired leases back.
+    /// Every so often (a tenth of the lease, between 1 s and 1 min: 3 s by default), expired
+    /// leases back — so a dead worker's jobs are claimed again at most that long after their
+    /// lease ends, itself at most a lease after the worker's last renewal.
     async fn reap_if_due(&mut self) -> Result<()> {
         let now = self.inner.clock.now();
         if now < self.next_reap {
             return Ok(());
         }
-        let every = (self.inner.lease / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let every = reap_every(self.inner.lease);
         self.next_reap = now + every;
+        // Its own jobs first: a job whose lease ran out while its logic jumped a test clock
+        // (or this process was paused) is still this worker's.
+        self.renew().await?;
         let (queue, policy) = (&self.inner.queue, &self.inner.policy);
         let reaped = self.retrying(|now| queue.reap(now, policy)).await?;
         self.report.reaped += reaped.requeued + reaped.dead;
@@ -323,6 +352,17 @@ impl<'a> Run<'a> {
         }
         Ok(())
     }
+}
+
+/// How often a worker reaps expired leases (of any worker).
+fn reap_every(lease: Duration) -> Duration {
+    (lease / 10).clamp(Duration::from_secs(1), Duration::from_secs(60))
+}
+
+/// How often the leases of jobs in flight are renewed: a third of the lease (at least 10 ms),
+/// so two renewals can be late before another worker may take a job.
+fn heartbeat_every(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(10))
 }
 
 fn flatten(done: std::result::Result<(Id, (Job, Result<String>)), JoinError>) -> Finished {
