@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo run --release --example batch -- [--config providers.toml] [--env NAME] \
 //!     [--input FILE] [--output FILE] [--concurrency N] [--retry-failed] [--summary-json FILE] \
-//!     [--queue sqlite:PATH|postgres://…|default] [--patience-s N] [--lease-s N] \
+//!     [--queue sqlite:PATH|postgres://…|default] [--patience-s N] [--lease-s N] [--max-wait-s N] \
 //!     [--dead-letters] [--requeue ID] [--no-queue] [--cache memory|sqlite:PATH|redis://…]
 //! ```
 //!
@@ -19,9 +19,12 @@
 //! `--output` sends nothing already answered; `--retry-failed` also resends this input's dead
 //! letters, `--dead-letters` lists them (id and reason), `--requeue ID` puts one back. Several
 //! processes given the same `--input` and `--queue` share the work and each id is accepted
-//! once. An item whose providers are all closed past its deadline waits in the queue
-//! (eligible when they reopen) instead of failing, for up to `--patience-s` without progress
-//! (then exit status 75: run again to finish). Lines that a run without the queue
+//! once; a killed process's items are taken by the others about one lease (30 s) after its
+//! death. An item throttled or finding every provider closed for longer than `--max-wait-s`
+//! (10 s) goes back to the queue until the time the provider stated, instead of waiting in
+//! the process; a run in which nothing settles for `--patience-s` ends (exit status 75: run
+//! again to finish). An item is its id and its question: an id whose prompt changed is asked
+//! anew, and two input files sharing a queue never get each other's answers. Lines that a run without the queue
 //! (`--no-queue`: the results file is the only state, one process at a time) wrote are kept
 //! for the items the queue does not know.
 //!
@@ -48,7 +51,7 @@ use std::time::Duration;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use llm_failover::batch::{
-    count_lines, eta, FileJob, Pace, QueuedJob, QueuedReport, Runner, Stop, Summary,
+    count_lines, eta, FileJob, InputReader, Pace, QueuedJob, QueuedReport, Runner, Stop, Summary,
     DEFAULT_CONCURRENCY,
 };
 use llm_failover::cache::Cache;
@@ -67,7 +70,7 @@ struct Args {
     #[arg(long)]
     env: Option<String>,
     /// Prompts, one JSON object per line: {"id", "prompt"} or {"id", "messages"}.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/prompts.jsonl"))]
+    #[arg(long, default_value = "examples/prompts.jsonl")]
     input: PathBuf,
     /// Results, one JSON object per input id (appended, then compacted).
     #[arg(long, default_value = "results.jsonl")]
@@ -81,11 +84,14 @@ struct Args {
     /// Also write the summary as JSON to this file.
     #[arg(long)]
     summary_json: Option<PathBuf>,
-    /// Longest time one item may take, waits for the providers' limits included, in seconds.
-    /// A batch is patient: an item only ever throttled waits for the provider instead of
-    /// failing (the client's own default, for an interactive call, is 2 minutes).
-    #[arg(long, default_value_t = DEFAULT_ITEM_DEADLINE_S)]
-    item_deadline_s: u64,
+    /// Longest time one item's request may take, waits included, in seconds [default: the
+    /// providers file's `deadline_ms` when it sets one, else an hour].
+    #[arg(long)]
+    item_deadline_s: Option<u64>,
+    /// Longest an item waits inside this process for a throttled or closed provider (or its
+    /// slot) before it goes back to the queue until the provider's stated time, in seconds.
+    #[arg(long, default_value_t = 10)]
+    max_wait_s: u64,
     /// The durable job queue the items run through: `sqlite:PATH`, `postgres://…`, or
     /// `default` (an SQLite file beside the output, `<output>.queue.sqlite`). Several
     /// processes given the same --input and --queue share the work; the results file is an
@@ -93,14 +99,14 @@ struct Args {
     #[arg(long, default_value = "default")]
     queue: String,
     /// Run without the queue: the results file is the only state (one process at a time).
-    #[arg(long, conflicts_with_all = ["dead_letters", "requeue", "lease_s"])]
+    #[arg(long, conflicts_with_all = ["dead_letters", "requeue", "lease_s", "max_wait_s"])]
     no_queue: bool,
     /// How long to wait while nothing settles (a provider down) before ending
     /// the run and leaving the rest queued, in seconds.
     #[arg(long, default_value_t = 1_800)]
     patience_s: u64,
-    /// How long a worker holds an item before another may take it, in seconds
-    /// [default: twice --item-deadline-s].
+    /// How long after a worker's death its items may be taken by another, in seconds (a live
+    /// worker renews its leases every third of it) [default: 30].
     #[arg(long)]
     lease_s: Option<u64>,
     /// List the dead letters (id and reason) and exit.
@@ -115,8 +121,19 @@ struct Args {
     cache: Option<String>,
 }
 
-/// A batch item's deadline by default: an hour.
-const DEFAULT_ITEM_DEADLINE_S: u64 = 3_600;
+/// A batch item's deadline when neither `--item-deadline-s` nor the providers file sets one:
+/// an hour.
+const DEFAULT_ITEM_DEADLINE: Duration = Duration::from_secs(3_600);
+
+impl Args {
+    /// The item deadline: the flag when given, else the file's stated deadline, else an hour.
+    fn item_deadline(&self, config: &llm_failover::Config) -> Duration {
+        match self.item_deadline_s {
+            Some(s) => Duration::from_secs(s.max(1)),
+            None => config.stated_deadline().unwrap_or(DEFAULT_ITEM_DEADLINE),
+        }
+    }
+}
 
 /// The demo's emulated providers: limits a little off the ones in `providers.toml` (the
 /// client learns the stated ones from the headers), 150–450 ms per answer.
@@ -207,25 +224,16 @@ async fn run_file(
     };
     let runner = Runner::new(client.clone())
         .concurrency(args.concurrency)
-        .deadline(std::time::Duration::from_secs(args.item_deadline_s.max(1)));
+        .deadline(args.item_deadline(config));
     let job = FileJob::new(&args.input, &args.output).retry_failed(args.retry_failed);
 
     let stop = Stop::new();
     let bar = progress_bar(total);
     tokio::spawn(handle_ctrl_c(stop.clone(), bar.clone()));
-    // The model each chat provider is paced for, to read its limits.
-    let models: Vec<(String, String)> = client
-        .chat_providers()
-        .iter()
-        .filter_map(|id| {
-            let model = config.providers.get(id.as_str())?.model.clone()?;
-            Some((id.to_string(), model))
-        })
-        .collect();
     let ticker = tokio::spawn(show_progress(
         runner.progress().clone(),
         client.clone(),
-        models,
+        chat_models(client, config),
         bar.clone(),
         total,
     ));
@@ -300,32 +308,29 @@ async fn run_queued(
     }
     eprintln!("queue: {} ({shown})", queue.backend());
     let stop = Stop::new();
-    tokio::spawn(handle_ctrl_c(stop.clone(), ProgressBar::hidden()));
-    let total = if std::fs::metadata(&args.input).is_ok_and(|m| m.is_file()) {
-        count_lines(&args.input).await.unwrap_or(0)
-    } else {
-        0
-    };
-    let ticker = tokio::spawn(show_queue(queue.clone(), total));
+    let (total, invalid) = count_input(&args.input).await;
+    let bar = progress_bar(total);
+    tokio::spawn(handle_ctrl_c(stop.clone(), bar.clone()));
+    let ticker = tokio::spawn(show_queue(
+        queue.clone(),
+        client.clone(),
+        chat_models(client, config),
+        bar.clone(),
+        (total, invalid),
+    ));
     let job = QueuedJob::new(&args.input, &args.output, queue)
         .retry_failed(args.retry_failed)
         .concurrency(args.concurrency)
-        .deadline(Duration::from_secs(args.item_deadline_s.max(1)))
+        .deadline(args.item_deadline(config))
+        .max_wait(Duration::from_secs(args.max_wait_s))
         .patience(Duration::from_secs(args.patience_s));
     let job = match args.lease_s {
-        Some(s) if s <= args.item_deadline_s => {
-            eprintln!(
-                "warning: --lease-s {s} is not longer than --item-deadline-s {}: an item waiting \
-                 for its provider's limits may lose its claim to another worker and be sent twice",
-                args.item_deadline_s
-            );
-            job.lease(Duration::from_secs(s.max(1)))
-        }
-        Some(s) => job.lease(Duration::from_secs(s)),
+        Some(s) => job.lease(Duration::from_secs(s.max(1))),
         None => job,
     };
     let report = job.run(client, &stop).await;
     ticker.abort();
+    bar.finish_and_clear();
     let report = report?;
     let summary = Summary::for_queued(client, &report, Some(config)).await;
     eprint!("{summary}");
@@ -355,13 +360,20 @@ async fn dead_letter_command(
 ) -> Result<Option<ExitCode>, Box<dyn std::error::Error>> {
     if args.dead_letters {
         for job in queue.dead_letters().await? {
-            println!("{}\t{}", job.id, job.reason.as_deref().unwrap_or(""));
+            let id = QueuedJob::item_id(&job.id);
+            println!("{id}\t{}", job.reason.as_deref().unwrap_or(""));
         }
         return Ok(Some(ExitCode::SUCCESS));
     }
     if let Some(id) = &args.requeue {
         let now = llm_failover::jobs::wall_ms(TokioClock.wall());
-        if queue.requeue(id, now).await? {
+        let mut requeued = 0;
+        for job in queue.dead_letters().await? {
+            if QueuedJob::item_id(&job.id) == id && queue.requeue(&job.id, now).await? {
+                requeued += 1;
+            }
+        }
+        if requeued > 0 {
             eprintln!("{id}: back in the queue");
             return Ok(Some(ExitCode::SUCCESS));
         }
@@ -395,10 +407,92 @@ fn print_queued(args: &Args, report: &QueuedReport) {
     );
 }
 
-/// Every 2 s, the queue's state: what is settled, waiting and running, and how long the
-/// oldest eligible job has waited.
-async fn show_queue(queue: Queue, total: u64) {
-    let mut tick = tokio::time::interval(Duration::from_secs(2));
+/// The model each chat provider is paced for, to read its limits.
+fn chat_models(client: &Client, config: &llm_failover::Config) -> Vec<(String, String)> {
+    client
+        .chat_providers()
+        .iter()
+        .filter_map(|id| {
+            let model = config.providers.get(id.as_str())?.model.clone()?;
+            Some((id.to_string(), model))
+        })
+        .collect()
+}
+
+/// The input's lines and, of those, the bad ones (each a failed item from the start); zero
+/// for an input that is not a regular file (reading a pipe would consume it).
+async fn count_input(path: &std::path::Path) -> (u64, u64) {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return (0, 0);
+    }
+    let Ok(file) = tokio::fs::File::open(path).await else {
+        return (0, 0);
+    };
+    let mut reader = InputReader::new(tokio::io::BufReader::new(file));
+    let (mut lines, mut invalid) = (0, 0);
+    while let Ok(Some(parsed)) = reader.next().await {
+        lines += 1;
+        invalid += u64::from(parsed.is_err());
+    }
+    (lines, invalid)
+}
+
+/// The limits' pace of each chat provider, for the ETA.
+async fn paces(client: &Client, models: &[(String, String)]) -> Vec<Option<Pace>> {
+    let stats = client.stats();
+    let now = TokioClock.now();
+    let mut paces = Vec::with_capacity(models.len());
+    for (provider, model) in models {
+        let tokens_per_item = stats
+            .provider(provider)
+            .filter(|s| s.ok > 0)
+            .map(|s| (s.input_tokens + s.output_tokens) as f64 / s.ok as f64);
+        let limits = client.limits(provider, model).await.ok().flatten();
+        paces.push(limits.and_then(|l| Pace::from_limits(&l, tokens_per_item, now)));
+    }
+    paces
+}
+
+/// Items settled a second over the last `window` of readings: the rate the queue is being
+/// worked at now, not since the start (a run that waited through an outage, or resumed
+/// half-done, would otherwise be mis-timed).
+#[derive(Default)]
+struct SettledRate {
+    readings: std::collections::VecDeque<(tokio::time::Instant, u64)>,
+}
+
+impl SettledRate {
+    const WINDOW: Duration = Duration::from_secs(30);
+
+    fn add(&mut self, at: tokio::time::Instant, settled: u64) -> Option<f64> {
+        self.readings.push_back((at, settled));
+        while self
+            .readings
+            .front()
+            .is_some_and(|(t, _)| at.saturating_duration_since(*t) > Self::WINDOW)
+        {
+            self.readings.pop_front();
+        }
+        let (t0, n0) = *self.readings.front()?;
+        let secs = at.saturating_duration_since(t0).as_secs_f64();
+        (secs > 0.0 && settled > n0).then(|| (settled - n0) as f64 / secs)
+    }
+}
+
+/// The queue's progress: a bar on a terminal (a plain line every 2 s otherwise) with what is
+/// settled, failed (bad input lines from the start), queued and running, and an ETA from
+/// the rate items settle at now and the providers' limits.
+async fn show_queue(
+    queue: Queue,
+    client: Client,
+    models: Vec<(String, String)>,
+    bar: ProgressBar,
+    (total, invalid): (u64, u64),
+) {
+    let tty = !bar.is_hidden();
+    let period = Duration::from_millis(if tty { 500 } else { 2_000 });
+    let mut tick = tokio::time::interval(period);
+    let mut rate = SettledRate::default();
     tick.tick().await;
     loop {
         tick.tick().await;
@@ -406,17 +500,28 @@ async fn show_queue(queue: Queue, total: u64) {
         let Ok(s) = queue.stats(now).await else {
             continue;
         };
-        let oldest = s
-            .oldest_eligible_age
-            .map_or_else(|| "-".to_owned(), show_duration);
-        eprintln!(
-            "[{}/{total}] ok {} · failed {} · queued {} · running {} · oldest eligible {oldest}",
-            s.done + s.dead + s.review,
+        let settled = s.done + s.dead + s.review;
+        let observed = rate.add(TokioClock.now(), settled);
+        let left = s.ready + s.running;
+        let eta = eta(left, s.running, &paces(&client, &models).await, observed)
+            .map_or_else(|| "?".to_owned(), show_duration);
+        let t = client.stats().total();
+        let msg = format!(
+            "ok {} · failed {} · queued {} · running {} · 429s {} · failovers {} · ETA {eta}",
             s.done,
-            s.dead + s.review,
+            s.dead + s.review + invalid,
             s.ready,
-            s.running
+            s.running,
+            t.rate_limited,
+            t.failovers
         );
+        let position = (settled + invalid).min(total.max(settled + invalid));
+        if tty {
+            bar.set_position(position);
+            bar.set_message(msg);
+        } else {
+            eprintln!("[{position}/{total}] {msg}");
+        }
     }
 }
 
@@ -453,19 +558,9 @@ async fn show_progress(
     loop {
         tick.tick().await;
         let p = progress.snapshot();
-        let stats = client.stats();
-        let t = stats.total();
+        let t = client.stats().total();
         let left = total.saturating_sub(p.finished());
-        let now = TokioClock.now();
-        let mut paces = Vec::with_capacity(models.len());
-        for (provider, model) in &models {
-            let s = stats.provider(provider);
-            let tokens_per_item = s
-                .filter(|s| s.ok > 0)
-                .map(|s| (s.input_tokens + s.output_tokens) as f64 / s.ok as f64);
-            let limits = client.limits(provider, model).await.ok().flatten();
-            paces.push(limits.and_then(|l| Pace::from_limits(&l, tokens_per_item, now)));
-        }
+        let paces = paces(&client, &models).await;
         let elapsed = TokioClock
             .now()
             .saturating_duration_since(started)
@@ -478,7 +573,7 @@ async fn show_progress(
             eta(left, p.in_flight, &paces, observed).map_or_else(|| "?".to_owned(), show_duration)
         };
         let msg = format!(
-            "ok {} · failed {} · in flight {} · skipped {} · waited on limits {:.1} s in all · 429s {} · failovers {} · ETA {eta}",
+            "ok {} · failed {} · in flight {} · skipped {} · waited on limits {:.1} s (summed over items) · 429s {} · failovers {} · ETA {eta}",
             p.ok,
             p.failed,
             p.in_flight,

@@ -5,7 +5,7 @@
 //! {"id": "q2", "messages": [{"role": "user", "content": "Hi"}], "system": "Be brief."}
 //! ```
 //!
-//! Fields: `id` (a non-empty string, unique in the file), then either `prompt` (a non-empty
+//! Fields: `id` (a non-empty string, unique in the file, without a NUL character), then either `prompt` (a non-empty
 //! string, sent as one user message) or `messages` (`[{"role": "system" | "user" |
 //! "assistant", "content": "…"}]`), and optionally `system` (prepended as a system message),
 //! `max_tokens` (a positive integer), `model` (overrides the provider's model) and
@@ -14,9 +14,10 @@
 //!
 //! A line that breaks these rules is not dropped: it becomes an [`InputError`] naming its
 //! line number, which the runner records as a failed item of kind `invalid_input`. A line
-//! without a usable id (not JSON, no `id`, an id that is not a string) and a line repeating
-//! an earlier id are reported by their 1-based line number instead ([`ItemKey::Line`]), never
-//! under an id, so a real item's id can never collide with a bad line's report.
+//! without a usable id (not JSON, no `id`, an id that is not a string or holds a NUL) and a
+//! line repeating an earlier id are reported by their 1-based line number instead
+//! ([`ItemKey::Line`]), never under an id, so a real item's id can never collide with a bad
+//! line's report.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -176,6 +177,14 @@ pub fn parse_line(text: &[u8], line: u64) -> Parsed {
         ));
     };
     let id = match obj.get("id") {
+        Some(Value::String(s)) if s.contains('\0') => {
+            // PostgreSQL's text cannot hold it: refused on every backend alike.
+            return Err(InputError::new(
+                None,
+                line,
+                "`id` holds a NUL character (\\u0000), which no job queue can store",
+            ));
+        }
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(Value::String(_)) => {
             return Err(InputError::new(None, line, "`id` is empty"));
@@ -453,6 +462,7 @@ mod tests {
             (r#"{"prompt": "hi"}"#, "", "id"),
             (r#"{"id": "", "prompt": "hi"}"#, "", "empty"),
             (r#"{"id": 5, "prompt": "hi"}"#, "", "string"),
+            (r#"{"id": "a\u0000b", "prompt": "hi"}"#, "", "NUL"),
             (r#"{"id": "a", "prompt": ""}"#, "a", "prompt"),
             (r#"{"id": "a", "prompt": "   "}"#, "a", "prompt"),
             (r#"{"id": "a"}"#, "a", "prompt"),

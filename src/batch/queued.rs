@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::files::{results_file, Access};
@@ -17,9 +18,10 @@ use super::key::ItemKey;
 use super::outcome::{failure_line, Answer, LineHead, Outcome};
 use super::results::{warn_unreadable, warn_unreadable_rest};
 use super::runner::RunReport;
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jobs::{
-    wall_ms, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport,
+    patiently, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport,
 };
 use crate::stop::Stop;
 use crate::{ChatRequest, Client, RequestOptions};
@@ -30,17 +32,36 @@ pub const CHAT_KIND: &str = "chat";
 /// Items enqueued per transaction.
 const ENQUEUE_CHUNK: usize = 1_000;
 
+/// The longest an item waits inside the client by default (for a provider to reopen, for its
+/// slot) before it goes back to the queue until the stated time.
+const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the queue's database may fail at the start, in the middle or at the end of a run
+/// by default.
+const DEFAULT_DATABASE_PATIENCE: Duration = Duration::from_secs(60);
+
 /// A JSON-lines prompt batch run through a durable [`Queue`]: what
 /// [`FileJob`](super::FileJob) does, but every item is a job that survives a crash, waits
 /// through an outage longer than its deadline instead of failing, and is accepted once however
 /// many processes run the batch.
 ///
-/// [`run`](Self::run) enqueues every item of the input (an id already queued is left as it
+/// [`run`](Self::run) enqueues every item of the input (one already queued is left as it
 /// is), runs a [`Worker`] until the queue is drained (or has made no progress for the
 /// patience: then the items left stay queued for the next run), and writes the results file
 /// as an export of the queue: in input order, one line per item that is `done` (its answer)
 /// or `dead` (its failure), and one per bad input line. Items still waiting are not written;
 /// the report counts them.
+///
+/// An item is its id **and** its question: its job in the queue is named by both
+/// ([`job_id`](Self::job_id)). The same id with another request — a prompt edited before a
+/// rerun, another input file on a shared queue — is another job, asked anew, never answered
+/// with the other's result.
+///
+/// The defaults a run lives with: an item waits inside the client at most
+/// [`max_wait`](Self::max_wait) (10 s) for a throttled or closed provider, then goes back to
+/// the queue until the stated time; a worker's lease is 30 s, renewed while the item runs,
+/// so a killed process's items come back within about that; the queue's database may fail
+/// for a minute (at the start, in the middle, at the end) before the run gives up.
 ///
 /// # Examples
 ///
@@ -68,6 +89,8 @@ pub struct QueuedJob {
     deadline: Duration,
     lease: Option<Duration>,
     patience: Duration,
+    max_wait: Duration,
+    database_patience: Duration,
 }
 
 /// What a [`QueuedJob::run`] did.
@@ -113,7 +136,40 @@ impl QueuedJob {
             deadline: Duration::from_secs(3_600),
             lease: None,
             patience: Duration::from_secs(30 * 60),
+            max_wait: DEFAULT_MAX_WAIT,
+            database_patience: DEFAULT_DATABASE_PATIENCE,
         }
+    }
+
+    /// The queue's id of the item `id` whose request is `payload` (its JSON): the id, `#`,
+    /// and 16 hex digits of the payload's SHA-256 — so another question under the same id is
+    /// another job.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::batch::QueuedJob;
+    ///
+    /// let a = QueuedJob::job_id("q1", r#"{"messages":[{"role":"user","content":"Hi"}]}"#);
+    /// let b = QueuedJob::job_id("q1", r#"{"messages":[{"role":"user","content":"Hello"}]}"#);
+    /// assert_ne!(a, b);
+    /// assert!(a.starts_with("q1#") && a.len() == "q1#".len() + 16);
+    /// assert_eq!(QueuedJob::item_id(&a), "q1");
+    /// ```
+    pub fn job_id(id: &str, payload: &str) -> String {
+        let digest = Sha256::digest(payload.as_bytes());
+        let mut job = String::with_capacity(id.len() + 17);
+        job.push_str(id);
+        job.push('#');
+        for b in &digest[..8] {
+            job.push_str(&format!("{b:02x}"));
+        }
+        job
+    }
+
+    /// The item id a [`job_id`](Self::job_id) stands for (the text before its last `#`).
+    pub fn item_id(job_id: &str) -> &str {
+        job_id.rsplit_once('#').map_or(job_id, |(id, _)| id)
     }
 
     /// The results file `output` resolves to (a symbolic link is followed), once it is known
@@ -171,20 +227,39 @@ impl QueuedJob {
         self
     }
 
-    /// Longest time one request may take, waits included (default 1 hour). An item whose
-    /// providers stay closed past it is snoozed until they reopen, not failed.
+    /// Longest time one request may take, waits included (default 1 hour).
     #[must_use]
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self
     }
 
-    /// How long a worker holds a claimed item before the queue gives it to another (default:
-    /// twice the deadline). A worker that stops (a crash, a pause) past it loses the item,
-    /// and its late answer is refused.
+    /// How long a worker holds a claimed item without renewing it before the queue gives it
+    /// to another (default 30 s). A live worker renews the leases of its items every third
+    /// of it, however long they take; a worker that dies (a crash, a `kill -9`) loses them
+    /// about one lease later, and its late answers are refused.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
+        self
+    }
+
+    /// The longest an item waits inside the client — for a throttled or closed provider to
+    /// reopen, for its booked slot — before it goes back to the queue, eligible at the time
+    /// the provider stated (default 10 s). The queue, not a worker, is where a batch waits
+    /// through a long throttle or an outage, so the [`patience`](Self::patience) holds.
+    #[must_use]
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// How long the queue's database may fail — locked by another process, its server at its
+    /// connection limit or restarting — at any point of the run (enqueueing, running,
+    /// exporting) before the run ends with the error (default 1 minute).
+    #[must_use]
+    pub fn database_patience(mut self, patience: Duration) -> Self {
+        self.database_patience = patience;
         self
     }
 
@@ -207,17 +282,17 @@ impl QueuedJob {
         let clock = client.clock().clone();
         let started = clock.now();
         let output = QueuedJob::check_files(&self.input, &self.output)?;
+        remove_stale_temps(&output).await;
         let previous = previous_lines(&output).await?;
-        let now = wall_ms(clock.wall());
-        let enqueued = self.enqueue(&previous, now).await?;
+        let enqueued = self.enqueue(clock.as_ref(), &previous).await?;
         let requeued = if self.retry_failed {
-            self.requeue_dead(&enqueued.ids, now).await?
+            self.requeue_dead(clock.as_ref(), &enqueued.ids).await?
         } else {
             0
         };
         let served = Arc::new(Served::default());
         let worker = self.work(client, stop, &served).await?;
-        let export = self.export(&output, &previous).await?;
+        let export = self.export(clock.as_ref(), &output, &previous).await?;
         let run = RunReport {
             ok: worker.completed,
             cached: served.cached.load(Ordering::Relaxed),
@@ -253,13 +328,15 @@ impl QueuedJob {
     ) -> Result<WorkerReport> {
         let chat = BatchChat {
             deadline: self.deadline,
+            max_wait: self.max_wait,
             served: served.clone(),
         };
         Worker::builder(self.queue.clone(), client.clone())
             .handler(CHAT_KIND, Arc::new(chat))
             .concurrency(self.concurrency)
-            .lease(self.lease.unwrap_or(self.deadline * 2))
+            .lease(self.lease.unwrap_or(crate::jobs::DEFAULT_LEASE))
             .until_drained(self.patience)
+            .database_patience(self.database_patience)
             .build()?
             .run(stop)
             .await
@@ -275,9 +352,32 @@ impl QueuedJob {
         )))
     }
 
-    /// Every good line as a job, but those the results file already answered (or failed,
-    /// unless retrying failures) and the queue does not know: they keep their line.
-    async fn enqueue(&self, previous: &Previous, now: i64) -> Result<Enqueued> {
+    /// Runs the queue operation `op` for the database patience (a locked or restarting
+    /// database is waited for, as the worker waits for it).
+    async fn patiently<T, F, Fut>(&self, clock: &dyn Clock, op: F) -> Result<T>
+    where
+        F: Fn(i64) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        patiently(clock, self.database_patience, op, |err, wait| {
+            tracing::warn!(
+                error = %err,
+                retry_in_ms = wait.as_millis() as u64,
+                "the job queue failed; trying again"
+            );
+        })
+        .await
+    }
+
+    /// Every good line as a job. On a queue that knows no job yet (the first run with it),
+    /// lines the results file already holds (a run without the queue answered them; failed
+    /// ones unless retrying failures) are carried instead: that file is then the only record
+    /// of them. On a queue in use, the results file is its export and is not consulted: an
+    /// item is asked by what it asks now.
+    async fn enqueue(&self, clock: &dyn Clock, previous: &Previous) -> Result<Enqueued> {
+        let queue = &self.queue;
+        let stats = self.patiently(clock, |now| queue.stats(now)).await?;
+        let fresh = stats.ready + stats.running + stats.done + stats.dead + stats.review == 0;
         let mut reader = self.open_input().await?;
         let mut counts = Enqueued::default();
         let mut chunk = Vec::with_capacity(ENQUEUE_CHUNK);
@@ -290,25 +390,31 @@ impl QueuedJob {
                 }
             };
             counts.items += 1;
-            if let Some((_, ok)) = previous.get(&item.id) {
-                if *ok || !self.retry_failed {
-                    continue;
+            if fresh {
+                if let Some((_, ok)) = previous.get(&item.id) {
+                    if *ok || !self.retry_failed {
+                        continue;
+                    }
                 }
             }
-            let payload = serde_json::to_string(&item.request).map_err(|e| {
-                Error::new(ErrorKind::Config, format!("item {:?}: {e}", item.id)).with_source(e)
-            })?;
-            counts.ids.insert(item.id.clone());
-            chunk.push(NewJob::new(item.id, CHAT_KIND, payload));
+            let payload = payload(&item.id, &item.request)?;
+            let id = QueuedJob::job_id(&item.id, &payload);
+            counts.ids.insert(id.clone());
+            chunk.push(NewJob::new(id, CHAT_KIND, payload));
             if chunk.len() == ENQUEUE_CHUNK {
                 counts.added += self
-                    .queue
-                    .enqueue_all(std::mem::take(&mut chunk), now)
+                    .enqueue_chunk(clock, std::mem::take(&mut chunk))
                     .await?;
             }
         }
-        counts.added += self.queue.enqueue_all(chunk, now).await?;
+        counts.added += self.enqueue_chunk(clock, chunk).await?;
         Ok(counts)
+    }
+
+    async fn enqueue_chunk(&self, clock: &dyn Clock, chunk: Vec<NewJob>) -> Result<u64> {
+        let queue = &self.queue;
+        self.patiently(clock, |now| queue.enqueue_all(chunk.clone(), now))
+            .await
     }
 
     async fn next(
@@ -321,10 +427,15 @@ impl QueuedJob {
             .map_err(|e| io_error(e, "cannot read the input", &self.input))
     }
 
-    async fn requeue_dead(&self, ids: &HashSet<String>, now: i64) -> Result<u64> {
+    async fn requeue_dead(&self, clock: &dyn Clock, ids: &HashSet<String>) -> Result<u64> {
+        let queue = &self.queue;
+        let dead = self.patiently(clock, |_| queue.dead_letters()).await?;
         let mut requeued = 0;
-        for job in self.queue.dead_letters().await? {
-            if ids.contains(&job.id) && self.queue.requeue(&job.id, now).await? {
+        for job in dead.iter().filter(|job| ids.contains(&job.id)) {
+            if self
+                .patiently(clock, |now| queue.requeue(&job.id, now))
+                .await?
+            {
                 requeued += 1;
             }
         }
@@ -333,7 +444,12 @@ impl QueuedJob {
 
     /// Writes the results file from the queue, in input order, through a temporary file
     /// renamed over it.
-    async fn export(&self, output: &Path, previous: &Previous) -> Result<Export> {
+    async fn export(
+        &self,
+        clock: &dyn Clock,
+        output: &Path,
+        previous: &Previous,
+    ) -> Result<Export> {
         let mut reader = self.open_input().await?;
         let temp = temp_path(output);
         let file = tokio::fs::File::create(&temp)
@@ -342,12 +458,20 @@ impl QueuedJob {
         let mut out = tokio::io::BufWriter::new(file);
         let mut export = Export::default();
         let mut seen = HashSet::new();
+        let queue = &self.queue;
         while let Some(parsed) = self.next(&mut reader).await? {
             let line = match parsed {
-                Err(bad) => Some((Outcome::invalid_input(&bad).to_json_line(), false)),
+                Err(bad) => {
+                    // Its line is written from the input, whatever an earlier run wrote.
+                    if let Some(id) = &bad.id {
+                        seen.insert(id.clone());
+                    }
+                    Some((Outcome::invalid_input(&bad).to_json_line(), false))
+                }
                 Ok(item) => {
-                    let line = match self.queue.get(&item.id).await? {
-                        Some(job) => export_line(&job),
+                    let id = QueuedJob::job_id(&item.id, &payload(&item.id, &item.request)?);
+                    let line = match self.patiently(clock, |_| queue.get(&id)).await? {
+                        Some(job) => export_line(&item.id, &job),
                         None => previous.get(&item.id).map(|(line, ok)| {
                             export.carried += 1;
                             (line.clone(), *ok)
@@ -489,19 +613,25 @@ fn failed_kind(line: &str) -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// The results line of a job in a state that has one — its answer, or its failure — and
-/// whether it is an answer.
-fn export_line(job: &Job) -> Option<(String, bool)> {
+/// The request of item `id` as the queue stores it (its JSON).
+fn payload(id: &str, request: &ChatRequest) -> Result<String> {
+    serde_json::to_string(request)
+        .map_err(|e| Error::new(ErrorKind::Config, format!("item {id:?}: {e}")).with_source(e))
+}
+
+/// The results line of item `id`'s job in a state that has one — its answer, or its failure
+/// — and whether it is an answer.
+fn export_line(id: &str, job: &Job) -> Option<(String, bool)> {
     let line = match job.state {
         JobState::Done => return job.result.as_ref().map(|r| (format!("{r}\n"), true)),
         JobState::Dead => {
             let error = job.last_error.as_deref().or(job.reason.as_deref());
             let (kind, status, provider, message) = parse_reason(error.unwrap_or("dead"));
-            failure_line(&job.id, kind, status, provider, message, job.attempt)
+            failure_line(id, kind, status, provider, message, job.attempt)
         }
         JobState::Review => {
             let message = job.reason.as_deref().unwrap_or("refused by its contract");
-            failure_line(&job.id, "review", None, None, message, job.attempt)
+            failure_line(id, "review", None, None, message, job.attempt)
         }
         _ => return None,
     };
@@ -538,6 +668,51 @@ fn temp_path(output: &Path) -> PathBuf {
     output.with_file_name(name)
 }
 
+/// Removes the export temp files of `output` that processes no longer alive left (a run killed
+/// while exporting). One of a live process — another worker exporting now — is left; where
+/// liveness cannot be told (no `/proc`), only those older than a day go. Best effort: a file
+/// that cannot be removed is left for the next run.
+async fn remove_stale_temps(output: &Path) {
+    let (Some(dir), Some(name)) = (output.parent(), output.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.export-", name.to_string_lossy());
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return;
+    };
+    let proc = Path::new("/proc/self").exists();
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let Some(pid) = file
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stale = if proc {
+            pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+        } else {
+            entry
+                .metadata()
+                .await
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(86_400))
+        };
+        if stale {
+            let _ = tokio::fs::remove_file(entry.path()).await;
+        }
+    }
+}
+
 fn io_error(e: std::io::Error, what: &str, path: &Path) -> Error {
     Error::new(ErrorKind::Io, format!("{what} {}: {e}", path.display())).with_source(e)
 }
@@ -546,6 +721,7 @@ fn io_error(e: std::io::Error, what: &str, path: &Path) -> Error {
 /// item's results line.
 struct BatchChat {
     deadline: Duration,
+    max_wait: Duration,
     served: Arc<Served>,
 }
 
@@ -570,7 +746,9 @@ impl Handler for BatchChat {
         })?;
         let clock = ctx.client().clock().clone();
         let started = clock.now();
-        let options = RequestOptions::new().deadline(self.deadline);
+        let options = RequestOptions::new()
+            .deadline(self.deadline)
+            .max_wait(self.max_wait);
         let response = ctx.client().chat_with(request, &options).await?;
         let answer =
             Answer::from_response(response, clock.now().saturating_duration_since(started));
@@ -581,7 +759,7 @@ impl Handler for BatchChat {
                 .tokens_saved
                 .fetch_add(tokens, Ordering::Relaxed);
         }
-        Ok(Outcome::ok(job.id.clone(), answer)
+        Ok(Outcome::ok(QueuedJob::item_id(&job.id), answer)
             .to_json_line()
             .trim_end()
             .to_owned())

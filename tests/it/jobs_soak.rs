@@ -25,6 +25,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
+use llm_failover::batch::{parse_line, QueuedJob};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{wall_ms, Job, JobState, Queue, QueueStats};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
@@ -251,12 +252,13 @@ impl Store {
     }
 }
 
-/// A fresh directory for one soak: providers.toml and the input.
-fn write_files(dir: &TempDir, emu: &Emulator) -> (PathBuf, PathBuf, Vec<String>) {
+/// A fresh directory for one soak: providers.toml and the input (`items` lines); the ids of
+/// the items' jobs in the queue (an item's id and a hash of its request).
+fn write_files(dir: &TempDir, emu: &Emulator, items: usize) -> (PathBuf, PathBuf, Vec<String>) {
     let config = dir.path("providers.toml");
     let base = emu.base_url(PROVIDER).to_string();
     write_one_provider_config(&config, "soak", PROVIDER, &base, KEY_VAR);
-    let ids: Vec<String> = (0..ITEMS).map(|i| format!("s-{i:04}")).collect();
+    let ids: Vec<String> = (0..items).map(|i| format!("s-{i:04}")).collect();
     let lines: Vec<String> = (ids.iter())
         .map(|id| {
             json!({"id": id, "prompt": format!("{PROMPT} {id}"), "max_tokens": 8}).to_string()
@@ -264,7 +266,13 @@ fn write_files(dir: &TempDir, emu: &Emulator) -> (PathBuf, PathBuf, Vec<String>)
         .collect();
     let input = dir.path("in.jsonl");
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    (config, input, ids)
+    let jobs = (lines.iter().enumerate())
+        .map(|(n, line)| {
+            let item = parse_line(line.as_bytes(), n as u64 + 1).unwrap();
+            QueuedJob::job_id(&item.id, &serde_json::to_string(&item.request).unwrap())
+        })
+        .collect();
+    (config, input, jobs)
 }
 
 /// What a worker process says while it runs (by its index in [`Fleet::procs`]).
@@ -299,26 +307,40 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// [`WORKERS`] workers with `flags`.
     fn start(dir: &TempDir, config: &Path, input: &Path, spec: &str) -> Fleet {
+        let flags = [
+            ("--lease-s", LEASE_S),
+            ("--item-deadline-s", DEADLINE_S),
+            ("--patience-s", PATIENCE_S),
+            ("--concurrency", CONCURRENCY as u64),
+        ];
+        Fleet::start_with(dir, config, input, spec, WORKERS, &flags)
+    }
+
+    /// `workers` workers with `flags` (the defaults for the others).
+    fn start_with(
+        dir: &TempDir,
+        config: &Path,
+        input: &Path,
+        spec: &str,
+        workers: usize,
+        flags: &[(&str, u64)],
+    ) -> Fleet {
         let bin = batch_bin(); // built before the clock starts
         let mut args: Vec<std::ffi::OsString> = vec![bin.into()];
         args.extend(["--config".into(), config.into()]);
         args.extend(["--env".into(), "soak".into()]);
         args.extend(["--input".into(), input.into()]);
         args.extend(["--queue".into(), spec.into()]);
-        for (flag, value) in [
-            ("--lease-s", LEASE_S),
-            ("--item-deadline-s", DEADLINE_S),
-            ("--patience-s", PATIENCE_S),
-            ("--concurrency", CONCURRENCY as u64),
-        ] {
+        for (flag, value) in flags {
             args.extend([flag.into(), value.to_string().into()]);
         }
         let (tx, events) = mpsc::channel();
         let mut fleet = Fleet {
             args,
             root: dir.root().to_owned(),
-            outputs: (0..WORKERS)
+            outputs: (0..workers)
                 .map(|w| dir.path(&format!("out-{w}.jsonl")))
                 .collect(),
             procs: Vec::new(),
@@ -328,7 +350,7 @@ impl Fleet {
             exited: Vec::new(),
             started: started_now(),
         };
-        for slot in 0..WORKERS {
+        for slot in 0..workers {
             let p = fleet.spawn(slot);
             fleet.slots.push(p);
         }
@@ -604,7 +626,7 @@ fn soak(backend: Backend) {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
     let provider = Provider::start();
     let dir = TempDir::new("jobs-soak", &format!("{backend:?}").to_lowercase());
-    let (config, input, ids) = write_files(&dir, &provider.emu);
+    let (config, input, ids) = write_files(&dir, &provider.emu, ITEMS);
     let store = Store::open(backend, &dir);
     let mut fleet = Fleet::start(&dir, &config, &input, &store.spec);
     let mut chaos = Chaos::new();
@@ -701,7 +723,7 @@ fn check(fleet: &Fleet, store: &Store, ids: &[String], stats: &QueueStats, stall
         "every job is done, dead or in review: {stats:?}"
     );
     let jobs: BTreeMap<String, Job> = (store.jobs(ids).into_iter())
-        .map(|job| (job.id.clone(), job))
+        .map(|job| (QueuedJob::item_id(&job.id).to_owned(), job))
         .collect();
     for job in jobs.values().filter(|j| j.state == JobState::Dead) {
         let error = job.last_error.as_deref().unwrap_or("");
@@ -776,4 +798,157 @@ fn workers_killed_and_stalled_on_an_sqlite_queue_lose_no_item_and_accept_none_tw
 #[test]
 fn workers_killed_and_stalled_on_a_postgres_queue_lose_no_item_and_accept_none_twice() {
     soak(Backend::Postgres);
+}
+
+/// Worker processes of the default-lease soak.
+const DEFAULT_LEASE_WORKERS: usize = 3;
+/// The library's default lease, and how often a worker reaps expired leases with it (a
+/// tenth of the lease): a dead worker's jobs are claimed again within about that sum of its
+/// death — its lease ends at most a lease after its last renewal.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+const DEFAULT_REAP_EVERY: Duration = Duration::from_secs(3);
+/// The kills, at these percentages of the items done (every few seconds at the emulator's
+/// pace of 30 items a second).
+const DEFAULT_LEASE_KILLS: [u64; 5] = [10, 25, 40, 55, 70];
+
+/// A killed worker's claims, watched until each is claimed again.
+struct Death {
+    pid: u32,
+    at: Instant,
+    /// Each claim it held, and how long after its death it was claimed again.
+    held: Vec<((String, u32), Option<Duration>)>,
+}
+
+/// Three batch processes on one queue with the library's defaults (lease, patience, item
+/// deadline), one SIGKILLed every few seconds and replaced: the run finishes, every id is
+/// accepted once, and each killed worker's jobs were claimed again within about one lease of
+/// its death (read from the queue: the attempt of each job it held, as it moves on).
+fn killed_with_the_default_lease(backend: Backend) {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let provider = Provider::start();
+    let dir = TempDir::new(
+        "jobs-soak-default-lease",
+        &format!("{backend:?}").to_lowercase(),
+    );
+    let (config, input, ids) = write_files(&dir, &provider.emu, ITEMS);
+    let store = Store::open(backend, &dir);
+    let flags = [("--concurrency", CONCURRENCY as u64)];
+    let mut fleet = Fleet::start_with(
+        &dir,
+        &config,
+        &input,
+        &store.spec,
+        DEFAULT_LEASE_WORKERS,
+        &flags,
+    );
+    let mut rng = Seeded(SEED + 1);
+    let mut kills: VecDeque<u64> = DEFAULT_LEASE_KILLS.map(|p| ITEMS as u64 * p / 100).into();
+    let mut deaths: Vec<Death> = Vec::new();
+    let mut stats = store.stats();
+    while !fleet.all_exited() {
+        fleet.poll();
+        stats = store.stats();
+        if kills.front().is_some_and(|at| stats.done >= *at) {
+            let slot = rng.below(DEFAULT_LEASE_WORKERS as u64) as usize;
+            let pid = fleet.procs[fleet.slots[slot]].pid;
+            fleet.kill_and_replace(slot);
+            let at = started_now();
+            // Dead: what it holds can no longer change but by another's claim.
+            let held = store.claims_of(pid, &ids);
+            deaths.push(Death {
+                pid,
+                at,
+                held: held.into_iter().map(|c| (c, None)).collect(),
+            });
+            kills.pop_front();
+        }
+        for death in &mut deaths {
+            let waiting: Vec<String> = (death.held.iter())
+                .filter(|(_, again)| again.is_none())
+                .map(|((id, _), _)| id.clone())
+                .collect();
+            if waiting.is_empty() {
+                continue;
+            }
+            let now = store.jobs(&waiting);
+            for ((id, attempt), again) in &mut death.held {
+                if again.is_some() {
+                    continue;
+                }
+                let job = now.iter().find(|j| &j.id == id).expect("a watched job");
+                if job.attempt > *attempt {
+                    *again = Some(death.at.elapsed());
+                }
+            }
+        }
+    }
+    let run_s = fleet.started.elapsed().as_secs_f64();
+    assert!(
+        kills.is_empty(),
+        "the run ended before the kills at {kills:?}"
+    );
+    for p in fleet.procs.iter().filter(|p| !p.killed) {
+        assert_eq!(p.code, Some(Some(0)), "pid {}:\n{}", p.pid, p.stderr);
+    }
+    assert_eq!((stats.ready, stats.running), (0, 0), "{stats:?}");
+    assert_eq!(
+        stats.done + stats.dead + stats.review,
+        ITEMS as u64,
+        "{stats:?}"
+    );
+    // Every id once, in the last export.
+    let last = &fleet.procs[*fleet.exited.last().expect("they exited")];
+    let text = std::fs::read_to_string(&fleet.outputs[last.slot]).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        let id = v["id"].as_str().unwrap_or_else(|| panic!("no id: {l}"));
+        assert!(seen.insert(id.to_owned()), "{id} twice");
+    }
+    assert_eq!(seen.len(), ITEMS, "every input id has a line");
+    let bound = DEFAULT_LEASE + DEFAULT_REAP_EVERY + Duration::from_secs(2);
+    let mut delays = Vec::new();
+    for death in &deaths {
+        for ((id, attempt), again) in &death.held {
+            let again = again.unwrap_or_else(|| {
+                panic!(
+                    "{id} (attempt {attempt}) held by killed pid {} was never claimed again",
+                    death.pid
+                )
+            });
+            assert!(
+                again <= bound,
+                "{id} held by killed pid {} was claimed again {again:?} after its death \
+                 (bound {bound:?})",
+                death.pid
+            );
+            delays.push(again.as_secs_f64());
+        }
+    }
+    assert!(!delays.is_empty(), "the killed workers held claims");
+    delays.sort_by(f64::total_cmp);
+    eprintln!(
+        "default-lease soak on {}: {ITEMS} items, {} processes, {} killed holding {} claims; \
+         claimed again {:.1}–{:.1} s after the death (median {:.1} s, lease {DEFAULT_LEASE:?}); \
+         done {}, dead {}; {run_s:.1} s",
+        store.queue.backend(),
+        fleet.procs.len(),
+        deaths.len(),
+        delays.len(),
+        delays[0],
+        delays[delays.len() - 1],
+        delays[delays.len() / 2],
+        stats.done,
+        stats.dead,
+    );
+}
+
+#[test]
+fn workers_killed_every_few_seconds_with_the_default_lease_on_sqlite_finish_the_run() {
+    killed_with_the_default_lease(Backend::Sqlite);
+}
+
+#[test]
+fn workers_killed_every_few_seconds_with_the_default_lease_on_postgres_finish_the_run() {
+    killed_with_the_default_lease(Backend::Postgres);
 }

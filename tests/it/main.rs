@@ -15,6 +15,7 @@ mod adapter_gemini;
 mod adapter_openai;
 mod batch;
 mod batch_cache;
+mod batch_defaults;
 mod batch_files;
 mod batch_queue;
 mod cache;
