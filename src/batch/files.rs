@@ -245,7 +245,10 @@ mod tests {
             fs::write(&temp, "stale stale stale\n").unwrap();
             let mut file = create_replacement(&path, &temp).unwrap();
             let created = fs::metadata(&temp).unwrap().permissions().mode() & 0o7777;
-            assert_eq!(created, mode, "{created:o} for a {mode:o} file, before a byte");
+            assert_eq!(
+                created, mode,
+                "{created:o} for a {mode:o} file, before a byte"
+            );
             file.write_all(b"new\n").unwrap();
             drop(file);
             fs::rename(&temp, &path).unwrap();
@@ -269,7 +272,10 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &temp).unwrap();
         create_replacement(&path, &temp).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
-        assert!(!fs::symlink_metadata(&temp).unwrap().file_type().is_symlink());
+        assert!(!fs::symlink_metadata(&temp)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -258,7 +258,11 @@ impl Job for Chat {
     }
 
     fn keep(out: &mut ChatResponse, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
-        keep_whole(whole(out.finish_reason.as_ref()) && out.has_content(), out, fill)
+        keep_whole(
+            whole(out.finish_reason.as_ref()) && out.has_content(),
+            out,
+            fill,
+        )
     }
 }
 

@@ -209,7 +209,11 @@ async fn an_empty_stream_or_transcript_is_not_kept_either() {
     let s = h.client.chat_stream(question(1)).await.unwrap();
     assert_eq!(text_of(s).await, "");
     let s = h.client.chat_stream(question(1)).await.unwrap();
-    assert_eq!(s.origin(), Origin::Provider, "the empty stream was not kept");
+    assert_eq!(
+        s.origin(),
+        Origin::Provider,
+        "the empty stream was not kept"
+    );
     assert_eq!(text_of(s).await, "Hello there");
     assert_eq!(a.count(CHAT), 2);
 
@@ -218,7 +222,10 @@ async fn an_empty_stream_or_transcript_is_not_kept_either() {
         TranscriptionRequest::new(audio).model("whisper-1")
     };
     let silent = h.client.transcribe(req()).await.unwrap();
-    assert_eq!((silent.text.as_str(), silent.origin), ("", Origin::Provider));
+    assert_eq!(
+        (silent.text.as_str(), silent.origin),
+        ("", Origin::Provider)
+    );
     let heard = h.client.transcribe(req()).await.unwrap();
     assert_eq!(
         (heard.text.as_str(), heard.origin),
