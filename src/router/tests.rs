@@ -569,3 +569,42 @@ async fn a_primary_back_sooner_than_the_secondary_s_slot_is_waited_for() {
     let waited = Instant::now() - t0;
     assert!(waited >= 3 * S && waited < 4 * S, "{waited:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_waits_in_process_no_longer_than_its_max_wait() {
+    // A 3 s Retry-After is waited for within a 10 s max_wait, and the answer comes.
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    t.push("a", error(429, "requests").header("retry-after", "3"))
+        .push("a", ok("later"));
+    let opts = RequestOptions::new().deadline(3_600 * S).max_wait(10 * S);
+    let t0 = Instant::now();
+    assert_eq!(c.chat_with(req(), &opts).await.unwrap().text, "later");
+    assert_eq!(Instant::now() - t0, 3 * S);
+    // A 30 s one, past the max_wait but well inside the hour's deadline: the request ends at
+    // once, saying when to come back — a queue snoozes it there instead of a worker waiting.
+    let (c, t) = client(&["a"], policy(), Limits::none());
+    t.push("a", error(429, "requests").header("retry-after", "30"));
+    let t0 = Instant::now();
+    let err = c.chat_with(req(), &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited, "{err}");
+    assert_eq!(err.retry_at(), Some(t0 + 30 * S));
+    assert_eq!((Instant::now(), t.count("a")), (t0, 1));
+    // Without max_wait, the hour's deadline is what bounds the wait: it waits and is answered.
+    t.push("a", ok("patient"));
+    let patient = RequestOptions::new().deadline(3_600 * S);
+    assert_eq!(c.chat_with(req(), &patient).await.unwrap().text, "patient");
+    assert_eq!(Instant::now() - t0, 30 * S);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_passed_while_every_provider_hung_is_a_timeout_with_each_attempt() {
+    let (c, t) = client(&["a", "b"], policy(), Limits::none());
+    t.push("a", Script::Hang).push("b", Script::Hang);
+    let opts = RequestOptions::new().deadline(10 * S);
+    let err = c.chat_with(req(), &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(err.is_timeout() && err.is_retryable(), "{err}");
+    let tried: Vec<_> = err.attempts().iter().map(|e| e.kind()).collect();
+    assert_eq!(tried, [ErrorKind::Timeout, ErrorKind::Timeout], "{err:?}");
+    assert!(err.to_string().contains("deadline of 10.000s"), "{err}");
+}

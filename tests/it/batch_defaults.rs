@@ -461,3 +461,58 @@ async fn a_four_minute_outage_is_ridden_out_in_one_run_with_few_probes_and_a_pro
         ended - back
     );
 }
+
+#[test]
+fn a_deadline_set_in_the_providers_file_wins_over_the_batchs_own_default() {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let emu = rt
+        .block_on(
+            Emulator::builder()
+                .provider(ProviderConfig::openai("slow").with_key(KEY))
+                .provider(ProviderConfig::openai("fast").with_key(KEY))
+                .start(),
+        )
+        .unwrap();
+    // The primary never answers.
+    emu.set_fault_mix("slow", 1, [(1.0, Fault::Hang { ms: None })]);
+    let dir = TempDir::new("batch-defaults", "file-deadline");
+    let config = dir.path("providers.toml");
+    let provider = |name: &str| {
+        format!(
+            "[providers.{name}]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\n\
+             api_key_env = {{ local = \"{KEY_VAR}\" }}\n",
+            emu.base_url(name)
+        )
+    };
+    let toml = format!(
+        "default_environment = \"local\"\n[policy]\ndeadline_ms = 4000\n\
+         [environments.local]\nchat = [\"slow\", \"fast\"]\n{}{}",
+        provider("slow"),
+        provider("fast")
+    );
+    std::fs::write(&config, toml).unwrap();
+    let ids: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let input = write(&dir, "in.jsonl", &prompts(&ids, "Deadline"));
+    let output = dir.path("out.jsonl");
+    let argv = args(&[
+        ("--config", &config),
+        ("--input", &input),
+        ("--output", &output),
+        ("--concurrency", &"4"),
+    ]);
+    let (code, stderr, took) = run(&dir, &argv);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines = results(&output);
+    assert_eq!(lines.len(), 8);
+    assert!(lines.values().all(|l| l["provider"] == "fast"), "{lines:?}");
+    // Each of the first items gives the hanging primary its share of the file's 4 s deadline,
+    // not the policy's minute-long attempt timeout under the batch's hour.
+    assert!(took < Duration::from_secs(30), "took {took:?}:\n{stderr}");
+    eprintln!("a hanging primary under the file's 4 s deadline: 8 items in {took:?}");
+}
