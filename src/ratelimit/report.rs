@@ -1,5 +1,6 @@
 //! What one response said about the provider's limits.
 
+use std::fmt;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -62,7 +63,7 @@ impl Per {
 /// report.requests = Some(requests);
 /// assert_eq!(report.exhausted_until(), Some(reset_at));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct Window {
     /// The limit per window (capacity).
     pub limit: Option<u64>,
@@ -72,6 +73,37 @@ pub struct Window {
     pub reset_at: Option<Instant>,
     /// The window the limit counts over.
     pub per: Per,
+}
+
+impl fmt::Debug for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Window")
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining)
+            .field("reset_at", &self.reset_at.map(FromNow))
+            .field("per", &self.per)
+            .finish()
+    }
+}
+
+/// An instant shown as where it stands from now on the runtime's clock
+/// (`tokio::time::Instant::now`, paused time included): `in 42.0 s`, `now`, `3.0 s ago`.
+/// An `Instant`'s own `Debug` is the monotonic clock's raw reading (`Instant { tv_sec: …,
+/// tv_nsec: … }`), which tells a reader nothing. For display only: no decision reads it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FromNow(pub(crate) Instant);
+
+impl fmt::Debug for FromNow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let now = Instant::now();
+        if self.0 > now {
+            write!(f, "in {:.1} s", (self.0 - now).as_secs_f64())
+        } else if self.0 < now {
+            write!(f, "{:.1} s ago", (now - self.0).as_secs_f64())
+        } else {
+            f.write_str("now")
+        }
+    }
 }
 
 impl Window {

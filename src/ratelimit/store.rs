@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::report::FromNow;
 use super::LimitReport;
 use super::Limits;
 use crate::error::Result;
@@ -359,7 +360,7 @@ impl Drain {
 /// assert_eq!(b.capacity, 60);
 /// assert!(b.level < f64::from(b.capacity as u32));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct BucketSnapshot {
     /// What could be sent now: requests, or tokens. Fractional (the bucket refills
@@ -373,6 +374,18 @@ pub struct BucketSnapshot {
     /// When the bucket is full again at its refill rate — for a fixed window (a counter that
     /// starts again at each boundary) the boundary that fills it; `None` when it is full now.
     pub reset: Option<Instant>,
+}
+
+/// Its reset as where it stands from now (`reset: Some(in 15.0 s)`), not as a raw `Instant`.
+impl fmt::Debug for BucketSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BucketSnapshot")
+            .field("level", &self.level)
+            .field("capacity", &self.capacity)
+            .field("window", &self.window)
+            .field("reset", &self.reset.map(FromNow))
+            .finish()
+    }
 }
 
 impl BucketSnapshot {
@@ -413,7 +426,7 @@ impl BucketSnapshot {
 /// assert_eq!(snapshot.gate_until, None);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct LimitSnapshot {
     /// The request bucket that binds now (the lowest level, configured or stated), when any
@@ -434,6 +447,20 @@ pub struct LimitSnapshot {
     /// Where a request fits in this room, a generous tokenizer-free estimate admits it as an
     /// exact count would.
     pub token_room: Option<u64>,
+}
+
+/// Its gate as where it stands from now (`gate_until: Some(in 3.0 s)`), not as a raw `Instant`.
+impl fmt::Debug for LimitSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitSnapshot")
+            .field("requests", &self.requests)
+            .field("tokens", &self.tokens)
+            .field("learned_rate", &self.learned_rate)
+            .field("gate_until", &self.gate_until.map(FromNow))
+            .field("wait", &self.wait)
+            .field("token_room", &self.token_room)
+            .finish()
+    }
 }
 
 impl LimitSnapshot {
@@ -569,3 +596,48 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
 }
 
 fn _obj_safe(_: &dyn LimiterStore) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ratelimit::{Per, Window};
+
+    /// A reset prints as where it stands from now, never as the clock's raw reading.
+    #[tokio::test(start_paused = true)]
+    async fn a_reset_prints_as_a_time_from_now_not_a_raw_instant() {
+        let now = Instant::now();
+        let learned = BucketSnapshot::new(
+            45.0,
+            60,
+            Duration::from_secs(60),
+            Some(now + Duration::from_secs(42)),
+        );
+        let snapshot = LimitSnapshot {
+            requests: Some(learned),
+            gate_until: Some(now + Duration::from_millis(2_500)),
+            ..LimitSnapshot::default()
+        };
+        let shown = format!("{snapshot:?}");
+        assert!(shown.contains("reset: Some(in 42.0 s)"), "{shown}");
+        assert!(shown.contains("gate_until: Some(in 2.5 s)"), "{shown}");
+        assert!(shown.contains("capacity: 60"), "{shown}");
+        assert!(
+            !shown.contains("tv_sec") && !shown.contains("Instant"),
+            "{shown}"
+        );
+
+        let window = Window {
+            limit: Some(500),
+            remaining: Some(0),
+            reset_at: Some(now),
+            per: Per::Minute,
+        };
+        assert_eq!(
+            format!("{window:?}"),
+            "Window { limit: Some(500), remaining: Some(0), reset_at: Some(now), per: Minute }"
+        );
+        tokio::time::advance(Duration::from_secs(50)).await;
+        let shown = format!("{learned:?}");
+        assert!(shown.contains("reset: Some(8.0 s ago)"), "{shown}");
+    }
+}
