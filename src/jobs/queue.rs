@@ -766,3 +766,70 @@ where
         wait = (wait * 2).min(Duration::from_secs(5));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn locked() -> Error {
+        Error::new(ErrorKind::Io, "database is locked")
+    }
+
+    #[tokio::test]
+    async fn a_failing_database_is_tried_again_for_the_patience_then_its_error_returned() {
+        // Locked for four tries, then free: the fifth answers, after 0.1 + 0.2 + 0.4 + 0.8 s.
+        let clock = ManualClock::new();
+        let tries = AtomicU32::new(0);
+        let mut told = Vec::new();
+        let op = |_now| {
+            let n = tries.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 4 {
+                    Err(locked())
+                } else {
+                    Ok(n)
+                }
+            }
+        };
+        let patience = Duration::from_secs(60);
+        let got = patiently(&clock, patience, op, |_, wait| told.push(wait)).await;
+        assert_eq!(got.unwrap(), 4);
+        let ms = Duration::from_millis;
+        assert_eq!(clock.sleeps(), [ms(100), ms(200), ms(400), ms(800)]);
+        assert_eq!(told, clock.sleeps());
+
+        // Locked for good: the waits double up to 5 s, and past the patience its error comes.
+        let clock = ManualClock::new();
+        let op = |_now| async { Err::<(), _>(locked()) };
+        let err = patiently(&clock, Duration::from_secs(12), op, |_, _| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Io);
+        let waits = clock.sleeps();
+        assert_eq!(
+            waits,
+            [
+                ms(100),
+                ms(200),
+                ms(400),
+                ms(800),
+                ms(1600),
+                ms(3200),
+                ms(5000),
+                ms(5000)
+            ]
+        );
+        assert!(clock.elapsed() >= Duration::from_secs(12));
+
+        // Any other error is returned at once.
+        let clock = ManualClock::new();
+        let op = |_now| async { Err::<(), _>(Error::config("bad payload")) };
+        let err = patiently(&clock, patience, op, |_, _| {})
+            .await
+            .unwrap_err();
+        assert_eq!((err.kind(), clock.sleeps().len()), (ErrorKind::Config, 0));
+    }
+}

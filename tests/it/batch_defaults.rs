@@ -516,3 +516,48 @@ fn a_deadline_set_in_the_providers_file_wins_over_the_batchs_own_default() {
     assert!(took < Duration::from_secs(30), "took {took:?}:\n{stderr}");
     eprintln!("a hanging primary under the file's 4 s deadline: 8 items in {took:?}");
 }
+
+#[tokio::test]
+async fn a_rerun_removes_the_export_temp_files_of_killed_runs_and_keeps_a_live_ones() {
+    let emu = Emulator::builder()
+        .provider(ProviderConfig::openai(PROVIDER))
+        .start()
+        .await
+        .unwrap();
+    let client = client(&emu);
+    let dir = TempDir::new("batch-defaults", "temps");
+    let input = write(&dir, "in.jsonl", &prompts(&["t1", "t2"], "Temp"));
+    let output = dir.path("out.jsonl");
+    // A pid no process can have (above the kernel's largest, 2^22).
+    let dead = dir.path("out.jsonl.export-4194305.tmp");
+    let other = dir.path("other.jsonl.export-4194305.tmp");
+    for f in [&dead, &other] {
+        std::fs::write(f, "half an export\n").unwrap();
+    }
+    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
+        .await
+        .unwrap();
+    let report = QueuedJob::new(&input, &output, queue)
+        .run(&client, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(report.ok, 2);
+    assert!(!dead.exists(), "a killed run's temp file is removed");
+    assert!(other.exists(), "another output's is not touched");
+    // What a live process holds (another worker exporting now) is kept.
+    let child = Command::new("sleep").arg("30").spawn().unwrap();
+    let held = dir.path(&format!("out.jsonl.export-{}.tmp", child.id()));
+    std::fs::write(&held, "another worker exporting now\n").unwrap();
+    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
+        .await
+        .unwrap();
+    QueuedJob::new(&input, &output, queue)
+        .run(&client, &Stop::new())
+        .await
+        .unwrap();
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(held.exists(), "a live process's temp file is kept");
+    assert_eq!(results(&output).len(), 2);
+}
