@@ -149,7 +149,8 @@ pub struct ProviderStats {
     pub failovers: u64,
     /// Times this provider's breaker went from closed to open.
     pub breaker_opens: u64,
-    /// Total time requests waited for admission to this provider.
+    /// Time requests waited for admission to this provider: a sum over requests, which wait
+    /// at the same time, so it can exceed the time that passed.
     #[serde(serialize_with = "ser_ms")]
     pub admission_wait: Duration,
     /// Input tokens reported by successful answers.

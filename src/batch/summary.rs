@@ -59,10 +59,11 @@ pub struct Summary {
     pub failovers: u64,
     /// Times a provider's breaker opened.
     pub breaker_opens: u64,
-    /// Time spent waiting for admission by the providers' limits, summed over every attempt
+    /// Time spent waiting for admission by the providers' limits: a sum over every attempt
     /// of every item (retries and failovers included; an attempt dropped by an abort while
-    /// it waited is not counted). Divided by [`requests`](Self::requests), the mean wait of
-    /// a request sent.
+    /// it waited is not counted). Items wait at the same time, so the sum can exceed
+    /// [`wall`](Self::wall) many times over. Divided by [`requests`](Self::requests), the
+    /// mean wait of a request sent.
     #[serde(rename = "admission_wait_ms", serialize_with = "ser_ms")]
     pub admission_wait: Duration,
     /// Wall time of the run.
@@ -389,11 +390,13 @@ impl Summary {
             format!("429s received {}", self.rate_limited),
             format!("failovers {}", self.failovers),
             format!("breaker opens {}", self.breaker_opens),
+            // A sum over items that wait at the same time: it can exceed the run's wall time,
+            // so the line says what it is.
             format!(
-                "waited for admission {:.1} s in all attempts ({:.1} s per request sent)",
-                self.admission_wait.as_secs_f64(),
-                per_request
+                "waited for admission {:.1} s (summed over items)",
+                self.admission_wait.as_secs_f64()
             ),
+            format!("{per_request:.1} s per request sent"),
         ];
         out.extend(wrap("", 2, &totals, WIDTH));
         if let Some(c) = &self.cache {
@@ -616,6 +619,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_admission_wait_is_labelled_as_a_sum_over_items() {
+        let mut s = summary("demo", 213, vec![provider("demo-openai", 213)]);
+        // 213 requests of 16 items at a time in a 223 s run: 3181.1 s of waiting in all.
+        s.admission_wait = Duration::from_millis(3_181_100);
+        s.wall = Duration::from_secs(223);
+        let text = s.to_string();
+        let line = text
+            .lines()
+            .find(|l| l.contains("waited for admission"))
+            .unwrap_or_else(|| panic!("no admission line\n{text}"));
+        assert_eq!(
+            line,
+            "  waited for admission 3181.1 s (summed over items) · 14.9 s per request sent"
+        );
     }
 
     #[test]
