@@ -215,9 +215,16 @@ pub trait Clock: Send + Sync + fmt::Debug {
 
     /// Waits until the time reaches `deadline` for an upkeep of the caller's own — a worker
     /// renewing its leases while its jobs run — without being a cause for time to move: by
-    /// default [`sleep_until`](Self::sleep_until); a [`ManualClock`], whose time moves only
-    /// when someone sleeps or advances it, waits until someone else has moved it past
-    /// `deadline` (a sleep of its own there would jump time on every renewal, in a spin).
+    /// default [`sleep_until`](Self::sleep_until); a
+    // `ManualClock` exists only with `test-util`: linked when it does.
+    #[cfg_attr(any(test, feature = "test-util"), doc = "[`ManualClock`],")]
+    #[cfg_attr(
+        not(any(test, feature = "test-util")),
+        doc = "`ManualClock` (feature `test-util`),"
+    )]
+    /// whose time moves only when someone sleeps or advances it, waits until someone else has
+    /// moved it past `deadline` (a sleep of its own there would jump time on every renewal, in
+    /// a spin).
     ///
     /// # Examples
     ///
