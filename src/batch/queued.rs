@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::files::{results_file, Access};
+use super::files::{create_replacement, results_file, Access};
 use super::input::{InputReader, Parsed};
 use super::key::ItemKey;
 use super::outcome::{failure_line, Answer, LineHead, Outcome};
@@ -87,7 +87,7 @@ pub struct QueuedJob {
     retry_failed: bool,
     concurrency: usize,
     deadline: Duration,
-    lease: Option<Duration>,
+    lease: Duration,
     patience: Duration,
     max_wait: Duration,
     database_patience: Duration,
@@ -134,7 +134,7 @@ impl QueuedJob {
             retry_failed: false,
             concurrency: super::DEFAULT_CONCURRENCY,
             deadline: Duration::from_secs(3_600),
-            lease: None,
+            lease: crate::jobs::DEFAULT_LEASE,
             patience: Duration::from_secs(30 * 60),
             max_wait: DEFAULT_MAX_WAIT,
             database_patience: DEFAULT_DATABASE_PATIENCE,
@@ -157,12 +157,13 @@ impl QueuedJob {
     /// assert_eq!(QueuedJob::item_id(&a), "q1");
     /// ```
     pub fn job_id(id: &str, payload: &str) -> String {
+        use std::fmt::Write;
         let digest = Sha256::digest(payload.as_bytes());
         let mut job = String::with_capacity(id.len() + 17);
         job.push_str(id);
         job.push('#');
         for b in &digest[..8] {
-            job.push_str(&format!("{b:02x}"));
+            let _ = write!(job, "{b:02x}"); // writing to a String cannot fail
         }
         job
     }
@@ -240,7 +241,7 @@ impl QueuedJob {
     /// about one lease later, and its late answers are refused.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
+        self.lease = lease;
         self
     }
 
@@ -334,7 +335,7 @@ impl QueuedJob {
         Worker::builder(self.queue.clone(), client.clone())
             .handler(CHAT_KIND, Arc::new(chat))
             .concurrency(self.concurrency)
-            .lease(self.lease.unwrap_or(crate::jobs::DEFAULT_LEASE))
+            .lease(self.lease)
             .until_drained(self.patience)
             .database_patience(self.database_patience)
             .build()?
@@ -452,10 +453,11 @@ impl QueuedJob {
     ) -> Result<Export> {
         let mut reader = self.open_input().await?;
         let temp = temp_path(output);
-        let file = tokio::fs::File::create(&temp)
-            .await
-            .map_err(|e| io_error(e, "cannot create", &temp))?;
-        let mut out = tokio::io::BufWriter::new(file);
+        // With the results file's permissions from its creation (a read-only or private
+        // results file stays so once replaced).
+        let file =
+            create_replacement(output, &temp).map_err(|e| io_error(e, "cannot create", &temp))?;
+        let mut out = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
         let mut export = Export::default();
         let mut seen = HashSet::new();
         let queue = &self.queue;

@@ -561,3 +561,31 @@ async fn a_rerun_removes_the_export_temp_files_of_killed_runs_and_keeps_a_live_o
     assert!(held.exists(), "a live process's temp file is kept");
     assert_eq!(results(&output).len(), 2);
 }
+
+#[tokio::test]
+async fn an_export_keeps_the_results_files_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let emu = Emulator::builder()
+        .provider(ProviderConfig::openai(PROVIDER))
+        .start()
+        .await
+        .unwrap();
+    let client = client(&emu);
+    let dir = TempDir::new("batch-defaults", "permissions");
+    let input = write(&dir, "in.jsonl", &prompts(&["p1", "p2"], "Permissions"));
+    for mode in [0o444, 0o600, 0o640] {
+        let output = dir.path(&format!("out-{mode:o}.jsonl"));
+        std::fs::write(&output, "").unwrap();
+        std::fs::set_permissions(&output, std::fs::Permissions::from_mode(mode)).unwrap();
+        let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
+            .await
+            .unwrap();
+        QueuedJob::new(&input, &output, queue)
+            .run(&client, &Stop::new())
+            .await
+            .unwrap();
+        assert_eq!(results(&output).len(), 2);
+        let got = std::fs::metadata(&output).unwrap().permissions().mode() & 0o777;
+        assert_eq!(got, mode, "{mode:o} kept, not {got:o}");
+    }
+}
