@@ -261,14 +261,15 @@ fn print_fleets(figs: &[(Contender, Fleet)], k: &Knobs) {
     let _ = k;
 }
 
-/// The `batch` example, built in this bench's profile by the cargo that built the bench.
+/// The `llm-failover` command, built in this bench's profile by the cargo that built the
+/// bench.
 fn batch_bin() -> PathBuf {
     let profile = if cfg!(debug_assertions) {
         "dev"
     } else {
         "bench"
     };
-    examples::build_example("batch", Some(profile))
+    examples::build_cli(Some(profile))
 }
 
 fn run_fleet(c: Contender, k: &Knobs, bin: &Path, rt: &tokio::runtime::Runtime) -> Fleet {

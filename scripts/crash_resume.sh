@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Crash and resume: the batch example killed with SIGKILL at random moments, then rerun to
-# completion. Checks that no completed item was lost or re-sent (its line is byte-identical
+# Crash and resume: the `llm-failover` command's batch killed with SIGKILL at random moments,
+# then rerun to completion. Checks that no completed item was lost or re-sent (its line is byte-identical
 # after every later run) and that the final output holds exactly one line per input id.
 #
 #   scripts/crash_resume.sh [KILLS=6] [SEED=1] [ITEMS=600]
@@ -32,8 +32,8 @@ with open(dst, 'w') as f:
             f.write(raw if raw.endswith('\n') else raw + '\n')  # keep the bad lines bad
 PY
 
-cargo build --release --example batch >/dev/null 2>&1 || cargo build --release --example batch
-bin=target/release/examples/batch
+cargo build --release -p llm-failover-cli >/dev/null 2>&1 || cargo build --release -p llm-failover-cli
+bin=${CARGO_TARGET_DIR:-target}/release/llm-failover
 
 # Snapshot of every ok line seen so far, by id: later runs must keep these lines unchanged.
 snapshot() {

@@ -35,7 +35,7 @@ fn the_chat_example_exits_non_zero_and_prints_the_error_when_its_request_fails()
     )
     .unwrap();
 
-    let bin = build_example("chat", None);
+    let bin = build_example("chat");
     let mut command = Command::new(&bin);
     command
         .current_dir(dir.root())

@@ -11,7 +11,7 @@ use crate::support::examples::{build_example, output_within};
 
 #[test]
 fn the_tools_example_round_trips_a_tool_and_parses_a_structured_answer_in_every_format() {
-    let bin = build_example("tools", None);
+    let bin = build_example("tools");
     let out = output_within(
         Command::new(&bin),
         Duration::from_secs(120),

@@ -21,6 +21,7 @@ mod batch_queue;
 mod cache;
 mod cache_config;
 mod circuit_breaker;
+mod cli;
 mod code_first;
 mod config;
 mod docs;

@@ -24,7 +24,7 @@ use crate::support::examples::{build_example, output_within, TempDir};
 /// The example, built once per test run.
 fn example_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_example("transcribe_queue", None))
+    BIN.get_or_init(|| build_example("transcribe_queue"))
 }
 
 /// What one run of the binary did.

@@ -1,5 +1,6 @@
-//! The examples as their users run them: the binary of an example, built by the cargo that
-//! runs the tests (or a bench, in its own profile), and a fresh directory per run.
+//! The examples and the command as their users run them: the binary of an example or the
+//! `llm-failover` command, built by the cargo that runs the tests (or a bench, in its own
+//! profile), and a fresh directory per run.
 //! (Shared with `benches/shared.rs` through `#[path]`.)
 
 use std::path::{Path, PathBuf};
@@ -9,16 +10,34 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// `examples/batch.rs`'s executable, built once per test process (the tests that run it as
-/// their users do share it).
+/// The `llm-failover` command (crate `cli/`), built once per test process (the tests that run
+/// the batch as its users do share it).
 pub fn batch_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_example("batch", None))
+    BIN.get_or_init(|| build_cli(None))
 }
 
-/// The executable of example `name`, built now with the features of this build (tests), or
-/// in `profile` with the default features (benches).
-pub fn build_example(name: &str, profile: Option<&str>) -> PathBuf {
+/// The `llm-failover` command, built now (in `profile`, for benches; else the tests' own),
+/// with the command's default features.
+pub fn build_cli(profile: Option<&str>) -> PathBuf {
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "build",
+        "--quiet",
+        "-p",
+        "llm-failover-cli",
+        "--bin",
+        "llm-failover",
+        "--message-format=json",
+    ]);
+    if let Some(profile) = profile {
+        cargo.args(["--profile", profile]);
+    }
+    executable(cargo, "llm-failover", "the llm-failover command")
+}
+
+/// The executable of example `name`, built now with the features of this build.
+pub fn build_example(name: &str) -> PathBuf {
     let mut cargo = Command::new(env!("CARGO"));
     cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
         "build",
@@ -27,30 +46,29 @@ pub fn build_example(name: &str, profile: Option<&str>) -> PathBuf {
         name,
         "--message-format=json",
     ]);
-    match profile {
-        Some(profile) => {
-            cargo.args(["--profile", profile]);
-        }
-        None => {
-            let features: Vec<&str> = [
-                (cfg!(feature = "rustls"), "rustls"),
-                (cfg!(feature = "native-tls"), "native-tls"),
-                (cfg!(feature = "tokenizer"), "tokenizer"),
-            ]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect();
-            cargo.args(["--no-default-features", "--features", &features.join(",")]);
-        }
-    }
+    let features: Vec<&str> = [
+        (cfg!(feature = "rustls"), "rustls"),
+        (cfg!(feature = "native-tls"), "native-tls"),
+        (cfg!(feature = "tokenizer"), "tokenizer"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    cargo.args(["--no-default-features", "--features", &features.join(",")]);
+    executable(cargo, name, &format!("the {name} example"))
+}
+
+/// Runs `cargo` (a build with `--message-format=json`) and returns the executable of target
+/// `name` it built.
+fn executable(mut cargo: Command, name: &str, what: &str) -> PathBuf {
     let out = cargo.stderr(Stdio::inherit()).output().expect("cargo runs");
-    assert!(out.status.success(), "building the {name} example failed");
+    assert!(out.status.success(), "building {what} failed");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
         .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo names the {name} example's executable"))
+        .unwrap_or_else(|| panic!("cargo names {what}'s executable"))
 }
 
 /// A fresh directory, removed when dropped.
