@@ -18,7 +18,7 @@ pub fn batch_bin() -> &'static Path {
 }
 
 /// The `llm-failover` command, built now (in `profile`, for benches; else the tests' own),
-/// with the command's default features.
+/// with its PostgreSQL queue and Redis (the tests run it on both).
 pub fn build_cli(profile: Option<&str>) -> PathBuf {
     let mut cargo = Command::new(env!("CARGO"));
     cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
@@ -28,6 +28,8 @@ pub fn build_cli(profile: Option<&str>) -> PathBuf {
         "llm-failover-cli",
         "--bin",
         "llm-failover",
+        "--features",
+        "postgres,redis",
         "--message-format=json",
     ]);
     if let Some(profile) = profile {
