@@ -8,23 +8,23 @@
 //! prompt with words drawn from a hash of it, so an answer tells which prompt it answers.
 #![cfg(unix)]
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::PoisonError;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use llm_failover::batch::{QueuedJob, Stop};
+use llm_failover::batch::{QueuedJob, QueuedReport, Stop};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{wall_ms, Queue};
 use llm_failover::ratelimit::Limits;
 use llm_failover::{ChatRequest, Client, Credential};
 use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::examples::{
-    batch_bin, output_within, still_ours, write_one_provider_config, TempDir, FLEETS,
+    batch_bin, output_within, real_now, results, still_ours, write_one_provider_config, Served,
+    TempDir, FLEETS,
 };
 use crate::support::postgres::PgServer;
 
@@ -35,47 +35,16 @@ const KEY: &str = "sk-batch-defaults-1f2e3d";
 /// A run's bound: past it the process is killed and the test fails.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-#[expect(
-    clippy::disallowed_methods,
-    reason = "measures how long a child process ran; no logic waits on it"
-)]
-fn now() -> Instant {
-    Instant::now()
+/// The emulator, on a runtime of its own, serving while the test thread runs the command.
+fn start_provider() -> Served {
+    Served::start(Emulator::builder().provider(ProviderConfig::openai(PROVIDER).with_key(KEY)))
 }
 
-/// The emulator on a runtime of its own, serving while the test thread runs the binary.
-struct Provider {
-    emu: Emulator,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl Provider {
-    fn start() -> Provider {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let emu = rt
-            .block_on(
-                Emulator::builder()
-                    .provider(ProviderConfig::openai(PROVIDER).with_key(KEY))
-                    .start(),
-            )
-            .expect("the emulator starts");
-        Provider { emu, _rt: rt }
-    }
-
-    fn always_429(&self) {
-        let fault = Fault::RateLimit {
-            retry_after: RetryAfter::Seconds(1),
-        };
-        self.emu.set_fault_mix(PROVIDER, 1, [(1.0, fault)]);
-    }
-
-    fn recover(&self) {
-        self.emu.set_fault_mix(PROVIDER, 1, []);
-    }
+fn always_429(emu: &Emulator) {
+    let fault = Fault::RateLimit {
+        retry_after: RetryAfter::Seconds(1),
+    };
+    emu.set_fault_mix(PROVIDER, 1, [(1.0, fault)]);
 }
 
 fn prompts(ids: &[&str], prefix: &str) -> Vec<String> {
@@ -91,22 +60,6 @@ fn write(dir: &TempDir, name: &str, lines: &[String]) -> PathBuf {
     let path = dir.path(name);
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     path
-}
-
-/// Result lines by `id`, or `line N`; fails on a repeated key.
-fn results(path: &Path) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    for l in text.lines() {
-        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
-        let key = match (&v["id"], &v["line"]) {
-            (Value::String(id), Value::Null) => id.clone(),
-            (Value::Null, Value::Number(n)) => format!("line {n}"),
-            _ => panic!("a result line has exactly one of id and line: {l}"),
-        };
-        assert!(out.insert(key.clone(), v).is_none(), "{key} twice in {l}");
-    }
-    out
 }
 
 fn input_lines(path: &Path) -> usize {
@@ -128,7 +81,7 @@ fn run(dir: &TempDir, args: &[OsString]) -> (Option<i32>, String, Duration) {
         .env_remove("LLM_FAILOVER_REDIS_URL")
         .env("NO_COLOR", "1")
         .env(KEY_VAR, KEY);
-    let started = now();
+    let started = real_now();
     let out = output_within(command, RUN_LIMIT, "the batch example");
     let took = started.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -148,8 +101,8 @@ fn args(pairs: &[(&str, &dyn AsRef<std::ffi::OsStr>)]) -> Vec<OsString> {
 #[test]
 fn a_provider_that_only_says_429_ends_the_run_within_its_patience_and_a_rerun_finishes() {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
-    let provider = Provider::start();
-    provider.always_429();
+    let provider = start_provider();
+    always_429(&provider.emu);
     let dir = TempDir::new("batch-defaults", "patience");
     let config = dir.path("providers.toml");
     let base = provider.emu.base_url(PROVIDER).to_string();
@@ -187,7 +140,7 @@ fn a_provider_that_only_says_429_ends_the_run_within_its_patience_and_a_rerun_fi
     );
     assert!(results(&output).is_empty(), "no result yet");
 
-    provider.recover();
+    provider.emu.set_fault_mix(PROVIDER, 1, []); // recovered
     let (code, stderr, rerun) = run(&dir, &argv);
     eprintln!(
         "only 429s: out of patience after {took:?} ({sent} requests); the rerun took {rerun:?}"
@@ -237,7 +190,7 @@ fn reruns_and_a_kill_mid_run_leave_exactly_one_line_per_input_line() {
         .spawn()
         .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let started = now();
+    let started = real_now();
     loop {
         assert!(started.elapsed() < RUN_LIMIT, "no item was done in time");
         let done = rt.block_on(async {
@@ -282,6 +235,28 @@ fn client(emu: &Emulator) -> Client {
         .unwrap()
 }
 
+/// The emulator's OpenAI-style provider, in this process, and a client of our own on it.
+async fn emulated() -> (Emulator, Client) {
+    let emu = Emulator::builder()
+        .provider(ProviderConfig::openai(PROVIDER))
+        .start()
+        .await
+        .unwrap();
+    let client = client(&emu);
+    (emu, client)
+}
+
+/// `input` run into `output` on the SQLite queue `q.sqlite` of `dir`.
+async fn run_queued(client: &Client, dir: &TempDir, input: &Path, output: &Path) -> QueuedReport {
+    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
+        .await
+        .unwrap();
+    QueuedJob::new(input, output, queue)
+        .run(client, &Stop::new())
+        .await
+        .unwrap()
+}
+
 /// The text each prompt gets when asked alone.
 async fn asked_alone(client: &Client, prompt: &str) -> String {
     let request = ChatRequest::from_prompt(prompt).max_tokens(16);
@@ -289,12 +264,7 @@ async fn asked_alone(client: &Client, prompt: &str) -> String {
 }
 
 async fn one_answer_per_question(spec: String) {
-    let emu = Emulator::builder()
-        .provider(ProviderConfig::openai(PROVIDER))
-        .start()
-        .await
-        .unwrap();
-    let client = client(&emu);
+    let (_emu, client) = emulated().await;
     let dir = TempDir::new("batch-defaults", "one-answer");
     let ids = ["q1", "q2", "q3", "q4", "q5"];
     let a = write(&dir, "team-a.jsonl", &prompts(&ids, "Alpha"));
@@ -465,19 +435,12 @@ async fn a_four_minute_outage_is_ridden_out_in_one_run_with_few_probes_and_a_pro
 #[test]
 fn a_deadline_set_in_the_providers_file_wins_over_the_batchs_own_default() {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let emu = rt
-        .block_on(
-            Emulator::builder()
-                .provider(ProviderConfig::openai("slow").with_key(KEY))
-                .provider(ProviderConfig::openai("fast").with_key(KEY))
-                .start(),
-        )
-        .unwrap();
+    let served = Served::start(
+        Emulator::builder()
+            .provider(ProviderConfig::openai("slow").with_key(KEY))
+            .provider(ProviderConfig::openai("fast").with_key(KEY)),
+    );
+    let emu = &served.emu;
     // The primary never answers.
     emu.set_fault_mix("slow", 1, [(1.0, Fault::Hang { ms: None })]);
     let dir = TempDir::new("batch-defaults", "file-deadline");
@@ -519,12 +482,7 @@ fn a_deadline_set_in_the_providers_file_wins_over_the_batchs_own_default() {
 
 #[tokio::test]
 async fn a_rerun_removes_the_export_temp_files_of_killed_runs_and_keeps_a_live_ones() {
-    let emu = Emulator::builder()
-        .provider(ProviderConfig::openai(PROVIDER))
-        .start()
-        .await
-        .unwrap();
-    let client = client(&emu);
+    let (_emu, client) = emulated().await;
     let dir = TempDir::new("batch-defaults", "temps");
     let input = write(&dir, "in.jsonl", &prompts(&["t1", "t2"], "Temp"));
     let output = dir.path("out.jsonl");
@@ -534,13 +492,7 @@ async fn a_rerun_removes_the_export_temp_files_of_killed_runs_and_keeps_a_live_o
     for f in [&dead, &other] {
         std::fs::write(f, "half an export\n").unwrap();
     }
-    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
-        .await
-        .unwrap();
-    let report = QueuedJob::new(&input, &output, queue)
-        .run(&client, &Stop::new())
-        .await
-        .unwrap();
+    let report = run_queued(&client, &dir, &input, &output).await;
     assert_eq!(report.ok, 2);
     assert!(!dead.exists(), "a killed run's temp file is removed");
     assert!(other.exists(), "another output's is not touched");
@@ -548,13 +500,7 @@ async fn a_rerun_removes_the_export_temp_files_of_killed_runs_and_keeps_a_live_o
     let child = Command::new("sleep").arg("30").spawn().unwrap();
     let held = dir.path(&format!("out.jsonl.export-{}.tmp", child.id()));
     std::fs::write(&held, "another worker exporting now\n").unwrap();
-    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
-        .await
-        .unwrap();
-    QueuedJob::new(&input, &output, queue)
-        .run(&client, &Stop::new())
-        .await
-        .unwrap();
+    run_queued(&client, &dir, &input, &output).await;
     let mut child = child;
     child.kill().unwrap();
     child.wait().unwrap();
@@ -565,25 +511,14 @@ async fn a_rerun_removes_the_export_temp_files_of_killed_runs_and_keeps_a_live_o
 #[tokio::test]
 async fn an_export_keeps_the_results_files_permissions() {
     use std::os::unix::fs::PermissionsExt;
-    let emu = Emulator::builder()
-        .provider(ProviderConfig::openai(PROVIDER))
-        .start()
-        .await
-        .unwrap();
-    let client = client(&emu);
+    let (_emu, client) = emulated().await;
     let dir = TempDir::new("batch-defaults", "permissions");
     let input = write(&dir, "in.jsonl", &prompts(&["p1", "p2"], "Permissions"));
     for mode in [0o444, 0o600, 0o640] {
         let output = dir.path(&format!("out-{mode:o}.jsonl"));
         std::fs::write(&output, "").unwrap();
         std::fs::set_permissions(&output, std::fs::Permissions::from_mode(mode)).unwrap();
-        let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
-            .await
-            .unwrap();
-        QueuedJob::new(&input, &output, queue)
-            .run(&client, &Stop::new())
-            .await
-            .unwrap();
+        run_queued(&client, &dir, &input, &output).await;
         assert_eq!(results(&output).len(), 2);
         let got = std::fs::metadata(&output).unwrap().permissions().mode() & 0o777;
         assert_eq!(got, mode, "{mode:o} kept, not {got:o}");

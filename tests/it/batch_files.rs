@@ -11,7 +11,6 @@
 //! for the logic itself.
 #![cfg(unix)]
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::examples::{batch_bin, output_within, TempDir};
+use crate::support::examples::{batch_bin, output_within, results, TempDir};
 
 /// A fresh directory for one test.
 struct Dir(TempDir);
@@ -81,21 +80,6 @@ fn prompts(ids: &[&str]) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-/// Result lines by `id`, or `line N` for a bad line's report; fails on a repeated key.
-fn results(path: &Path) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    for l in std::fs::read_to_string(path).unwrap().lines() {
-        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
-        let key = match (&v["id"], &v["line"]) {
-            (Value::String(id), Value::Null) => id.clone(),
-            (Value::Null, Value::Number(n)) => format!("line {n}"),
-            _ => panic!("a result line has exactly one of id and line: {l}"),
-        };
-        assert!(out.insert(key.clone(), v).is_none(), "{key} twice");
-    }
-    out
 }
 
 #[test]

@@ -31,7 +31,9 @@ use llm_failover::jobs::{wall_ms, Job, JobState, Queue, QueueStats};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
 use serde_json::{json, Value};
 
-use crate::support::examples::{batch_bin, still_ours, write_one_provider_config, TempDir, FLEETS};
+use crate::support::examples::{
+    batch_bin, real_now, still_ours, write_one_provider_config, Served, TempDir, FLEETS,
+};
 use crate::support::postgres::PgServer;
 
 /// Worker processes running at any time.
@@ -80,61 +82,36 @@ const KEY: &str = "sk-jobs-soak-5e4d3c2b1a09";
 /// Every prompt starts with this (checked never printed).
 const PROMPT: &str = "Soak prompt";
 
-/// Now, to bound how long the workers may run and to time the stall (its lease must have
-/// expired before it goes on); the workers' logic never waits on it.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "a bound on child processes' run time and the stall's length; no logic waits on it"
-)]
-fn started_now() -> Instant {
-    Instant::now()
-}
-
 /// The emulator (one OpenAI-style provider stating [`RPM`] and [`TPM`], with the seeded fault
 /// mix) on its own runtime, which serves it while the test thread drives the fleet.
-struct Provider {
-    emu: Emulator,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl Provider {
-    fn start() -> Provider {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let mut cfg = EmulatorConfig::default();
-        cfg.log_capacity = 1 << 16;
-        let emu = rt
-            .block_on(
-                Emulator::builder()
-                    .config(cfg)
-                    .minute_ms(MINUTE_MS)
-                    .seed(SEED)
-                    .provider(
-                        ProviderConfig::openai(PROVIDER)
-                            .with_key(KEY)
-                            .with_limits(Limits::per_minute(RPM, TPM))
-                            .with_latency(LATENCY_MS, JITTER_MS),
-                    )
-                    .start(),
-            )
-            .expect("the emulator starts");
-        let rate_limit = Fault::RateLimit {
-            retry_after: RetryAfter::Seconds(1),
-        };
-        emu.set_fault_mix(
-            PROVIDER,
-            SEED,
-            [
-                (P_429, rate_limit),
-                (P_500, Fault::Status { status: 500 }),
-                (P_400, Fault::Status { status: 400 }),
-            ],
-        );
-        Provider { emu, _rt: rt }
-    }
+fn start_provider() -> Served {
+    let mut cfg = EmulatorConfig::default();
+    cfg.log_capacity = 1 << 16;
+    let served = Served::start(
+        Emulator::builder()
+            .config(cfg)
+            .minute_ms(MINUTE_MS)
+            .seed(SEED)
+            .provider(
+                ProviderConfig::openai(PROVIDER)
+                    .with_key(KEY)
+                    .with_limits(Limits::per_minute(RPM, TPM))
+                    .with_latency(LATENCY_MS, JITTER_MS),
+            ),
+    );
+    let rate_limit = Fault::RateLimit {
+        retry_after: RetryAfter::Seconds(1),
+    };
+    served.emu.set_fault_mix(
+        PROVIDER,
+        SEED,
+        [
+            (P_429, rate_limit),
+            (P_500, Fault::Status { status: 500 }),
+            (P_400, Fault::Status { status: 400 }),
+        ],
+    );
+    served
 }
 
 /// The store a soak runs on.
@@ -348,7 +325,7 @@ impl Fleet {
             tx,
             events,
             exited: Vec::new(),
-            started: started_now(),
+            started: real_now(),
         };
         for slot in 0..workers {
             let p = fleet.spawn(slot);
@@ -612,7 +589,7 @@ impl Chaos {
                 self.stopped = Some(Stopped {
                     p,
                     held,
-                    at: started_now(),
+                    at: real_now(),
                     done_at: stats.done,
                 });
                 self.steps.pop_front();
@@ -624,7 +601,7 @@ impl Chaos {
 
 fn soak(backend: Backend) {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
-    let provider = Provider::start();
+    let provider = start_provider();
     let dir = TempDir::new("jobs-soak", &format!("{backend:?}").to_lowercase());
     let (config, input, ids) = write_files(&dir, &provider.emu, ITEMS);
     let store = Store::open(backend, &dir);
@@ -825,7 +802,7 @@ struct Death {
 /// its death (read from the queue: the attempt of each job it held, as it moves on).
 fn killed_with_the_default_lease(backend: Backend) {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
-    let provider = Provider::start();
+    let provider = start_provider();
     let dir = TempDir::new(
         "jobs-soak-default-lease",
         &format!("{backend:?}").to_lowercase(),
@@ -852,7 +829,7 @@ fn killed_with_the_default_lease(backend: Backend) {
             let slot = rng.below(DEFAULT_LEASE_WORKERS as u64) as usize;
             let pid = fleet.procs[fleet.slots[slot]].pid;
             fleet.kill_and_replace(slot);
-            let at = started_now();
+            let at = real_now();
             // Dead: what it holds can no longer change but by another's claim.
             let held = store.claims_of(pid, &ids);
             deaths.push(Death {

@@ -190,3 +190,52 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
 }
+
+/// Result lines of a results file by `id`, or `line N` for a bad line's report; fails on a
+/// repeated key or a line with both or neither (a missing file has none).
+#[allow(dead_code)] // a bench that includes this file reads its own
+pub fn results(path: &Path) -> std::collections::BTreeMap<String, Value> {
+    let mut out = std::collections::BTreeMap::new();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        let key = match (&v["id"], &v["line"]) {
+            (Value::String(id), Value::Null) => id.clone(),
+            (Value::Null, Value::Number(n)) => format!("line {n}"),
+            _ => panic!("a result line has exactly one of id and line: {l}"),
+        };
+        assert!(out.insert(key.clone(), v).is_none(), "{key} twice");
+    }
+    out
+}
+
+/// The real time, to bound and measure child processes; no logic waits on it.
+#[allow(dead_code)] // not every includer times a process
+#[expect(
+    clippy::disallowed_methods,
+    reason = "bounds and measures child processes; no logic waits on it"
+)]
+pub fn real_now() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+/// An emulator on a runtime of its own, serving while the test thread drives processes.
+#[allow(dead_code)] // a bench that includes this file starts its own
+pub struct Served {
+    pub emu: llm_failover_emulator::Emulator,
+    _rt: tokio::runtime::Runtime,
+}
+
+#[allow(dead_code)]
+impl Served {
+    /// Starts `builder`'s emulator on a runtime of one worker thread.
+    pub fn start(builder: llm_failover_emulator::EmulatorBuilder) -> Served {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let emu = rt.block_on(builder.start()).expect("the emulator starts");
+        Served { emu, _rt: rt }
+    }
+}
