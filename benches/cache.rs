@@ -13,7 +13,7 @@
 //! Per request: p50, p99 and mean in µs, and the hit's p50 as a fraction of the miss's. The
 //! emulator's request count is checked against the misses and bypasses sent.
 //!
-//! Part 2, the demo rerun. The README's main job, `examples/batch.rs` on its bundled
+//! Part 2, the demo rerun. The README's main job, the `llm-failover` command on its bundled
 //! `examples/prompts.jsonl` (213 lines) in `demo` (the emulator in its process, 150–450 ms per
 //! answer, the demo's limits and faults), built here in this profile, with
 //! `--cache sqlite:answers.sqlite`: a cold run into one output, then a rerun into a fresh

@@ -2,7 +2,7 @@
 //!
 //! Items are generated on the fly (never held) and run by the batch runner
 //! (`llm_failover::batch::Runner`, concurrency 64) into a `ResultsWriter` — the same sink as
-//! `examples/batch.rs`: one JSON line per outcome, each written and flushed before it counts,
+//! `llm-failover --no-queue`: one JSON line per outcome, each written and flushed before it counts,
 //! to `target/bench-results/scale-outcomes.jsonl`. Resident memory is sampled from
 //! `/proc/self/status` during the run.
 //!

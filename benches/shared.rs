@@ -1,7 +1,7 @@
 //! B6 — one quota, four processes: limits shared through Redis.
 //!
-//! Part 1, the fleet. Four OS processes of the `batch` example (`examples/batch.rs`, built here
-//! in this profile) each run a quarter of the items against one OpenAI-format provider of the
+//! Part 1, the fleet. Four OS processes of the `llm-failover` command (crate `cli/`, built
+//! here in this profile) each run a quarter of the items against one OpenAI-format provider of the
 //! emulator, which enforces RPM `B6_RPM` per "minute" of `B6_MINUTE_MS` (the binding limit;
 //! TPM is far away). Nothing is configured: every limit is learned from the emulator's
 //! headers. Two contenders, interleaved in the same run (ABBA over runs), each against a fresh
@@ -178,7 +178,7 @@ struct Fleet {
 fn fleet_part(k: &Knobs, machine: &common::Machine) {
     let items = k.items();
     println!(
-        "\nfleet: {WORKERS} processes of the batch example, {items} items in all; RPM {} per {} ms \
+        "\nfleet: {WORKERS} processes of the llm-failover command, {items} items in all; RPM {} per {} ms \
          \"minute\" (binding: {:.0}/s), TPM {}; latency {LATENCY_MS}-{} ms; limits learned from \
          headers; {} runs (ABBA)",
         k.rpm,
@@ -345,7 +345,7 @@ fn run_fleet(c: Contender, k: &Knobs, bin: &Path, rt: &tokio::runtime::Runtime) 
             Some(r) => cmd.env("LLM_FAILOVER_REDIS_URL", r.url()),
             None => cmd.env_remove("LLM_FAILOVER_REDIS_URL"),
         };
-        let mut child: Child = cmd.spawn().expect("the batch example starts");
+        let mut child: Child = cmd.spawn().expect("the llm-failover command starts");
         pids.push(child.id());
         let tx = tx.clone();
         std::thread::spawn(move || {

@@ -13,7 +13,7 @@ use super::results::{compact, Compaction, ResultsWriter, ResumeIndex};
 use super::runner::{RunReport, Runner};
 use crate::stop::Stop;
 
-/// A prompt file run into a results file, the way `examples/batch.rs` does it.
+/// A prompt file run into a results file, the way `llm-failover --no-queue` does it.
 ///
 /// 1. The results file is read first: ids whose latest line is a success are skipped; ids
 ///    whose latest line is a failure are skipped too unless

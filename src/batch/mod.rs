@@ -7,8 +7,8 @@
 //! success, or a [`Failure`] labelled with its kind, HTTP status, provider and attempts. A
 //! failing item never stops the batch; outcomes go to an [`OutcomeSink`] as they complete.
 //!
-//! [`FileJob`] is the whole job of `examples/batch.rs`: JSON lines in ([`InputReader`]; bad
-//! lines become `invalid_input` failures naming their line, filed under their [`ItemKey`]),
+//! [`FileJob`] is the whole job of `llm-failover --no-queue`: JSON lines in ([`InputReader`];
+//! bad lines become `invalid_input` failures naming their line, filed under their [`ItemKey`]),
 //! JSON lines out ([`ResultsWriter`]: each line written and flushed before it counts, to a
 //! regular file that is not the input), a rerun that skips what is done ([`ResumeIndex`]),
 //! and a final atomic [`compact`]ion to one line per item.

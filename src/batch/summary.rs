@@ -15,7 +15,7 @@ use crate::stats::ProviderStats;
 /// The end-of-run summary: items by outcome, requests and throttling per provider, and the
 /// rates achieved against each provider's limits.
 ///
-/// `Display` is the human summary printed by `examples/batch.rs`, in lines of at most 80
+/// `Display` is the human summary the `llm-failover` command prints, in lines of at most 80
 /// characters (a field too wide for a line goes to the next one, indented); `Serialize` is
 /// its `--summary-json` (durations in milliseconds).
 ///

@@ -465,12 +465,19 @@ impl Router {
     fn log_open(&self, provider: &ProviderId, until: Instant, version: u64) {
         let now = self.clock.both();
         let wait = until.saturating_duration_since(now.instant);
+        // The instant it was opened until, on the wall clock — earlier than now when this
+        // report comes after it (a loaded machine): never clamped to now, which would report
+        // the breaker open for longer than it was.
+        let until_wall = match now.instant.checked_duration_since(until) {
+            Some(ago) => now.wall.checked_sub(ago).unwrap_or(now.wall),
+            None => now.wall + wait,
+        };
         tracing::info!(
             target: "llm_failover::breaker",
             provider = %provider,
             version,
             wall_ms = wall_ms(now.wall),
-            until_wall_ms = wall_ms(now.wall + wait),
+            until_wall_ms = wall_ms(until_wall),
             "breaker open"
         );
         if wait > self.policy.max_retry_after {
