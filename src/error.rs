@@ -376,13 +376,7 @@ impl Error {
             "the request's deadline of {:.3}s has passed",
             waited.as_secs_f64()
         );
-        if !attempts.is_empty() {
-            message.push_str(&format!(
-                " ({} attempt(s): [{}])",
-                attempts.len(),
-                summary(&attempts)
-            ));
-        }
+        note_attempts(&mut message, &attempts);
         let mut err = Self::new(ErrorKind::Timeout, message);
         err.inner.retry_after = attempts.iter().filter_map(Error::retry_after).min();
         err.inner.attempts = attempts;
@@ -399,13 +393,7 @@ impl Error {
              may wait",
             wait.as_secs_f64()
         );
-        if !attempts.is_empty() {
-            message.push_str(&format!(
-                " ({} attempt(s): [{}])",
-                attempts.len(),
-                summary(&attempts)
-            ));
-        }
+        note_attempts(&mut message, &attempts);
         let mut err = Self::new(kind, message);
         err.inner.retry_at = Some(retry_at);
         err.inner.retry_after = Some(wait);
@@ -868,6 +856,17 @@ impl Error {
     /// ```
     pub fn attempts(&self) -> &[Error] {
         &self.inner.attempts
+    }
+}
+
+/// ` (N attempt(s): [provider: kind, …])` after `message`, when there were attempts.
+fn note_attempts(message: &mut String, attempts: &[Error]) {
+    if !attempts.is_empty() {
+        message.push_str(&format!(
+            " ({} attempt(s): [{}])",
+            attempts.len(),
+            summary(attempts)
+        ));
     }
 }
 
