@@ -1,9 +1,10 @@
 //! Rate limits: what providers state, and how we pace ourselves to fit.
 //!
 //! Every provider states its limits in response headers (or, for Gemini, in the 429 body).
-//! Adapters turn them into a [`LimitReport`]; the limiter keeps, per provider and model,
-//! a request bucket and a token bucket (and per-day buckets when stated) that every report
-//! tightens and every 429 drains.
+//! Adapters turn them into a [`LimitReport`]; the limiter keeps, per provider, model and
+//! account, a request bucket and a token bucket (and input, output and day-scale buckets when
+//! stated) that every report sets to what the provider says and every 429 drains where it is
+//! about.
 //!
 //! # Buckets
 //!
@@ -11,11 +12,17 @@
 //! describe theirs). Limits come from `providers.toml` when given and are learned from the
 //! first response that states them; an unknown limit admits freely until a header says
 //! otherwise. A configured limit is a ceiling: a provider stating a lower one is believed, a
-//! higher one is not (whoever configured less meant to leave the rest to someone else). A reservation books both buckets at once and returns its wait; waiters are served
-//! in booking order. A cost above a bucket's capacity is refused at once
-//! ([`Reservation::TooLarge`]): "never" is not "not now". A report lowers a level to the
-//! provider's `remaining` and never raises it; a 429 drains every bucket and sets a gate that
-//! is only ever moved later.
+//! higher one is not (whoever configured less meant to leave the rest to someone else). A
+//! window that is not a minute (a day, 10 s) is learned from the reset: a stated (limit,
+//! remaining, reset) refills at (limit − remaining) / reset.
+//!
+//! A reservation books every bucket at once and returns its wait; waiters are served in
+//! booking order. A cost above a bucket's capacity is refused at once
+//! ([`Reservation::TooLarge`]): "never" is not "not now". A stated `remaining` is the truth
+//! when it was stated, both ways: the level becomes it, less what this client booked since
+//! the request was sent. A 429 drains the dimension it is about (the one the same answer
+//! states at 0, or the one its body names; the per-minute buckets when it names none), never
+//! one the same answer says has room, and sets a gate that is only ever moved later.
 //!
 //! # Header precedence
 //!

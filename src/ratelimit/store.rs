@@ -1,10 +1,13 @@
 //! Where bucket state lives: [`LimiterStore`] and its in-memory implementation.
 //!
-//! The state of one (provider, model) changes through four operations only —
+//! The state of one (provider, model, account) changes through four operations only —
 //! [`reserve`](LimiterStore::reserve), [`refund`](LimiterStore::refund),
-//! [`raise`](LimiterStore::raise) and [`peek`](LimiterStore::peek) — so the same trait can
-//! later be served by Redis for several processes (one atomic script per operation, timed by
-//! the server's clock) with the same semantics. [`MemoryStore`] is the default.
+//! [`raise`](LimiterStore::raise) and [`peek`](LimiterStore::peek) — so the same trait is
+//! served in this process ([`MemoryStore`], the default) and by Redis for several processes
+//! (`RedisStore`: one atomic script per operation, timed by the server's clock) with the same
+//! semantics. Its three provided methods only read: whether a key admits without booking
+//! (`admits_freely`), whether the store is shared (`is_shared`), and whether a booked slot
+//! was closed since (`blocked`).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! Where breaker state lives: [`BreakerStore`] hands out one [`BreakerCell`] per (provider,
-//! account); [`MemoryBreakers`] keeps them in this process (the default). A shared store
-//! (several processes, one quota) serves the same two traits.
+//! account); [`MemoryBreakers`] keeps them in this process, the only store. Processes that
+//! share a quota share its closings through the limiter store instead: a 429's or an
+//! opening's gate is [`raise`](crate::ratelimit::LimiterStore::raise)d on the shared keys,
+//! and one half-open probe goes for all of them.
 
 use std::collections::HashMap;
 use std::fmt;
