@@ -18,9 +18,9 @@
 //!
 //! Encoders load once, lazily, on first use (tiktoken-rs singletons); never per request.
 //! [`preload`] starts that load on a background thread as soon as a token limit is known, so
-//! the first request that needs a count does not stall an async worker for the ~0.4 s load.
+//! the first request that needs a count does not stall an async worker for the load.
 //!
-//! Counting costs about 86 ns per character (see `BENCHMARKS.md`, B5). Where a request fits
+//! Counting costs time in proportion to the text (`BENCHMARKS.md`, B5). Where a request fits
 //! comfortably in every token bucket, the router books [`chat_cost_bound`] instead — one byte
 //! per token, which no BPE encoding can exceed — and counts exactly once the buckets are half
 //! spent, where a request's size decides when it can be sent. Either way the reservation is

@@ -149,8 +149,8 @@ const MIGRATIONS: &[&str] = &[
     // A claimed job's entry stays in the partial index, dead, until a vacuum, and sits at the
     // front of its tenant, where the next scan starts: a claim of 64 from one tenant stepped
     // over the 63 entries it had just made dead, which no other transaction may skip yet (a
-    // visit of the heap each), and over the ones other workers' open claims left — the B7
-    // rate fell from ~10,000 to ~1,800 jobs/s over 100,000 jobs. So once a call comes back to
+    // visit of the heap each), and over the ones other workers' open claims left — the rate
+    // fell over the run (BENCHMARKS.md, B7). So once a call comes back to
     // a tenant it has served (every tenant with work has had its turn), it stops scanning
     // from the cursor: it goes round the tenants it served, in the same order, each from just
     // after the job it last claimed of it (`(eligible_at, seq) > …`, a seek in the index),
@@ -158,13 +158,11 @@ const MIGRATIONS: &[&str] = &[
     // (a reaped job, a claim rolled back) or in a tenant it did not serve waits for the next
     // call, which scans from the cursor again. That call steps over the entries of jobs
     // claimed since the last vacuum once per tenant, not once per job; those are marked dead
-    // in the index by the first scan that finds them so, and are cheap to step over after
-    // (~0.1 ms per 50,000).
+    // in the index by the first scan that finds them so, and are cheap to step over after.
     //
-    // Not here, measured or ruled out: per-table autovacuum settings (scale factor 0, a
-    // threshold of 10,000, no cost delay) made no difference to a two-minute drain of ~6,400
-    // jobs/s with as many enqueued (pgbench, this function: a claim and completion of 64
-    // took 7 ms after a vacuum, 12 a minute later, with or without them), since autovacuum
+    // Not here, measured or ruled out (BENCHMARKS.md, B7): per-table autovacuum settings
+    // (scale factor 0, a threshold of 10,000, no cost delay) made no difference to a
+    // two-minute drain with as many jobs enqueued, with or without them, since autovacuum
     // visits a database at most once per `autovacuum_naptime` (server-wide, 1 min) either
     // way, and a B7 row is over before the first visit; a lower `fillfactor` makes room for
     // HOT updates, but a claim and a completion change `state`, which indexes use, so
