@@ -97,9 +97,14 @@ impl Args {
 
 /// Runs the batch `args` describe; its exit status.
 pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let setup = setup::setup(args.config.as_deref(), args.env.as_deref()).await?;
+    // The emulator (in `demo`) is kept alive until the run has ended.
+    let setup::Setup {
+        config,
+        builder,
+        emulator: _emulator,
+    } = setup::setup(args.config.as_deref(), args.env.as_deref()).await?;
     let input = setup::input(args.input.clone())?;
-    let mut builder = setup.builder;
+    let mut builder = builder;
     if let Some(spec) = &args.cache {
         builder = builder.cache(Cache::open(spec).map_err(|e| format!("--cache: {e}"))?);
     }
@@ -131,15 +136,11 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Erro
         );
     }
 
-    if !args.no_queue {
-        let code = run_queued(&args, &input, &setup.config, &client).await?;
-        drop(setup.emulator);
-        return Ok(code);
+    if args.no_queue {
+        run_file(&args, &input, &config, &client).await
+    } else {
+        run_queued(&args, &input, &config, &client).await
     }
-
-    let code = run_file(&args, &input, &setup.config, &client).await?;
-    drop(setup.emulator);
-    Ok(code)
 }
 
 /// The batch without the queue (--no-queue): the results file is its only state.
