@@ -111,14 +111,6 @@ impl Wire for OpenAi {
     }
 }
 
-/// Azure's content-filter verdicts (all "safe").
-pub(super) fn azure_filters() -> Value {
-    let safe = json!({"filtered": false, "severity": "safe"});
-    json!({
-        "hate": safe, "self_harm": safe, "sexual": safe, "violence": safe,
-    })
-}
-
 fn err_body(message: &str, kind: &str, param: Option<&str>, code: Option<&str>) -> Value {
     json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
 }
