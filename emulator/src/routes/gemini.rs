@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::gemini_generate::{self as generate, invalid, GenerateBody};
+use super::gemini_generate::{self as generate, GenerateBody};
 use super::{
     header, json_bytes, query_param, ApiError, ChatReq, Cx, Field, Op, OpKind, Rendered, Route,
     StreamParts, SttReq, Usage, Wire, JSON,
@@ -26,7 +26,7 @@ pub(super) struct Gemini;
 /// Gemini's request size limit (20 MB).
 const BODY_LIMIT: usize = 20 << 20;
 
-pub(super) fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError {
+fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError {
     let mut err = json!({"code": code, "message": message, "status": status});
     if !details.is_empty() {
         err["details"] = Value::Array(details);
@@ -35,6 +35,12 @@ pub(super) fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -
         status: code,
         body: json!({ "error": err }),
     }
+}
+
+/// Gemini's 400 for a request it refuses (the refusals of `gemini_generate.rs` are
+/// [`ApiError::BadRequest`], rendered here).
+fn invalid(message: &str) -> ApiError {
+    rpc(400, "INVALID_ARGUMENT", message, Vec::new())
 }
 
 fn help() -> Value {

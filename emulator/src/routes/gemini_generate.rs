@@ -122,11 +122,6 @@ struct GenerationConfig {
     response_json_schema: Option<Value>,
 }
 
-/// Gemini's 400 for a request it refuses.
-pub(super) fn invalid(message: &str) -> ApiError {
-    super::gemini::rpc(400, "INVALID_ARGUMENT", message, Vec::new())
-}
-
 /// Parses a `generateContent` body for `model`; `stream` and `sse` from the route.
 pub(super) fn parse(
     b: GenerateBody,
@@ -136,7 +131,7 @@ pub(super) fn parse(
 ) -> Result<ChatReq, ApiError> {
     let contents = b.contents.unwrap_or_default();
     if contents.is_empty() {
-        return Err(invalid(
+        return Err(ApiError::bad(
             "* GenerateContentRequest.contents: contents is not specified\n",
         ));
     }
@@ -188,7 +183,7 @@ fn read_content(
         None | Some("user" | "function") => false,
         Some("model") => true,
         Some(other) => {
-            return Err(invalid(&format!(
+            return Err(ApiError::bad(format!(
                 "Please use a valid role: user, model. (got '{other}')"
             )))
         }
@@ -202,12 +197,12 @@ fn read_content(
         }
         if let Some(blob) = &p.inline_data {
             if blob.mime_type.as_deref().is_none_or(str::is_empty) {
-                return Err(invalid(&format!(
+                return Err(ApiError::bad(format!(
                     "* {at}.inline_data.mime_type: mime_type is not specified\n"
                 )));
             }
             if blob.data.as_deref().is_none_or(str::is_empty) {
-                return Err(invalid(&format!(
+                return Err(ApiError::bad(format!(
                     "* {at}.inline_data.data: data is not specified\n"
                 )));
             }
@@ -218,7 +213,7 @@ fn read_content(
         }
         if let Some(f) = &p.function_call {
             let name = f.name.clone().ok_or_else(|| {
-                invalid(&format!(
+                ApiError::bad(format!(
                     "* {at}.function_call.name: Name cannot be empty.\n"
                 ))
             })?;
@@ -231,7 +226,7 @@ fn read_content(
         }
         if let Some(r) = &p.function_response {
             let name = r.name.clone().ok_or_else(|| {
-                invalid(&format!(
+                ApiError::bad(format!(
                     "* {at}.function_response.name: Name cannot be empty.\n"
                 ))
             })?;
@@ -277,14 +272,14 @@ fn check_turns(conv: &[Said]) -> Result<(), ApiError> {
             Said::Results(results) => match before {
                 Some(Said::Assistant(calls)) if !calls.is_empty() => {
                     if calls.len() != results.len() {
-                        return Err(invalid(
+                        return Err(ApiError::bad(
                             "Please ensure that the number of function response parts is equal \
                              to the number of function call parts of the function call turn.",
                         ));
                     }
                 }
                 _ => {
-                    return Err(invalid(
+                    return Err(ApiError::bad(
                         "Please ensure that function response turn comes immediately after a \
                          function call turn.",
                     ))
@@ -294,7 +289,7 @@ fn check_turns(conv: &[Said]) -> Result<(), ApiError> {
                 if !calls.is_empty()
                     && !matches!(before, Some(Said::User(_) | Said::Results(_))) =>
             {
-                return Err(invalid(
+                return Err(ApiError::bad(
                     "Please ensure that function call turn comes immediately after a user turn \
                      or after a function response turn.",
                 ));
@@ -313,7 +308,7 @@ fn read_tools(
     for (i, t) in tools.into_iter().enumerate() {
         for (j, d) in t.function_declarations.into_iter().flatten().enumerate() {
             let Some(name) = d.name.filter(|n| !n.is_empty()) else {
-                return Err(invalid(&format!(
+                return Err(ApiError::bad(format!(
                     "* GenerateContentRequest.tools[{i}].function_declarations[{j}].name: Name \
                      cannot be empty.\n"
                 )));
@@ -344,7 +339,7 @@ fn read_tools(
             Choice::Any
         }
         Some(other) => {
-            return Err(invalid(&format!(
+            return Err(ApiError::bad(format!(
                 "Invalid value at 'tool_config.function_calling_config.mode' \
                  (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), \
                  \"{other}\""
@@ -366,12 +361,12 @@ fn read_format(g: Option<&GenerationConfig>) -> Result<Format, ApiError> {
         (Some("application/json"), Some(s)) => Ok(Format::Schema(s.clone())),
         (Some("application/json"), None) => Ok(Format::JsonObject),
         (Some("text/x.enum"), Some(s)) => Ok(Format::Enum(s.clone())),
-        (_, Some(_)) => Err(invalid(
+        (_, Some(_)) => Err(ApiError::bad(
             "* GenerationConfig.response_mime_type: a response schema needs response_mime_type \
              application/json or text/x.enum\n",
         )),
         (None | Some("text/plain"), None) => Ok(Format::Text),
-        (Some(other), None) => Err(invalid(&format!(
+        (Some(other), None) => Err(ApiError::bad(format!(
             "* GenerationConfig.response_mime_type: allowed mimetypes are `text/plain`, \
              `application/json`, `application/xml`, `application/yaml` and `text/x.enum` (got \
              `{other}`)\n"
