@@ -50,7 +50,7 @@ mod words;
 use serde_json::{json, Value};
 
 use crate::text::{complete, estimate_tokens, fixed, fnv1a, mix, Completion, PromptDigest};
-use words::{mentioned, subject_word};
+use words::{mentions, subject_word};
 
 /// A tool a request offers.
 #[derive(Clone, Debug)]
@@ -408,6 +408,14 @@ fn quote(results: &[(String, String)]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The tools `text` mentions, in the request's order.
+fn mentioned<'a>(tools: &'a [ToolDef], text: &str) -> Vec<&'a ToolDef> {
+    tools
+        .iter()
+        .filter(|t| mentions(text, &t.name, &t.description))
+        .collect()
 }
 
 /// The calls the answer makes (empty: none).

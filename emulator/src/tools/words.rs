@@ -1,7 +1,6 @@
 //! Which tools a user's text mentions, and the word of it a place or search argument takes.
 
 use super::schema::name_parts;
-use super::ToolDef;
 
 /// Words of a tool's name or description that say nothing about what it does.
 const COMMON: &str = "
@@ -28,25 +27,20 @@ fn is_stop(word: &str) -> bool {
     STOP.split_whitespace().any(|s| s == lower)
 }
 
-/// The tools `text` mentions, in the request's order.
-pub(super) fn mentioned<'a>(tools: &'a [ToolDef], text: &str) -> Vec<&'a ToolDef> {
+/// Whether `text` mentions the tool of this name and description.
+pub(super) fn mentions(text: &str, name: &str, description: &str) -> bool {
     let lower = text.to_lowercase();
     let words: Vec<String> = lower
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_owned)
         .collect();
-    tools
-        .iter()
-        .filter(|t| {
-            lower.contains(&t.name.to_lowercase())
-                || name_parts(&t.name)
-                    .into_iter()
-                    .chain(name_parts(&t.description))
-                    .filter(|w| w.chars().count() >= 4 && !is_common(w))
-                    .any(|w| words.contains(&w))
-        })
-        .collect()
+    lower.contains(&name.to_lowercase())
+        || name_parts(name)
+            .into_iter()
+            .chain(name_parts(description))
+            .filter(|w| w.chars().count() >= 4 && !is_common(w))
+            .any(|w| words.contains(&w))
 }
 
 /// The word of the user's text a place or search argument takes: the first capitalised
@@ -79,8 +73,6 @@ pub(super) fn subject_word(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -100,19 +92,15 @@ mod tests {
 
     #[test]
     fn a_tool_is_mentioned_by_its_name_or_a_telling_word_of_it() {
-        let tool = |name: &str, description: &str| ToolDef {
-            name: name.into(),
-            description: description.into(),
-            schema: json!({}),
-        };
         let tools = [
-            tool("get_weather", "The current weather in a city."),
-            tool("lookupStock", "Returns the given ticker's price."),
+            ("get_weather", "The current weather in a city."),
+            ("lookupStock", "Returns the given ticker's price."),
         ];
-        let names = |text: &str| -> Vec<String> {
-            mentioned(&tools, text)
+        let names = |text: &str| -> Vec<&str> {
+            tools
                 .iter()
-                .map(|t| t.name.clone())
+                .filter(|(name, description)| mentions(text, name, description))
+                .map(|(name, _)| *name)
                 .collect()
         };
         assert_eq!(names("Weather in Rome?"), ["get_weather"]);
