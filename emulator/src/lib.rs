@@ -52,7 +52,6 @@
 
 #![forbid(unsafe_code)]
 
-mod admin;
 mod config;
 pub mod demo;
 mod faults;

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{EmulatorConfig, Kind, Limits, ProviderConfig};
 use crate::faults::{Fault, WeightedFault};
-use crate::routes::{handle, Listener};
+use crate::routes::{handle, ConnHandle, Listener};
 use crate::state::{App, Counters, LogEntry, ProviderState, TimeSource};
 
 /// A TCP connection whose handler can ask for it to be reset.
@@ -99,17 +99,6 @@ impl Drop for EmuIo {
             // Linger 0: closing sends an RST instead of a FIN, like a crashed peer.
             let _ = self.stream.set_zero_linger();
         }
-    }
-}
-
-/// The handler's grip on its connection.
-#[derive(Clone, Debug)]
-pub(crate) struct ConnHandle(Arc<AtomicBool>);
-
-impl ConnHandle {
-    /// Resets the connection instead of answering.
-    pub(crate) fn reset(&self) {
-        self.0.store(true, Ordering::Release);
     }
 }
 

@@ -1,5 +1,6 @@
 //! The life of one request, shared by every wire format.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,6 @@ use crate::config::ChargeMode;
 use crate::faults::{Fault, RetryAfter};
 use crate::headers::{malformed_headers, rate_limit_headers, retry_headers, RetryHeader};
 use crate::limits::{Admission, LimitName, Snapshot, WindowState};
-use crate::server::ConnHandle;
 use crate::state::{App, LogEntry, ProviderState};
 use crate::text::{new_id, transcribe};
 use crate::tools::answer;
@@ -32,6 +32,17 @@ use crate::tools::answer;
 pub(crate) struct Listener {
     pub(crate) app: Arc<App>,
     pub(crate) fixed: Option<Arc<ProviderState>>,
+}
+
+/// The handler's grip on its connection (the listener's side is `server.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct ConnHandle(pub(crate) Arc<AtomicBool>);
+
+impl ConnHandle {
+    /// Resets the connection instead of answering.
+    pub(crate) fn reset(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// What the log keeps of an exchange.
@@ -69,7 +80,7 @@ pub(crate) async fn handle(State(ls): State<Listener>, req: Request) -> Response
         Some(p) => (p.clone(), path),
         None => {
             if let Some(rest) = path.strip_prefix("/_admin/") {
-                return crate::admin::handle(&ls.app, rest, &parts, body).await;
+                return super::admin::handle(&ls.app, rest, &parts, body).await;
             }
             let trimmed = path.strip_prefix('/').unwrap_or(path);
             let (prefix, rest) = match trimmed.find('/') {

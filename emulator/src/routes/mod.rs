@@ -1,7 +1,9 @@
 //! Routing and the life of one request: provider by prefix, fault, authentication,
 //! validation, limits, answer. Each wire format lives in its own file and only translates
-//! (the [`Wire`] trait); this file holds the one flow they share.
+//! (the [`Wire`] trait); this file holds the one flow they share. `/_admin/` paths go to
+//! `admin.rs`.
 
+mod admin;
 mod anthropic;
 mod anthropic_messages;
 mod azure;
@@ -29,7 +31,7 @@ use crate::state::ProviderState;
 use crate::text::{PromptDigest, Transcript};
 use crate::tools::{Answer, Asks};
 
-pub(crate) use exchange::{handle, Listener};
+pub(crate) use exchange::{handle, ConnHandle, Listener};
 
 /// What a path asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -67,7 +67,7 @@ pub(crate) async fn handle(app: &App, rest: &str, parts: &Parts, body: Body) -> 
         (&Method::GET, "counters") => reply(StatusCode::OK, &json!(app.counters())),
         (&Method::GET, "log") => {
             let log = app.log();
-            let limit = crate::routes::query_param(parts.uri.query(), "limit")
+            let limit = super::query_param(parts.uri.query(), "limit")
                 .and_then(|v| v.parse::<usize>().ok())
                 .unwrap_or(log.len());
             let skip = log.len().saturating_sub(limit);
