@@ -1,13 +1,14 @@
-//! The crate's modules import each other in one direction only.
+//! In every crate of the workspace (cargo refuses a cycle between crates), the modules
+//! import each other in one direction only.
 //!
-//! Reads every file under `src/` (code only: comments and `#[cfg(test)]` modules are left
-//! out), resolves each `crate::`, `super::`, `self::` and child-module path — in `use`
-//! declarations and in code — to the module that defines the item (following `pub use`
-//! re-exports, which are a module's table of contents, not a dependency), and builds, for
-//! every module, the graph of its children: an edge `a → b` when something in `a` names
-//! something in `b`, and `a → (self)` / `(self) → a` when a child names an item its parent
-//! defines or the parent's own code names a child's item. Every such graph must be acyclic;
-//! a cycle fails with the files and the line that closes it.
+//! Reads every file under each member's `src/` (code only: comments and `#[cfg(test)]`
+//! modules are left out), resolves each `crate::`, `super::`, `self::` and child-module path
+//! — in `use` declarations and in code — to the module that defines the item (following
+//! `pub use` re-exports, which are a module's table of contents, not a dependency), and
+//! builds, for every module, the graph of its children: an edge `a → b` when something in
+//! `a` names something in `b`, and `a → (self)` / `(self) → a` when a child names an item
+//! its parent defines or the parent's own code names a child's item. Every such graph must
+//! be acyclic; a cycle fails naming the crate, the module, the files and the lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -32,12 +33,16 @@ fn files(root: &Path) -> Vec<File> {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "rs") {
                 let rel = p.strip_prefix(root).unwrap();
+                // Beside a `lib.rs`, `main.rs` is a crate of its own over the library.
+                if rel == Path::new("main.rs") && root.join("lib.rs").exists() {
+                    continue;
+                }
                 let mut parts: Vec<String> = rel
                     .iter()
                     .map(|s| s.to_string_lossy().trim_end_matches(".rs").to_owned())
                     .collect();
                 let last = parts.last().cloned().unwrap_or_default();
-                if last == "mod" || last == "lib" {
+                if last == "mod" || last == "lib" || last == "main" {
                     parts.pop();
                 }
                 let text = fs::read_to_string(&p).unwrap();
@@ -197,15 +202,10 @@ struct Crate {
 }
 
 impl Crate {
-    /// The module `self` names in `file`, and the one `super` names.
-    fn here(file: &File) -> Module {
-        file.module.clone()
-    }
-
     /// An absolute path for `path` as written in `file`, or `None` for another crate.
     fn absolute(&self, file: &File, path: &[String]) -> Option<Vec<String>> {
         let first = path.first()?;
-        let mut base = Self::here(file);
+        let mut base = file.module.clone();
         let mut rest = path;
         match first.as_str() {
             "crate" => {
@@ -263,15 +263,14 @@ fn parse(files: Vec<File>) -> Crate {
     };
     for f in &files {
         for stmt in statements(f) {
-            let (reexport, paths) = use_trees(&stmt.1);
+            let (reexport, paths) = use_trees(&stmt.2);
             if !reexport {
                 continue;
             }
             for p in paths {
-                if let (Some(name), Some(abs)) = (p.last(), c.absolute(f, &p)) {
-                    if name != "*" {
-                        c.reexports.insert((f.module.clone(), name.clone()), abs);
-                    }
+                let name = p.last().filter(|n| *n != "*");
+                if let (Some(name), Some(abs)) = (name, c.absolute(f, &p)) {
+                    c.reexports.insert((f.module.clone(), name.clone()), abs);
                 }
             }
         }
@@ -280,8 +279,8 @@ fn parse(files: Vec<File>) -> Crate {
     c
 }
 
-/// The `use` statements of a file: (line number, text).
-fn statements(f: &File) -> Vec<(usize, String)> {
+/// The `use` statements of a file: (first line, last line, text).
+fn statements(f: &File) -> Vec<(usize, usize, String)> {
     let mut out = Vec::new();
     let mut cur: Option<(usize, String)> = None;
     for (i, line) in f.lines.iter().enumerate() {
@@ -298,7 +297,8 @@ fn statements(f: &File) -> Vec<(usize, String)> {
             s.push_str(t);
             s.push(' ');
             if t.ends_with(';') {
-                out.push(cur.take().unwrap());
+                let (first, s) = cur.take().unwrap();
+                out.push((first, i + 1, s));
             }
         }
     }
@@ -357,62 +357,62 @@ fn edge(source: &Module, target: &Module) -> Option<(Module, String, String)> {
 
 #[test]
 fn no_module_imports_one_that_imports_it_back() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let krate = parse(files(&root));
-    // ancestor → from → to → first place seen.
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let toml = |dir: &Path| -> toml::Table {
+        fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // crate::ancestor → from → to → first place seen.
     let mut graphs: BTreeMap<Module, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
-    for f in &krate.files {
-        let uses = statements(f);
-        let mut named: Vec<(usize, Vec<String>)> = Vec::new();
-        let mut use_lines = BTreeSet::new();
-        for (line, stmt) in &uses {
-            let (reexport, paths) = use_trees(stmt);
-            use_lines.insert(*line);
-            if reexport {
-                continue;
-            }
-            named.extend(paths.into_iter().map(|p| (*line, p)));
+    for member in toml(ws)["workspace"]["members"].as_array().unwrap() {
+        let dir = ws.join(member.as_str().unwrap());
+        if !dir.join("src").is_dir() {
+            continue;
         }
-        let mut in_use = false;
-        for (i, line) in f.lines.iter().enumerate() {
-            let t = line.trim();
-            if use_lines.contains(&(i + 1)) {
-                in_use = true;
+        let name = toml(&dir)["package"]["name"]
+            .as_str()
+            .unwrap()
+            .replace('-', "_");
+        let krate = parse(files(&dir.join("src")));
+        for f in &krate.files {
+            let mut named: Vec<(usize, Vec<String>)> = Vec::new();
+            let uses = statements(f);
+            for (line, _, stmt) in &uses {
+                let (reexport, paths) = use_trees(stmt);
+                if !reexport {
+                    named.extend(paths.into_iter().map(|p| (*line, p)));
+                }
             }
-            if !in_use {
-                named.extend(inline_paths(line).into_iter().map(|p| (i + 1, p)));
+            for (i, line) in f.lines.iter().enumerate() {
+                if !uses
+                    .iter()
+                    .any(|(first, last, _)| (*first..=*last).contains(&(i + 1)))
+                {
+                    named.extend(inline_paths(line).into_iter().map(|p| (i + 1, p)));
+                }
             }
-            if in_use && t.ends_with(';') {
-                in_use = false;
-            }
-        }
-        for (line, path) in named {
-            let Some(abs) = krate.absolute(f, &path) else {
-                continue;
-            };
-            let target = krate.defining(&abs, 0);
-            if let Some((lca, from, to)) = edge(&f.module, &target) {
-                let at = format!(
-                    "{}:{line}",
-                    f.path.strip_prefix(&root).unwrap_or(&f.path).display()
-                );
-                graphs
-                    .entry(lca)
-                    .or_default()
-                    .entry(from)
-                    .or_default()
-                    .entry(to)
-                    .or_insert(at);
+            for (line, path) in named {
+                let target = krate.absolute(f, &path).map(|abs| krate.defining(&abs, 0));
+                if let Some((lca, from, to)) = target.and_then(|t| edge(&f.module, &t)) {
+                    let at = format!(
+                        "{}:{line}",
+                        f.path.strip_prefix(ws).unwrap_or(&f.path).display()
+                    );
+                    graphs
+                        .entry([vec![name.clone()], lca].concat())
+                        .or_default()
+                        .entry(from)
+                        .or_default()
+                        .entry(to)
+                        .or_insert(at);
+                }
             }
         }
     }
     let mut cycles = Vec::new();
     for (lca, g) in &graphs {
-        let name = if lca.is_empty() {
-            "crate".to_owned()
-        } else {
-            lca.join("::")
-        };
         for group in tangles(g) {
             let mut edges = Vec::new();
             for from in &group {
@@ -422,7 +422,7 @@ fn no_module_imports_one_that_imports_it_back() {
                     }
                 }
             }
-            cycles.push(format!("in `{name}`: {}", edges.join(", ")));
+            cycles.push(format!("in `{}`: {}", lca.join("::"), edges.join(", ")));
         }
     }
     assert!(
