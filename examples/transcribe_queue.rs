@@ -22,7 +22,7 @@
 //! job (a new hash) and its old job keeps its result. The tenant is the first subdirectory with
 //! `--tenant-from-subdir` (else `default`); a file whose path or name matches `--interactive` (a
 //! glob: `*` any run of characters, `?` one; without either, a prefix of the name or path)
-//! waits in the interactive lane, claimed before any bulk job.
+//! is an interactive job, claimed before any bulk one.
 //!
 //! **One kind, two steps.** The handler reads the file and checks its hash (a file changed
 //! since it was queued can only fail again: `InvalidRequest`, so it is dead-lettered at once
@@ -59,10 +59,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use clap::Parser;
+use llm_failover::admission::Priority;
 use llm_failover::batch::Stop;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{
-    wall_ms, Ended, Handler, Job, JobContext, Lane, NewJob, Queue, QueueStats, Worker, WorkerReport,
+    wall_ms, Ended, Handler, Job, JobContext, NewJob, Queue, QueueStats, Worker, WorkerReport,
 };
 use llm_failover::{
     AudioInput, ChatRequest, Client, Error, ErrorKind, ResponseFormat, TranscriptionRequest,
@@ -250,7 +251,7 @@ async fn enqueue_recordings(
     })
     .await??;
     let jobs: Vec<NewJob> = found.iter().map(|r| r.job(args)).collect();
-    let interactive = jobs.iter().filter(|j| j.lane == Lane::Interactive).count();
+    let interactive = jobs.iter().filter(|j| j.priority == Priority::Interactive).count();
     let added = queue.enqueue_all(jobs, now_ms()).await?;
     eprintln!(
         "scanned {}: {} recordings ({interactive} interactive), {added} new jobs ({} already \
@@ -310,8 +311,8 @@ impl Recording {
             _ => "default",
         };
         let lane = match &args.interactive {
-            Some(pattern) if matches_recording(pattern, &self.rel) => Lane::Interactive,
-            _ => Lane::Bulk,
+            Some(pattern) if matches_recording(pattern, &self.rel) => Priority::Interactive,
+            _ => Priority::Bulk,
         };
         NewJob::new(
             format!("{}:{}", self.rel, self.sha256),
@@ -319,7 +320,7 @@ impl Recording {
             payload.to_string(),
         )
         .with_tenant(tenant)
-        .with_lane(lane)
+        .with_priority(lane)
     }
 }
 

@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod admission;
 pub mod batch;
 pub mod cache;
 mod client;

@@ -748,9 +748,12 @@ impl Handler for BatchChat {
         })?;
         let clock = ctx.client().clock().clone();
         let started = clock.now();
+        // The job's place in the admission order is its request's.
         let options = RequestOptions::new()
             .deadline(self.deadline)
-            .max_wait(self.max_wait);
+            .max_wait(self.max_wait)
+            .priority(job.priority)
+            .tenant(job.tenant.clone());
         let response = ctx.client().chat_with(request, &options).await?;
         let answer =
             Answer::from_response(response, clock.now().saturating_duration_since(started));

@@ -12,6 +12,7 @@ use tokio::task::{Id, JoinSet};
 use super::input::{BatchItem, Parsed};
 use super::outcome::{Answer, Failure, Outcome};
 use super::sink::OutcomeSink;
+use crate::admission::Priority;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
 use crate::id::ProviderId;
@@ -70,7 +71,7 @@ impl Runner {
         Runner {
             client,
             concurrency: DEFAULT_CONCURRENCY,
-            options: RequestOptions::new(),
+            options: RequestOptions::new().priority(Priority::Bulk),
             clock: Arc::new(TokioClock),
             progress: Progress::default(),
         }
@@ -90,7 +91,10 @@ impl Runner {
         self
     }
 
-    /// Options sent with every item (deadline, provider pin, credentials).
+    /// Options sent with every item (deadline, provider pin, credentials, place in the
+    /// [admission order](crate::admission)). By default items are
+    /// [bulk](crate::admission::Priority::Bulk): an interactive request of the same client,
+    /// or of another process sharing its limits, goes before them.
     #[must_use]
     pub fn request_options(mut self, options: RequestOptions) -> Self {
         self.options = options;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
+use crate::admission::{Priority, Tenant};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Wall-clock milliseconds since the Unix epoch: the one time unit the queue stores.
@@ -30,66 +31,6 @@ pub fn wall_ms(at: SystemTime) -> i64 {
 /// A duration in whole milliseconds, saturating (for leases and backoffs).
 pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// Which queue a job waits in: every eligible interactive job is claimed before any bulk one.
-///
-/// # Examples
-///
-/// ```
-/// use llm_failover::jobs::Lane;
-///
-/// assert_eq!(Lane::Interactive.as_str(), "interactive");
-/// assert_eq!("bulk".parse::<Lane>().unwrap(), Lane::Bulk);
-/// assert_eq!(Lane::default(), Lane::Bulk);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Lane {
-    /// A person is waiting: claimed first.
-    Interactive,
-    /// Batch work: claimed when no interactive job is eligible.
-    #[default]
-    Bulk,
-}
-
-impl Lane {
-    /// The name stored in the database (`interactive`, `bulk`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(llm_failover::jobs::Lane::Bulk.as_str(), "bulk");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Interactive => "interactive",
-            Lane::Bulk => "bulk",
-        }
-    }
-
-    /// Both lanes, in claim order.
-    pub(crate) const ALL: [Lane; 2] = [Lane::Interactive, Lane::Bulk];
-}
-
-impl fmt::Display for Lane {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Lane {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Lane> {
-        match s {
-            "interactive" => Ok(Lane::Interactive),
-            "bulk" => Ok(Lane::Bulk),
-            other => Err(Error::new(
-                ErrorKind::Config,
-                format!("unknown lane {other:?} (expected \"interactive\" or \"bulk\")"),
-            )),
-        }
-    }
 }
 
 /// Where a job is in its life; see the [module docs](crate::jobs) for the transitions.
@@ -173,7 +114,7 @@ impl FromStr for JobState {
     }
 }
 
-/// A job to enqueue: the caller's id, a kind, a tenant, a lane and a JSON payload.
+/// A job to enqueue: the caller's id, a kind, a tenant, a priority and a JSON payload.
 ///
 /// The id is the caller's (a hash of the input line, a recording's path and hash): enqueueing
 /// the same id again changes nothing, so several processes may enqueue the same input. The
@@ -184,11 +125,12 @@ impl FromStr for JobState {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::{Lane, NewJob};
+/// use llm_failover::admission::Priority;
+/// use llm_failover::jobs::NewJob;
 ///
 /// let job = NewJob::new("line-17", "chat", r#"{"prompt":"Why is the sky blue?"}"#)
 ///     .with_tenant("acme")
-///     .with_lane(Lane::Interactive);
+///     .with_priority(Priority::Interactive);
 /// assert_eq!(job.tenant, "acme");
 /// assert_eq!(job.eligible_at_ms, None); // eligible once enqueued
 /// ```
@@ -199,10 +141,12 @@ pub struct NewJob {
     pub id: String,
     /// What sort of work (`chat`, `transcribe`, …): the worker dispatches on it.
     pub kind: String,
-    /// Whose work it is; claims go round robin across tenants. Default `default`.
-    pub tenant: String,
-    /// Interactive or bulk. Default bulk.
-    pub lane: Lane,
+    /// Whose work it is: tenants take turns ([admission order](crate::admission)). Default
+    /// `default`.
+    pub tenant: Tenant,
+    /// Interactive or bulk: every eligible interactive job is claimed before any bulk one.
+    /// Default bulk.
+    pub priority: Priority,
     /// JSON text.
     pub payload: String,
     /// Not claimed before this wall-clock time (ms). Default `None`: from the enqueue's
@@ -223,8 +167,8 @@ impl NewJob {
         NewJob {
             id: id.into(),
             kind: kind.into(),
-            tenant: "default".to_owned(),
-            lane: Lane::Bulk,
+            tenant: Tenant::default(),
+            priority: Priority::Bulk,
             payload: payload.into(),
             eligible_at_ms: None,
         }
@@ -239,22 +183,24 @@ impl NewJob {
     /// assert_eq!(job.tenant, "acme");
     /// ```
     #[must_use]
-    pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
+    pub fn with_tenant(mut self, tenant: impl Into<Tenant>) -> Self {
         self.tenant = tenant.into();
         self
     }
 
-    /// The same job in `lane`.
+    /// The same job with `priority`.
     ///
     /// # Examples
     ///
     /// ```
-    /// use llm_failover::jobs::{Lane, NewJob};
-    /// assert_eq!(NewJob::new("a", "chat", "{}").with_lane(Lane::Interactive).lane, Lane::Interactive);
+    /// use llm_failover::admission::Priority;
+    /// use llm_failover::jobs::NewJob;
+    /// let job = NewJob::new("a", "chat", "{}").with_priority(Priority::Interactive);
+    /// assert_eq!(job.priority, Priority::Interactive);
     /// ```
     #[must_use]
-    pub fn with_lane(mut self, lane: Lane) -> Self {
-        self.lane = lane;
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
         self
     }
 
@@ -275,9 +221,9 @@ impl NewJob {
     /// Checks what the database cannot: non-empty id, kind and tenant, a JSON payload.
     pub(crate) fn validate(&self) -> Result<()> {
         for (name, value) in [
-            ("id", &self.id),
-            ("kind", &self.kind),
-            ("tenant", &self.tenant),
+            ("id", self.id.as_str()),
+            ("kind", self.kind.as_str()),
+            ("tenant", self.tenant.as_str()),
         ] {
             if value.is_empty() {
                 return Err(Error::new(
@@ -352,9 +298,9 @@ pub struct Job {
     /// What sort of work.
     pub kind: String,
     /// Whose work.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// Interactive or bulk.
-    pub lane: Lane,
+    pub priority: Priority,
     /// JSON text, as enqueued.
     pub payload: String,
     /// Where the job is.

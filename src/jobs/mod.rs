@@ -108,7 +108,7 @@ mod schema;
 mod sqlite;
 mod worker;
 
-pub use job::{wall_ms, Failed, Job, JobState, Lane, NewJob, Outcome, QueueStats, Reaped};
+pub use job::{wall_ms, Failed, Job, JobState, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
 pub(crate) use queue::patiently;
 pub use queue::Queue;

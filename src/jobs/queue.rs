@@ -307,11 +307,12 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{Lane, NewJob, Queue};
+    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # use llm_failover::admission::Priority;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("bulk-1", "chat", "{}"), 0).await?;
-    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_lane(Lane::Interactive), 0).await?;
+    /// queue.enqueue(NewJob::new("now-1", "chat", "{}").with_priority(Priority::Interactive), 0).await?;
     /// let lease = Duration::from_secs(30);
     /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "now-1");
     /// assert_eq!(queue.claim("w", lease, 0).await?.unwrap().id, "bulk-1");

@@ -1,6 +1,7 @@
 //! Admission over a [`LimiterStore`]: book a slot (one store call), wait for it through the
 //! injected [`Clock`] with no lock held, and give the slot back if the caller goes away
-//! before sending.
+//! before sending. Who books first is the [admission order](crate::admission): an interactive
+//! request books at once, a bulk one waits in its key's line until it can send at once.
 
 use std::fmt;
 use std::future::Future;
@@ -11,6 +12,7 @@ use tokio::time::Instant;
 
 use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use super::Limits;
+use crate::admission::{Lines, Place, Priority};
 use crate::clock::Clock;
 use crate::error::Result;
 
@@ -19,6 +21,8 @@ use crate::error::Result;
 pub(crate) struct Limiter {
     store: Arc<dyn LimiterStore>,
     clock: Arc<dyn Clock>,
+    /// The bulk requests of this process waiting for a slot, a line per key.
+    lines: Arc<Lines<LimitKey>>,
 }
 
 impl fmt::Debug for Limiter {
@@ -32,7 +36,85 @@ impl fmt::Debug for Limiter {
 impl Limiter {
     /// A limiter over `store`, timed by `clock`.
     pub(crate) fn new(store: Arc<dyn LimiterStore>, clock: Arc<dyn Clock>) -> Self {
-        Limiter { store, clock }
+        Limiter {
+            store,
+            clock,
+            lines: Arc::default(),
+        }
+    }
+
+    /// Books `cost` for `key` in `place`'s turn, if it can start within `max_wait` of `now`.
+    ///
+    /// An interactive request books at once ([`reserve`](Self::reserve)), however far ahead
+    /// its slot is. A bulk request books only a slot it can use at once: it waits in the
+    /// key's line until its turn comes and the store has a free slot, at most `max_wait`
+    /// (then a `NotUntil`). Without `queue`, it waits only where nobody else does (the caller
+    /// is looking for a provider that can start soon, and will come back to queue): with
+    /// others waiting it gets a `NotUntil` at once, its turn as the line expects it. So no bulk
+    /// request holds a slot ahead of an interactive one, in this process or in another sharing
+    /// the store, and a place in a line is kept until it is served.
+    ///
+    /// # Errors
+    ///
+    /// When the store fails.
+    pub(crate) async fn reserve_in_turn(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Cost,
+        max_wait: Duration,
+        now: Instant,
+        place: &Place,
+        queue: bool,
+    ) -> Result<Reservation> {
+        if place.priority == Priority::Interactive {
+            return self.reserve(key, limits, cost, max_wait, now).await;
+        }
+        let line = self.lines.of(key);
+        let until = now + max_wait;
+        if let Some(turn) = line.expected_turn(now).filter(|t| *t > until || !queue) {
+            return Ok(Reservation::NotUntil {
+                wait: turn.saturating_duration_since(now),
+            });
+        }
+        let waiter = line.join(place);
+        loop {
+            tokio::select! {
+                biased;
+                () = waiter.turn() => {}
+                () = self.clock.wait_for_time(until) => {
+                    let turn = line.expected_turn(self.clock.now()).unwrap_or(until);
+                    return Ok(Reservation::NotUntil { wait: turn.max(until) - now });
+                }
+            }
+            // Its turn: wait for the instant the store last named, then ask.
+            if let Some(free) = line.free_at().filter(|f| *f > self.clock.now()) {
+                if free > until {
+                    return Ok(Reservation::NotUntil { wait: free - now });
+                }
+                self.clock.sleep_until(free).await;
+            }
+            let at = self.clock.now();
+            match self
+                .store
+                .reserve(key, limits, cost, Duration::ZERO, at)
+                .await?
+            {
+                Reservation::NotUntil { wait } => {
+                    line.set_free_at(at + wait);
+                    if at + wait > until {
+                        return Ok(Reservation::NotUntil {
+                            wait: at + wait - now,
+                        });
+                    }
+                }
+                granted @ Reservation::Granted { .. } => {
+                    line.granted(at);
+                    return Ok(granted);
+                }
+                too_large => return Ok(too_large),
+            }
+        }
     }
 
     /// Books `cost` for `key` if it can start within `max_wait` of `now`. A grant must be

@@ -253,20 +253,29 @@ impl Router {
         Ok(())
     }
 
-    /// Waits for the ticket's slot, then asks the breaker again: `None` when it may no
-    /// longer send (the slot goes back when the caller drops its permit).
+    /// Waits for the ticket's slot, then asks the breaker again if it waited (for the slot,
+    /// or in its line before it was booked): `None` when it may no longer send (the slot
+    /// goes back when the caller drops its permit).
     async fn claim(
         &self,
         entry: &Entry,
         breaker: &BreakerRef<'_>,
         ticket: &Ticket<'_>,
     ) -> Option<Verdict> {
-        if ticket.wait.is_zero() {
+        if !ticket.lined.is_zero() {
+            entry.counters.here().add_wait(ticket.lined);
+        } else if ticket.wait.is_zero() {
             return Some(ticket.verdict);
         }
-        self.clock.sleep_until(ticket.ready_at).await;
-        entry.counters.here().add_wait(ticket.wait);
-        if let (true, Some(booking)) = (self.limiter.is_shared(), ticket.booking) {
+        if !ticket.wait.is_zero() {
+            self.clock.sleep_until(ticket.ready_at).await;
+            entry.counters.here().add_wait(ticket.wait);
+        }
+        if let (false, true, Some(booking)) = (
+            ticket.wait.is_zero(),
+            self.limiter.is_shared(),
+            ticket.booking,
+        ) {
             // Another process may have been told "not now" while this one slept: a gate or
             // a probe out there stops this send too (the slot goes back; pick again). A
             // store error here only skips the check: the slot was booked.

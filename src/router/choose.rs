@@ -33,6 +33,8 @@ pub(crate) struct Ticket<'r> {
     /// How long to wait for the booked slot before sending, and until when.
     pub(crate) wait: Duration,
     pub(crate) ready_at: Instant,
+    /// How long it waited in its key's line before it was booked (a bulk request).
+    pub(crate) lined: Duration,
     /// The breaker's verdict (the probe, or not) when it was chosen.
     pub(crate) verdict: Verdict,
     /// The store's number for the booking (`None`: admitted without one), handed back with
@@ -72,6 +74,7 @@ impl<'r> Chosen<'r> {
             pricing: self.pricing,
             wait,
             ready_at: now + wait,
+            lined: Duration::ZERO,
             verdict: self.verdict,
         }
     }
@@ -133,7 +136,7 @@ impl Router {
         let first_wait = remaining.min(self.policy.spill_after);
         for &slot in run.ranked().iter() {
             if let Some(t) = self
-                .try_slot(job, run, slot, now, first_wait, &mut survey)
+                .try_slot(job, run, slot, now, first_wait, false, &mut survey)
                 .await?
             {
                 return Ok(Pick::Go(t));
@@ -149,7 +152,7 @@ impl Router {
             .filter(|(_, w)| *w <= remaining && reopens.is_none_or(|r| now + *w <= r))
         {
             if let Some(t) = self
-                .try_slot(job, run, slot, now, remaining, &mut survey)
+                .try_slot(job, run, slot, now, remaining, true, &mut survey)
                 .await?
             {
                 return Ok(Pick::Go(t));
@@ -160,7 +163,8 @@ impl Router {
 
     /// Looks at `slot` and, if it may be sent to, admits it: at once where the store says a
     /// reservation would book nothing, else by booking it for at most `max_wait` (a store
-    /// call, boxed: a request that books nothing carries none of its state).
+    /// call, boxed: a request that books nothing carries none of its state) — a bulk request
+    /// queueing in the key's line for its turn only if `queue`.
     async fn try_slot<'r, J: Job>(
         &'r self,
         job: &J,
@@ -168,13 +172,14 @@ impl Router {
         slot: usize,
         now: Instant,
         max_wait: Duration,
+        queue: bool,
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
         match self.look(job, run, slot, now) {
             Look::Ready(c) if self.limiter.admits_freely(&c.key, &c.limits) => {
                 Ok(Some(c.into_ticket(Duration::ZERO, now, None)))
             }
-            Look::Ready(c) => Box::pin(self.admit(run, c, now, max_wait, survey)).await,
+            Look::Ready(c) => Box::pin(self.admit(run, c, now, max_wait, queue, survey)).await,
             Look::Skip(until) => {
                 survey.sooner(until);
                 survey.reopens = Some(survey.reopens.map_or(until, |r| r.min(until)));
@@ -253,12 +258,15 @@ impl Router {
         c: Chosen<'r>,
         now: Instant,
         max_wait: Duration,
+        queue: bool,
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
         let reserved = self
             .limiter
-            .reserve(&c.key, &c.limits, c.cost, max_wait, now)
+            .reserve_in_turn(&c.key, &c.limits, c.cost, max_wait, now, &run.place, queue)
             .await;
+        // A bulk request may have waited in its line for its turn.
+        let turn = self.clock.now().max(now);
         let (wait, booking) = match reserved {
             Ok(Reservation::Granted {
                 wait,
@@ -269,7 +277,7 @@ impl Router {
                 (wait, booking)
             }
             other => {
-                self.release(run, c.slot, c.verdict, now);
+                self.release(run, c.slot, c.verdict, turn);
                 match other? {
                     Reservation::NotUntil { wait } => {
                         survey.sooner(now + wait);
@@ -286,7 +294,9 @@ impl Router {
                 return Ok(None);
             }
         };
-        Ok(Some(c.into_ticket(wait, now, Some(booking))))
+        let mut ticket = c.into_ticket(wait, turn, Some(booking));
+        ticket.lined = turn - now;
+        Ok(Some(ticket))
     }
 
     /// A claimed probe that will not be sent goes back.

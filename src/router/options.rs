@@ -3,24 +3,32 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admission::{Place, Priority, Tenant};
 use crate::cache::CacheMode;
 use crate::id::{Credential, ProviderId};
 
-/// Options for one request: deadline, provider pin, credential override.
+/// Options for one request: deadline, place in the admission order, provider pin,
+/// credential override.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
+/// use llm_failover::admission::{Priority, Tenant};
 /// use llm_failover::{Credential, RequestOptions};
 ///
-/// // A tenant brings its own OpenAI key; its limits and breaker are kept apart from ours.
+/// // A customer brings its own OpenAI key: the limits and breaker of that account are kept
+/// // apart from ours.
 /// let opts = RequestOptions::new()
 ///     .deadline(Duration::from_secs(30))
-///     .tenant("acme")
-///     .credential("openai", Credential::new("sk-tenant-key"))
+///     .account("acme")
+///     .credential("openai", Credential::new("sk-customer-key"))
 ///     .provider("openai");
-/// assert!(!format!("{opts:?}").contains("sk-tenant-key"));
+/// assert!(!format!("{opts:?}").contains("sk-customer-key"));
+///
+/// // Nightly work for that customer, behind every interactive request on the same quota.
+/// let nightly = RequestOptions::new().priority(Priority::Bulk).tenant(Tenant::new("acme"));
+/// # let _ = nightly;
 /// ```
 #[derive(Clone, Debug)]
 #[must_use]
@@ -29,7 +37,9 @@ pub struct RequestOptions {
     pub(crate) max_wait: Option<Duration>,
     pub(crate) provider: Option<ProviderId>,
     pub(crate) credentials: Vec<(ProviderId, Credential)>,
-    pub(crate) tenant: Option<Arc<str>>,
+    pub(crate) account: Option<Arc<str>>,
+    priority: Priority,
+    tenant: Option<Tenant>,
     pub(crate) cache: CacheMode,
     pub(crate) fail_over_invalid: bool,
 }
@@ -51,6 +61,8 @@ impl RequestOptions {
             max_wait: None,
             provider: None,
             credentials: Vec::new(),
+            account: None,
+            priority: Priority::Interactive,
             tenant: None,
             cache: CacheMode::Use,
             fail_over_invalid: false,
@@ -80,6 +92,21 @@ impl RequestOptions {
         self
     }
 
+    /// Where this request stands in the [admission order](crate::admission) (default
+    /// interactive): a bulk request takes only the slots of a quota that no interactive
+    /// request wants, and waits in this process for one it can use at once.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Whose work this is (default [`Tenant::default`]): requests of one priority waiting
+    /// for the same quota take turns by tenant ([admission order](crate::admission)).
+    pub fn tenant(mut self, tenant: Tenant) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
     /// Sends only to this provider (no failover).
     pub fn provider(mut self, provider: impl AsRef<str>) -> Self {
         self.provider = Some(ProviderId::new(provider));
@@ -88,17 +115,18 @@ impl RequestOptions {
 
     /// Uses `credential` for `provider` instead of the configured key (multi-tenant apps whose
     /// customers bring their own key). Limits and breaker state for an overridden key are
-    /// kept separately from the configured key's, scoped by [`tenant`](Self::tenant).
+    /// kept separately from the configured key's, scoped by [`account`](Self::account).
     pub fn credential(mut self, provider: impl AsRef<str>, credential: Credential) -> Self {
         self.credentials
             .push((ProviderId::new(provider), credential));
         self
     }
 
-    /// Names the account whose limits an overridden credential spends. Without it, requests
-    /// with overridden credentials share one "override" scope per provider.
-    pub fn tenant(mut self, tenant: impl AsRef<str>) -> Self {
-        self.tenant = Some(Arc::from(tenant.as_ref()));
+    /// Names the account whose limits an overridden [credential](Self::credential) spends
+    /// (the key's owner). Without it, requests with overridden credentials share one
+    /// "override" account per provider.
+    pub fn account(mut self, account: impl AsRef<str>) -> Self {
+        self.account = Some(Arc::from(account.as_ref()));
         self
     }
 
@@ -121,6 +149,14 @@ impl RequestOptions {
         self
     }
 
+    /// Its place in the admission order.
+    pub(crate) fn place(&self) -> Place {
+        Place {
+            priority: self.priority,
+            tenant: self.tenant.clone().unwrap_or_default(),
+        }
+    }
+
     pub(crate) fn credential_for(&self, provider: &ProviderId) -> Option<&Credential> {
         self.credentials
             .iter()
@@ -131,7 +167,10 @@ impl RequestOptions {
 
     /// The account scope for `provider`: `None` for the configured key.
     pub(crate) fn account_for(&self, provider: &ProviderId) -> Option<Arc<str>> {
-        self.credential_for(provider)
-            .map(|_| self.tenant.clone().unwrap_or_else(|| Arc::from("override")))
+        self.credential_for(provider).map(|_| {
+            self.account
+                .clone()
+                .unwrap_or_else(|| Arc::from("override"))
+        })
     }
 }

@@ -12,6 +12,7 @@ use super::breaker_store::BreakerCell;
 use super::core::{Entry, Router};
 use super::job::{Costs, Priced, Pricing};
 use super::options::RequestOptions;
+use crate::admission::Place;
 use crate::cache::Answerer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Capability, Credential};
@@ -84,6 +85,8 @@ pub(crate) struct Run<'r> {
     pub(crate) costs: Costs,
     /// An answer in the wrong shape fails over instead of ending the request.
     pub(crate) fail_over_invalid: bool,
+    /// Its place in the admission order.
+    pub(crate) place: Place,
 }
 
 impl<'r> Run<'r> {
@@ -155,6 +158,7 @@ impl<'r> Run<'r> {
             failed: 0,
             costs: Costs::default(),
             fail_over_invalid: opts.fail_over_invalid,
+            place: opts.place(),
         })
     }
 

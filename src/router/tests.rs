@@ -222,7 +222,7 @@ async fn a_tenants_throttling_does_not_close_the_configured_key() {
         .push("b", ok("tenant on b"))
         .push("a", ok("ours on a"));
     let tenant = RequestOptions::new()
-        .tenant("acme")
+        .account("acme")
         .credential("a", Credential::new("sk-acme"));
     assert_eq!(
         c.chat_with(req(), &tenant).await.unwrap().text,

@@ -96,7 +96,7 @@ async fn another_accounts_key_never_gets_the_first_accounts_answers() {
     assert_eq!(theirs.origin, Origin::Provider);
     // A tenant's own key, on the first account's client: its own entry.
     let opts = RequestOptions::new()
-        .tenant("acme")
+        .account("acme")
         .credential("a", Credential::new("sk-acme"));
     let tenant = one.client.chat_with(question(1), &opts).await.unwrap();
     assert_eq!(

@@ -186,7 +186,7 @@ async fn a_per_request_credential_replaces_the_configured_key() {
     a.push(CHAT, ok("hi"));
     let h = client(&[("a", &a)], policy());
     let opts = RequestOptions::new()
-        .tenant("acme")
+        .account("acme")
         .credential("a", llm_failover::Credential::new("sk-tenant-key"));
     h.client.chat_with(req(), &opts).await.unwrap();
     assert_eq!(

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use llm_failover::admission::Priority;
 use llm_failover::jobs::{
-    FailPolicy, Failed, JobState, Lane, NewJob, Outcome, Queue, QueueStats, Reaped,
+    FailPolicy, Failed, JobState, NewJob, Outcome, Queue, QueueStats, Reaped,
 };
 use llm_failover::ErrorKind;
 
@@ -300,26 +301,26 @@ async fn interactive_jobs_are_claimed_before_bulk_ones(backend: Backend) {
     }
     for i in 0..2 {
         let j = job(&format!("live-{i}"))
-            .with_lane(Lane::Interactive)
+            .with_priority(Priority::Interactive)
             .with_tenant(format!("t{i}"));
         queue.enqueue(j, 1).await.unwrap();
     }
     // An interactive job not yet eligible does not hold bulk work back.
     let later = job("live-later")
-        .with_lane(Lane::Interactive)
+        .with_priority(Priority::Interactive)
         .with_eligible_at(60_000);
     queue.enqueue(later, 1).await.unwrap();
 
     let mut order = Vec::new();
     while let Some(claimed) = queue.claim("w", LEASE, 1_000).await.unwrap() {
-        order.push((claimed.id, claimed.lane));
+        order.push((claimed.id, claimed.priority));
     }
     let ids: Vec<&str> = order.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["live-0", "live-1", "bulk-0", "bulk-1", "bulk-2"]);
     let later = queue.claim("w", LEASE, 60_000).await.unwrap().unwrap();
     assert_eq!(
-        (later.id.as_str(), later.lane),
-        ("live-later", Lane::Interactive)
+        (later.id.as_str(), later.priority),
+        ("live-later", Priority::Interactive)
     );
 }
 
@@ -392,8 +393,12 @@ async fn one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_id
 async fn claim_many_claims_as_claim_would_in_turn(backend: Backend) {
     use JobState::Running;
     let jobs = vec![
-        job("i-b1").with_lane(Lane::Interactive).with_tenant("b"),
-        job("i-a1").with_lane(Lane::Interactive).with_tenant("a"),
+        job("i-b1")
+            .with_priority(Priority::Interactive)
+            .with_tenant("b"),
+        job("i-a1")
+            .with_priority(Priority::Interactive)
+            .with_tenant("a"),
         job("a1").with_tenant("a"),
         job("a2").with_tenant("a"),
         job("a3").with_tenant("a"),

@@ -339,7 +339,7 @@ async fn a_claim_reads_a_few_index_entries_not_every_ready_job() {
     let interactive: Vec<NewJob> = (0..3)
         .map(|i| {
             job(&format!("i{i}"))
-                .with_lane(llm_failover::jobs::Lane::Interactive)
+                .with_priority(llm_failover::admission::Priority::Interactive)
                 .with_tenant(format!("t{i:03}"))
         })
         .collect();

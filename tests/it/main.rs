@@ -13,6 +13,7 @@ mod adapter_azure;
 mod adapter_deepgram;
 mod adapter_gemini;
 mod adapter_openai;
+mod admission;
 mod batch;
 mod batch_cache;
 mod batch_defaults;

@@ -524,7 +524,7 @@ async fn each_booking_is_keyed_by_the_model_and_account_its_request_uses() {
     client.chat(req().model("gpt-4o")).await.unwrap();
     let tenant = RequestOptions::new()
         .credential("a", Credential::new("tenant-key"))
-        .tenant("acme");
+        .account("acme");
     client.chat_with(req(), &tenant).await.unwrap();
     let keys = spy.keys.lock().unwrap().clone();
     let seen: Vec<(&str, &str, Option<&str>)> = keys

@@ -14,7 +14,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use llm_failover::jobs::{Job, JobState, Lane, NewJob, Queue};
+use llm_failover::admission::Priority;
+use llm_failover::jobs::{Job, JobState, NewJob, Queue};
 use llm_failover_emulator::text::{silent_wav, transcribe};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -230,11 +231,11 @@ fn every_recording_is_one_job_and_reruns_add_nothing_but_changed_files() {
         assert_eq!(job.attempt, 1, "{rel}: settled by its first claim");
         assert_eq!(job.tenant, rel.split('/').next().unwrap());
         let want_lane = if rel.contains("urgent") {
-            Lane::Interactive
+            Priority::Interactive
         } else {
-            Lane::Bulk
+            Priority::Bulk
         };
-        assert_eq!(job.lane, want_lane, "{rel}");
+        assert_eq!(job.priority, want_lane, "{rel}");
         // The audio is referenced by path and hash, never copied in.
         let payload: Value = serde_json::from_str(&job.payload).unwrap();
         let path = std::fs::canonicalize(dir.path(rel)).unwrap();

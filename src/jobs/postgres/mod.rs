@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 use tokio_postgres::Row;
 
-use super::job::{millis, Job, Lane, NewJob, QueueStats};
+use super::job::{millis, Job, NewJob, QueueStats};
+use crate::admission::{Priority, Tenant};
 use crate::error::{Error, ErrorKind, Result};
 
 mod pool;
@@ -100,9 +101,9 @@ impl PostgresQueue {
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         for job in &jobs {
             for (what, text) in [
-                ("id", &job.id),
-                ("kind", &job.kind),
-                ("tenant", &job.tenant),
+                ("id", job.id.as_str()),
+                ("kind", job.kind.as_str()),
+                ("tenant", job.tenant.as_str()),
             ] {
                 no_nul(text, || format!("job {what} {:?}", job.id))?;
             }
@@ -114,9 +115,9 @@ impl PostgresQueue {
         let (ids, kinds, tenants) = (
             column(|j| &j.id),
             column(|j| &j.kind),
-            column(|j| &j.tenant),
+            column(|j| j.tenant.as_str()),
         );
-        let (lanes, payloads) = (column(|j| j.lane.as_str()), column(|j| &j.payload));
+        let (lanes, payloads) = (column(|j| j.priority.as_str()), column(|j| &j.payload));
         let eligible: Vec<i64> = jobs
             .iter()
             .map(|j| j.eligible_at_ms.unwrap_or(now_ms))
@@ -156,7 +157,7 @@ impl PostgresQueue {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let lanes: Vec<&str> = Lane::ALL.iter().map(|l| l.as_str()).collect();
+        let lanes: Vec<&str> = Priority::ALL.iter().map(|l| l.as_str()).collect();
         let lease_until = now_ms.saturating_add(millis(lease));
         let max = i32::try_from(max).unwrap_or(i32::MAX);
         let rows = self
@@ -324,8 +325,8 @@ fn job_from_row(pool: &Pool, row: &Row) -> Result<Job> {
     Ok(Job {
         id: text(0)?,
         kind: text(1)?,
-        tenant: text(2)?,
-        lane: text(3)?
+        tenant: Tenant::from(text(2)?),
+        priority: text(3)?
             .parse()
             .map_err(|e: Error| bad("lane:", e.to_string()))?,
         payload: text(4)?,

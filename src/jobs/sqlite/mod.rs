@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use super::job::{millis, Job, Lane, NewJob, Outcome, QueueStats};
+use super::job::{millis, Job, NewJob, Outcome, QueueStats};
 use super::schema::{self, sql_error};
+use crate::admission::{Priority, Tenant};
 use crate::error::{Error, ErrorKind, Result};
 
 mod settle;
@@ -96,8 +97,8 @@ impl SqliteQueue {
                 added += insert.execute(params![
                     job.id,
                     job.kind,
-                    job.tenant,
-                    job.lane.as_str(),
+                    job.tenant.as_str(),
+                    job.priority.as_str(),
                     job.payload,
                     job.eligible_at_ms.unwrap_or(now_ms),
                     now_ms
@@ -120,7 +121,7 @@ impl SqliteQueue {
         let lease_until = now_ms.saturating_add(millis(lease));
         self.write("claiming", move |tx| {
             let mut jobs = Vec::with_capacity(max.min(1_024));
-            for lane in Lane::ALL {
+            for lane in Priority::ALL {
                 while jobs.len() < max {
                     match claim_in_lane(tx, lane, &worker, lease_until, now_ms)? {
                         Some(job) => jobs.push(job),
@@ -279,11 +280,12 @@ const CLAIM_JOB: &str =
                   WHERE state = 'ready' AND lane = ?1 AND tenant = ?2 AND eligible_at <= ?5
                   ORDER BY eligible_at, seq LIMIT 1)";
 
-/// The claim within one lane: the next tenant after the cursor with eligible work (wrapping
+/// The claim within one priority (the `lane` column), by the [admission
+/// order](crate::admission): the next tenant after the cursor with eligible work (wrapping
 /// round), then that tenant's longest-eligible job.
 fn claim_in_lane(
     tx: &Transaction<'_>,
-    lane: Lane,
+    lane: Priority,
     worker: &str,
     lease_until: i64,
     now_ms: i64,
@@ -337,8 +339,8 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
         id: row.get(0)?,
         kind: row.get(1)?,
-        tenant: row.get(2)?,
-        lane: lane.parse().map_err(|e| bad(3, e))?,
+        tenant: Tenant::from(row.get::<_, String>(2)?),
+        priority: lane.parse().map_err(|e| bad(3, e))?,
         payload: row.get(4)?,
         state: state.parse().map_err(|e| bad(5, e))?,
         attempt: row.get(6)?,

@@ -110,14 +110,15 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::jobs::{JobState, Lane};
+    use crate::admission::Priority;
+    use crate::jobs::JobState;
 
     fn job() -> Job {
         Job {
             id: "a".into(),
             kind: "chat".into(),
             tenant: "t".into(),
-            lane: Lane::Bulk,
+            priority: Priority::Bulk,
             payload: "{}".into(),
             state: JobState::Running,
             attempt: 1,

@@ -64,14 +64,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::jobs::{JobState, Lane};
+    use crate::admission::Priority;
+    use crate::jobs::JobState;
 
     fn job() -> Job {
         Job {
             id: "a".into(),
             kind: "triage".into(),
             tenant: "t".into(),
-            lane: Lane::Bulk,
+            priority: Priority::Bulk,
             payload: "{}".into(),
             state: JobState::Running,
             attempt: 1,
