@@ -12,9 +12,9 @@ use tracing::{field, Instrument};
 use super::breaker::BreakerEvent;
 use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
-use super::core::{Booked, Entry, Router};
-use super::decide::{attempt_timeout, decide, Action, Count, Next, Outcome};
-use super::job::{Attempt, Job, Priced};
+use super::core::{Booking, Entry, Router};
+use super::decide::{attempt_timeout, decide, Action, Count, FailedAttempt, Next};
+use super::job::{Admissible, Attempt, Job};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
 use crate::cache::{Fill, Lookup};
@@ -166,7 +166,7 @@ impl Router {
         self.trace_send(entry, verdict);
         let span = self.attempt_span(run, ticket);
         let on_end = || {
-            let booked = Booked::new(ticket.cost, || job.request().floor());
+            let booked = Booking::new(ticket.cost, || job.request().floor());
             let key = ticket.key.clone().into_owned();
             self.stream_end(
                 run.candidates[ticket.slot].index,
@@ -190,7 +190,7 @@ impl Router {
             .await;
         if exchange.sent {
             permit.commit();
-            run.record_send(ticket.slot, ticket.pricing);
+            run.record_send(ticket.slot, ticket.reckoning);
         } else {
             // Could not even be built: nothing went out, the slot goes back.
             drop(permit);
@@ -244,7 +244,7 @@ impl Router {
                     .await?
             }
             (None, None) if tokens_back != 0 => {
-                let booked = Booked::new(ticket.cost, || job.request().floor());
+                let booked = Booking::new(ticket.cost, || job.request().floor());
                 self.reconcile(&ticket.key, booked, used.unwrap_or_default())
                     .await;
             }
@@ -357,7 +357,7 @@ impl Router {
             .get()
             .apply(BreakerEvent::Answered { probe }, self.clock.now());
         Counters::add(&c.entry.counters.here().ok, 1);
-        let booked = Booked::new(ticket.cost, || job.request().floor());
+        let booked = Booking::new(ticket.cost, || job.request().floor());
         let used = J::finish(&mut out, run.sends).and_then(|u| {
             span.record("actual_tokens", u.total());
             booked.spend(c.entry, u)
@@ -394,7 +394,7 @@ impl Router {
         let now = self.clock.now();
         let failed = run.failed;
         let tried = run.tried_mut(ticket.slot);
-        let outcome = Outcome {
+        let outcome = FailedAttempt {
             error: &err,
             report,
             probe,

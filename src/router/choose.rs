@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::breaker::{Allow, BreakerEvent};
 use super::breaker_store::Verdict;
 use super::core::{Entry, Router};
-use super::job::{Job, Priced, Pricing, Tokens};
+use super::job::{Admissible, Job, Reckoning, TokenCounting};
 use super::request::Run;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ratelimit::{Cost, LimitKey, Limits, Reservation};
@@ -29,7 +29,7 @@ pub(crate) struct Ticket<'r> {
     /// The provider, model (`key.model`) and account.
     pub(crate) key: Cow<'r, LimitKey>,
     pub(crate) cost: Cost,
-    pub(crate) pricing: Pricing,
+    pub(crate) reckoning: Reckoning,
     /// How long to wait for the booked slot before sending, and until when.
     pub(crate) wait: Duration,
     pub(crate) ready_at: Instant,
@@ -59,7 +59,7 @@ struct Chosen<'r> {
     key: Cow<'r, LimitKey>,
     limits: Limits,
     cost: Cost,
-    pricing: Pricing,
+    reckoning: Reckoning,
     verdict: Verdict,
 }
 
@@ -71,7 +71,7 @@ impl<'r> Chosen<'r> {
             slot: self.slot,
             key: self.key,
             cost: self.cost,
-            pricing: self.pricing,
+            reckoning: self.reckoning,
             wait,
             ready_at: now + wait,
             lined: Duration::ZERO,
@@ -233,20 +233,20 @@ impl Router {
         };
         let limits = entry.limits_for(&key.model);
         let tokens = if entry.counts_tokens(&limits) {
-            Tokens::Counted {
+            TokenCounting::On {
                 room: entry.room_for(&key),
             }
         } else {
-            Tokens::Uncounted
+            TokenCounting::Off
         };
-        let (cost, pricing) = job.request().price(&key.model, tokens, &mut run.costs);
+        let (cost, reckoning) = job.request().demand(&key.model, tokens, &mut run.costs);
         Look::Ready(Chosen {
             slot,
             entry,
             key,
             limits,
             cost,
-            pricing,
+            reckoning,
             verdict,
         })
     }

@@ -66,7 +66,7 @@ pub(crate) struct Entry {
     /// capability: what most requests are keyed by, lent rather than built per request.
     default_keys: PerCapability<Option<LimitKey>>,
     /// The token room the store reported after the last booking of the default chat key
-    /// (`u64::MAX`: none known), so pricing needs no store call of its own.
+    /// (`u64::MAX`: none known), so reckoning needs no store call of its own.
     room: AtomicU64,
 }
 
@@ -150,18 +150,18 @@ impl Entry {
 
 /// What an attempt booked, reconciled with the usage its answer reports.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Booked {
+pub(crate) struct Booking {
     pub(crate) cost: Cost,
     /// See [`input_floor`](crate::ratelimit::input_floor).
     pub(crate) floor: u64,
 }
 
-impl Booked {
+impl Booking {
     /// A booking of `cost`; the floor is read (it walks the prompt) only where tokens were
     /// booked.
     pub(crate) fn new(cost: Cost, floor: impl FnOnce() -> u64) -> Self {
         let floor = if cost.tokens() > 0 { floor() } else { 0 };
-        Booked { cost, floor }
+        Booking { cost, floor }
     }
 
     /// Counts `usage` on `entry` and returns the tokens to reconcile the booking with:
@@ -350,7 +350,7 @@ impl Router {
 
     /// Gives back what a booking reserved beyond `used` tokens, or charges the excess. A
     /// store error is logged, not returned: the answer is already in hand.
-    pub(super) async fn reconcile(&self, key: &LimitKey, booked: Booked, used: u64) {
+    pub(super) async fn reconcile(&self, key: &LimitKey, booked: Booking, used: u64) {
         if let Err(e) = self
             .limiter
             .reconcile(key, booked.cost.tokens(), used)
@@ -366,7 +366,7 @@ impl Router {
         self: &Arc<Self>,
         entry: usize,
         key: LimitKey,
-        booked: Booked,
+        booked: Booking,
         breaker: Arc<dyn BreakerCell>,
     ) -> StreamEnd {
         let router = self.clone();
@@ -385,7 +385,7 @@ impl Router {
         &self,
         entry: usize,
         key: LimitKey,
-        booked: Booked,
+        booked: Booking,
         breaker: Arc<dyn BreakerCell>,
         usage: Option<Usage>,
         error: Option<ErrorKind>,

@@ -17,7 +17,7 @@ use crate::rng::Rng;
 
 /// What happened to one attempt.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Outcome<'a> {
+pub(crate) struct FailedAttempt<'a> {
     pub(crate) error: &'a Error,
     /// What the response stated about limits, if a response arrived and stated anything.
     pub(crate) report: Option<&'a LimitReport>,
@@ -75,7 +75,7 @@ pub(crate) struct Action {
 }
 
 /// Decides what a failed attempt leads to (see the module docs of [`router`](super)).
-pub(crate) fn decide(o: &Outcome<'_>, rules: &Rules, now: Instant, rng: &dyn Rng) -> Action {
+pub(crate) fn decide(o: &FailedAttempt<'_>, rules: &Rules, now: Instant, rng: &dyn Rng) -> Action {
     match o.error.disposition() {
         Disposition::Terminal => Action {
             count: Count::Terminal,
@@ -152,7 +152,7 @@ pub(crate) fn attempt_timeout(configured: Duration, left: Duration, others: usiz
 /// entitlement one request lacks, such as Anthropic's 429 "Extra usage is required for long
 /// context requests", refuses that request, not the key); no answer at all only gives back a
 /// claimed probe.
-fn terminal_breaker(o: &Outcome<'_>) -> BreakerEvent {
+fn terminal_breaker(o: &FailedAttempt<'_>) -> BreakerEvent {
     match (o.error.status(), o.error.kind()) {
         (Some(401 | 403), ErrorKind::Auth | ErrorKind::PermissionDenied) => BreakerEvent::Reject,
         (Some(_), _) => BreakerEvent::Answered { probe: o.probe },
@@ -652,7 +652,7 @@ mod tests {
         let t0 = Instant::now();
         let rng = FixedRng::new([0.5]);
         for row in rows(t0) {
-            let o = Outcome {
+            let o = FailedAttempt {
                 error: &row.error,
                 report: row.report.as_ref(),
                 probe: row.probe,
@@ -681,7 +681,7 @@ mod tests {
             cooldown_max: 60 * S,
         };
         let after = |b: &mut Breaker, e: Error, probe: bool, now: Instant| {
-            let o = Outcome {
+            let o = FailedAttempt {
                 error: &e,
                 report: None,
                 probe,

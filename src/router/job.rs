@@ -26,17 +26,17 @@ use crate::types::{
 
 /// Whether admission counts tokens for a request, and the room known in its token buckets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Tokens {
+pub(crate) enum TokenCounting {
     /// No token limit applies (none configured, none ever stated): nothing reads a count.
-    Uncounted,
+    Off,
     /// A token limit applies. `room`: what the buckets could take while staying at least half
     /// full, as of the last booking (`None`: not known).
-    Counted { room: Option<u64> },
+    On { room: Option<u64> },
 }
 
 /// How an attempt's admission cost was reckoned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pricing {
+pub(crate) enum Reckoning {
     /// No token limit applies: one request.
     Requests,
     /// The tokenizer-free bound ([`chat_cost_bound`]).
@@ -48,9 +48,9 @@ pub(crate) enum Pricing {
 /// The tiktoken estimate of one request, counted at most once per model however many
 /// providers and attempts price it.
 #[derive(Debug, Default)]
-pub(crate) struct Costs(Vec<(String, Cost)>);
+pub(crate) struct TokenCounts(Vec<(String, Cost)>);
 
-impl Costs {
+impl TokenCounts {
     fn known(&self, model: &str) -> Option<Cost> {
         self.0.iter().find(|(m, _)| m == model).map(|(_, c)| *c)
     }
@@ -78,7 +78,7 @@ pub(crate) struct Attempt<'a> {
 }
 
 /// What admission and limit keys need of a request, whatever kind of answer it asks for.
-pub(crate) trait Priced: Sync {
+pub(crate) trait Admissible: Sync {
     /// What it asks of a provider.
     fn capability(&self) -> Capability;
 
@@ -86,7 +86,12 @@ pub(crate) trait Priced: Sync {
     fn model(&self) -> Option<&str>;
 
     /// What admission books for `model`.
-    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing);
+    fn demand(
+        &self,
+        model: &str,
+        tokens: TokenCounting,
+        costs: &mut TokenCounts,
+    ) -> (Cost, Reckoning);
 
     /// The fewest input tokens the request can have been counted as (see [`input_floor`]);
     /// read only where tokens were booked.
@@ -104,7 +109,7 @@ pub(crate) trait Priced: Sync {
 /// A chat request: one request where tokens are not counted; the bound where it fits the
 /// known room (admitted at once either way, the excess held only until the answer's usage
 /// gives it back); else the counted estimate.
-impl Priced for ChatRequest {
+impl Admissible for ChatRequest {
     fn capability(&self) -> Capability {
         Capability::Chat
     }
@@ -113,17 +118,22 @@ impl Priced for ChatRequest {
         self.model.as_deref()
     }
 
-    fn price(&self, model: &str, tokens: Tokens, costs: &mut Costs) -> (Cost, Pricing) {
-        let Tokens::Counted { room } = tokens else {
-            return (Cost::one_request(), Pricing::Requests);
+    fn demand(
+        &self,
+        model: &str,
+        tokens: TokenCounting,
+        costs: &mut TokenCounts,
+    ) -> (Cost, Reckoning) {
+        let TokenCounting::On { room } = tokens else {
+            return (Cost::one_request(), Reckoning::Requests);
         };
         if let Some(c) = costs.known(model) {
-            return (c, Pricing::Count);
+            return (c, Reckoning::Count);
         }
         let bound = chat_cost_bound(self, model);
         match room {
-            Some(room) if bound.tokens() <= room => (bound, Pricing::Bound),
-            _ => (costs.exact(self, model), Pricing::Count),
+            Some(room) if bound.tokens() <= room => (bound, Reckoning::Bound),
+            _ => (costs.exact(self, model), Reckoning::Count),
         }
     }
 
@@ -138,7 +148,7 @@ impl Priced for ChatRequest {
 
 /// A transcription costs its request and its audio's seconds (cheap to read, and they have
 /// their own bucket); audio whose length cannot be read (not WAV) costs its request only.
-impl Priced for TranscriptionRequest {
+impl Admissible for TranscriptionRequest {
     fn capability(&self) -> Capability {
         Capability::Transcription
     }
@@ -147,12 +157,12 @@ impl Priced for TranscriptionRequest {
         self.model.as_deref()
     }
 
-    fn price(&self, _: &str, _: Tokens, _: &mut Costs) -> (Cost, Pricing) {
+    fn demand(&self, _: &str, _: TokenCounting, _: &mut TokenCounts) -> (Cost, Reckoning) {
         let seconds = self
             .audio
             .duration()
             .map_or(0, |d| d.as_secs_f64().ceil() as u64);
-        (Cost::audio(seconds), Pricing::Requests)
+        (Cost::audio(seconds), Reckoning::Requests)
     }
 }
 
@@ -167,7 +177,7 @@ pub(crate) trait Job: Sync {
     const SHARES_DEADLINE: bool = true;
 
     /// The request, as admission sees it.
-    type Request: Priced;
+    type Request: Admissible;
 
     fn request(&self) -> &Self::Request;
 

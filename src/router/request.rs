@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::breaker::Allow;
 use super::breaker_store::BreakerCell;
 use super::core::{Entry, Router};
-use super::job::{Costs, Priced, Pricing};
+use super::job::{Admissible, Reckoning, TokenCounts};
 use super::options::RequestOptions;
 use crate::admission::Place;
 use crate::cache::Answerer;
@@ -82,7 +82,7 @@ pub(crate) struct Run<'r> {
     pub(crate) sends: u32,
     /// Sends that failed for reasons other than throttling (what `max_attempts` bounds).
     pub(crate) failed: u32,
-    pub(crate) costs: Costs,
+    pub(crate) costs: TokenCounts,
     /// An answer in the wrong shape fails over instead of ending the request.
     pub(crate) fail_over_invalid: bool,
     /// Its place in the admission order.
@@ -102,7 +102,7 @@ impl<'r> Run<'r> {
     /// what each refused, before anything is sent.
     pub(crate) fn start(
         router: &'r Router,
-        req: &impl Priced,
+        req: &impl Admissible,
         opts: &'r RequestOptions,
         started: Instant,
     ) -> Result<Self> {
@@ -156,7 +156,7 @@ impl<'r> Run<'r> {
             previous: None,
             sends: 0,
             failed: 0,
-            costs: Costs::default(),
+            costs: TokenCounts::default(),
             fail_over_invalid: opts.fail_over_invalid,
             place: opts.place(),
         })
@@ -219,8 +219,8 @@ impl<'r> Run<'r> {
         &mut self.tried[slot]
     }
 
-    /// Counts a request sent to `slot`, priced as `pricing`.
-    pub(crate) fn record_send(&mut self, slot: usize, pricing: Pricing) {
+    /// Counts a request sent to `slot`, priced as `reckoning`.
+    pub(crate) fn record_send(&mut self, slot: usize, reckoning: Reckoning) {
         self.sends += 1;
         if let Some(prev) = self.previous.filter(|p| *p != slot) {
             Counters::add(&self.candidates[prev].entry.counters.here().failovers, 1);
@@ -228,10 +228,10 @@ impl<'r> Run<'r> {
         self.previous = Some(slot);
         let tally = self.candidates[slot].entry.counters.here();
         Counters::add(&tally.sent, 1);
-        match pricing {
-            Pricing::Requests => {}
-            Pricing::Bound => Counters::add(&tally.priced_by_bound, 1),
-            Pricing::Count => Counters::add(&tally.priced_by_count, 1),
+        match reckoning {
+            Reckoning::Requests => {}
+            Reckoning::Bound => Counters::add(&tally.priced_by_bound, 1),
+            Reckoning::Count => Counters::add(&tally.priced_by_count, 1),
         }
     }
 
