@@ -382,6 +382,29 @@ impl Drop for Waiter {
     }
 }
 
+/// The order a line serves `places` in when all wait at once and no tenant was served yet:
+/// indexes into `places` (the rule's table, for its other faces to be checked against).
+#[cfg(test)]
+pub(crate) fn serve_order(places: &[Place]) -> Vec<usize> {
+    let mut s = LineState::default();
+    for (i, p) in places.iter().enumerate() {
+        let id = i as u64;
+        s.wakers.insert(id, Arc::new(Notify::new()));
+        s.waiting
+            .entry((p.priority, p.tenant.clone()))
+            .or_default()
+            .push_back(id);
+    }
+    let mut order = Vec::new();
+    loop {
+        s.hand_on();
+        let Some((id, _)) = s.first.take() else {
+            return order;
+        };
+        order.push(id as usize);
+    }
+}
+
 /// The lines of every key that has bulk waiters in this process.
 #[derive(Debug)]
 pub(crate) struct Lines<K> {

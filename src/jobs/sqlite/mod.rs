@@ -391,4 +391,59 @@ mod tests {
         );
         assert!(!claim.contains("SCAN"), "{claim}");
     }
+
+    /// The claim is the admission order's face in SQL: for jobs all eligible at once, it
+    /// claims them in the order a limiter's line serves the same waiters.
+    #[tokio::test]
+    async fn claims_follow_the_admission_order() {
+        use crate::admission::{serve_order, Place, Priority, Tenant};
+        use Priority::{Bulk, Interactive};
+        let tables: &[&[(Priority, &str)]] = &[
+            &[
+                (Bulk, "b"),
+                (Bulk, "a"),
+                (Bulk, "b"),
+                (Bulk, "c"),
+                (Bulk, "a"),
+            ],
+            &[
+                (Bulk, "a"),
+                (Interactive, "z"),
+                (Bulk, "b"),
+                (Interactive, "y"),
+                (Interactive, "z"),
+                (Bulk, "a"),
+            ],
+            &[
+                (Interactive, "default"),
+                (Bulk, "default"),
+                (Interactive, "default"),
+            ],
+        ];
+        for table in tables {
+            let queue = crate::jobs::Queue::sqlite_in_memory().unwrap();
+            for (i, (priority, tenant)) in table.iter().enumerate() {
+                let job = NewJob::new(i.to_string(), "chat", "{}")
+                    .with_tenant(*tenant)
+                    .with_priority(*priority);
+                queue.enqueue(job, 1_000).await.unwrap();
+            }
+            let mut claimed = Vec::new();
+            while let Some(job) = queue
+                .claim("w", Duration::from_secs(60), 2_000)
+                .await
+                .unwrap()
+            {
+                claimed.push(job.id.parse::<usize>().unwrap());
+            }
+            let places: Vec<Place> = table
+                .iter()
+                .map(|(priority, tenant)| Place {
+                    priority: *priority,
+                    tenant: Tenant::new(tenant),
+                })
+                .collect();
+            assert_eq!(claimed, serve_order(&places), "{table:?}");
+        }
+    }
 }
