@@ -215,7 +215,7 @@ pub struct Credential {
 }
 
 impl Credential {
-    /// A key passed in code (e.g. a tenant's own key).
+    /// A key passed in code (e.g. a customer's own key).
     pub fn new(key: impl Into<String>) -> Self {
         Credential {
             secret: SecretString::from(key.into()),

@@ -4,9 +4,9 @@
 //! prompts, model override, `max_tokens`, temperature, stop sequences, response format, extra
 //! body fields — every field `ChatRequest` has or gains), and then, for each provider that may
 //! answer it in failover order, its name, the model it would be asked for, its own extra body
-//! fields and the account the request spends there: the tenant's name and the key itself.
+//! fields and the account the request spends there: the account's name and the key itself.
 //! The key is hashed with the rest and never stored: a different key (another account,
-//! another tenant) gives a different cache key, so no one is served another's answers, and
+//! another account) gives a different cache key, so no one is served another's answers, and
 //! nothing in a cache key can be turned back into a prompt or a credential.
 //!
 //! JSON is hashed in a canonical form (object keys sorted), so the order extra body fields
@@ -29,7 +29,7 @@ pub(crate) struct Answerer<'a> {
     pub(crate) model: &'a str,
     /// Fields the provider's settings merge into every chat body.
     pub(crate) extra_body: &'a serde_json::Map<String, serde_json::Value>,
-    /// The tenant whose key is sent (`None`: the configured key).
+    /// The account whose key is sent (`None`: the configured key).
     pub(crate) account: Option<&'a str>,
     /// The key sent (`None`: the provider takes none).
     pub(crate) credential: Option<&'a str>,

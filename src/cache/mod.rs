@@ -12,9 +12,9 @@
 //! - **Keys** are SHA-256 hashes of the request (messages, system prompt, model, `max_tokens`,
 //!   temperature, stop sequences, response format, extra body fields) and, for each provider
 //!   that may answer it in failover order, its name, model, extra body and the account the
-//!   request spends there: the tenant's name and the API key itself, hashed with the rest
+//!   request spends there: the account's name and the API key itself, hashed with the rest
 //!   and never stored. A transcription's key hashes its audio (and options). So one key's
-//!   (or tenant's) answers are never served to another, and no key can be turned back into a
+//!   (or account's) answers are never served to another, and no key can be turned back into a
 //!   prompt or a credential.
 //! - **Values** are the answers, as this crate serializes them (text, finish reason, usage,
 //!   provider, model, the provider's request id): what the caller was already given. They

@@ -34,9 +34,9 @@ use crate::id::ProviderId;
 /// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
 /// assert_eq!(key.to_string(), "openai/gpt-4o-mini");
 ///
-/// let tenant = key.clone().with_account(Some(Arc::from("acme")));
-/// assert_eq!(tenant.to_string(), "openai/gpt-4o-mini@acme");
-/// assert_ne!(key, tenant); // separate buckets
+/// let customer = key.clone().with_account(Some(Arc::from("acme")));
+/// assert_eq!(customer.to_string(), "openai/gpt-4o-mini@acme");
+/// assert_ne!(key, customer); // separate buckets
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LimitKey {
@@ -44,8 +44,8 @@ pub struct LimitKey {
     pub provider: ProviderId,
     /// The model.
     pub model: String,
-    /// The account whose limits are spent: `None` for the configured key, a tenant's name
-    /// for a per-request credential.
+    /// The account whose limits are spent: `None` for the configured key, the
+    /// [account](crate::RequestOptions::account) of a per-request credential.
     pub account: Option<Arc<str>>,
 }
 

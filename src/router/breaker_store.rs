@@ -63,7 +63,7 @@ pub(crate) trait BreakerCell: Send + Sync + fmt::Debug {
 pub(crate) trait BreakerStore: Send + Sync + fmt::Debug {
     /// The breaker of `provider` for `account` (`None`: the configured key), made on first
     /// use. Called once per provider when the client is built, and once per request and
-    /// provider for a tenant's account.
+    /// provider for a customer's account.
     fn breaker(&self, provider: &ProviderId, account: Option<&Arc<str>>) -> Arc<dyn BreakerCell>;
 }
 

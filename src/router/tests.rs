@@ -216,17 +216,17 @@ async fn a_request_that_cannot_be_built_sends_nothing_and_gives_its_slot_back() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_tenants_throttling_does_not_close_the_configured_key() {
+async fn a_customer_accounts_throttling_does_not_close_the_configured_key() {
     let (c, t) = client(&["a", "b"], policy(), Limits::none());
     t.push("a", error(429, "requests").header("retry-after", "30"))
-        .push("b", ok("tenant on b"))
+        .push("b", ok("account on b"))
         .push("a", ok("ours on a"));
-    let tenant = RequestOptions::new()
+    let customer = RequestOptions::new()
         .account("acme")
         .credential("a", Credential::new("sk-acme"));
     assert_eq!(
-        c.chat_with(req(), &tenant).await.unwrap().text,
-        "tenant on b"
+        c.chat_with(req(), &customer).await.unwrap().text,
+        "account on b"
     );
     assert_eq!(c.chat(req()).await.unwrap().text, "ours on a");
 }
