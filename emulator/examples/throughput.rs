@@ -10,8 +10,8 @@
 //! The load generator is deliberately thin (pre-built request bytes, a Content-Length reader)
 //! so that the figure is the server's, not the client's; both share this machine's cores.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use llm_failover_emulator::Emulator;

@@ -289,7 +289,7 @@ impl DemoBuilder {
                         "providers `{other}` ({k}) and `{name}` ({kind}) would both be served \
                          under the prefix `{prefix}`; give one a base_url with another first \
                          path segment"
-                    )))
+                    )));
                 }
                 Some(_) => {}
                 None => {
@@ -895,11 +895,7 @@ fn sanitize(name: &str) -> String {
             _ => '-',
         })
         .collect();
-    if is_prefix(&s) {
-        s
-    } else {
-        format!("p{s}")
-    }
+    if is_prefix(&s) { s } else { format!("p{s}") }
 }
 
 #[cfg(test)]

@@ -67,8 +67,8 @@ pub mod text;
 mod tools;
 
 pub use config::{
-    ChargeMode, ConfigError, EmulatorConfig, HeaderStyle, Kind, Latency, LimitScope, Limits,
-    ProviderConfig, DEFAULT_KEY,
+    ChargeMode, ConfigError, DEFAULT_KEY, EmulatorConfig, HeaderStyle, Kind, Latency, LimitScope,
+    Limits, ProviderConfig,
 };
 pub use faults::{Fault, FaultConfig, RetryAfter, WeightedFault};
 pub use server::{Emulator, EmulatorBuilder};

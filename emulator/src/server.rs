@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{EmulatorConfig, Kind, Limits, ProviderConfig};
 use crate::faults::{Fault, WeightedFault};
-use crate::routes::{handle, ConnHandle, Listener};
+use crate::routes::{ConnHandle, Listener, handle};
 use crate::state::{App, Counters, LogEntry, ProviderState, TimeSource};
 
 /// A TCP connection whose handler can ask for it to be reset.

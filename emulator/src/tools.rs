@@ -47,9 +47,9 @@
 mod schema;
 mod words;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::text::{complete, estimate_tokens, fixed, fnv1a, mix, Completion, PromptDigest};
+use crate::text::{Completion, PromptDigest, complete, estimate_tokens, fixed, fnv1a, mix};
 use words::{mentions, subject_word};
 
 /// A tool a request offers.
@@ -361,12 +361,12 @@ pub(crate) fn answer(asks: &Asks, seed: u64, max_tokens: u64) -> Answer {
             json_answer(&json!({ "answer": text }), max_tokens)
         }
         Format::Schema(s) => {
-            let gen = schema::Gen::new(s, subject.as_deref());
-            json_answer(&gen.value(s, seed), max_tokens)
+            let generator = schema::Gen::new(s, subject.as_deref());
+            json_answer(&generator.value(s, seed), max_tokens)
         }
         Format::Enum(s) => {
-            let gen = schema::Gen::new(s, None);
-            let v = gen.value(s, seed);
+            let generator = schema::Gen::new(s, None);
+            let v = generator.value(s, seed);
             let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
             Answer::text(fixed(&text, max_tokens))
         }
@@ -446,8 +446,8 @@ fn calls(asks: &Asks, seed: u64, subject: Option<&str>) -> Vec<Call> {
         .enumerate()
         .map(|(i, tool)| {
             let key = mix(seed ^ fnv1a(tool.name.as_bytes()) ^ (i as u64).rotate_left(32));
-            let gen = schema::Gen::new(&tool.schema, subject);
-            let mut arguments = gen.value(&tool.schema, key);
+            let generator = schema::Gen::new(&tool.schema, subject);
+            let mut arguments = generator.value(&tool.schema, key);
             if !arguments.is_object() {
                 // Arguments are an object, whatever the schema says.
                 arguments = json!({ "value": arguments });
@@ -535,9 +535,11 @@ mod tests {
         let quoted = answer(&any, 1, 100);
         assert!(quoted.calls.is_empty());
         assert_eq!(quoted.text.text, "The tool get_weather returned: 18 C");
-        assert!(answer(&asks(Choice::None, "weather in Paris"), 1, 100)
-            .calls
-            .is_empty());
+        assert!(
+            answer(&asks(Choice::None, "weather in Paris"), 1, 100)
+                .calls
+                .is_empty()
+        );
     }
 
     #[test]

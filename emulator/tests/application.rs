@@ -15,7 +15,7 @@ use std::time::Duration;
 use llm_failover::clock::ManualClock;
 use llm_failover::{AudioInput, ChatRequest, Client, Config, ErrorKind, TranscriptionRequest};
 use llm_failover_emulator::demo::Demo;
-use llm_failover_emulator::{text, Fault, RetryAfter};
+use llm_failover_emulator::{Fault, RetryAfter, text};
 
 /// The demo parts of the repository's `providers.toml`, as an application would copy them.
 const PROVIDERS_TOML: &str = r#"

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 mod provider;
 
 pub use provider::{
-    ChargeMode, HeaderStyle, Kind, Latency, LimitScope, Limits, ProviderConfig, DEFAULT_KEY,
+    ChargeMode, DEFAULT_KEY, HeaderStyle, Kind, Latency, LimitScope, Limits, ProviderConfig,
 };
 
 /// The whole emulator: listen port, time scale, providers.

@@ -14,7 +14,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 use crate::config::Limits;

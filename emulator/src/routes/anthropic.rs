@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::anthropic_messages::{self as messages, MessagesBody};
 use super::{
-    auth_scheme, header, hv, json_bytes, sse_event, ApiError, ChatReq, CountReq, Cx, Field, Op,
-    OpKind, Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
+    ApiError, ChatReq, CountReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq,
+    Usage, Wire, auth_scheme, header, hv, json_bytes, sse_event,
 };
 use crate::limits::LimitName;
 use crate::text::Transcript;
@@ -164,7 +164,7 @@ impl Wire for Anthropic {
                     StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                     JSON,
                     json_bytes(body),
-                )
+                );
             }
         };
         let body = json!({

@@ -18,13 +18,13 @@
 
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{json_bytes, sse_event, ApiError, ChatReq, CountReq, StreamParts, Usage};
-use crate::text::{hashed_id, new_id, PromptDigest};
+use super::{ApiError, ChatReq, CountReq, StreamParts, Usage, json_bytes, sse_event};
+use crate::text::{PromptDigest, hashed_id, new_id};
 use crate::tools::{
-    add_to_prompt, last_turn, unpaired, Answer, Asks, CallRef, Choice, Finish, Format, ResultRef,
-    Said, ToolDef, Unpaired,
+    Answer, Asks, CallRef, Choice, Finish, Format, ResultRef, Said, ToolDef, Unpaired,
+    add_to_prompt, last_turn, unpaired,
 };
 
 /// What an image costs: width × height / 750 tokens, about 1,600 for the largest image
@@ -147,7 +147,7 @@ pub(super) fn parse(b: &MessagesBody) -> Result<Parsed, ApiError> {
             Some(other) => {
                 return Err(invalid(format!(
                     "messages.{i}.role: Input should be 'user' or 'assistant' (got '{other}')"
-                )))
+                )));
             }
             None => return Err(invalid(format!("messages.{i}.role: Field required"))),
         };
@@ -388,7 +388,7 @@ fn read_choice(c: Option<&ChoiceBody>, tools: &[ToolDef]) -> Result<(Choice, boo
                 "tool_choice: Input tag '{}' found using 'type' does not match any of the \
                  expected tags: 'auto', 'any', 'tool', 'none'",
                 other.unwrap_or("")
-            )))
+            )));
         }
     };
     Ok((choice, parallel))

@@ -15,8 +15,8 @@ use serde_json::json;
 
 use super::openai::{self, AUDIO_LIMIT, JSON_LIMIT};
 use super::{
-    header, hv, json_bytes, query_param, sse_data, ApiError, ChatReq, Cx, Field, Op, OpKind,
-    Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
+    ApiError, ChatReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq, Usage,
+    Wire, header, hv, json_bytes, query_param, sse_data,
 };
 use super::{openai_answer, openai_chat, transcription};
 use crate::headers::ceil_secs;
@@ -71,7 +71,7 @@ impl Wire for Azure {
         match query_param(parts.uri.query(), "api-version") {
             None | Some("") => return Err(gateway(404, "404", "Resource not found")),
             Some(v) if !api_version_ok(v) => {
-                return Err(gateway(400, "BadRequest", "API version not supported"))
+                return Err(gateway(400, "BadRequest", "API version not supported"));
             }
             Some(_) => {}
         }

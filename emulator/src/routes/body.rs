@@ -3,8 +3,8 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -13,7 +13,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 use bytes::Bytes;
 
-use super::{header, ApiError, Field, StreamParts};
+use super::{ApiError, Field, StreamParts, header};
 use crate::faults::Fault;
 use crate::state::ProviderState;
 
@@ -136,17 +136,17 @@ const DRAIN_LIMIT: u64 = 8 << 20;
 
 pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let declared = header(parts, "content-length").and_then(|v| v.parse::<u64>().ok());
-    if let Some(len) = declared {
-        if len > limit as u64 {
-            if len <= limit as u64 + DRAIN_LIMIT {
-                let mut data = body.into_data_stream();
-                while let Some(Ok(_)) = futures_util::StreamExt::next(&mut data).await {}
-            }
-            return Err(ApiError::PayloadTooLarge {
-                limit,
-                got: Some(len),
-            });
+    if let Some(len) = declared
+        && len > limit as u64
+    {
+        if len <= limit as u64 + DRAIN_LIMIT {
+            let mut data = body.into_data_stream();
+            while let Some(Ok(_)) = futures_util::StreamExt::next(&mut data).await {}
         }
+        return Err(ApiError::PayloadTooLarge {
+            limit,
+            got: Some(len),
+        });
     }
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         if e.to_string().contains("length limit") {

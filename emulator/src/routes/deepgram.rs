@@ -8,14 +8,14 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{
-    auth_scheme, content_type, hv, json_bytes, query_param, ApiError, ChatReq, Cx, Field, Op,
-    OpKind, Rendered, Route, StreamParts, SttFormat, SttReq, Usage, Wire, JSON,
+    ApiError, ChatReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttFormat,
+    SttReq, Usage, Wire, auth_scheme, content_type, hv, json_bytes, query_param,
 };
 use crate::headers::rfc3339;
-use crate::text::{round3, Transcript};
+use crate::text::{Transcript, round3};
 use crate::tools::Answer;
 
 pub(super) struct Deepgram;

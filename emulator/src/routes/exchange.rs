@@ -1,7 +1,7 @@
 //! The life of one request, shared by every wire format.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -14,13 +14,13 @@ use bytes::Bytes;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::body::{parse_form, read_body, stream_body, stream_items, whole_body, Inflight};
+use super::body::{Inflight, parse_form, read_body, stream_body, stream_items, whole_body};
 use super::{
-    content_type, wire, ApiError, ChatReq, CountReq, Cx, Limited, Op, Route, SttReq, Usage, Wire,
+    ApiError, ChatReq, CountReq, Cx, Limited, Op, Route, SttReq, Usage, Wire, content_type, wire,
 };
 use crate::config::ChargeMode;
 use crate::faults::{Fault, RetryAfter};
-use crate::headers::{malformed_headers, rate_limit_headers, retry_headers, RetryHeader};
+use crate::headers::{RetryHeader, malformed_headers, rate_limit_headers, retry_headers};
 use crate::limits::{Admission, LimitName, Snapshot, WindowState};
 use crate::state::{App, LogEntry, ProviderState};
 use crate::text::{new_id, transcribe};
@@ -382,10 +382,10 @@ async fn early_model(x: &Ex<'_>, route: &Route, body: Body) -> String {
     if let Some(m) = &route.model {
         return m.clone();
     }
-    if let Ok(b) = axum::body::to_bytes(body, 1 << 20).await {
-        if let Ok(Peek { model: Some(m) }) = serde_json::from_slice::<Peek>(&b) {
-            return m;
-        }
+    if let Ok(b) = axum::body::to_bytes(body, 1 << 20).await
+        && let Ok(Peek { model: Some(m) }) = serde_json::from_slice::<Peek>(&b)
+    {
+        return m;
     }
     x.p.cfg
         .models

@@ -9,12 +9,12 @@
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode};
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::gemini_generate::{self as generate, GenerateBody};
 use super::{
-    header, json_bytes, query_param, ApiError, ChatReq, Cx, Field, Op, OpKind, Rendered, Route,
-    StreamParts, SttReq, Usage, Wire, JSON,
+    ApiError, ChatReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq, Usage,
+    Wire, header, json_bytes, query_param,
 };
 use crate::headers::ceil_secs;
 use crate::limits::LimitName;

@@ -16,13 +16,13 @@
 //! (`inlineData {mimeType, data}`).
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{ApiError, ChatReq, Usage};
-use crate::text::{new_id, PromptDigest};
+use crate::text::{PromptDigest, new_id};
 use crate::tools::{
-    add_to_prompt, last_turn, Answer, Asks, CallRef, Choice, Finish, Format, ResultRef, Said,
-    ToolDef,
+    Answer, Asks, CallRef, Choice, Finish, Format, ResultRef, Said, ToolDef, add_to_prompt,
+    last_turn,
 };
 
 /// An image: 258 tokens (one up to 384×384 px; larger ones are tiled in 768×768 tiles of
@@ -185,7 +185,7 @@ fn read_content(
         Some(other) => {
             return Err(ApiError::bad(format!(
                 "Please use a valid role: user, model. (got '{other}')"
-            )))
+            )));
         }
     };
     let (mut texts, mut calls, mut results, mut images) = (Vec::new(), Vec::new(), Vec::new(), 0);
@@ -282,7 +282,7 @@ fn check_turns(conv: &[Said]) -> Result<(), ApiError> {
                     return Err(ApiError::bad(
                         "Please ensure that function response turn comes immediately after a \
                          function call turn.",
-                    ))
+                    ));
                 }
             },
             Said::Assistant(calls)
@@ -343,7 +343,7 @@ fn read_tools(
                 "Invalid value at 'tool_config.function_calling_config.mode' \
                  (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), \
                  \"{other}\""
-            )))
+            )));
         }
     };
     Ok((defs, choice))

@@ -31,7 +31,7 @@ use crate::state::ProviderState;
 use crate::text::{PromptDigest, Transcript};
 use crate::tools::{Answer, Asks};
 
-pub(crate) use exchange::{handle, ConnHandle, Listener};
+pub(crate) use exchange::{ConnHandle, Listener, handle};
 
 /// What a path asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

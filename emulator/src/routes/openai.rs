@@ -11,11 +11,11 @@
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{
-    auth_scheme, hv, json_bytes, mask_key, sse_data, ApiError, ChatReq, Cx, Field, Limited, Op,
-    OpKind, Rendered, Route, StreamParts, SttReq, Usage, Wire, JSON,
+    ApiError, ChatReq, Cx, Field, JSON, Limited, Op, OpKind, Rendered, Route, StreamParts, SttReq,
+    Usage, Wire, auth_scheme, hv, json_bytes, mask_key, sse_data,
 };
 use super::{openai_answer, openai_chat, transcription};
 use crate::config::HeaderStyle;

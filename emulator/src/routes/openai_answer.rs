@@ -11,9 +11,9 @@
 
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{json_bytes, sse_data, ChatReq, Cx, StreamParts, Usage};
+use super::{ChatReq, Cx, StreamParts, Usage, json_bytes, sse_data};
 use crate::text::{hashed_id, new_id};
 use crate::tools::{Answer, Finish};
 

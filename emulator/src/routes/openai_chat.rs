@@ -13,13 +13,13 @@
 //! messages, an http(s) or base64 `data:` URL).
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{ApiError, ChatReq};
 use crate::text::PromptDigest;
 use crate::tools::{
-    add_to_prompt, last_turn, unpaired, Asks, CallRef, Choice, Format, ResultRef, Said, ToolDef,
-    Unpaired,
+    Asks, CallRef, Choice, Format, ResultRef, Said, ToolDef, Unpaired, add_to_prompt, last_turn,
+    unpaired,
 };
 
 /// An image at `detail: "low"`: 85 tokens; any other: 765, what a 1024×1024 image costs at
@@ -258,7 +258,7 @@ fn read_messages(
                     other,
                     "'system', 'assistant', 'user', 'function', 'tool', and 'developer'",
                     "messages",
-                ))
+                ));
             }
         });
     }
@@ -384,7 +384,9 @@ fn check_pairing(conv: &[Said]) -> Result<(), ApiError> {
             None,
         )),
         Some(Unpaired::Orphan { id, .. }) => Err(ApiError::bad_param(
-            format!("Invalid parameter: 'tool_call_id' of '{id}' not found in 'tool_calls' of previous message."),
+            format!(
+                "Invalid parameter: 'tool_call_id' of '{id}' not found in 'tool_calls' of previous message."
+            ),
             "messages",
             None,
         )),

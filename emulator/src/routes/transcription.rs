@@ -5,10 +5,10 @@
 
 use axum::http::request::Parts;
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{content_type, field, json_bytes, ApiError, Field, SttFormat, SttReq, JSON};
-use crate::text::{round3, Transcript};
+use super::{ApiError, Field, JSON, SttFormat, SttReq, content_type, field, json_bytes};
+use crate::text::{Transcript, round3};
 
 /// Parses a transcription form; `model` comes from the path for Azure.
 pub(super) fn parse(
@@ -32,7 +32,7 @@ pub(super) fn parse(
                 "Missing required parameter: 'model'.",
                 "model",
                 Some("missing_required_parameter"),
-            ))
+            ));
         }
     };
     let Some(file) = field(form, "file").filter(|f| f.file_name.is_some() || !f.data.is_empty())
@@ -60,7 +60,7 @@ pub(super) fn parse(
                 ),
                 "response_format",
                 Some("invalid_value"),
-            ))
+            ));
         }
     };
     let short = file.data.is_empty()
@@ -105,7 +105,7 @@ fn granularities(form: &[Field]) -> Result<(bool, bool), ApiError> {
                     ),
                     "timestamp_granularities",
                     Some("invalid_value"),
-                ))
+                ));
             }
         }
     }

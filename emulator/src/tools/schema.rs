@@ -311,7 +311,7 @@ mod tests {
 
     use super::*;
 
-    fn gen(schema: &Value, subject: Option<&str>) -> Value {
+    fn generated(schema: &Value, subject: Option<&str>) -> Value {
         Gen::new(schema, subject).value(schema, 42)
     }
 
@@ -331,7 +331,7 @@ mod tests {
             },
             "required": ["city", "extra"],
         });
-        let v = gen(&schema, Some("Paris"));
+        let v = generated(&schema, Some("Paris"));
         assert_eq!(v["city"], "Paris");
         assert!(["celsius", "fahrenheit"].contains(&v["unit"].as_str().unwrap()));
         assert!((1..=7).contains(&v["days"].as_i64().unwrap()));
@@ -342,7 +342,7 @@ mod tests {
         assert!(r > 0.0 && r <= 1.0, "{r}");
         assert!(v["note"].is_string());
         assert!(v["extra"].is_string());
-        assert_eq!(v, gen(&schema, Some("Paris")), "deterministic");
+        assert_eq!(v, generated(&schema, Some("Paris")), "deterministic");
     }
 
     #[test]
@@ -362,7 +362,7 @@ mod tests {
                 "loop": {"$ref": "#"},
             },
         });
-        let v = gen(&schema, None);
+        let v = generated(&schema, None);
         assert!(v["at"]["x"].is_i64());
         assert!(v["maybe"].is_number());
         assert!(v["both"]["a"].is_string() && v["both"]["b"].is_boolean());
@@ -382,7 +382,7 @@ mod tests {
         for _ in 0..10 {
             wide = json!({"type": "array", "items": wide, "minItems": 64});
         }
-        let v = gen(&wide, None);
+        let v = generated(&wide, None);
         assert!(v.to_string().matches("null").count() > 0);
     }
 
@@ -402,7 +402,7 @@ mod tests {
             assert!(!is_subject(name), "{name}");
         }
         let schema = json!({"type": "object", "properties": {"query": {"type": "string"}}});
-        assert_eq!(gen(&schema, Some("tokyo"))["query"], "tokyo");
-        assert!(gen(&json!({}), None).is_string());
+        assert_eq!(generated(&schema, Some("tokyo"))["query"], "tokyo");
+        assert!(generated(&json!({}), None).is_string());
     }
 }

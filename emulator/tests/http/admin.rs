@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use llm_failover_emulator::{Emulator, Limits, ProviderConfig};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::support::*;
 

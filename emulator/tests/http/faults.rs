@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use llm_failover_emulator::{
     Emulator, Fault, FaultConfig, HeaderStyle, Limits, ProviderConfig, RetryAfter,
 };
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -50,10 +50,12 @@ async fn a_script_answers_the_next_requests_in_order_and_the_log_shows_each_faul
     assert_eq!(got[0].2["error"]["type"], "server_error");
     assert_eq!((got[1].0, got[1].1.as_deref()), (429, Some("1")));
     assert_eq!(got[1].2["error"]["code"], "rate_limit_exceeded");
-    assert!(got[1].2["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("Please try again in 1s."));
+    assert!(
+        got[1].2["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Please try again in 1s.")
+    );
     assert_eq!(got[2].0, 200);
     assert_eq!(got[3].0, 200, "the script is used up");
     let log = emu.log();
@@ -61,9 +63,10 @@ async fn a_script_answers_the_next_requests_in_order_and_the_log_shows_each_faul
     assert_eq!(faults, [Some("status"), Some("rate_limit"), None, None]);
     let statuses: Vec<Option<u16>> = log.iter().map(|e| e.status).collect();
     assert_eq!(statuses, [Some(503), Some(429), Some(200), Some(200)]);
-    assert!(log
-        .iter()
-        .all(|e| e.provider == "openai" && e.path == "/openai/v1/chat/completions"));
+    assert!(
+        log.iter()
+            .all(|e| e.provider == "openai" && e.path == "/openai/v1/chat/completions")
+    );
     assert_eq!(log[2].model.as_deref(), Some("gpt-4o-mini"));
     let c = emu.counters("openai");
     assert_eq!(
@@ -322,10 +325,12 @@ async fn quota_errors_say_do_not_retry_and_rate_limits_do_not() {
     emu.script("openrouter", [Fault::InsufficientQuota]);
     let body = parts(openrouter(&emu).send().await.unwrap()).await.2;
     assert_eq!(body["error"]["code"], 402, "{body}");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("Insufficient credits"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Insufficient credits")
+    );
 }
 
 // Retry-After forms a client must survive (RFC 9110 §10.2.3 allows delay-seconds or an
@@ -465,11 +470,12 @@ async fn an_html_error_page_comes_as_a_proxy_sends_it() {
         h(resp.headers(), "content-type"),
         Some("text/html; charset=utf-8")
     );
-    assert!(resp
-        .text()
-        .await
-        .unwrap()
-        .contains("<title>502 Bad Gateway</title>"));
+    assert!(
+        resp.text()
+            .await
+            .unwrap()
+            .contains("<title>502 Bad Gateway</title>")
+    );
 }
 
 #[tokio::test]

@@ -118,10 +118,12 @@ async fn tokens_are_charged_as_characters_over_four_plus_max_tokens() {
         parts(openai_chat(&emu, "openai", &req).send().await.unwrap()).await;
     assert_eq!(status, 429);
     assert_eq!(body["error"]["type"], "tokens");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("tokens per min (TPM): Limit 100, Used 60, Requested 60."));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tokens per min (TPM): Limit 100, Used 60, Requested 60.")
+    );
     // 20 missing at 100 per minute: 12 s.
     assert_eq!(h(&headers, "retry-after"), Some("12"));
     assert_eq!(emu.counters("openai").tokens, 60);
@@ -276,10 +278,12 @@ async fn azure_429_carries_retry_after_ms_and_the_delay_in_its_message() {
     assert!((29_000..=30_000).contains(&ms), "{ms}");
     assert_eq!(h(&headers, "retry-after"), Some("30"));
     assert_eq!(body["error"]["code"], "429");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("Please retry after 30 seconds."));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Please retry after 30 seconds.")
+    );
 }
 
 // Gemini (ai.google.dev/gemini-api/docs/rate-limits): no headers; 429 RESOURCE_EXHAUSTED with
@@ -301,10 +305,11 @@ async fn gemini_429_states_retry_info_and_a_per_minute_quota_failure() {
     .send()
     .await
     .unwrap();
-    assert!(ok
-        .headers()
-        .keys()
-        .all(|k| !k.as_str().contains("ratelimit")));
+    assert!(
+        ok.headers()
+            .keys()
+            .all(|k| !k.as_str().contains("ratelimit"))
+    );
     let (status, headers, body) = parts(
         gemini(
             &emu,
@@ -420,10 +425,12 @@ async fn a_daily_limit_names_requests_per_day() {
     )
     .await;
     assert_eq!(status, 429);
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("requests per day (RPD)"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requests per day (RPD)")
+    );
     assert_eq!(h(&headers, "retry-after"), Some("86400"));
 }
 

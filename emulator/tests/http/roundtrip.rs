@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
 use llm_failover::clock::Now;
-use llm_failover::ratelimit::{self, parse_limit_headers, HeaderDialect, Per, Window};
-use llm_failover_emulator::headers::{go_duration, rate_limit_headers, retry_headers, RetryHeader};
+use llm_failover::ratelimit::{self, HeaderDialect, Per, Window, parse_limit_headers};
+use llm_failover_emulator::headers::{RetryHeader, go_duration, rate_limit_headers, retry_headers};
 use llm_failover_emulator::limits::{Snapshot, WindowState};
 use llm_failover_emulator::{Emulator, HeaderStyle, Limits, ProviderConfig};
 use tokio::time::Instant;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use llm_failover_emulator::Emulator;
 use reqwest::{RequestBuilder, Response};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()

@@ -4,7 +4,7 @@
 //! results checked as each provider checks it.
 
 use llm_failover_emulator::Emulator;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -202,10 +202,12 @@ async fn openai_quotes_tool_results_and_refuses_calls_and_results_that_do_not_pa
         .push(json!({"role": "tool", "tool_call_id": "call_x", "content": "?"}));
     let (status, err) = openai(&emu, &orphan).await;
     assert_eq!(status, 400);
-    assert!(err["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("must be a response to a preceeding message with 'tool_calls'"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be a response to a preceeding message with 'tool_calls'")
+    );
     let mut no_id = follow.clone();
     no_id["messages"][2]
         .as_object_mut()
@@ -288,10 +290,12 @@ async fn openai_images_are_counted_into_usage_and_never_echoed() {
     not_user["messages"][0]["role"] = json!("assistant");
     let (status, err) = openai(&emu, &not_user).await;
     assert_eq!(status, 400);
-    assert!(err["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("only allowed for messages with role 'user'"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only allowed for messages with role 'user'")
+    );
 }
 
 /// Anthropic `tools` (docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use).
@@ -492,10 +496,12 @@ async fn anthropic_images_are_counted_the_same_by_messages_and_count_tokens() {
     let bmp = with(json!({"type": "base64", "media_type": "image/bmp", "data": PNG}));
     let (status, err) = anthropic(&emu, &bmp).await;
     assert_eq!(status, 400);
-    assert!(err["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("media_type"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("media_type")
+    );
 }
 
 /// Gemini `tools` (ai.google.dev/gemini-api/docs/function-calling): one declaration with a
@@ -604,10 +610,12 @@ async fn gemini_quotes_function_responses_and_checks_the_turns() {
     stray["contents"].as_array_mut().unwrap().remove(1);
     let (status, err) = gemini_generate(&emu, "generateContent", &stray).await;
     assert_eq!(status, 400);
-    assert!(err["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("function response turn comes immediately after a function call turn"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("function response turn comes immediately after a function call turn")
+    );
 }
 
 // ai.google.dev/gemini-api/docs/structured-output; ai.google.dev/gemini-api/docs/tokens (258

@@ -555,10 +555,12 @@ async fn a_body_over_the_cap_gets_the_providers_413() {
     )
     .await;
     assert_eq!(status, 413, "{body}");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("Maximum content size limit (1024)"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Maximum content size limit (1024)")
+    );
     let (status, _, body) = parts(
         anthropic_messages(&emu, "anthropic", &messages_body(&big, 5))
             .send()

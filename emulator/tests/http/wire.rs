@@ -1,7 +1,7 @@
 //! Every wire format answers a well-formed request in the provider's documented shape.
 
 use llm_failover_emulator::{Emulator, ProviderConfig};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -83,9 +83,11 @@ async fn openai_stream_sends_chunks_then_usage_then_done() {
         .iter()
         .map(|d| serde_json::from_str(d).unwrap())
         .collect();
-    assert!(chunks
-        .iter()
-        .all(|c| c["object"] == "chat.completion.chunk"));
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let text: String = chunks
         .iter()
@@ -99,9 +101,11 @@ async fn openai_stream_sends_chunks_then_usage_then_done() {
         usage_chunk["usage"]["completion_tokens"],
         text.split(' ').count() as u64
     );
-    assert!(chunks[..chunks.len() - 1]
-        .iter()
-        .all(|c| c["usage"].is_null()));
+    assert!(
+        chunks[..chunks.len() - 1]
+            .iter()
+            .all(|c| c["usage"].is_null())
+    );
     let whole = parts(
         openai_chat(&emu, "openai", &chat_body("Stream please"))
             .send()
@@ -387,9 +391,11 @@ async fn anthropic_stream_sends_typed_events_in_order() {
         &events[events.len() - 3..],
         ["content_block_stop", "message_delta", "message_stop"]
     );
-    assert!(events[3..events.len() - 3]
-        .iter()
-        .all(|e| e == "content_block_delta"));
+    assert!(
+        events[3..events.len() - 3]
+            .iter()
+            .all(|e| e == "content_block_delta")
+    );
     for (e, d) in events.iter().zip(&data) {
         let v: Value = serde_json::from_str(d).unwrap();
         assert_eq!(v["type"], e.as_str(), "each event's data names its type");
