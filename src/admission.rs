@@ -489,7 +489,8 @@ mod tests {
     async fn a_line_serves_interactive_first_then_tenants_in_turn_then_the_longest_waiting() {
         use Priority::{Bulk, Interactive};
         // The first to arrive has the turn at once; the rule orders the rest.
-        let table: &[(&[(Priority, &str)], &[&str])] = &[
+        type Arrivals<'a> = &'a [(Priority, &'a str)];
+        let table: &[(Arrivals<'_>, &[&str])] = &[
             (
                 &[(Bulk, "a"), (Bulk, "a"), (Bulk, "a")],
                 &["a0", "a1", "a2"],

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use super::Limits;
+use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use crate::admission::{Lines, Place, Priority};
 use crate::clock::Clock;
 use crate::error::Result;
@@ -43,7 +43,8 @@ impl Limiter {
         }
     }
 
-    /// Books `cost` for `key` in `place`'s turn, if it can start within `max_wait` of `now`.
+    /// Books `cost` for `key` in `place`'s turn, if it can start within `patience.max_wait`
+    /// of `now`.
     ///
     /// An interactive request books at once ([`reserve`](Self::reserve)), however far ahead
     /// its slot is. A bulk request books only a slot it can use at once: it waits in the
@@ -62,11 +63,11 @@ impl Limiter {
         key: &LimitKey,
         limits: &Limits,
         cost: Cost,
-        max_wait: Duration,
+        patience: Patience,
         now: Instant,
         place: &Place,
-        queue: bool,
     ) -> Result<Reservation> {
+        let Patience { max_wait, queue } = patience;
         if place.priority == Priority::Interactive {
             return self.reserve(key, limits, cost, max_wait, now).await;
         }
@@ -187,6 +188,14 @@ impl Limiter {
         }
         self.store.refund(key, 0, delta, self.clock.now()).await
     }
+}
+
+/// How long a reservation may wait, and whether a bulk one queues in its key's line for that
+/// long ([`Limiter::reserve_in_turn`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Patience {
+    pub(crate) max_wait: Duration,
+    pub(crate) queue: bool,
 }
 
 /// A granted reservation, until its request is sent. Dropping it before

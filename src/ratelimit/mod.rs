@@ -129,7 +129,7 @@ pub(crate) use estimate::{
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use headers::RATE_LIMIT_HEADERS;
-pub(crate) use limiter::{Limiter, Permit};
+pub(crate) use limiter::{Limiter, Patience, Permit};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use message::delay_in_message;

@@ -13,7 +13,7 @@ use super::core::{Entry, Router};
 use super::job::{Admissible, Job, Reckoning, TokenCounting};
 use super::request::Run;
 use crate::error::{Error, ErrorKind, Result};
-use crate::ratelimit::{Cost, LimitKey, Limits, Reservation};
+use crate::ratelimit::{Cost, LimitKey, Limits, Patience, Reservation};
 
 /// How long a request that finds a half-open provider's probe in flight waits before looking
 /// again.
@@ -136,7 +136,17 @@ impl Router {
         let first_wait = remaining.min(self.policy.spill_after);
         for &slot in run.ranked().iter() {
             if let Some(t) = self
-                .try_slot(job, run, slot, now, first_wait, false, &mut survey)
+                .try_slot(
+                    job,
+                    run,
+                    slot,
+                    now,
+                    Patience {
+                        max_wait: first_wait,
+                        queue: false,
+                    },
+                    &mut survey,
+                )
                 .await?
             {
                 return Ok(Pick::Go(t));
@@ -152,7 +162,17 @@ impl Router {
             .filter(|(_, w)| *w <= remaining && reopens.is_none_or(|r| now + *w <= r))
         {
             if let Some(t) = self
-                .try_slot(job, run, slot, now, remaining, true, &mut survey)
+                .try_slot(
+                    job,
+                    run,
+                    slot,
+                    now,
+                    Patience {
+                        max_wait: remaining,
+                        queue: true,
+                    },
+                    &mut survey,
+                )
                 .await?
             {
                 return Ok(Pick::Go(t));
@@ -162,24 +182,22 @@ impl Router {
     }
 
     /// Looks at `slot` and, if it may be sent to, admits it: at once where the store says a
-    /// reservation would book nothing, else by booking it for at most `max_wait` (a store
-    /// call, boxed: a request that books nothing carries none of its state) — a bulk request
-    /// queueing in the key's line for its turn only if `queue`.
+    /// reservation would book nothing, else by booking it within `patience` (a store call,
+    /// boxed: a request that books nothing carries none of its state).
     async fn try_slot<'r, J: Job>(
         &'r self,
         job: &J,
         run: &mut Run<'r>,
         slot: usize,
         now: Instant,
-        max_wait: Duration,
-        queue: bool,
+        patience: Patience,
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
         match self.look(job, run, slot, now) {
             Look::Ready(c) if self.limiter.admits_freely(&c.key, &c.limits) => {
                 Ok(Some(c.into_ticket(Duration::ZERO, now, None)))
             }
-            Look::Ready(c) => Box::pin(self.admit(run, c, now, max_wait, queue, survey)).await,
+            Look::Ready(c) => Box::pin(self.admit(run, c, now, patience, survey)).await,
             Look::Skip(until) => {
                 survey.sooner(until);
                 survey.reopens = Some(survey.reopens.map_or(until, |r| r.min(until)));
@@ -219,7 +237,7 @@ impl Router {
                         ),
                     )
                     .with_provider(c.entry.id().clone()),
-                )
+                );
             }
             Allow::Yes | Allow::Probe => {}
         }
@@ -251,19 +269,18 @@ impl Router {
         })
     }
 
-    /// Books `c` if it can start within `max_wait`; otherwise notes why not in `survey`.
+    /// Books `c` if it can start within `patience`; otherwise notes why not in `survey`.
     async fn admit<'r>(
         &'r self,
         run: &Run<'r>,
         c: Chosen<'r>,
         now: Instant,
-        max_wait: Duration,
-        queue: bool,
+        patience: Patience,
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
         let reserved = self
             .limiter
-            .reserve_in_turn(&c.key, &c.limits, c.cost, max_wait, now, &run.place, queue)
+            .reserve_in_turn(&c.key, &c.limits, c.cost, patience, now, &run.place)
             .await;
         // A bulk request may have waited in its line for its turn.
         let turn = self.clock.now().max(now);
