@@ -7,16 +7,17 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use llm_failover::batch::{
-    count_lines, FileJob, QueuedJob, QueuedReport, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
+    FileJob, QueuedJob, QueuedReport, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
 };
 use llm_failover::cache::Cache;
-use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::{Ended, Queue};
 use llm_failover::Client;
 
 use crate::progress::{
-    chat_models, count_input, handle_ctrl_c, progress_bar, show_duration, show_progress, show_queue,
+    chat_models, count_input, count_lines, handle_ctrl_c, progress_bar, show_duration,
+    show_progress, show_queue,
 };
+use crate::queue::now_ms;
 use crate::setup;
 
 /// The options of `llm-failover batch`.
@@ -276,7 +277,7 @@ async fn dead_letter_command(
         return Ok(Some(ExitCode::SUCCESS));
     }
     if let Some(id) = &args.requeue {
-        let now = llm_failover::jobs::wall_ms(TokioClock.wall());
+        let now = now_ms();
         let mut requeued = 0;
         for job in queue.dead_letters().await? {
             if QueuedJob::item_id(&job.id) == id && queue.requeue(&job.id, now).await? {

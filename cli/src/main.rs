@@ -13,7 +13,9 @@
 //! durable queue that a crash, a rerun or several processes share.
 
 mod batch;
+mod eta;
 mod progress;
+mod queue;
 mod setup;
 
 use std::process::ExitCode;

@@ -5,10 +5,13 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use llm_failover::batch::{eta, InputReader, Pace, Stop};
+use llm_failover::batch::{InputReader, Stop};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::jobs::Queue;
 use llm_failover::Client;
+
+use crate::eta::{eta, Pace};
+use crate::queue::now_ms;
 
 /// The model each chat provider is paced for, to read its limits.
 pub(crate) fn chat_models(client: &Client, config: &llm_failover::Config) -> Vec<(String, String)> {
@@ -20,6 +23,33 @@ pub(crate) fn chat_models(client: &Client, config: &llm_failover::Config) -> Vec
             Some((id.to_string(), model))
         })
         .collect()
+}
+
+/// Counts the non-blank lines of `path` without parsing them (the bar's total without the
+/// queue).
+///
+/// # Errors
+///
+/// When the file cannot be read.
+pub(crate) async fn count_lines(path: &std::path::Path) -> std::io::Result<u64> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::open(path)?);
+        let mut buf = Vec::new();
+        let mut n = 0u64;
+        loop {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf)? == 0 {
+                return Ok(n);
+            }
+            if !buf.iter().all(u8::is_ascii_whitespace) {
+                n += 1;
+            }
+        }
+    })
+    .await
+    .map_err(|e| std::io::Error::other(format!("line count task failed: {e}")))?
 }
 
 /// The input's lines and, of those, the bad ones (each a failed item from the start); zero
@@ -99,7 +129,7 @@ pub(crate) async fn show_queue(
     tick.tick().await;
     loop {
         tick.tick().await;
-        let now = llm_failover::jobs::wall_ms(TokioClock.wall());
+        let now = now_ms();
         let Ok(s) = queue.stats(now).await else {
             continue;
         };

@@ -225,29 +225,3 @@ fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
 }
-
-/// Counts the non-blank lines of `path` without parsing them (for a progress bar's total).
-///
-/// # Errors
-///
-/// When the file cannot be read.
-pub async fn count_lines(path: impl AsRef<Path>) -> io::Result<u64> {
-    let path = path.as_ref().to_owned();
-    tokio::task::spawn_blocking(move || {
-        use std::io::BufRead;
-        let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::open(path)?);
-        let mut buf = Vec::new();
-        let mut n = 0u64;
-        loop {
-            buf.clear();
-            if reader.read_until(b'\n', &mut buf)? == 0 {
-                return Ok(n);
-            }
-            if !buf.iter().all(u8::is_ascii_whitespace) {
-                n += 1;
-            }
-        }
-    })
-    .await
-    .map_err(|e| io::Error::other(format!("line count task failed: {e}")))?
-}

@@ -41,7 +41,6 @@
 //! # Ok(()) }
 //! ```
 
-mod eta;
 mod files;
 mod input;
 mod job;
@@ -55,9 +54,8 @@ mod sink;
 mod summary;
 
 pub use crate::stop::Stop;
-pub use eta::{eta, Pace};
 pub use input::{parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE_BYTES};
-pub use job::{count_lines, FileJob, JobReport};
+pub use job::{FileJob, JobReport};
 pub use key::ItemKey;
 pub use outcome::{Answer, Failure, FailureKind, Outcome};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -1,5 +1,5 @@
 //! [`eta`]: how long the rest of a batch will take, from the pace the providers' limits allow
-//! and the pace seen so far.
+//! and the pace seen so far (the ETA of the command's progress line).
 //!
 //! Extrapolating from the first seconds is wrong for a paced batch: buckets start full, so
 //! the first items go at once and the rest at the limits' refill rate. The estimate here asks
@@ -11,49 +11,27 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::ratelimit::LimitSnapshot;
+use llm_failover::ratelimit::LimitSnapshot;
 
 /// What one provider's limits let through, in items.
 ///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use llm_failover::batch::Pace;
-/// use llm_failover::ratelimit::{BucketSnapshot, LimitSnapshot};
-///
-/// let now = tokio::time::Instant::now();
-/// // 60 requests a minute, 15 left now; 30 000 tokens a minute, 6 000 left.
-/// let mut limits = LimitSnapshot::default();
-/// limits.requests = Some(BucketSnapshot::new(15.0, 60, Duration::from_secs(60), None));
-/// limits.tokens = Some(BucketSnapshot::new(6_000.0, 30_000, Duration::from_secs(60), None));
-/// // Items of about 1 000 tokens: the token limit binds (half an item a second, 6 now).
-/// let pace = Pace::from_limits(&limits, Some(1_000.0), now).unwrap();
-/// assert_eq!((pace.per_second, pace.available), (0.5, 6.0));
-/// // Token use not known yet: only the request limit counts.
-/// let pace = Pace::from_limits(&limits, None, now).unwrap();
-/// assert_eq!((pace.per_second, pace.available), (1.0, 15.0));
-/// // A Retry-After of 3 s: nothing goes for 3 s.
-/// limits.gate_until = Some(now + Duration::from_secs(3));
-/// let pace = Pace::from_limits(&limits, None, now).unwrap();
-/// assert_eq!(pace.opens_in, Duration::from_secs(3));
-/// assert_eq!(Pace::from_limits(&LimitSnapshot::default(), None, now), None);
-/// ```
+/// For 60 requests a minute with 15 left and 30 000 tokens a minute with 6 000 left, items of
+/// about 1 000 tokens go at half an item a second, 6 at once (the token limit binds); before
+/// any answer told the token use, only the request limit counts (1 a second, 15 at once).
 #[derive(Clone, Copy, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct Pace {
+pub(crate) struct Pace {
     /// Items a second in the long run: the binding bucket's refill rate.
-    pub per_second: f64,
+    pub(crate) per_second: f64,
     /// Items that could be admitted at once when it opens; negative when slots are already
     /// booked ahead (items waiting for admission).
-    pub available: f64,
+    pub(crate) available: f64,
     /// Until it sends anything again: a gate (a stated reset, a `Retry-After`).
-    pub opens_in: Duration,
+    pub(crate) opens_in: Duration,
 }
 
 impl Pace {
     /// A pace of `per_second` items a second with `available` admissible now.
-    pub fn new(per_second: f64, available: f64) -> Self {
+    pub(crate) fn new(per_second: f64, available: f64) -> Self {
         Pace {
             per_second,
             available,
@@ -63,7 +41,7 @@ impl Pace {
 
     /// This pace, from `opens_in` on.
     #[must_use]
-    pub fn opening_in(mut self, opens_in: Duration) -> Self {
+    pub(crate) fn opening_in(mut self, opens_in: Duration) -> Self {
         self.opens_in = opens_in;
         self
     }
@@ -71,7 +49,7 @@ impl Pace {
     /// The pace `limits` allow at `now` for items of `tokens_per_item` tokens on average
     /// (input and output; `None` before any answer told: only the request limits count).
     /// `None` when the limits bound nothing: no bucket and no pace learned from 429s.
-    pub fn from_limits(
+    pub(crate) fn from_limits(
         limits: &LimitSnapshot,
         tokens_per_item: Option<f64>,
         now: Instant,
@@ -119,20 +97,10 @@ fn bucket_pace(level: f64, capacity: u64, window: Duration, cost: f64) -> Option
 /// that and `left / observed`, since slow answers bind as surely as limits; `None` when
 /// neither is known.
 ///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use llm_failover::batch::{eta, Pace};
-///
-/// // 100 items left, none started; one provider with 40 slots now and 2 a second after.
-/// let paces = [Some(Pace::new(2.0, 40.0))];
-/// assert_eq!(eta(100, 0, &paces, None), Some(Duration::from_secs(30)));
-/// // The first 40 went in a second: 60 left. The limits still say 30 s, not 1.5 s.
-/// let paces = [Some(Pace::new(2.0, 0.0))];
-/// assert_eq!(eta(60, 0, &paces, Some(40.0)), Some(Duration::from_secs(30)));
-/// ```
-pub fn eta(
+/// 100 items left, none started, one provider with 40 slots now and 2 a second after: 30 s.
+/// Once the first 40 went in a second, 60 are left and the limits still say 30 s, not the
+/// 1.5 s the observed pace would.
+pub(crate) fn eta(
     left: u64,
     in_flight: u64,
     paces: &[Option<Pace>],
@@ -198,7 +166,7 @@ fn admit_all(items: f64, paces: &[Pace]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ratelimit::BucketSnapshot;
+    use llm_failover::ratelimit::BucketSnapshot;
 
     const MINUTE: Duration = Duration::from_secs(60);
 
@@ -269,11 +237,11 @@ mod tests {
         let bucket = |level: f64, capacity: u64, window: Duration| {
             Some(BucketSnapshot::new(level, capacity, window, None))
         };
-        let limits = |requests, tokens, learned: Option<f64>| LimitSnapshot {
-            requests,
-            tokens,
-            learned_rate: learned,
-            ..LimitSnapshot::default()
+        let limits = |requests, tokens, learned: Option<f64>| {
+            let mut snapshot = LimitSnapshot::default();
+            (snapshot.requests, snapshot.tokens) = (requests, tokens);
+            snapshot.learned_rate = learned;
+            snapshot
         };
         // (limits, tokens per item, expected (per second, available))
         let cases = [
