@@ -29,9 +29,9 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 use super::key::ItemKey;
 use crate::types::{ChatRequest, Message, Role};
 
-/// Longest input line read, in bytes; a longer line is an [`InputError`] (and is skipped
-/// without being held in memory).
-pub const MAX_LINE_BYTES: usize = 8 << 20;
+/// Longest input line read, in bytes (8 MiB); a longer line is an [`InputError`] (and is
+/// skipped without being held in memory).
+const MAX_LINE_BYTES: usize = 8 << 20;
 
 /// One valid input line: its id, its line number and the request to send.
 ///
@@ -40,15 +40,18 @@ pub const MAX_LINE_BYTES: usize = 8 << 20;
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{parse_line, BatchItem};
+/// use llm_failover::batch::{BatchItem, InputReader};
 /// use llm_failover::ChatRequest;
 ///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
 /// let item = BatchItem::new("q1", ChatRequest::from_prompt("Name three primes."));
 /// assert_eq!(item.line, 0); // built in code, not read from a file
 ///
-/// let read = parse_line(br#"{"id": "q1", "prompt": "Name three primes."}"#, 7).unwrap();
-/// assert_eq!((read.id.as_str(), read.line), ("q1", 7));
+/// let mut input = InputReader::new(&b"\n{\"id\": \"q1\", \"prompt\": \"Name three primes.\"}\n"[..]);
+/// let read = input.next().await?.unwrap().unwrap();
+/// assert_eq!((read.id.as_str(), read.line), ("q1", 2));
 /// assert_eq!(read.request, item.request);
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -77,15 +80,19 @@ impl BatchItem {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{parse_line, ItemKey};
+/// use llm_failover::batch::{InputReader, ItemKey};
 ///
-/// let err = parse_line(br#"{"id": "q7", "prompt": "Hi", "max_tokens": 0}"#, 7).unwrap_err();
-/// assert_eq!((err.id.as_deref(), err.line), (Some("q7"), 7));
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+/// let lines = b"{\"id\": \"q1\", \"prompt\": \"Hi\", \"max_tokens\": 0}\nnot json\n";
+/// let mut input = InputReader::new(&lines[..]);
+/// let err = input.next().await?.unwrap().unwrap_err();
+/// assert_eq!((err.id.as_deref(), err.line), (Some("q1"), 1));
 /// assert!(err.message.contains("max_tokens"));
-/// assert!(err.to_string().starts_with("line 7: "));
+/// assert!(err.to_string().starts_with("line 1: "));
 ///
-/// let no_id = parse_line(b"not json", 8).unwrap_err();
-/// assert_eq!((no_id.id.as_deref(), no_id.key()), (None, ItemKey::Line(8)));
+/// let no_id = input.next().await?.unwrap().unwrap_err();
+/// assert_eq!((no_id.id.as_deref(), no_id.key()), (None, ItemKey::Line(2)));
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -125,21 +132,8 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-/// One parsed input line.
-///
-/// A stream of these is what [`Runner::run`](super::Runner::run) takes.
-///
-/// # Examples
-///
-/// ```
-/// use llm_failover::batch::{parse_line, Parsed};
-///
-/// let lines = [r#"{"id": "q1", "prompt": "Hi"}"#, "not json"];
-/// let parsed: Vec<Parsed> = (1..).zip(lines).map(|(n, l)| parse_line(l.as_bytes(), n)).collect();
-/// assert!(matches!(&parsed[0], Ok(item) if item.id == "q1"));
-/// assert!(matches!(&parsed[1], Err(bad) if bad.id.is_none() && bad.line == 2));
-/// ```
-pub type Parsed = std::result::Result<BatchItem, InputError>;
+/// One parsed input line: an item, or why it cannot be sent.
+pub(crate) type Parsed = std::result::Result<BatchItem, InputError>;
 
 /// Parses one input line (without its line end). Does not check that the id is unique:
 /// [`InputReader`] does.
@@ -147,20 +141,9 @@ pub type Parsed = std::result::Result<BatchItem, InputError>;
 /// # Errors
 ///
 /// An [`InputError`] naming the field at fault.
-///
-/// # Examples
-///
-/// ```
-/// use llm_failover::batch::parse_line;
-///
-/// let item = parse_line(br#"{"id": "q1", "prompt": "Hi", "max_tokens": 8}"#, 1).unwrap();
-/// assert_eq!((item.id.as_str(), item.request.max_tokens), ("q1", Some(8)));
-///
-/// let err = parse_line(br#"{"id": "q2", "prompt": ""}"#, 2).unwrap_err();
-/// assert_eq!(err.id.as_deref(), Some("q2"));
-/// assert!(err.message.contains("prompt"));
-/// ```
-pub fn parse_line(text: &[u8], line: u64) -> Parsed {
+// Public with `test-util`, for tests that compute a line's job id.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) fn parse_line(text: &[u8], line: u64) -> Result<BatchItem, InputError> {
     let value: Value = serde_json::from_slice(text).map_err(|e| {
         let what = if e.is_eof() || e.is_syntax() {
             format!("not valid JSON ({e})")
@@ -323,8 +306,9 @@ fn message(v: &Value) -> Result<Message, String> {
 
 /// Reads input lines one at a time, numbering them and catching repeated ids.
 ///
-/// Memory stays flat however long the input: one line at a time, plus the ids seen so far
-/// (to report a repeated id).
+/// Memory stays flat however long the input: one line at a time (a line longer than 8 MiB
+/// is an [`InputError`], skipped without being held), plus the ids seen so far (to report a
+/// repeated id).
 ///
 /// # Examples
 ///
@@ -369,7 +353,7 @@ impl<R: AsyncBufRead + Unpin> InputReader<R> {
     /// # Errors
     ///
     /// Only when reading fails; a bad line is an `Ok(Some(Err(InputError)))`.
-    pub async fn next(&mut self) -> io::Result<Option<Parsed>> {
+    pub async fn next(&mut self) -> io::Result<Option<Result<BatchItem, InputError>>> {
         loop {
             let Some(too_long) = self.read_raw_line().await? else {
                 return Ok(None);

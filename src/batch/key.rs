@@ -13,14 +13,17 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{parse_line, ItemKey};
+/// use llm_failover::batch::{InputReader, ItemKey};
 ///
-/// let bad = parse_line(b"not json", 7).unwrap_err();
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+/// let mut input = InputReader::new(&b"\n\n\n\n\n\nnot json\n"[..]);
+/// let bad = input.next().await?.unwrap().unwrap_err();
 /// assert_eq!(bad.key(), ItemKey::Line(7));
 /// let real = ItemKey::from("line:7"); // an item whose id is the string "line:7"
 /// assert_ne!(real, bad.key());
 /// assert_eq!((real.id(), bad.key().id()), (Some("line:7"), None));
 /// assert_eq!(bad.key().to_string(), "line 7");
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ItemKey {

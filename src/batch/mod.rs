@@ -54,13 +54,17 @@ mod sink;
 mod summary;
 
 pub use crate::stop::Stop;
-pub use input::{parse_line, BatchItem, InputError, InputReader, Parsed, MAX_LINE_BYTES};
+pub use input::{BatchItem, InputError, InputReader};
+// Public with `test-util`, for tests that compute a line's job id.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
+pub(crate) use input::parse_line;
 pub use job::{FileJob, JobReport};
 pub use key::ItemKey;
 pub use outcome::{Answer, Failure, FailureKind, Outcome};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use queued::{QueuedJob, QueuedReport, CHAT_KIND};
+pub use queued::{QueuedJob, QueuedReport};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
 pub use sink::OutcomeSink;
-pub use summary::{CacheSummary, Items, ProviderSummary, Summary};
+pub use summary::{CacheSummary, ProviderSummary, Summary};

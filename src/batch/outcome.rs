@@ -42,9 +42,11 @@ use crate::types::{ChatResponse, Usage};
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{parse_line, Outcome};
+/// use llm_failover::batch::{InputReader, Outcome};
 ///
-/// let bad = parse_line(br#"{"id": "q2"}"#, 2).unwrap_err();
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut input = InputReader::new(&b"\n{\"id\": \"q2\"}\nnot json\n"[..]);
+/// let bad = input.next().await?.unwrap().unwrap_err(); // no prompt
 /// let outcome = Outcome::invalid_input(&bad);
 /// assert!(!outcome.is_ok());
 ///
@@ -53,10 +55,10 @@ use crate::types::{ChatResponse, Usage};
 /// assert_eq!(line["error"]["kind"], "invalid_input");
 /// assert_eq!(line["error"]["line"], 2);
 ///
-/// let no_id = Outcome::invalid_input(&parse_line(b"not json", 3).unwrap_err());
+/// let no_id = Outcome::invalid_input(&input.next().await?.unwrap().unwrap_err());
 /// let line: serde_json::Value = serde_json::from_str(&no_id.to_json_line())?;
 /// assert_eq!((line.get("id"), &line["line"]), (None, &serde_json::json!(3)));
-/// # Ok::<(), serde_json::Error>(())
+/// # Ok(()) }
 /// ```
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]

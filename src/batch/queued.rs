@@ -27,7 +27,7 @@ use crate::stop::Stop;
 use crate::{ChatRequest, Client, RequestOptions};
 
 /// The job kind of a batch item.
-pub const CHAT_KIND: &str = "chat";
+const CHAT_KIND: &str = "chat";
 
 /// Items enqueued per transaction.
 const ENQUEUE_CHUNK: usize = 1_000;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use tokio::task::{Id, JoinSet};
 
-use super::input::{BatchItem, Parsed};
+use super::input::{BatchItem, InputError};
 use super::outcome::{Answer, Failure, Outcome};
 use super::sink::OutcomeSink;
 use crate::admission::Priority;
@@ -127,7 +127,7 @@ impl Runner {
     /// Only when `sink` fails to record an outcome; items in flight are then dropped.
     pub async fn run<S, K>(&self, items: S, sink: &mut K, stop: &Stop) -> io::Result<RunReport>
     where
-        S: Stream<Item = Parsed>,
+        S: Stream<Item = Result<BatchItem, InputError>>,
         K: OutcomeSink + ?Sized,
     {
         let started = self.clock.now();
@@ -323,7 +323,7 @@ async fn run_item(
 ///
 /// ```
 /// use futures_util::stream;
-/// use llm_failover::batch::{parse_line, Outcome, Runner, Stop};
+/// use llm_failover::batch::{InputReader, Outcome, Runner, Stop};
 ///
 /// # use std::sync::Arc;
 /// # use llm_failover::provider::openai::OpenAi;
@@ -333,7 +333,12 @@ async fn run_item(
 /// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
 /// #     .with_chat_model("llama3.2");
 /// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
-/// let items = [parse_line(b"not json", 1), parse_line(br#"{"id": "q2"}"#, 2)];
+/// // Two bad lines: they fail without a request.
+/// let mut input = InputReader::new(&b"not json\n{\"id\": \"q2\"}\n"[..]);
+/// let mut items = Vec::new();
+/// while let Some(item) = input.next().await? {
+///     items.push(item);
+/// }
 /// let mut outcomes: Vec<Outcome> = Vec::new();
 /// let report = Runner::new(client).run(stream::iter(items), &mut outcomes, &Stop::new()).await?;
 /// assert_eq!((report.ok, report.failed()), (0, 2));
@@ -382,7 +387,7 @@ impl RunReport {
 ///
 /// ```
 /// use futures_util::stream;
-/// use llm_failover::batch::{parse_line, Outcome, Runner, Stop};
+/// use llm_failover::batch::{InputReader, Outcome, Runner, Stop};
 ///
 /// # use std::sync::Arc;
 /// # use llm_failover::provider::openai::OpenAi;
@@ -395,8 +400,8 @@ impl RunReport {
 /// let runner = Runner::new(client);
 /// let progress = runner.progress().clone(); // e.g. moved into a progress-bar task
 /// let mut outcomes: Vec<Outcome> = Vec::new();
-/// let items = stream::iter([parse_line(b"not json", 1)]);
-/// runner.run(items, &mut outcomes, &Stop::new()).await?;
+/// let bad = InputReader::new(&b"not json\n"[..]).next().await?.unwrap();
+/// runner.run(stream::iter([bad]), &mut outcomes, &Stop::new()).await?;
 /// let now = progress.snapshot();
 /// assert_eq!((now.started, now.failed, now.in_flight), (1, 1, 0));
 /// # Ok(()) }

@@ -23,7 +23,7 @@ use crate::stats::ProviderStats;
 ///
 /// ```
 /// use futures_util::stream;
-/// use llm_failover::batch::{parse_line, Outcome, Runner, Stop, Summary};
+/// use llm_failover::batch::{InputReader, Outcome, Runner, Stop, Summary};
 ///
 /// # use std::sync::Arc;
 /// # use llm_failover::provider::openai::OpenAi;
@@ -33,14 +33,16 @@ use crate::stats::ProviderStats;
 /// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
 /// #     .with_chat_model("llama3.2");
 /// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
-/// let items = stream::iter([parse_line(b"not json", 1)]); // fails without a request
+/// let bad = InputReader::new(&b"not json\n"[..]).next().await?.unwrap(); // no request
 /// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let items = stream::iter([bad]);
 /// let report = Runner::new(client.clone()).run(items, &mut outcomes, &Stop::new()).await?;
 ///
 /// let summary = Summary::for_run(&client, &report, None).await;
-/// assert_eq!((summary.items.failed, summary.requests), (1, 0));
+/// assert_eq!(summary.requests, 0);
 /// assert!(summary.to_string().contains("invalid_input 1"));
 /// let json = serde_json::to_value(&summary)?;
+/// assert_eq!((&json["items"]["failed"], &json["items"]["ok"]), (&1.into(), &0.into()));
 /// assert_eq!(json["providers"][0]["provider"], "local");
 /// # Ok(()) }
 /// ```
@@ -49,8 +51,9 @@ use crate::stats::ProviderStats;
 pub struct Summary {
     /// The client's environment.
     pub environment: String,
-    /// Items by outcome.
-    pub items: Items,
+    /// Items by outcome: `items` in the lines and the JSON (in code, the run's report holds
+    /// the same counts).
+    pub(crate) items: Items,
     /// Requests sent, all providers.
     pub requests: u64,
     /// 429s (and equivalents) received, all providers.
@@ -82,7 +85,7 @@ pub struct Summary {
     /// counters are shared by every client and clone it was given to, so another batch or a
     /// server's traffic in the same process would be counted as this run's; and a queued item
     /// retried after a 429 is looked up once per attempt, where the summary counts items. So
-    /// `hits + misses` is [`Items::ok`], and failed items are in neither.
+    /// `hits + misses` is the items that succeeded, and failed items are in neither.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheSummary>,
 }
@@ -92,13 +95,28 @@ pub struct Summary {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{CacheSummary, RunReport};
+/// use llm_failover::batch::{RunReport, Summary};
+/// use llm_failover::cache::Cache;
 ///
-/// let mut run = RunReport::default();
+/// # use std::sync::Arc;
+/// # use llm_failover::provider::openai::OpenAi;
+/// # use llm_failover::{Client, ProviderId, ProviderSettings};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
+/// #     .with_chat_model("llama3.2");
+/// # let settings = ProviderSettings::new();
+/// let client = Client::builder()
+///     .provider(Arc::new(local), settings)
+///     .cache(Cache::memory())
+///     .build()?;
+/// let mut run = RunReport::default(); // as a run reported it:
 /// (run.ok, run.cached, run.tokens_saved) = (100, 50, 7_500);
-/// let cache = CacheSummary::of(&run);
+/// let summary = Summary::for_run(&client, &run, None).await;
+/// let cache = summary.cache.expect("the client has a cache");
 /// assert_eq!((cache.hits, cache.misses, cache.tokens_saved), (50, 50, 7_500));
 /// assert_eq!(cache.hit_ratio(), Some(0.5));
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -114,7 +132,7 @@ pub struct CacheSummary {
 
 impl CacheSummary {
     /// The cache's share of `run`'s answers.
-    pub fn of(run: &RunReport) -> Self {
+    pub(crate) fn of(run: &RunReport) -> Self {
         let hits = run.cached.min(run.ok);
         CacheSummary {
             hits,
@@ -130,52 +148,24 @@ impl CacheSummary {
     }
 }
 
-/// Items by outcome.
-///
-/// # Examples
-///
-/// ```
-/// use futures_util::stream;
-/// use llm_failover::batch::{parse_line, Items, Outcome, Runner, Stop, Summary};
-///
-/// /// The exit code of a batch command.
-/// fn exit_code(items: &Items) -> i32 {
-///     if items.stopped || items.not_done > 0 { 130 } else if items.failed > 0 { 1 } else { 0 }
-/// }
-/// # use std::sync::Arc;
-/// # use llm_failover::provider::openai::OpenAi;
-/// # use llm_failover::{Client, ProviderId, ProviderSettings};
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// # let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:9/v1".parse()?)
-/// #     .with_chat_model("llama3.2");
-/// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
-/// # let mut outcomes: Vec<Outcome> = Vec::new();
-/// # let items = stream::iter([parse_line(b"not json", 1)]);
-/// # let report = Runner::new(client.clone()).run(items, &mut outcomes, &Stop::new()).await?;
-/// let summary = Summary::for_run(&client, &report, None).await;
-/// assert_eq!(summary.items.failed_by_kind["invalid_input"], 1);
-/// assert_eq!(exit_code(&summary.items), 1);
-/// assert_eq!(exit_code(&Items::default()), 0);
-/// # Ok(()) }
-/// ```
+/// Items by outcome: the summary's `items` (the counts a run's report holds, in one place for
+/// its lines and its JSON).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Items {
+pub(crate) struct Items {
     /// Succeeded in this run.
-    pub ok: u64,
+    pub(crate) ok: u64,
     /// Failed in this run.
-    pub failed: u64,
+    pub(crate) failed: u64,
     /// Failed in this run, by kind (`invalid_input`, `rate_limited`, …).
-    pub failed_by_kind: BTreeMap<String, u64>,
+    pub(crate) failed_by_kind: BTreeMap<String, u64>,
     /// Skipped: already done by an earlier run.
-    pub skipped_ok: u64,
+    pub(crate) skipped_ok: u64,
     /// Skipped: failed in an earlier run (rerun with retry-failed to send them again).
-    pub skipped_failed: u64,
+    pub(crate) skipped_failed: u64,
     /// In flight when the run was aborted: no result; a rerun sends them.
-    pub not_done: u64,
+    pub(crate) not_done: u64,
     /// The run was stopped before the input ended.
-    pub stopped: bool,
+    pub(crate) stopped: bool,
 }
 
 /// One provider's share of the run.

@@ -38,7 +38,9 @@ use crate::types::{
 };
 
 /// The wire format's name, as written in `providers.toml` (`kind = "deepgram"`).
-pub const PROVIDER_TYPE: &str = "deepgram";
+// Public with `test-util`, for tests that check an adapter's kind.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) const PROVIDER_TYPE: &str = "deepgram";
 
 /// Deepgram's API root.
 pub const DEFAULT_BASE_URL: &str = "https://api.deepgram.com";

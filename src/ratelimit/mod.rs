@@ -101,7 +101,7 @@ mod random_input_tests;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::held_or_new;
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisStore, PROBE_TTL};
+pub use self::redis::RedisStore;
 pub use headers::parse_limit_headers;
 pub use limits::Limits;
 pub use memory::MemoryStore;

@@ -60,7 +60,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// How long a half-open probe holds the other processes back when its answer never comes
 /// (its process died): then the next reservation probes.
-pub const PROBE_TTL: Duration = Duration::from_secs(10);
+const PROBE_TTL: Duration = Duration::from_secs(10);
 
 /// While another process's half-open probe is out, a reservation looks again this soon (its
 /// answer releases the probe at once), as a local probe in flight is polled.

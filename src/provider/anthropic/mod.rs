@@ -58,7 +58,9 @@ use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "anthropic"`).
-pub const PROVIDER_TYPE: &str = "anthropic";
+// Public with `test-util`, for tests that check an adapter's kind.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) const PROVIDER_TYPE: &str = "anthropic";
 
 /// Anthropic's API root.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";

@@ -64,7 +64,9 @@ use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
 use crate::types::{ChatRequest, ChatResponse};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "gemini"`).
-pub const PROVIDER_TYPE: &str = "gemini";
+// Public with `test-util`, for tests that check an adapter's kind.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) const PROVIDER_TYPE: &str = "gemini";
 
 /// The Gemini API root, version included.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";

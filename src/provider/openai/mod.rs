@@ -42,7 +42,9 @@ pub(crate) use error::{classify, error_report};
 pub(crate) use stream::ChunkDecoder;
 
 /// The wire format's name, as written in `providers.toml` (`kind = "openai"`).
-pub const PROVIDER_TYPE: &str = "openai";
+// Public with `test-util`, for tests that check an adapter's kind.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) const PROVIDER_TYPE: &str = "openai";
 
 /// An OpenAI or OpenAI-compatible provider.
 ///
