@@ -17,18 +17,14 @@ use crate::progress::{
     chat_models, count_input, count_lines, handle_ctrl_c, progress_bar, show_duration,
     show_progress, show_queue,
 };
-use crate::queue::now_ms;
+use crate::queue::{now_ms, shown};
 use crate::setup;
 
 /// The options of `llm-failover batch`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// The providers file [default: providers.toml here, else the bundled one].
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment, `demo`].
-    #[arg(long)]
-    env: Option<String>,
+    #[command(flatten)]
+    target: setup::Target,
     /// Prompts, one JSON object per line: {"id", "prompt"} or {"id", "messages"} [default:
     /// the demo's prompts].
     #[arg(long)]
@@ -103,7 +99,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Erro
         config,
         builder,
         emulator: _emulator,
-    } = setup::setup(args.config.as_deref(), args.env.as_deref()).await?;
+    } = args.target.setup(setup::script_chat_demo).await?;
     let input = setup::input(args.input.clone())?;
     let mut builder = builder;
     if let Some(spec) = &args.cache {
@@ -113,12 +109,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Erro
     eprintln!(
         "environment {}: chat via {} (in failover order)",
         client.environment(),
-        client
-            .chat_providers()
-            .iter()
-            .map(|p| p.as_str())
-            .collect::<Vec<_>>()
-            .join(" → ")
+        setup::order(&client.chat_providers())
     );
     // LLM_FAILOVER_REDIS_URL (or [shared] in the file) shares the limits with other workers.
     if let Some(shared) = client.shared() {
@@ -213,11 +204,10 @@ async fn run_queued(
         other => other.to_owned(),
     };
     let queue = Queue::open(&spec).await?;
-    let shown = spec.split('@').next_back().unwrap_or(&spec);
     if let Some(code) = dead_letter_command(args, &queue).await? {
         return Ok(code);
     }
-    eprintln!("queue: {} ({shown})", queue.backend());
+    eprintln!("queue: {} ({})", queue.backend(), shown(&spec));
     let stop = Stop::new();
     let (total, invalid) = count_input(input).await;
     let bar = progress_bar(total);

@@ -10,3 +10,9 @@ pub(crate) fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
+
+/// A queue's spec as it may be shown: the host and database of a PostgreSQL URL, not the user
+/// and password before its `@`.
+pub(crate) fn shown(spec: &str) -> &str {
+    spec.split('@').next_back().unwrap_or(spec)
+}

@@ -17,6 +17,32 @@ const BUNDLED_CONFIG: &str = include_str!("../../providers.toml");
 /// The repository's demo prompts, for a command run without `--input` where they are not.
 const BUNDLED_PROMPTS: &str = include_str!("../../examples/prompts.jsonl");
 
+/// `--config` and `--env`, the options every command shares.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Target {
+    /// The providers file [default: providers.toml here, else the bundled one].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The environment [default: LLM_FAILOVER_ENV, else the file's default_environment, `demo`].
+    #[arg(long)]
+    env: Option<String>,
+}
+
+impl Target {
+    /// [`setup`] for these options; in `demo`, `script` adds the command's faults.
+    pub(crate) async fn setup(&self, script: fn(&Emulator)) -> Result<Setup, Box<dyn Error>> {
+        setup(self.config.as_deref(), self.env.as_deref(), script).await
+    }
+}
+
+/// `a → b → c`: a failover order as the command shows it.
+pub(crate) fn order(ids: &[llm_failover::ProviderId]) -> String {
+    ids.iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
 /// What the command needs to build its client.
 pub(crate) struct Setup {
     /// The parsed providers file.
@@ -28,11 +54,12 @@ pub(crate) struct Setup {
 }
 
 /// Reads the providers file (`config`; without it `providers.toml` here, else the bundled
-/// one), selects `env`, and in `demo` starts the emulator with the demo's limits, latency and
-/// faults.
-pub(crate) async fn setup(
+/// one), selects `env`, and in `demo` starts the emulator with the demo's limits and latency,
+/// and the faults `script` adds.
+async fn setup(
     config: Option<&Path>,
     env: Option<&str>,
+    script: fn(&Emulator),
 ) -> Result<Setup, Box<dyn Error>> {
     let config = match config {
         Some(path) => Config::from_path(path)?,
@@ -51,7 +78,8 @@ pub(crate) async fn setup(
         let demo = Demo::builder(&config, DEMO).tune(tune_demo).start().await?;
         builder = demo.point(builder);
         let emu = demo.into_emulator();
-        script_demo(&emu);
+        script(&emu);
+        show_demo(&emu);
         emulator = Some(emu);
     }
     Ok(Setup {
@@ -91,12 +119,12 @@ fn tune_demo(prefix: &str, p: ProviderConfig) -> ProviderConfig {
     }
 }
 
-/// The demo's faults: ten seconds or so in, the primary throttles once (Retry-After: 3 s)
-/// and the secondary is overloaded once (Anthropic's 529): each request fails over at once.
-/// The secondary's own limit is a little below the configured one, so its own 429 shows
+/// The batch demo's faults: ten seconds or so in, the primary throttles once (Retry-After:
+/// 3 s) and the secondary is overloaded once (Anthropic's 529): each request fails over at
+/// once. The secondary's own limit is a little below the configured one, so its own 429 shows
 /// too; the primary states a higher limit than configured, which the client learns from its
 /// headers.
-fn script_demo(emu: &Emulator) {
+pub(crate) fn script_chat_demo(emu: &Emulator) {
     let mut script = vec![Fault::Pass; 90];
     script.push(Fault::RateLimit {
         retry_after: RetryAfter::Seconds(3),
@@ -105,6 +133,10 @@ fn script_demo(emu: &Emulator) {
     let mut script = vec![Fault::Pass; 30];
     script.push(Fault::Overloaded);
     emu.script("anthropic", script);
+}
+
+/// Where the demo's emulator is and what it serves.
+fn show_demo(emu: &Emulator) {
     eprintln!(
         "demo: emulator on {} ({}); no key, no network",
         emu.url(),
