@@ -14,8 +14,9 @@ mod common;
 
 use std::path::PathBuf;
 
-use llm_failover::batch::{QueuedJob, Stop, Summary};
-use llm_failover::jobs::Queue;
+use llm_failover::batch::Stop;
+use llm_failover_queue::Queue;
+use llm_failover_queue::QueuedJob;
 
 #[derive(clap::Parser, Debug)]
 struct Args {
@@ -40,10 +41,7 @@ async fn main() -> std::process::ExitCode {
         let report = QueuedJob::new(&args.input, &args.output, queue)
             .run(&client, &Stop::new())
             .await?;
-        eprint!(
-            "{}",
-            Summary::for_queued(&client, &report, Some(&setup.config)).await
-        );
+        eprint!("{}", report.summary(&client, Some(&setup.config)).await);
         if report.pending > 0 {
             return Err(format!("{} item(s) still queued: run again", report.pending).into());
         }

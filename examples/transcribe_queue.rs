@@ -34,9 +34,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use llm_failover::batch::Stop;
 use llm_failover::clock::{Clock, TokioClock};
-use llm_failover::jobs::{Handler, JobContext, NewJob, Queue, Worker};
 use llm_failover::{AudioInput, ChatRequest, ResponseFormat, TranscriptionRequest};
 use llm_failover_emulator::Fault;
+use llm_failover_queue::{Handler, JobContext, NewJob, Queue, Worker};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

@@ -17,11 +17,12 @@
 //!   not yet sent — in every process that shares the quota, since no bulk request holds a
 //!   slot ahead of time. Where the limits are unknown (nothing configured, nothing stated)
 //!   there is nothing to wait for and no line.
-//! - **The job queue's claim** (`jobs::Queue::claim`, features `sqlite` / `postgres`): the
-//!   same rule in SQL, over the jobs eligible now — the interactive lane first, a tenant
-//!   cursor per priority, the longest-eligible job of the tenant.
-//! - **The batch runner** (`batch::QueuedJob`) claims in that order and sends each item with
-//!   its job's priority.
+//! - **The job queue's claim** (the queue wing, `llm_failover_queue::Queue::claim`): the same
+//!   rule in SQL, over the jobs eligible now — the interactive lane first, a tenant cursor per
+//!   priority, the longest-eligible job of the tenant.
+//! - **The batch runner**: [`Runner`](crate::batch::Runner)'s items are bulk; the batch on the
+//!   queue (`llm_failover_queue::QueuedJob`) claims in that order and sends each item with its
+//!   job's priority and tenant.
 //!
 //! A request's place in the order is set with [`RequestOptions::priority`] and
 //! [`RequestOptions::tenant`]; the default is an interactive request of the default tenant.
@@ -78,7 +79,7 @@ pub enum Priority {
 
 impl Priority {
     /// Every priority, most urgent first.
-    pub(crate) const ALL: [Priority; 2] = [Priority::Interactive, Priority::Bulk];
+    pub const ALL: [Priority; 2] = [Priority::Interactive, Priority::Bulk];
 
     /// Its name (`interactive`, `bulk`), as a job queue stores it.
     pub fn as_str(self) -> &'static str {
@@ -384,7 +385,6 @@ impl Drop for Waiter {
 
 /// The order a line serves `places` in when all wait at once and no tenant was served yet:
 /// indexes into `places` (the rule's table, for its other faces to be checked against).
-#[cfg(test)]
 pub(crate) fn serve_order(places: &[Place]) -> Vec<usize> {
     let mut s = LineState::default();
     for (i, p) in places.iter().enumerate() {

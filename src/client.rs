@@ -181,8 +181,7 @@ impl Client {
         self.router.cache()
     }
 
-    /// The clock the client times its waits by (the workers of `jobs` use it too).
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// The clock the client times its waits by (the queue wing's workers use it too).
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         self.router.clock()
     }

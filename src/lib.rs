@@ -47,8 +47,6 @@ pub mod config;
 pub mod error;
 pub mod http;
 mod id;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub mod jobs;
 pub mod provider;
 pub mod ratelimit;
 #[cfg(feature = "test-util")]
@@ -61,6 +59,8 @@ pub mod stats;
 mod stop;
 mod striped;
 pub mod types;
+#[doc(hidden)]
+pub mod wing;
 
 pub use client::{Client, ClientBuilder};
 pub use config::Config;

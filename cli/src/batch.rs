@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use llm_failover::batch::{
-    FileJob, QueuedJob, QueuedReport, Runner, Stop, Summary, DEFAULT_CONCURRENCY,
-};
+use llm_failover::batch::{FileJob, Runner, Stop, Summary, DEFAULT_CONCURRENCY};
 use llm_failover::cache::Cache;
-use llm_failover::jobs::{Ended, Queue};
 use llm_failover::Client;
+use llm_failover_queue::{Ended, Queue};
+use llm_failover_queue::{QueuedJob, QueuedReport};
 
 use crate::progress::{
     chat_models, count_input, count_lines, handle_ctrl_c, progress_bar, show_duration,
@@ -233,7 +232,7 @@ async fn run_queued(
     ticker.abort();
     bar.finish_and_clear();
     let report = report?;
-    let summary = Summary::for_queued(client, &report, Some(config)).await;
+    let summary = report.summary(client, Some(config)).await;
     eprint!("{summary}");
     print_queued(args, &report);
     if let Some(path) = &args.summary_json {

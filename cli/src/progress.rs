@@ -7,8 +7,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use llm_failover::batch::{InputReader, Stop};
 use llm_failover::clock::{Clock, TokioClock};
-use llm_failover::jobs::Queue;
 use llm_failover::Client;
+use llm_failover_queue::Queue;
 
 use crate::eta::{eta, Pace};
 use crate::queue::now_ms;

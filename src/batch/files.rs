@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// How the results file will be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
+pub enum Access {
     /// Only read (resume index).
     Read,
     /// Read, appended to and replaced (writer, compaction).
@@ -37,7 +37,7 @@ pub(crate) enum Access {
 /// [`io::ErrorKind::InvalidInput`] when the file is not a regular file, is a symbolic link to
 /// nothing, or (for [`Access::Replace`]) has more than one hard link; the error of a `stat`
 /// that fails for another reason than a missing file.
-pub(crate) fn results_file(path: &Path, access: Access) -> io::Result<PathBuf> {
+pub fn results_file(path: &Path, access: Access) -> io::Result<PathBuf> {
     let link = match fs::symlink_metadata(path) {
         Ok(m) => m.file_type().is_symlink(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(path.to_owned()),
@@ -78,7 +78,7 @@ pub(crate) fn results_file(path: &Path, access: Access) -> io::Result<PathBuf> {
 
 /// Whether `a` and `b` name the same file (device and inode, links followed). `false` when
 /// either does not exist or cannot be looked at (opening it then reports why).
-pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     let (Ok(ma), Ok(mb)) = (fs::metadata(a), fs::metadata(b)) else {
         return false;
     };
@@ -96,7 +96,7 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
 ///
 /// When `path` cannot be looked at (other than missing), or `temp` cannot be created or
 /// given `path`'s permissions.
-pub(crate) fn create_replacement(path: &Path, temp: &Path) -> io::Result<fs::File> {
+pub fn create_replacement(path: &Path, temp: &Path) -> io::Result<fs::File> {
     let permissions = match fs::metadata(path) {
         Ok(meta) => Some(meta.permissions()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,

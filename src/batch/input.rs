@@ -133,7 +133,7 @@ impl fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// One parsed input line: an item, or why it cannot be sent.
-pub(crate) type Parsed = std::result::Result<BatchItem, InputError>;
+pub type Parsed = std::result::Result<BatchItem, InputError>;
 
 /// Parses one input line (without its line end). Does not check that the id is unique:
 /// [`InputReader`] does.

@@ -46,8 +46,6 @@ mod input;
 mod job;
 mod key;
 mod outcome;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod queued;
 mod results;
 mod runner;
 mod sink;
@@ -62,9 +60,22 @@ pub(crate) use input::parse_line;
 pub use job::{FileJob, JobReport};
 pub use key::ItemKey;
 pub use outcome::{Answer, Failure, FailureKind, Outcome};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use queued::{QueuedJob, QueuedReport};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
 pub use sink::OutcomeSink;
 pub use summary::{CacheSummary, ProviderSummary, Summary};
+
+/// What the batch on the queue (the queue wing's `QueuedJob`) shares with [`FileJob`]: result
+/// files, input lines, result lines, the summary's count of items answered earlier. Reached
+/// through the hidden `wing` module.
+pub(crate) mod wing {
+    pub use super::files::{create_replacement, results_file, same_file, Access};
+    pub use super::input::Parsed;
+    pub use super::outcome::{failure_line, LineHead};
+    pub use super::results::{warn_unreadable, warn_unreadable_rest};
+
+    /// Counts `n` items as answered before this run.
+    pub fn set_skipped_ok(summary: &mut super::Summary, n: u64) {
+        super::summary::set_skipped_ok(summary, n);
+    }
+}

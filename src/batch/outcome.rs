@@ -423,8 +423,7 @@ impl Outcome {
 
 /// The results line of item `id` whose job ended without an accepted answer (dead-lettered,
 /// or refused by its contract), from what the queue kept of its failure.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn failure_line(
+pub fn failure_line(
     id: &str,
     kind: &str,
     status: Option<u16>,
@@ -452,9 +451,11 @@ pub(crate) fn failure_line(
 
 /// The part of a results line that resuming needs.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct LineHead {
-    pub(crate) key: ItemKey,
-    pub(crate) ok: bool,
+pub struct LineHead {
+    /// The item the line is about.
+    pub key: ItemKey,
+    /// Whether it holds an answer.
+    pub ok: bool,
 }
 
 #[derive(Deserialize)]
@@ -467,7 +468,7 @@ struct WireHead {
 impl LineHead {
     /// Parses a results line; `None` for anything that is not one (a torn or foreign line,
     /// or one with both or neither of `id` and `line`).
-    pub(crate) fn parse(line: &[u8]) -> Option<LineHead> {
+    pub fn parse(line: &[u8]) -> Option<LineHead> {
         let head: WireHead = serde_json::from_slice(line).ok()?;
         let key = match (head.id, head.line) {
             (Some(id), None) => ItemKey::Id(id),

@@ -330,8 +330,8 @@ pub struct Compaction {
 const UNREADABLE_WARNINGS: u64 = 10;
 
 /// Warns about line `line` (`bytes` long, never its text) of the results file at `path`, the
-/// `nth` that is not a result line — one by one up to [`UNREADABLE_WARNINGS`].
-pub(crate) fn warn_unreadable(path: &Path, line: u64, bytes: usize, nth: u64) {
+/// `nth` that is not a result line — one by one up to a bound, then only counted.
+pub fn warn_unreadable(path: &Path, line: u64, bytes: usize, nth: u64) {
     if nth <= UNREADABLE_WARNINGS {
         tracing::warn!(
             path = %path.display(),
@@ -344,7 +344,7 @@ pub(crate) fn warn_unreadable(path: &Path, line: u64, bytes: usize, nth: u64) {
 
 /// After a read of the results file at `path` that found `total` lines that are not result
 /// lines: one warning for those beyond the ones warned about one by one.
-pub(crate) fn warn_unreadable_rest(path: &Path, total: u64) {
+pub fn warn_unreadable_rest(path: &Path, total: u64) {
     if total > UNREADABLE_WARNINGS {
         tracing::warn!(
             path = %path.display(),

@@ -234,21 +234,6 @@ impl Summary {
         s
     }
 
-    /// The summary of a [`QueuedJob`](super::QueuedJob) run: what this process answered,
-    /// every failed line of the export (this run's and earlier ones'), and as skipped the
-    /// items answered before this run.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    pub async fn for_queued(
-        client: &Client,
-        report: &super::QueuedReport,
-        config: Option<&Config>,
-    ) -> Self {
-        let mut s = Self::for_run(client, &report.run, config).await;
-        s.items.skipped_ok = report.ok.saturating_sub(report.worker.completed);
-        s.unreadable_lines = report.unreadable;
-        s
-    }
-
     /// The summary of a [`Runner`](super::Runner) run through `client`.
     pub async fn for_run(client: &Client, run: &RunReport, config: Option<&Config>) -> Self {
         let stats = client.stats();
@@ -506,6 +491,11 @@ impl fmt::Display for Summary {
         }
         Ok(())
     }
+}
+
+/// Counts `n` items as answered before this run (the batch on the queue's summary).
+pub(crate) fn set_skipped_ok(summary: &mut Summary, n: u64) {
+    summary.items.skipped_ok = n;
 }
 
 #[cfg(test)]

@@ -194,7 +194,6 @@ pub(crate) struct Router {
 
 impl Router {
     /// The clock every wait of this router is timed by.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }

@@ -15,12 +15,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llm_failover::batch::{CacheSummary, FileJob, QueuedJob, Runner, Stop, Summary};
+use llm_failover::batch::{CacheSummary, FileJob, Runner, Stop, Summary};
 use llm_failover::cache::Cache;
 use llm_failover::config::Limits;
-use llm_failover::jobs::Queue;
 use llm_failover::{Client, Config, Credential};
 use llm_failover_emulator::{Emulator, ProviderConfig};
+use llm_failover_queue::Queue;
+use llm_failover_queue::QueuedJob;
 use serde_json::{json, Value};
 
 use crate::support::examples::{batch_bin, output_within, TempDir};
@@ -240,7 +241,7 @@ async fn two_replicas_sharing_a_redis_cache_ask_once_between_them() {
             .await
             .unwrap();
         assert_eq!((report.ok, report.failed), (40, 0), "{name}: {report:?}");
-        summaries.push(Summary::for_queued(&client, &report, Some(&s.config)).await);
+        summaries.push(report.summary(&client, Some(&s.config)).await);
         if name == "one" {
             assert_eq!(
                 s.requests(),

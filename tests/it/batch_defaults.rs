@@ -14,12 +14,13 @@ use std::process::{Command, Stdio};
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use llm_failover::batch::{QueuedJob, QueuedReport, Stop};
+use llm_failover::batch::Stop;
 use llm_failover::clock::{Clock, TokioClock};
-use llm_failover::jobs::{wall_ms, Queue};
 use llm_failover::ratelimit::Limits;
 use llm_failover::{ChatRequest, Client, Credential};
 use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
+use llm_failover_queue::{wall_ms, Queue};
+use llm_failover_queue::{QueuedJob, QueuedReport};
 use serde_json::json;
 
 use crate::support::examples::{

@@ -1,13 +1,15 @@
-//! The batch on a durable queue (`llm_failover::batch::QueuedJob`): enqueue once, results
+//! The batch on a durable queue (`llm_failover_queue::QueuedJob`): enqueue once, results
 //! exported in input order, reruns that send nothing, dead letters retried on request, and two
 //! runs on one queue that share the work.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use llm_failover::batch::{QueuedJob, Stop};
-use llm_failover::jobs::Queue;
+use llm_failover::batch::Stop;
+use llm_failover::{Client, Credential, ProviderSettings};
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
+use llm_failover_queue::Queue;
+use llm_failover_queue::QueuedJob;
 use serde_json::Value;
 
 use crate::support::*;
@@ -160,12 +162,22 @@ async fn two_runs_on_one_queue_share_the_work_and_each_item_is_answered_once() {
             ok(&format!("answer {i}")).delay(Duration::from_millis(2)),
         );
     }
-    let h = client(&[("a", &server)], policy());
+    // Two workers in one process share its clock: real time here, since a manual clock's
+    // sleep in one worker's idle wait would jump the other's leases past their end while its
+    // requests are on the wire (reaped, sent twice). The run takes about one idle poll.
+    let client = Client::builder()
+        .provider(
+            openai("a", &server),
+            ProviderSettings::new().credential(Credential::new(SENTINEL)),
+        )
+        .policy(policy())
+        .build()
+        .unwrap();
     let (q1, q2) = (queue(&dir).await, queue(&dir).await);
     let one = QueuedJob::new(&input, &output, q1).concurrency(4);
     let two = QueuedJob::new(&input, dir.path("results-2.jsonl"), q2).concurrency(4);
     let stop = Stop::new();
-    let (a, b) = tokio::join!(one.run(&h.client, &stop), two.run(&h.client, &stop));
+    let (a, b) = tokio::join!(one.run(&client, &stop), two.run(&client, &stop));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.enqueued + b.enqueued, 40, "each item enqueued once");
     assert_eq!(a.worker.completed + b.worker.completed, 40, "{a:?} {b:?}");

@@ -14,8 +14,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use llm_failover::admission::Priority;
-use llm_failover::jobs::{Job, JobState, NewJob, Queue};
 use llm_failover_emulator::text::{silent_wav, transcribe};
+use llm_failover_queue::{Job, JobState, NewJob, Queue};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llm_failover::admission::Priority;
-use llm_failover::jobs::{
+use llm_failover::ErrorKind;
+use llm_failover_queue::{
     FailPolicy, Failed, JobState, NewJob, Outcome, Queue, QueueStats, Reaped,
 };
-use llm_failover::ErrorKind;
 
 use crate::support::examples::TempDir;
 use crate::support::postgres::PgServer;

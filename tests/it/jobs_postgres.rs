@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use llm_failover::jobs::{FailPolicy, NewJob, Queue};
 use llm_failover::ErrorKind;
+use llm_failover_queue::{FailPolicy, NewJob, Queue};
 
 use crate::support::postgres::PgServer;
 

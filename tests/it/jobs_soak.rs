@@ -25,10 +25,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use llm_failover::batch::{parse_line, QueuedJob};
+use llm_failover::batch::parse_line;
 use llm_failover::clock::{Clock, TokioClock};
-use llm_failover::jobs::{wall_ms, Job, JobState, Queue, QueueStats};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
+use llm_failover_queue::QueuedJob;
+use llm_failover_queue::{wall_ms, Job, JobState, Queue, QueueStats};
 use serde_json::{json, Value};
 
 use crate::support::examples::{

@@ -15,8 +15,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use llm_failover::jobs::{JobState, Queue};
 use llm_failover_emulator::text::{silent_wav, transcribe};
+use llm_failover_queue::{JobState, Queue};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 

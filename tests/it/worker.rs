@@ -1,4 +1,4 @@
-//! Workers on a durable queue (`llm_failover::jobs::Worker`) sending through a real client
+//! Workers on a durable queue (`llm_failover_queue::Worker`) sending through a real client
 //! over loopback, on the manual clock: what each answer does to its job, a stale result
 //! refused, an abort that gives leases back, and an outage longer than the request deadline
 //! that leaves jobs waiting rather than failed.
@@ -14,12 +14,12 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use llm_failover::batch::Stop;
 use llm_failover::clock::{Clock, ManualClock};
-use llm_failover::jobs::{
-    wall_ms, Contract, Ended, Handler, JobContext, JobState, NewJob, Queue, Worker,
-};
 use llm_failover::rng::FixedRng;
 use llm_failover::{ChatRequest, Client, Credential, Error, ErrorKind, ProviderSettings};
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
+use llm_failover_queue::{
+    wall_ms, Contract, Ended, Handler, JobContext, JobState, NewJob, Queue, Worker,
+};
 use tokio::sync::Notify;
 
 use crate::support::*;
@@ -45,7 +45,7 @@ fn job(id: &str) -> NewJob {
     NewJob::new(id, "chat", r#"{"prompt":"hello"}"#)
 }
 
-async fn state(queue: &Queue, id: &str) -> llm_failover::jobs::Job {
+async fn state(queue: &Queue, id: &str) -> llm_failover_queue::Job {
     queue.get(id).await.unwrap().unwrap()
 }
 
@@ -187,14 +187,14 @@ async fn a_result_that_comes_after_the_job_was_reaped_and_claimed_again_is_refus
     // The worker stalls past its lease: the reaper gives the job back and another claims and
     // completes it.
     let later = now + 61_000;
-    let policy = llm_failover::jobs::FailPolicy::default();
+    let policy = llm_failover_queue::FailPolicy::default();
     assert_eq!(queue.reap(later, &policy).await.unwrap().requeued, 1);
     let again = queue.claim("other", lease, later).await.unwrap().unwrap();
     assert_eq!(again.attempt, 2);
     let by_other = queue.complete("slow", again.attempt, r#"{"by":"other"}"#);
     assert_eq!(
         by_other.await.unwrap(),
-        llm_failover::jobs::Outcome::Applied
+        llm_failover_queue::Outcome::Applied
     );
 
     handler.release.notify_one();

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use llm_failover::jobs::{Handler, JobContext};
 use llm_failover::{
     AudioInput, Error, ErrorKind, RequestOptions, Transcript, TranscriptionRequest,
 };
+use llm_failover_queue::{Handler, JobContext};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

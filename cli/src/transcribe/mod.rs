@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use llm_failover::admission::Priority;
 use llm_failover::batch::Stop;
-use llm_failover::jobs::{Ended, NewJob, Queue, Worker, WorkerReport};
 use llm_failover::Client;
 use llm_failover_emulator::{Emulator, Fault};
+use llm_failover_queue::{Ended, NewJob, Queue, Worker, WorkerReport};
 
 use self::files::{
     check_output, file_of, find_files, matches_interactive, read_files, write_demo_recordings,

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 
-use llm_failover::jobs::{Job, JobState, Queue};
+use llm_failover_queue::{Job, JobState, Queue};
 use serde::Serialize;
 
 use super::files::Entry;

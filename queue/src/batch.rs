@@ -12,19 +12,17 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::files::{create_replacement, results_file, Access};
-use super::input::{InputReader, Parsed};
-use super::key::ItemKey;
-use super::outcome::{failure_line, Answer, LineHead, Outcome};
-use super::results::{warn_unreadable, warn_unreadable_rest};
-use super::runner::RunReport;
-use crate::clock::Clock;
-use crate::error::{Error, ErrorKind, Result};
-use crate::jobs::{
-    patiently, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport,
+use crate::{patiently, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport};
+use llm_failover::batch::Stop;
+use llm_failover::batch::{Answer, InputReader, ItemKey, Outcome, RunReport, Summary};
+use llm_failover::clock::Clock;
+use llm_failover::wing::batch::{
+    create_replacement, failure_line, results_file, same_file, set_skipped_ok, warn_unreadable,
+    warn_unreadable_rest, Access, LineHead, Parsed,
 };
-use crate::stop::Stop;
-use crate::{ChatRequest, Client, RequestOptions};
+use llm_failover::Config;
+use llm_failover::{ChatRequest, Client, RequestOptions};
+use llm_failover::{Error, ErrorKind, Result};
 
 /// The job kind of a batch item.
 const CHAT_KIND: &str = "chat";
@@ -41,7 +39,7 @@ const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
 const DEFAULT_DATABASE_PATIENCE: Duration = Duration::from_secs(60);
 
 /// A JSON-lines prompt batch run through a durable [`Queue`]: what
-/// [`FileJob`](super::FileJob) does, but every item is a job that survives a crash, waits
+/// [`FileJob`](llm_failover::batch::FileJob) does, but every item is a job that survives a crash, waits
 /// through an outage longer than its deadline instead of failing, and is accepted once however
 /// many processes run the batch.
 ///
@@ -66,9 +64,9 @@ const DEFAULT_DATABASE_PATIENCE: Duration = Duration::from_secs(60);
 /// # Examples
 ///
 /// ```no_run
-/// use llm_failover::batch::{QueuedJob, Stop};
-/// use llm_failover::jobs::Queue;
+/// use llm_failover::batch::Stop;
 /// use llm_failover::Client;
+/// use llm_failover_queue::{Queue, QueuedJob};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = Client::builder().config_path("providers.toml").build()?;
@@ -118,10 +116,22 @@ pub struct QueuedReport {
     pub carried: u64,
     /// Complete lines of the results file that were not result lines (warned about, dropped).
     pub unreadable: u64,
-    /// This run as a [`Runner`](super::Runner) run reports it, for a
-    /// [`Summary`](super::Summary): `ok` is what this process answered; the failures are every
+    /// This run as a [`Runner`](llm_failover::batch::Runner) run reports it, for a
+    /// [`Summary`](llm_failover::batch::Summary): `ok` is what this process answered; the failures are every
     /// failed line of the export, by kind.
     pub run: RunReport,
+}
+
+impl QueuedReport {
+    /// The run's [`Summary`]: what this process answered, every failed line of the export
+    /// (this run's and earlier ones'), and as skipped the items answered before this run.
+    /// `config`, when given, names each provider's model, whose limiter state is read.
+    pub async fn summary(&self, client: &Client, config: Option<&Config>) -> Summary {
+        let mut s = Summary::for_run(client, &self.run, config).await;
+        set_skipped_ok(&mut s, self.ok.saturating_sub(self.worker.completed));
+        s.unreadable_lines = self.unreadable;
+        s
+    }
 }
 
 impl QueuedJob {
@@ -132,9 +142,9 @@ impl QueuedJob {
             output: output.into(),
             queue,
             retry_failed: false,
-            concurrency: super::DEFAULT_CONCURRENCY,
+            concurrency: llm_failover::batch::DEFAULT_CONCURRENCY,
             deadline: Duration::from_secs(3_600),
-            lease: crate::jobs::DEFAULT_LEASE,
+            lease: crate::DEFAULT_LEASE,
             patience: Duration::from_secs(30 * 60),
             max_wait: DEFAULT_MAX_WAIT,
             database_patience: DEFAULT_DATABASE_PATIENCE,
@@ -148,7 +158,7 @@ impl QueuedJob {
     /// # Examples
     ///
     /// ```
-    /// use llm_failover::batch::QueuedJob;
+    /// use llm_failover_queue::QueuedJob;
     ///
     /// let a = QueuedJob::job_id("q1", r#"{"messages":[{"role":"user","content":"Hi"}]}"#);
     /// let b = QueuedJob::job_id("q1", r#"{"messages":[{"role":"user","content":"Hello"}]}"#);
@@ -181,7 +191,7 @@ impl QueuedJob {
     ///
     /// `Config` saying what is wrong with `output`.
     pub fn check_files(input: &Path, output: &Path) -> Result<PathBuf> {
-        if super::files::same_file(input, output) {
+        if same_file(input, output) {
             return Err(Error::new(
                 ErrorKind::Config,
                 format!(
@@ -206,7 +216,7 @@ impl QueuedJob {
     ///
     /// ```
     /// use std::path::Path;
-    /// let spec = llm_failover::batch::QueuedJob::default_queue(Path::new("out/results.jsonl"));
+    /// let spec = llm_failover_queue::QueuedJob::default_queue(Path::new("out/results.jsonl"));
     /// assert_eq!(spec, "sqlite:out/results.jsonl.queue.sqlite");
     /// ```
     pub fn default_queue(output: &Path) -> String {
@@ -221,7 +231,7 @@ impl QueuedJob {
     }
 
     /// Items in flight at most in this process (default
-    /// [`DEFAULT_CONCURRENCY`](super::DEFAULT_CONCURRENCY)).
+    /// [`DEFAULT_CONCURRENCY`](llm_failover::batch::DEFAULT_CONCURRENCY)).
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
@@ -280,7 +290,7 @@ impl QueuedJob {
     /// every accepted result: a rerun exports them), or the queue's database fails; `Config`
     /// when the results file is the input.
     pub async fn run(&self, client: &Client, stop: &Stop) -> Result<QueuedReport> {
-        let clock = client.clock().clone();
+        let clock = llm_failover::wing::client_clock(client).clone();
         let started = clock.now();
         let output = QueuedJob::check_files(&self.input, &self.output)?;
         remove_stale_temps(&output).await;
@@ -294,18 +304,15 @@ impl QueuedJob {
         let served = Arc::new(Served::default());
         let worker = self.work(client, stop, &served).await?;
         let export = self.export(clock.as_ref(), &output, &previous).await?;
-        let run = RunReport {
-            ok: worker.completed,
-            cached: served.cached.load(Ordering::Relaxed),
-            tokens_saved: served.tokens_saved.load(Ordering::Relaxed),
-            failed_by_kind: export.failed_by_kind,
-            not_done: worker.released,
-            stopped: worker.ended == crate::jobs::Ended::Stopped,
-            input_exhausted: true,
-            elapsed: clock.now().saturating_duration_since(started),
-            usage: Default::default(),
-            models: BTreeMap::new(),
-        };
+        let mut run = RunReport::default();
+        run.ok = worker.completed;
+        run.cached = served.cached.load(Ordering::Relaxed);
+        run.tokens_saved = served.tokens_saved.load(Ordering::Relaxed);
+        run.failed_by_kind = export.failed_by_kind;
+        run.not_done = worker.released;
+        run.stopped = worker.ended == crate::Ended::Stopped;
+        run.input_exhausted = true;
+        run.elapsed = clock.now().saturating_duration_since(started);
         Ok(QueuedReport {
             items: enqueued.items,
             enqueued: enqueued.added,
@@ -746,7 +753,7 @@ impl Handler for BatchChat {
                 format!("job {:?}: the payload is not a chat request: {e}", job.id),
             )
         })?;
-        let clock = ctx.client().clock().clone();
+        let clock = llm_failover::wing::client_clock(ctx.client()).clone();
         let started = clock.now();
         // The job's place in the admission order is its request's.
         let options = RequestOptions::new()

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::Contract;
-use crate::error::{Error, ErrorKind, Result};
-use crate::jobs::Job;
-use crate::types::schema_failures;
+use crate::Job;
+use llm_failover::wing::schema_failures;
+use llm_failover::{Error, ErrorKind, Result};
 
 /// A [`Contract`] that accepts a result only when it is valid against `schema` (any draft the
 /// `jsonschema` crate knows; `$schema` picks it, 2020-12 when absent). A `$ref` to another
@@ -17,7 +17,7 @@ use crate::types::schema_failures;
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::{schema_contract, NewJob, Queue};
+/// use llm_failover_queue::{schema_contract, NewJob, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 /// let triage = schema_contract(&serde_json::json!({
@@ -64,8 +64,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::admission::Priority;
-    use crate::jobs::JobState;
+    use crate::JobState;
+    use llm_failover::admission::Priority;
 
     fn job() -> Job {
         Job {

@@ -7,7 +7,7 @@
 //! version is higher than this code knows is refused: an older binary must not write rows whose
 //! meaning it does not know.
 //!
-//! The tables and columns are SQLite's (`src/jobs/schema.rs`), in PostgreSQL's types: `BIGINT`
+//! The tables and columns are SQLite's (`queue/src/schema.rs`), in PostgreSQL's types: `BIGINT`
 //! for times in ms and counts, tenants compared byte by byte (`COLLATE "C"`, as SQLite
 //! compares text) so that tenants take turns in the same order on both. The claim is a
 //! PL/pgSQL function, so that a claim of many jobs is one round trip.
@@ -16,8 +16,8 @@ use std::error::Error as _;
 
 use tokio_postgres::Client;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::jobs::job::check_schema_version;
+use crate::job::check_schema_version;
+use llm_failover::{Error, ErrorKind, Result};
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; never edit one that has shipped, add one.
 const MIGRATIONS: &[&str] = &[

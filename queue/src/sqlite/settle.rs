@@ -7,12 +7,12 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::SqliteQueue;
-use crate::error::Result;
-use crate::jobs::job::{millis, Failed, Outcome, Reaped};
-use crate::jobs::policy::{lease_expired, FailPolicy};
+use crate::job::{millis, Failed, Outcome, Reaped};
+use crate::policy::{lease_expired, FailPolicy};
+use llm_failover::Result;
 
 impl SqliteQueue {
-    /// [`Queue::heartbeat`](crate::jobs::Queue::heartbeat) on SQLite.
+    /// [`Queue::heartbeat`](crate::Queue::heartbeat) on SQLite.
     pub(crate) async fn heartbeat(
         &self,
         id: &str,
@@ -31,7 +31,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::heartbeat_all`](crate::jobs::Queue::heartbeat_all) on SQLite.
+    /// [`Queue::heartbeat_all`](crate::Queue::heartbeat_all) on SQLite.
     pub(crate) async fn heartbeat_all(
         &self,
         claims: Vec<(String, u32)>,
@@ -53,7 +53,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::complete_all`](crate::jobs::Queue::complete_all) on SQLite.
+    /// [`Queue::complete_all`](crate::Queue::complete_all) on SQLite.
     pub(crate) async fn complete_all(
         &self,
         results: Vec<(String, u32, String)>,
@@ -76,7 +76,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::snooze`](crate::jobs::Queue::snooze) on SQLite.
+    /// [`Queue::snooze`](crate::Queue::snooze) on SQLite.
     pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
         self.fenced("snoozing", id, attempt, move |tx, id, attempt| {
             tx.execute(
@@ -88,7 +88,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::fail`](crate::jobs::Queue::fail) on SQLite.
+    /// [`Queue::fail`](crate::Queue::fail) on SQLite.
     pub(crate) async fn fail(
         &self,
         id: &str,
@@ -127,7 +127,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::dead_now`](crate::jobs::Queue::dead_now) on SQLite.
+    /// [`Queue::dead_now`](crate::Queue::dead_now) on SQLite.
     pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
         let reason = reason.to_owned();
         self.fenced("dead-lettering", id, attempt, move |tx, id, attempt| {
@@ -141,7 +141,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::review`](crate::jobs::Queue::review) on SQLite.
+    /// [`Queue::review`](crate::Queue::review) on SQLite.
     pub(crate) async fn review(
         &self,
         id: &str,
@@ -160,7 +160,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::reap`](crate::jobs::Queue::reap) on SQLite.
+    /// [`Queue::reap`](crate::Queue::reap) on SQLite.
     pub(crate) async fn reap(&self, now_ms: i64, policy: &FailPolicy) -> Result<Reaped> {
         let policy = *policy;
         self.write("reaping expired leases", move |tx| {

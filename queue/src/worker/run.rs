@@ -4,7 +4,7 @@
 //! never moves an injected manual clock itself: such a clock only moves when the worker is
 //! truly idle (or a job's own logic sleeps), and the leases follow it.
 //!
-//! [`Clock::wait_for_time`]: crate::clock::Clock::wait_for_time
+//! [`Clock::wait_for_time`]: llm_failover::clock::Clock::wait_for_time
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,9 +17,9 @@ use tokio::task::{Id, JoinError};
 use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{run_job, Inner, Running};
-use crate::error::Result;
-use crate::jobs::job::{wall_ms, Failed, Job, Outcome};
-use crate::stop::Stop;
+use crate::job::{wall_ms, Failed, Job, Outcome};
+use llm_failover::batch::Stop;
+use llm_failover::Result;
 
 type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
 
@@ -102,7 +102,7 @@ impl<'a> Run<'a> {
     }
 
     /// Runs the queue operation `op` (given the wall time of each try) as
-    /// [`patiently`](crate::jobs::patiently) does, for the worker's database patience,
+    /// [`patiently`](crate::patiently) does, for the worker's database patience,
     /// counting each failed try.
     async fn retrying<T, F, Fut>(&mut self, op: F) -> Result<T>
     where
@@ -111,7 +111,7 @@ impl<'a> Run<'a> {
     {
         let name = &self.inner.name;
         let errors = &mut self.report.queue_errors;
-        crate::jobs::patiently(
+        crate::patiently(
             self.inner.clock.as_ref(),
             self.inner.db_patience,
             op,

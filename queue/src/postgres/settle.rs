@@ -15,12 +15,12 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::{column, no_nul, PostgresQueue};
-use crate::error::Result;
-use crate::jobs::job::{millis, Failed, Outcome, Reaped};
-use crate::jobs::policy::{lease_expired, FailPolicy};
+use crate::job::{millis, Failed, Outcome, Reaped};
+use crate::policy::{lease_expired, FailPolicy};
+use llm_failover::Result;
 
 impl PostgresQueue {
-    /// [`Queue::heartbeat`](crate::jobs::Queue::heartbeat) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::heartbeat`](crate::Queue::heartbeat) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn heartbeat(
         &self,
@@ -41,7 +41,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// [`Queue::heartbeat_all`](crate::jobs::Queue::heartbeat_all) on PostgreSQL: one
+    /// [`Queue::heartbeat_all`](crate::Queue::heartbeat_all) on PostgreSQL: one
     /// statement. A claim whose id holds a NUL character (which no stored job can have) is
     /// left out.
     pub(crate) async fn heartbeat_all(
@@ -68,7 +68,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// [`Queue::complete_all`](crate::jobs::Queue::complete_all) on PostgreSQL. The same claim given twice
+    /// [`Queue::complete_all`](crate::Queue::complete_all) on PostgreSQL. The same claim given twice
     /// in one call is applied once, with its first result. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn complete_all(
@@ -122,7 +122,7 @@ impl PostgresQueue {
             .collect())
     }
 
-    /// [`Queue::snooze`](crate::jobs::Queue::snooze) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::snooze`](crate::Queue::snooze) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
         self.fenced(
@@ -136,7 +136,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// [`Queue::fail`](crate::jobs::Queue::fail) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::fail`](crate::Queue::fail) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn fail(
         &self,
@@ -196,7 +196,7 @@ impl PostgresQueue {
         })
     }
 
-    /// [`Queue::dead_now`](crate::jobs::Queue::dead_now) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::dead_now`](crate::Queue::dead_now) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
         no_nul(reason, || "dead letter reason".to_owned())?;
@@ -212,7 +212,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// [`Queue::review`](crate::jobs::Queue::review) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::review`](crate::Queue::review) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn review(
         &self,
@@ -234,7 +234,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// [`Queue::reap`](crate::jobs::Queue::reap) on PostgreSQL. A job whose lease was extended, or that
+    /// [`Queue::reap`](crate::Queue::reap) on PostgreSQL. A job whose lease was extended, or that
     /// was settled, while the reaper decided is left alone; two reapers at once count each
     /// expired lease once. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.

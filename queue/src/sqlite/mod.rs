@@ -10,8 +10,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 
 use super::job::{millis, Job, NewJob, Outcome, QueueStats};
 use super::schema::{self, sql_error};
-use crate::admission::{Priority, Tenant};
-use crate::error::{Error, ErrorKind, Result};
+use llm_failover::admission::{Priority, Tenant};
+use llm_failover::{Error, ErrorKind, Result};
 
 mod settle;
 
@@ -84,7 +84,7 @@ impl SqliteQueue {
         })
     }
 
-    /// [`Queue::enqueue_all`](crate::jobs::Queue::enqueue_all) on SQLite.
+    /// [`Queue::enqueue_all`](crate::Queue::enqueue_all) on SQLite.
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         self.write("enqueueing", move |tx| {
             let mut insert = tx.prepare_cached(
@@ -109,7 +109,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::claim_many`](crate::jobs::Queue::claim_many) on SQLite.
+    /// [`Queue::claim_many`](crate::Queue::claim_many) on SQLite.
     pub(crate) async fn claim_many(
         &self,
         worker: &str,
@@ -134,7 +134,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::stats`](crate::jobs::Queue::stats) on SQLite.
+    /// [`Queue::stats`](crate::Queue::stats) on SQLite.
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         self.read("reading stats", move |conn| {
             let mut stats = QueueStats::default();
@@ -168,7 +168,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::get`](crate::jobs::Queue::get) on SQLite.
+    /// [`Queue::get`](crate::Queue::get) on SQLite.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         let id = id.to_owned();
         self.read("reading a job", move |conn| {
@@ -182,7 +182,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::dead_letters`](crate::jobs::Queue::dead_letters) on SQLite.
+    /// [`Queue::dead_letters`](crate::Queue::dead_letters) on SQLite.
     pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {
         self.read("listing dead letters", move |conn| {
             conn.prepare_cached(&format!(
@@ -194,7 +194,7 @@ impl SqliteQueue {
         .await
     }
 
-    /// [`Queue::requeue`](crate::jobs::Queue::requeue) on SQLite.
+    /// [`Queue::requeue`](crate::Queue::requeue) on SQLite.
     pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
         self.write("requeueing", move |tx| {
@@ -281,7 +281,7 @@ const CLAIM_JOB: &str =
                   ORDER BY eligible_at, seq LIMIT 1)";
 
 /// The claim within one priority (the `lane` column), by the [admission
-/// order](crate::admission): the next tenant after the cursor with eligible work (wrapping
+/// order](llm_failover::admission): the next tenant after the cursor with eligible work (wrapping
 /// round), then that tenant's longest-eligible job.
 fn claim_in_lane(
     tx: &Transaction<'_>,
@@ -396,7 +396,8 @@ mod tests {
     /// claims them in the order a limiter's line serves the same waiters.
     #[tokio::test]
     async fn claims_follow_the_admission_order() {
-        use crate::admission::{serve_order, Place, Priority, Tenant};
+        use llm_failover::admission::{Priority, Tenant};
+        use llm_failover::wing::serve_order;
         use Priority::{Bulk, Interactive};
         let tables: &[&[(Priority, &str)]] = &[
             &[
@@ -421,7 +422,7 @@ mod tests {
             ],
         ];
         for table in tables {
-            let queue = crate::jobs::Queue::sqlite_in_memory().unwrap();
+            let queue = crate::Queue::sqlite_in_memory().unwrap();
             for (i, (priority, tenant)) in table.iter().enumerate() {
                 let job = NewJob::new(i.to_string(), "chat", "{}")
                     .with_tenant(*tenant)
@@ -436,14 +437,11 @@ mod tests {
             {
                 claimed.push(job.id.parse::<usize>().unwrap());
             }
-            let places: Vec<Place> = table
+            let waiting: Vec<(Priority, Tenant)> = table
                 .iter()
-                .map(|(priority, tenant)| Place {
-                    priority: *priority,
-                    tenant: Tenant::new(tenant),
-                })
+                .map(|(priority, tenant)| (*priority, Tenant::new(tenant)))
                 .collect();
-            assert_eq!(claimed, serve_order(&places), "{table:?}");
+            assert_eq!(claimed, serve_order(&waiting), "{table:?}");
         }
     }
 }

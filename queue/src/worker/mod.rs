@@ -14,10 +14,10 @@ use tokio::task::JoinSet;
 use super::job::{wall_ms, Job, Outcome};
 use super::policy::FailPolicy;
 use super::queue::Queue;
-use crate::clock::Clock;
-use crate::error::{Error, ErrorKind, Result};
-use crate::stop::Stop;
-use crate::Client;
+use llm_failover::batch::Stop;
+use llm_failover::clock::Clock;
+use llm_failover::Client;
+use llm_failover::{Error, ErrorKind, Result};
 
 mod decide;
 mod report;
@@ -40,7 +40,7 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 ///
 /// ```
 /// use std::sync::Arc;
-/// use llm_failover::jobs::{Contract, Job};
+/// use llm_failover_queue::{Contract, Job};
 ///
 /// let has_category: Contract = Arc::new(|_job: &Job, result: &str| {
 ///     let value: serde_json::Value = serde_json::from_str(result).map_err(|e| e.to_string())?;
@@ -66,7 +66,7 @@ pub type Contract = Arc<dyn Fn(&Job, &str) -> std::result::Result<(), String> + 
 ///
 /// ```
 /// use async_trait::async_trait;
-/// use llm_failover::jobs::{Handler, JobContext};
+/// use llm_failover_queue::{Handler, JobContext};
 /// use llm_failover::{ChatRequest, Error, ErrorKind};
 ///
 /// struct Summarise;
@@ -127,7 +127,7 @@ impl JobContext {
     ///
     /// `Io` when the queue's database fails.
     pub async fn heartbeat(&self) -> Result<bool> {
-        let now = wall_ms(self.client.clock().wall());
+        let now = wall_ms(llm_failover::wing::client_clock(&self.client).wall());
         let outcome = (self.queue)
             .heartbeat(&self.job.id, self.job.attempt, self.lease, now)
             .await?;
@@ -162,7 +162,7 @@ impl JobContext {
 /// use std::sync::Arc;
 /// use async_trait::async_trait;
 /// use llm_failover::batch::Stop;
-/// use llm_failover::jobs::{Ended, Handler, JobContext, NewJob, Queue, Worker};
+/// use llm_failover_queue::{Ended, Handler, JobContext, NewJob, Queue, Worker};
 /// use llm_failover::{Client, Error};
 ///
 /// struct Echo;
@@ -390,7 +390,7 @@ impl WorkerBuilder {
                 (name, Kind { handler, contract })
             })
             .collect();
-        let clock = self.client.clock().clone();
+        let clock = llm_failover::wing::client_clock(&self.client).clone();
         Ok(Worker {
             inner: Arc::new(Inner {
                 name: self.name.unwrap_or_else(default_name),

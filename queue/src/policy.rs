@@ -19,7 +19,7 @@ use super::job::millis;
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::jobs::FailPolicy;
+/// use llm_failover_queue::FailPolicy;
 ///
 /// let policy = FailPolicy::default()
 ///     .with_max_failures(3)
@@ -52,7 +52,7 @@ impl FailPolicy {
     /// # Examples
     ///
     /// ```
-    /// let p = llm_failover::jobs::FailPolicy::default().with_max_failures(0);
+    /// let p = llm_failover_queue::FailPolicy::default().with_max_failures(0);
     /// assert_eq!(p.max_failures(), 1);
     /// ```
     #[must_use]
@@ -68,7 +68,7 @@ impl FailPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let p = llm_failover::jobs::FailPolicy::default()
+    /// let p = llm_failover_queue::FailPolicy::default()
     ///     .with_backoff(Duration::from_millis(100), Duration::from_secs(1));
     /// assert_eq!(p.backoff(5), Duration::from_secs(1));
     /// ```
@@ -84,7 +84,7 @@ impl FailPolicy {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(llm_failover::jobs::FailPolicy::default().max_failures(), 5);
+    /// assert_eq!(llm_failover_queue::FailPolicy::default().max_failures(), 5);
     /// ```
     pub fn max_failures(&self) -> u32 {
         self.max_failures
@@ -96,7 +96,7 @@ impl FailPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let p = llm_failover::jobs::FailPolicy::default();
+    /// let p = llm_failover_queue::FailPolicy::default();
     /// assert_eq!(p.backoff(1), Duration::from_secs(1));
     /// assert_eq!(p.backoff(40), Duration::from_secs(300));
     /// ```

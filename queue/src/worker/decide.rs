@@ -3,10 +3,10 @@
 
 use tokio::time::Instant;
 
+use crate::job::Job;
 #[cfg(test)]
-use crate::error::ErrorKind;
-use crate::error::{Disposition, Error};
-use crate::jobs::job::Job;
+use llm_failover::ErrorKind;
+use llm_failover::{Disposition, Error};
 
 use super::Contract;
 
@@ -86,7 +86,7 @@ fn until_ms(err: &Error, at: At) -> Option<i64> {
         Some(when) => when.saturating_duration_since(at.instant),
         None => err.retry_after()?,
     };
-    Some(at.wall_ms.saturating_add(crate::jobs::job::millis(wait)))
+    Some(at.wall_ms.saturating_add(crate::job::millis(wait)))
 }
 
 /// The reason recorded with a failure: the error's kind code first (what a dead-letter
@@ -110,8 +110,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::admission::Priority;
-    use crate::jobs::JobState;
+    use crate::JobState;
+    use llm_failover::admission::Priority;
+    use llm_failover::wing::errors;
 
     fn job() -> Job {
         Job {
@@ -191,11 +192,15 @@ mod tests {
     fn an_error_snoozes_to_a_stated_time_dies_when_terminal_and_fails_otherwise() {
         let now = Instant::now();
         let secs = Duration::from_secs;
-        let closed = Error::all_unavailable(now + secs(75), secs(75), vec![]);
+        let closed = errors::all_unavailable(now + secs(75), secs(75), vec![]);
         let boom = || Error::new(ErrorKind::Server, "boom").with_status(500);
-        let sent_then_closed =
-            || Error::all_unavailable(now + secs(75), secs(75), vec![boom()]).with_sends(1);
-        let every_attempt_used = || Error::all_failed(vec![boom(), boom()]).with_sends(2);
+        let sent_then_closed = || {
+            errors::with_sends(
+                errors::all_unavailable(now + secs(75), secs(75), vec![boom()]),
+                1,
+            )
+        };
+        let every_attempt_used = || errors::with_sends(errors::all_failed(vec![boom(), boom()]), 2);
         let table = [
             (
                 "429 with Retry-After",

@@ -1,15 +1,18 @@
-//! Durable jobs: a [`Queue`] on SQLite (one host, nothing to install) or PostgreSQL (workers
-//! on many hosts) that survives crashes, accepts at most one result per job, and lets a 429
-//! move a job's eligible time instead of putting a worker to sleep; and [`Worker`]s that run
-//! its jobs through a [`Client`](crate::Client), settling each by what it answered.
+//! # llm-failover-queue
+//!
+//! The queue wing of [llm-failover](llm_failover): durable jobs. A [`Queue`] on SQLite (one
+//! host, nothing to install) or PostgreSQL (workers on many hosts) that survives crashes,
+//! accepts at most one result per job, and lets a 429 move a job's eligible time instead of
+//! putting a worker to sleep; [`Worker`]s that run its jobs through a
+//! [`Client`](llm_failover::Client), settling each by what it answered; and [`QueuedJob`], a
+//! JSON-lines prompt batch on the queue.
 //!
 //! Most programs enqueue and run a [`Worker`] (its documentation has an example), or, for a
-//! JSON-lines prompt batch, [`QueuedJob`](crate::batch::QueuedJob). The queue's own
-//! operations, which a worker uses:
+//! JSON-lines prompt batch, [`QueuedJob`]. The queue's own operations, which a worker uses:
 //!
 //! ```
 //! use std::time::Duration;
-//! use llm_failover::jobs::{FailPolicy, NewJob, Outcome, Queue};
+//! use llm_failover_queue::{FailPolicy, NewJob, Outcome, Queue};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 //! let queue = Queue::sqlite_in_memory()?; // Queue::open("sqlite:PATH" or "postgres://…")
@@ -97,6 +100,9 @@
 //! over plain TCP or a unix socket: it is built without TLS, and refuses a connection string
 //! that demands it.
 
+#![forbid(unsafe_code)]
+
+mod batch;
 mod job;
 mod policy;
 #[cfg(feature = "postgres")]
@@ -108,6 +114,7 @@ mod schema;
 mod sqlite;
 mod worker;
 
+pub use batch::{QueuedJob, QueuedReport};
 pub use job::{wall_ms, Failed, Job, JobState, NewJob, Outcome, QueueStats, Reaped};
 pub use policy::FailPolicy;
 pub(crate) use queue::patiently;

@@ -10,8 +10,8 @@ use super::policy::FailPolicy;
 use super::postgres::PostgresQueue;
 #[cfg(feature = "sqlite")]
 use super::sqlite::SqliteQueue;
-use crate::clock::Clock;
-use crate::error::{Error, ErrorKind, Result};
+use llm_failover::clock::Clock;
+use llm_failover::{Error, ErrorKind, Result};
 
 /// A durable job queue on SQLite (one host) or PostgreSQL (many hosts): the same schema, the
 /// same state machine and the same answers on both (the [module documentation](super) has
@@ -25,7 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::jobs::{NewJob, Outcome, Queue};
+/// use llm_failover_queue::{NewJob, Outcome, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 /// let queue = Queue::sqlite_in_memory()?;
@@ -75,10 +75,10 @@ impl Queue {
     /// let dir = std::env::temp_dir().join(format!("queue-open-doc-{}", std::process::id()));
     /// std::fs::create_dir_all(&dir).unwrap();
     /// let spec = format!("sqlite:{}", dir.join("jobs.sqlite").display());
-    /// let queue = llm_failover::jobs::Queue::open(&spec).await?;
+    /// let queue = llm_failover_queue::Queue::open(&spec).await?;
     /// assert_eq!(queue.stats(0).await?.ready, 0);
     ///
-    /// let err = llm_failover::jobs::Queue::open("jobs.sqlite").await.unwrap_err();
+    /// let err = llm_failover_queue::Queue::open("jobs.sqlite").await.unwrap_err();
     /// assert_eq!(err.kind(), llm_failover::ErrorKind::Config);
     /// # drop(queue); std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok(()) }
@@ -137,7 +137,7 @@ impl Queue {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let dir = std::env::temp_dir().join(format!("queue-sqlite-doc-{}", std::process::id()));
     /// std::fs::create_dir_all(&dir).unwrap();
-    /// let queue = llm_failover::jobs::Queue::sqlite(dir.join("jobs.sqlite")).await?;
+    /// let queue = llm_failover_queue::Queue::sqlite(dir.join("jobs.sqlite")).await?;
     /// assert_eq!(queue.stats(0).await?.ready, 0);
     /// # drop(queue); std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok(()) }
@@ -160,7 +160,7 @@ impl Queue {
     /// # Examples
     ///
     /// ```
-    /// let queue = llm_failover::jobs::Queue::sqlite_in_memory()?;
+    /// let queue = llm_failover_queue::Queue::sqlite_in_memory()?;
     /// # Ok::<(), llm_failover::Error>(())
     /// ```
     ///
@@ -195,7 +195,7 @@ impl Queue {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = llm_failover::jobs::Queue::postgres("postgres://jobs@127.0.0.1:5432/jobs").await?;
+    /// let queue = llm_failover_queue::Queue::postgres("postgres://jobs@127.0.0.1:5432/jobs").await?;
     /// assert_eq!(queue.stats(0).await?.ready, 0);
     /// # Ok(()) }
     /// ```
@@ -218,7 +218,7 @@ impl Queue {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
-    /// let queue = llm_failover::jobs::Queue::postgres_with("postgres://jobs@127.0.0.1/jobs", 8).await?;
+    /// let queue = llm_failover_queue::Queue::postgres_with("postgres://jobs@127.0.0.1/jobs", 8).await?;
     /// # Ok(()) }
     /// ```
     ///
@@ -241,7 +241,7 @@ impl Queue {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(llm_failover::jobs::Queue::sqlite_in_memory()?.backend(), "sqlite");
+    /// assert_eq!(llm_failover_queue::Queue::sqlite_in_memory()?.backend(), "sqlite");
     /// # Ok::<(), llm_failover::Error>(())
     /// ```
     pub fn backend(&self) -> &'static str {
@@ -254,7 +254,7 @@ impl Queue {
     /// # Examples
     ///
     /// ```
-    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # use llm_failover_queue::{NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// assert!(queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?);
@@ -276,7 +276,7 @@ impl Queue {
     /// # Examples
     ///
     /// ```
-    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # use llm_failover_queue::{NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// let jobs = (0..3).map(|i| NewJob::new(format!("line-{i}"), "chat", "{}")).collect();
@@ -307,7 +307,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # use llm_failover_queue::{NewJob, Queue};
     /// # use llm_failover::admission::Priority;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
@@ -336,7 +336,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # use llm_failover_queue::{NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// for (id, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
@@ -368,7 +368,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "transcribe", "{}"), 0).await?;
@@ -401,7 +401,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Queue};
+    /// # use llm_failover_queue::{NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
@@ -437,7 +437,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{JobState, NewJob, Outcome, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
@@ -464,7 +464,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
@@ -494,7 +494,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
@@ -520,7 +520,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{FailPolicy, Failed, JobState, NewJob, Queue};
+    /// # use llm_failover_queue::{FailPolicy, Failed, JobState, NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// let policy = FailPolicy::default().with_max_failures(2);
@@ -555,7 +555,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
@@ -579,7 +579,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{JobState, NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{JobState, NewJob, Outcome, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
@@ -613,7 +613,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{FailPolicy, NewJob, Queue};
+    /// # use llm_failover_queue::{FailPolicy, NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
@@ -649,7 +649,7 @@ impl Queue {
     /// # Examples
     ///
     /// ```
-    /// # use llm_failover::jobs::{JobState, NewJob, Queue};
+    /// # use llm_failover_queue::{JobState, NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 7).await?;
@@ -687,7 +687,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover::jobs::{JobState, NewJob, Queue};
+    /// # use llm_failover_queue::{JobState, NewJob, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
@@ -773,7 +773,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use crate::clock::ManualClock;
+    use llm_failover::clock::ManualClock;
 
     fn locked() -> Error {
         Error::new(ErrorKind::Io, "database is locked")
@@ -827,7 +827,7 @@ mod tests {
 
         // Any other error is returned at once.
         let clock = ManualClock::new();
-        let op = |_now| async { Err::<(), _>(Error::config("bad payload")) };
+        let op = |_now| async { Err::<(), _>(Error::new(ErrorKind::Config, "bad payload")) };
         let err = patiently(&clock, patience, op, |_, _| {})
             .await
             .unwrap_err();

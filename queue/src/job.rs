@@ -4,13 +4,13 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use crate::admission::{Priority, Tenant};
-use crate::error::{Error, ErrorKind, Result};
+use llm_failover::admission::{Priority, Tenant};
+use llm_failover::{Error, ErrorKind, Result};
 
 /// Wall-clock milliseconds since the Unix epoch: the one time unit the queue stores.
 ///
 /// The queue never reads a clock; every operation takes `now_ms` from the caller, usually
-/// `wall_ms(clock.wall())` with the [`Clock`](crate::clock::Clock) the rest of the SDK uses.
+/// `wall_ms(clock.wall())` with the [`Clock`](llm_failover::clock::Clock) the rest of the SDK uses.
 /// A time before the epoch is 0; one past `i64::MAX` ms is `i64::MAX`.
 ///
 /// # Examples
@@ -18,14 +18,14 @@ use crate::error::{Error, ErrorKind, Result};
 /// ```
 /// use std::time::{Duration, SystemTime};
 /// use llm_failover::clock::{Clock, ManualClock};
-/// use llm_failover::jobs::wall_ms;
+/// use llm_failover_queue::wall_ms;
 ///
 /// assert_eq!(wall_ms(SystemTime::UNIX_EPOCH + Duration::from_millis(1_500)), 1_500);
 /// let clock = ManualClock::new();
 /// assert!(wall_ms(clock.wall()) > 0);
 /// ```
 pub fn wall_ms(at: SystemTime) -> i64 {
-    crate::clock::wall_ms(at)
+    llm_failover::wing::wall_ms(at)
 }
 
 /// A duration in whole milliseconds, saturating (for leases and backoffs).
@@ -33,12 +33,12 @@ pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Where a job is in its life; see the [module docs](crate::jobs) for the transitions.
+/// Where a job is in its life; see the [module docs](crate) for the transitions.
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::JobState;
+/// use llm_failover_queue::JobState;
 ///
 /// assert_eq!("review".parse::<JobState>().unwrap(), JobState::Review);
 /// assert!(JobState::Done.is_terminal());
@@ -52,7 +52,7 @@ pub enum JobState {
     Running,
     /// Completed: its result was accepted.
     Done,
-    /// Given up on, with a reason; [`requeue`](crate::jobs::Queue::requeue) revives it.
+    /// Given up on, with a reason; [`requeue`](crate::Queue::requeue) revives it.
     Dead,
     /// A result arrived but did not pass its contract; waits for a person.
     Review,
@@ -64,7 +64,7 @@ impl JobState {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(llm_failover::jobs::JobState::Ready.as_str(), "ready");
+    /// assert_eq!(llm_failover_queue::JobState::Ready.as_str(), "ready");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -81,7 +81,7 @@ impl JobState {
     /// # Examples
     ///
     /// ```
-    /// assert!(llm_failover::jobs::JobState::Dead.is_terminal());
+    /// assert!(llm_failover_queue::JobState::Dead.is_terminal());
     /// ```
     pub fn is_terminal(self) -> bool {
         matches!(self, JobState::Done | JobState::Dead | JobState::Review)
@@ -119,14 +119,14 @@ impl FromStr for JobState {
 /// The id is the caller's (a hash of the input line, a recording's path and hash): enqueueing
 /// the same id again changes nothing, so several processes may enqueue the same input. The
 /// payload is JSON text describing the work. It is stored as written and shown by
-/// [`dead_letters`](crate::jobs::Queue::dead_letters): never put a key or other secret
+/// [`dead_letters`](crate::Queue::dead_letters): never put a key or other secret
 /// in it, and reference audio by path and hash rather than copying it in.
 ///
 /// # Examples
 ///
 /// ```
 /// use llm_failover::admission::Priority;
-/// use llm_failover::jobs::NewJob;
+/// use llm_failover_queue::NewJob;
 ///
 /// let job = NewJob::new("line-17", "chat", r#"{"prompt":"Why is the sky blue?"}"#)
 ///     .with_tenant("acme")
@@ -141,7 +141,7 @@ pub struct NewJob {
     pub id: String,
     /// What sort of work (`chat`, `transcribe`, …): the worker dispatches on it.
     pub kind: String,
-    /// Whose work it is: tenants take turns ([admission order](crate::admission)). Default
+    /// Whose work it is: tenants take turns ([admission order](llm_failover::admission)). Default
     /// `default`.
     pub tenant: Tenant,
     /// Interactive or bulk: every eligible interactive job is claimed before any bulk one.
@@ -160,7 +160,7 @@ impl NewJob {
     /// # Examples
     ///
     /// ```
-    /// let job = llm_failover::jobs::NewJob::new("a", "chat", "{}");
+    /// let job = llm_failover_queue::NewJob::new("a", "chat", "{}");
     /// assert_eq!(job.tenant, "default");
     /// ```
     pub fn new(id: impl Into<String>, kind: impl Into<String>, payload: impl Into<String>) -> Self {
@@ -179,7 +179,7 @@ impl NewJob {
     /// # Examples
     ///
     /// ```
-    /// let job = llm_failover::jobs::NewJob::new("a", "chat", "{}").with_tenant("acme");
+    /// let job = llm_failover_queue::NewJob::new("a", "chat", "{}").with_tenant("acme");
     /// assert_eq!(job.tenant, "acme");
     /// ```
     #[must_use]
@@ -194,7 +194,7 @@ impl NewJob {
     ///
     /// ```
     /// use llm_failover::admission::Priority;
-    /// use llm_failover::jobs::NewJob;
+    /// use llm_failover_queue::NewJob;
     /// let job = NewJob::new("a", "chat", "{}").with_priority(Priority::Interactive);
     /// assert_eq!(job.priority, Priority::Interactive);
     /// ```
@@ -209,7 +209,7 @@ impl NewJob {
     /// # Examples
     ///
     /// ```
-    /// let job = llm_failover::jobs::NewJob::new("a", "chat", "{}").with_eligible_at(5_000);
+    /// let job = llm_failover_queue::NewJob::new("a", "chat", "{}").with_eligible_at(5_000);
     /// assert_eq!(job.eligible_at_ms, Some(5_000));
     /// ```
     #[must_use]
@@ -274,14 +274,14 @@ pub(crate) fn check_json(text: &str, what: impl FnOnce() -> String) -> Result<()
 
 /// A job as stored: what was enqueued plus where it is now.
 ///
-/// [`Queue::claim`](crate::jobs::Queue::claim) returns one in state
+/// [`Queue::claim`](crate::Queue::claim) returns one in state
 /// [`Running`](JobState::Running); its `(id, attempt)` is the fencing token every later call
 /// about this claim passes back.
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::{JobState, NewJob, Queue};
+/// use llm_failover_queue::{JobState, NewJob, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 /// let queue = Queue::sqlite_in_memory()?;
@@ -333,7 +333,7 @@ pub struct Job {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::Outcome;
+/// use llm_failover_queue::Outcome;
 ///
 /// assert!(Outcome::Lost.is_lost());
 /// assert!(!Outcome::Applied.is_lost());
@@ -353,19 +353,19 @@ impl Outcome {
     /// # Examples
     ///
     /// ```
-    /// assert!(llm_failover::jobs::Outcome::Lost.is_lost());
+    /// assert!(llm_failover_queue::Outcome::Lost.is_lost());
     /// ```
     pub fn is_lost(self) -> bool {
         self == Outcome::Lost
     }
 }
 
-/// What [`Queue::fail`](crate::jobs::Queue::fail) did with a failure.
+/// What [`Queue::fail`](crate::Queue::fail) did with a failure.
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::Failed;
+/// use llm_failover_queue::Failed;
 ///
 /// let f = Failed::Retry { eligible_at_ms: 2_000 };
 /// assert!(!f.is_lost());
@@ -391,19 +391,19 @@ impl Failed {
     /// # Examples
     ///
     /// ```
-    /// assert!(!llm_failover::jobs::Failed::Dead.is_lost());
+    /// assert!(!llm_failover_queue::Failed::Dead.is_lost());
     /// ```
     pub fn is_lost(self) -> bool {
         self == Failed::Lost
     }
 }
 
-/// What [`Queue::reap`](crate::jobs::Queue::reap) found: expired leases.
+/// What [`Queue::reap`](crate::Queue::reap) found: expired leases.
 ///
 /// # Examples
 ///
 /// ```
-/// let r = llm_failover::jobs::Reaped::default();
+/// let r = llm_failover_queue::Reaped::default();
 /// assert_eq!((r.requeued, r.dead), (0, 0));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -420,7 +420,7 @@ pub struct Reaped {
 /// # Examples
 ///
 /// ```
-/// use llm_failover::jobs::{NewJob, Queue};
+/// use llm_failover_queue::{NewJob, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 /// let queue = Queue::sqlite_in_memory()?;
@@ -460,7 +460,7 @@ impl QueueStats {
     /// # Examples
     ///
     /// ```
-    /// let mut stats = llm_failover::jobs::QueueStats::default();
+    /// let mut stats = llm_failover_queue::QueueStats::default();
     /// (stats.done, stats.review, stats.claims) = (6, 2, 10);
     /// assert_eq!(stats.transport_success(), Some(0.8));
     /// assert_eq!(stats.correctness(), Some(0.75));

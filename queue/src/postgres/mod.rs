@@ -11,8 +11,8 @@ use tokio_postgres::types::{FromSql, ToSql, Type};
 use tokio_postgres::Row;
 
 use super::job::{millis, Job, NewJob, QueueStats};
-use crate::admission::{Priority, Tenant};
-use crate::error::{Error, ErrorKind, Result};
+use llm_failover::admission::{Priority, Tenant};
+use llm_failover::{Error, ErrorKind, Result};
 
 mod pool;
 mod schema;
@@ -96,7 +96,7 @@ impl PostgresQueue {
         })
     }
 
-    /// [`Queue::enqueue_all`](crate::jobs::Queue::enqueue_all) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::enqueue_all`](crate::Queue::enqueue_all) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn enqueue_all(&self, jobs: Vec<NewJob>, now_ms: i64) -> Result<u64> {
         for job in &jobs {
@@ -143,7 +143,7 @@ impl PostgresQueue {
         .await
     }
 
-    /// [`Queue::claim_many`](crate::jobs::Queue::claim_many) on PostgreSQL. Jobs held by a concurrent
+    /// [`Queue::claim_many`](crate::Queue::claim_many) on PostgreSQL. Jobs held by a concurrent
     /// claim are skipped (`SKIP LOCKED`), so fewer may come back. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn claim_many(
@@ -180,7 +180,7 @@ impl PostgresQueue {
         rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
     }
 
-    /// [`Queue::stats`](crate::jobs::Queue::stats) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::stats`](crate::Queue::stats) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         let doing = "reading stats";
@@ -212,7 +212,7 @@ impl PostgresQueue {
         Ok(stats)
     }
 
-    /// [`Queue::get`](crate::jobs::Queue::get) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::get`](crate::Queue::get) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         no_nul(id, || "job id".to_owned())?;
@@ -228,7 +228,7 @@ impl PostgresQueue {
             .transpose()
     }
 
-    /// [`Queue::dead_letters`](crate::jobs::Queue::dead_letters) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::dead_letters`](crate::Queue::dead_letters) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {
         let rows = self
@@ -241,7 +241,7 @@ impl PostgresQueue {
         rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
     }
 
-    /// [`Queue::requeue`](crate::jobs::Queue::requeue) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
+    /// [`Queue::requeue`](crate::Queue::requeue) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         no_nul(id, || "job id".to_owned())?;
