@@ -61,7 +61,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{f, median, percentile, Table};
 use examples::TempDir;
-use llm_failover::batch::{Answer, Outcome as LineOutcome, ResultsWriter, Stop};
+use llm_failover::batch::{Answer, ItemOutcome as LineOutcome, ResultsWriter, Stop};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatResponse, Client, Credential, ProviderId, ProviderSettings};

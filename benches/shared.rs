@@ -56,7 +56,7 @@ use std::time::Duration;
 use common::{f, Table};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::ratelimit::{
-    Cost, LimitKey, LimitReport, LimiterStore, Limits, MemoryStore, Per, RedisStore, Reservation,
+    Demand, LimitKey, LimitReport, LimiterStore, Limits, MemoryStore, Per, RedisStore, Reservation,
     SharedSettings, Tightening, Window,
 };
 use llm_failover::ProviderId;
@@ -700,10 +700,10 @@ async fn admissions_for(
 ) -> (u64, f64) {
     let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
     let limits = Limits::none();
-    let cost = Cost {
+    let cost = Demand {
         input_tokens: 30,
         output_tokens: 8,
-        ..Cost::one_request()
+        ..Demand::one_request()
     };
     // The key as the client knows it after a first answer.
     let mut first = Tightening::default();

@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::{patiently, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport};
 use llm_failover::batch::Stop;
-use llm_failover::batch::{Answer, InputReader, ItemKey, Outcome, RunReport, Summary};
+use llm_failover::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
 use llm_failover::clock::Clock;
 use llm_failover::wing::batch::{
     create_replacement, failure_line, results_file, same_file, set_skipped_ok, warn_unreadable,
@@ -475,7 +475,7 @@ impl QueuedJob {
                     if let Some(id) = &bad.id {
                         seen.insert(id.clone());
                     }
-                    Some((Outcome::invalid_input(&bad).to_json_line(), false))
+                    Some((ItemOutcome::invalid_input(&bad).to_json_line(), false))
                 }
                 Ok(item) => {
                     let id = QueuedJob::job_id(&item.id, &payload(&item.id, &item.request)?);
@@ -771,7 +771,7 @@ impl Handler for BatchChat {
                 .tokens_saved
                 .fetch_add(tokens, Ordering::Relaxed);
         }
-        Ok(Outcome::ok(QueuedJob::item_id(&job.id), answer)
+        Ok(ItemOutcome::ok(QueuedJob::item_id(&job.id), answer)
             .to_json_line()
             .trim_end()
             .to_owned())

@@ -333,30 +333,30 @@ pub struct Job {
 /// # Examples
 ///
 /// ```
-/// use llm_failover_queue::Outcome;
+/// use llm_failover_queue::Fenced;
 ///
-/// assert!(Outcome::Lost.is_lost());
-/// assert!(!Outcome::Applied.is_lost());
+/// assert!(Fenced::Lost.is_lost());
+/// assert!(!Fenced::Applied.is_lost());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use = "a Lost outcome means the caller's result must be discarded"]
-pub enum Outcome {
+pub enum Fenced {
     /// The claim was current and the change was made.
     Applied,
     /// The claim is stale (another attempt, or no longer running): nothing changed.
     Lost,
 }
 
-impl Outcome {
+impl Fenced {
     /// Whether the claim was stale.
     ///
     /// # Examples
     ///
     /// ```
-    /// assert!(llm_failover_queue::Outcome::Lost.is_lost());
+    /// assert!(llm_failover_queue::Fenced::Lost.is_lost());
     /// ```
     pub fn is_lost(self) -> bool {
-        self == Outcome::Lost
+        self == Fenced::Lost
     }
 }
 

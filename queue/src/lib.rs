@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use llm_failover_queue::{FailPolicy, NewJob, Outcome, Queue};
+//! use llm_failover_queue::{FailPolicy, NewJob, Fenced, Queue};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 //! let queue = Queue::sqlite_in_memory()?; // Queue::open("sqlite:PATH" or "postgres://…")
@@ -22,8 +22,8 @@
 //! let job = queue.claim("worker-1", lease, 1_000).await?.expect("one job is eligible");
 //! // ... send job.payload through the Client ...
 //! match queue.complete(&job.id, job.attempt, r#"{"text":"hello"}"#).await? {
-//!     Outcome::Applied => {}                // the result is the job's, once
-//!     Outcome::Lost => { /* reaped and claimed again: discard ours */ }
+//!     Fenced::Applied => {}                // the result is the job's, once
+//!     Fenced::Lost => { /* reaped and claimed again: discard ours */ }
 //! }
 //! queue.reap(200_000, &FailPolicy::default()).await?; // now and then: expired leases back
 //! # Ok(()) }
@@ -46,7 +46,7 @@
 //!
 //! Every arrow out of `running` is fenced by the claim: `WHERE id = ? AND attempt = ? AND
 //! state = 'running'`. A call for any other `(id, attempt)`, or for a job no longer running,
-//! changes nothing and answers [`Outcome::Lost`] (or [`Failed::Lost`]).
+//! changes nothing and answers [`Fenced::Lost`] (or [`Failed::Lost`]).
 //!
 //! # Invariants
 //!
@@ -115,7 +115,7 @@ mod sqlite;
 mod worker;
 
 pub use batch::{QueuedJob, QueuedReport};
-pub use job::{wall_ms, Failed, Job, JobState, NewJob, Outcome, QueueStats, Reaped};
+pub use job::{wall_ms, Failed, Fenced, Job, JobState, NewJob, QueueStats, Reaped};
 pub use policy::FailPolicy;
 pub(crate) use queue::patiently;
 pub use queue::Queue;

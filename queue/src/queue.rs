@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::job::{check_json, wall_ms, Failed, Job, NewJob, Outcome, QueueStats, Reaped};
+use super::job::{check_json, wall_ms, Failed, Fenced, Job, NewJob, QueueStats, Reaped};
 use super::policy::FailPolicy;
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresQueue;
@@ -25,13 +25,13 @@ use llm_failover::{Error, ErrorKind, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover_queue::{NewJob, Outcome, Queue};
+/// use llm_failover_queue::{NewJob, Fenced, Queue};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
 /// let queue = Queue::sqlite_in_memory()?;
 /// queue.enqueue(NewJob::new("line-1", "chat", r#"{"prompt":"hi"}"#), 0).await?;
 /// let job = queue.claim("worker-1", Duration::from_secs(60), 0).await?.unwrap();
-/// assert_eq!(queue.complete(&job.id, job.attempt, r#""hello""#).await?, Outcome::Applied);
+/// assert_eq!(queue.complete(&job.id, job.attempt, r#""hello""#).await?, Fenced::Applied);
 /// assert_eq!(queue.stats(0).await?.done, 1);
 /// # Ok(()) }
 /// ```
@@ -368,13 +368,13 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Fenced, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "transcribe", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
     /// let outcome = queue.heartbeat("a", job.attempt, Duration::from_secs(10), 8_000).await?;
-    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(outcome, Fenced::Applied);
     /// assert_eq!(queue.get("a").await?.unwrap().lease_until_ms, Some(18_000));
     /// # Ok(()) }
     /// ```
@@ -388,7 +388,7 @@ impl Queue {
         attempt: u32,
         lease: Duration,
         now_ms: i64,
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         on_backend!(self, q => q.heartbeat(id, attempt, lease, now_ms).await)
     }
 
@@ -437,13 +437,13 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover_queue::{JobState, NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{JobState, NewJob, Fenced, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.complete("a", job.attempt, r#""ok""#).await?, Outcome::Applied);
-    /// assert_eq!(queue.complete("a", job.attempt, r#""again""#).await?, Outcome::Lost);
+    /// assert_eq!(queue.complete("a", job.attempt, r#""ok""#).await?, Fenced::Applied);
+    /// assert_eq!(queue.complete("a", job.attempt, r#""again""#).await?, Fenced::Lost);
     /// assert_eq!(queue.get("a").await?.unwrap().result.as_deref(), Some(r#""ok""#));
     /// # Ok(()) }
     /// ```
@@ -451,9 +451,9 @@ impl Queue {
     /// # Errors
     ///
     /// `Config` when `result` is not JSON; `Io` when the database fails.
-    pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Outcome> {
+    pub async fn complete(&self, id: &str, attempt: u32, result: &str) -> Result<Fenced> {
         let one = vec![(id.to_owned(), attempt, result.to_owned())];
-        Ok(self.complete_all(one).await?.pop().unwrap_or(Outcome::Lost))
+        Ok(self.complete_all(one).await?.pop().unwrap_or(Fenced::Lost))
     }
 
     /// Completes every `(id, attempt, result)` in one transaction, each as
@@ -464,7 +464,7 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Fenced, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue_all(vec![NewJob::new("a", "chat", "{}"), NewJob::new("b", "chat", "{}")], 0).await?;
@@ -473,14 +473,14 @@ impl Queue {
     /// let mut results: Vec<_> = results.collect();
     /// results.push(("a".into(), 1, r#""twice""#.into())); // a is done by then
     /// let outcomes = queue.complete_all(results).await?;
-    /// assert_eq!(outcomes, [Outcome::Applied, Outcome::Applied, Outcome::Lost]);
+    /// assert_eq!(outcomes, [Fenced::Applied, Fenced::Applied, Fenced::Lost]);
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
     /// `Config` when a result is not JSON (nothing is written then); `Io` when the database fails.
-    pub async fn complete_all(&self, results: Vec<(String, u32, String)>) -> Result<Vec<Outcome>> {
+    pub async fn complete_all(&self, results: Vec<(String, u32, String)>) -> Result<Vec<Fenced>> {
         for (id, _, result) in &results {
             check_json(result, || format!("result of job {id:?}"))?;
         }
@@ -494,12 +494,12 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Fenced, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.snooze("a", job.attempt, 30_000).await?, Outcome::Applied);
+    /// assert_eq!(queue.snooze("a", job.attempt, 30_000).await?, Fenced::Applied);
     /// assert!(queue.claim("w", Duration::from_secs(10), 29_999).await?.is_none());
     /// let again = queue.claim("w", Duration::from_secs(10), 30_000).await?.unwrap();
     /// assert_eq!((again.attempt, again.failures), (2, 0));
@@ -509,7 +509,7 @@ impl Queue {
     /// # Errors
     ///
     /// `Io` when the database fails.
-    pub async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
+    pub async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Fenced> {
         on_backend!(self, q => q.snooze(id, attempt, until_ms).await)
     }
 
@@ -555,12 +555,12 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover_queue::{NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{NewJob, Fenced, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
-    /// assert_eq!(queue.dead_now("a", job.attempt, "400 context_length_exceeded").await?, Outcome::Applied);
+    /// assert_eq!(queue.dead_now("a", job.attempt, "400 context_length_exceeded").await?, Fenced::Applied);
     /// assert_eq!(queue.dead_letters().await?[0].reason.as_deref(), Some("400 context_length_exceeded"));
     /// # Ok(()) }
     /// ```
@@ -568,7 +568,7 @@ impl Queue {
     /// # Errors
     ///
     /// `Io` when the database fails.
-    pub async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
+    pub async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Fenced> {
         on_backend!(self, q => q.dead_now(id, attempt, reason).await)
     }
 
@@ -579,13 +579,13 @@ impl Queue {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use llm_failover_queue::{JobState, NewJob, Outcome, Queue};
+    /// # use llm_failover_queue::{JobState, NewJob, Fenced, Queue};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = Queue::sqlite_in_memory()?;
     /// queue.enqueue(NewJob::new("a", "triage", "{}"), 0).await?;
     /// let job = queue.claim("w", Duration::from_secs(10), 0).await?.unwrap();
     /// let outcome = queue.review("a", job.attempt, r#"{"urgency":"banana"}"#, "urgency is not 1-5").await?;
-    /// assert_eq!(outcome, Outcome::Applied);
+    /// assert_eq!(outcome, Fenced::Applied);
     /// assert_eq!(queue.get("a").await?.unwrap().state, JobState::Review);
     /// # Ok(()) }
     /// ```
@@ -599,7 +599,7 @@ impl Queue {
         attempt: u32,
         result: &str,
         reason: &str,
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         check_json(result, || format!("result of job {id:?}"))?;
         on_backend!(self, q => q.review(id, attempt, result, reason).await)
     }

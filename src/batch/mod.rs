@@ -3,7 +3,7 @@
 //! A batch is a stream of items (an id and a [`ChatRequest`](crate::ChatRequest)) run through
 //! a [`Client`](crate::Client) by a [`Runner`]. The client does the pacing — every request
 //! waits for its provider's buckets and fails over as the router decides — so the runner's
-//! concurrency only bounds the work in flight. Every item ends in exactly one [`Outcome`]: a
+//! concurrency only bounds the work in flight. Every item ends in exactly one [`ItemOutcome`]: a
 //! success, or a [`Failure`] labelled with its kind, HTTP status, provider and attempts. A
 //! failing item never stops the batch; outcomes go to an [`OutcomeSink`] as they complete.
 //!
@@ -59,7 +59,7 @@ pub use input::{BatchItem, InputError, InputReader};
 pub(crate) use input::parse_line;
 pub use job::{FileJob, JobReport};
 pub use key::ItemKey;
-pub use outcome::{Answer, Failure, FailureKind, Outcome};
+pub use outcome::{Answer, Failure, FailureKind, ItemOutcome};
 pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
 pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
 pub use sink::OutcomeSink;

@@ -1,4 +1,4 @@
-//! [`Outcome`]: how one item ended, and its JSON line.
+//! [`ItemOutcome`]: how one item ended, and its JSON line.
 
 use std::fmt;
 use std::time::Duration;
@@ -42,12 +42,12 @@ use crate::types::{ChatResponse, Usage};
 /// # Examples
 ///
 /// ```
-/// use llm_failover::batch::{InputReader, Outcome};
+/// use llm_failover::batch::{InputReader, ItemOutcome};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let mut input = InputReader::new(&b"\n{\"id\": \"q2\"}\nnot json\n"[..]);
 /// let bad = input.next().await?.unwrap().unwrap_err(); // no prompt
-/// let outcome = Outcome::invalid_input(&bad);
+/// let outcome = ItemOutcome::invalid_input(&bad);
 /// assert!(!outcome.is_ok());
 ///
 /// let line: serde_json::Value = serde_json::from_str(&outcome.to_json_line())?;
@@ -55,23 +55,23 @@ use crate::types::{ChatResponse, Usage};
 /// assert_eq!(line["error"]["kind"], "invalid_input");
 /// assert_eq!(line["error"]["line"], 2);
 ///
-/// let no_id = Outcome::invalid_input(&input.next().await?.unwrap().unwrap_err());
+/// let no_id = ItemOutcome::invalid_input(&input.next().await?.unwrap().unwrap_err());
 /// let line: serde_json::Value = serde_json::from_str(&no_id.to_json_line())?;
 /// assert_eq!((line.get("id"), &line["line"]), (None, &serde_json::json!(3)));
 /// # Ok(()) }
 /// ```
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
-pub struct Outcome {
+pub struct ItemOutcome {
     /// The item's id, or the number of a bad input line that has none.
     pub key: ItemKey,
     /// The answer, or why there is none.
     pub result: Result<Answer, Failure>,
 }
 
-impl fmt::Debug for Outcome {
+impl fmt::Debug for ItemOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("Outcome");
+        let mut d = f.debug_struct("ItemOutcome");
         d.field("key", &self.key);
         match &self.result {
             Ok(a) => d.field("answer", a),
@@ -89,14 +89,14 @@ impl fmt::Debug for Outcome {
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::batch::{Answer, Outcome};
+/// use llm_failover::batch::{Answer, ItemOutcome};
 /// use llm_failover::{ChatResponse, ProviderId};
 ///
 /// let response = ChatResponse::new(ProviderId::new("openai"), "gpt-4o-mini", "Paris");
 /// let answer = Answer::from_response(response, Duration::from_millis(840));
 /// assert_eq!((answer.text.as_str(), answer.attempts), ("Paris", 1));
 ///
-/// let line = Outcome::ok("q1", answer).to_json_line();
+/// let line = ItemOutcome::ok("q1", answer).to_json_line();
 /// assert!(line.contains(r#""latency_ms":840"#));
 /// ```
 #[derive(Clone, PartialEq)]
@@ -350,10 +350,10 @@ enum WireLine<'a> {
     },
 }
 
-impl Outcome {
+impl ItemOutcome {
     /// A success.
     pub fn ok(id: impl Into<String>, answer: Answer) -> Self {
-        Outcome {
+        ItemOutcome {
             key: ItemKey::Id(id.into()),
             result: Ok(answer),
         }
@@ -361,7 +361,7 @@ impl Outcome {
 
     /// A failure of the item `key` (an id, or [`ItemKey::Line`]).
     pub fn failed(key: impl Into<ItemKey>, failure: Failure) -> Self {
-        Outcome {
+        ItemOutcome {
             key: key.into(),
             result: Err(failure),
         }
@@ -369,7 +369,7 @@ impl Outcome {
 
     /// The failure of a bad input line, under its [`key`](InputError::key).
     pub fn invalid_input(err: &InputError) -> Self {
-        Outcome::failed(err.key(), Failure::invalid_input(err))
+        ItemOutcome::failed(err.key(), Failure::invalid_input(err))
     }
 
     /// The item's id (`None` for a bad input line reported by its number).
@@ -501,7 +501,7 @@ mod tests {
 
     #[test]
     fn success_line_has_the_documented_shape() {
-        let line = Outcome::ok("q1", answer()).to_json_line();
+        let line = ItemOutcome::ok("q1", answer()).to_json_line();
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(
@@ -520,16 +520,16 @@ mod tests {
             cached: true,
             ..answer()
         };
-        let line = Outcome::ok("q1", cached).to_json_line();
+        let line = ItemOutcome::ok("q1", cached).to_json_line();
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!((&v["cached"], &v["attempts"]), (&json!(true), &json!(0)));
         let plain: serde_json::Value =
-            serde_json::from_str(&Outcome::ok("q2", answer()).to_json_line()).unwrap();
+            serde_json::from_str(&ItemOutcome::ok("q2", answer()).to_json_line()).unwrap();
         assert_eq!(plain.get("cached"), None, "{plain}");
 
         for (line, id) in [
             (line, "q1"),
-            (Outcome::ok("q2", answer()).to_json_line(), "q2"),
+            (ItemOutcome::ok("q2", answer()).to_json_line(), "q2"),
         ] {
             let head = LineHead::parse(line.trim_end().as_bytes()).unwrap();
             assert_eq!((head.key, head.ok), (id.into(), true));
@@ -555,7 +555,7 @@ mod tests {
             line: None,
         };
         let v: serde_json::Value =
-            serde_json::from_str(&Outcome::failed("q2", f).to_json_line()).unwrap();
+            serde_json::from_str(&ItemOutcome::failed("q2", f).to_json_line()).unwrap();
         assert_eq!(
             v,
             json!({"id": "q2", "ok": false, "error": {"kind": "context_length_exceeded",
@@ -568,7 +568,7 @@ mod tests {
             message: "no `id` field".into(),
         };
         let v: serde_json::Value =
-            serde_json::from_str(&Outcome::invalid_input(&bad).to_json_line()).unwrap();
+            serde_json::from_str(&ItemOutcome::invalid_input(&bad).to_json_line()).unwrap();
         assert_eq!(
             v,
             json!({"line": 4, "ok": false, "error": {"kind": "invalid_input",
@@ -579,7 +579,7 @@ mod tests {
 
     #[test]
     fn a_written_line_reads_back_as_its_id_and_status() {
-        let line = Outcome::ok("q1", answer()).to_json_line();
+        let line = ItemOutcome::ok("q1", answer()).to_json_line();
         let head = LineHead::parse(line.trim_end().as_bytes()).unwrap();
         assert_eq!((head.key, head.ok), ("q1".into(), true));
         assert!(LineHead::parse(&line.as_bytes()[..20]).is_none(), "torn");
@@ -592,8 +592,8 @@ mod tests {
             line: 5,
             message: "not valid JSON".into(),
         };
-        let report = Outcome::invalid_input(&bad).to_json_line();
-        let real = Outcome::ok("line:5", answer()).to_json_line();
+        let report = ItemOutcome::invalid_input(&bad).to_json_line();
+        let real = ItemOutcome::ok("line:5", answer()).to_json_line();
         let heads = [report, real].map(|l| LineHead::parse(l.trim_end().as_bytes()).unwrap());
         assert_eq!(heads[0].key, ItemKey::Line(5));
         assert_eq!(heads[1].key, ItemKey::from("line:5"));
@@ -617,7 +617,7 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_answer_text() {
-        let o = Outcome::ok("q1", answer());
+        let o = ItemOutcome::ok("q1", answer());
         assert!(!format!("{o:?}").contains("there"));
     }
 }

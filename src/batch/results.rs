@@ -35,7 +35,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::files::{create_replacement, results_file, Access};
 use super::key::ItemKey;
-use super::outcome::{LineHead, Outcome};
+use super::outcome::{ItemOutcome, LineHead};
 use super::sink::OutcomeSink;
 
 /// What an existing results file says is done: keys only.
@@ -251,7 +251,7 @@ impl ResultsWriter {
     /// # Errors
     ///
     /// When writing fails.
-    pub async fn write(&mut self, outcome: &Outcome) -> io::Result<()> {
+    pub async fn write(&mut self, outcome: &ItemOutcome) -> io::Result<()> {
         let line = outcome.to_json_line();
         self.file.write_all(line.as_bytes()).await?;
         self.file.flush().await?;
@@ -283,7 +283,7 @@ impl ResultsWriter {
 
 #[async_trait]
 impl OutcomeSink for ResultsWriter {
-    async fn record(&mut self, outcome: &Outcome) -> io::Result<()> {
+    async fn record(&mut self, outcome: &ItemOutcome) -> io::Result<()> {
         self.write(outcome).await
     }
 }
@@ -472,8 +472,8 @@ mod tests {
     use crate::error::ErrorKind;
     use crate::id::ProviderId;
 
-    fn ok(id: &str) -> Outcome {
-        Outcome::ok(
+    fn ok(id: &str) -> ItemOutcome {
+        ItemOutcome::ok(
             id,
             Answer {
                 provider: ProviderId::new("p"),
@@ -487,8 +487,8 @@ mod tests {
         )
     }
 
-    fn failed(id: &str) -> Outcome {
-        Outcome::failed(
+    fn failed(id: &str) -> ItemOutcome {
+        ItemOutcome::failed(
             id,
             Failure {
                 kind: FailureKind::Request(ErrorKind::Server),
@@ -598,7 +598,7 @@ mod tests {
         let bad = crate::batch::parse_line(b"not json", 3).unwrap_err();
         let text = [
             ok("line:3").to_json_line(),
-            Outcome::invalid_input(&bad).to_json_line(),
+            ItemOutcome::invalid_input(&bad).to_json_line(),
         ]
         .concat();
         fs::write(&path, text).unwrap();

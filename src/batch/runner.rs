@@ -10,7 +10,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::task::{Id, JoinSet};
 
 use super::input::{BatchItem, InputError};
-use super::outcome::{Answer, Failure, Outcome};
+use super::outcome::{Answer, Failure, ItemOutcome};
 use super::sink::OutcomeSink;
 use crate::admission::Priority;
 use crate::client::Client;
@@ -41,14 +41,14 @@ pub const DEFAULT_CONCURRENCY: usize = 16;
 ///
 /// ```no_run
 /// use futures_util::stream;
-/// use llm_failover::batch::{BatchItem, Outcome, Runner, Stop};
+/// use llm_failover::batch::{BatchItem, ItemOutcome, Runner, Stop};
 /// use llm_failover::{ChatRequest, Client};
 ///
 /// # async fn run(client: Client) -> std::io::Result<()> {
 /// let items = (0..100).map(|i| {
 ///     Ok(BatchItem::new(format!("q{i}"), ChatRequest::from_prompt(format!("What is {i} squared?"))))
 /// });
-/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let mut outcomes: Vec<ItemOutcome> = Vec::new();
 /// let report = Runner::new(client)
 ///     .concurrency(8)
 ///     .run(stream::iter(items), &mut outcomes, &Stop::new())
@@ -133,7 +133,7 @@ impl Runner {
         let started = self.clock.now();
         let mut items = std::pin::pin!(items);
         let mut report = RunReport::default();
-        let mut set: JoinSet<Outcome> = JoinSet::new();
+        let mut set: JoinSet<ItemOutcome> = JoinSet::new();
         let mut ids: HashMap<Id, String> = HashMap::new();
         let mut input_done = false;
 
@@ -149,7 +149,7 @@ impl Runner {
                     None => input_done = true,
                     Some(Err(bad)) => {
                         self.progress.inner.started.fetch_add(1, Relaxed);
-                        let outcome = Outcome::invalid_input(&bad);
+                        let outcome = ItemOutcome::invalid_input(&bad);
                         if let Err(e) = self.keep(sink, &outcome, &mut report).await {
                             return Err(self.give_up(e, &mut set, &mut report).await);
                         }
@@ -196,7 +196,7 @@ impl Runner {
     fn spawn_item(
         &self,
         item: BatchItem,
-        set: &mut JoinSet<Outcome>,
+        set: &mut JoinSet<ItemOutcome>,
         ids: &mut HashMap<Id, String>,
     ) {
         self.progress.inner.started.fetch_add(1, Relaxed);
@@ -215,7 +215,7 @@ impl Runner {
     /// After an abort: keeps what finished anyway, counts the rest as not done.
     async fn drain_aborted<K: OutcomeSink + ?Sized>(
         &self,
-        set: &mut JoinSet<Outcome>,
+        set: &mut JoinSet<ItemOutcome>,
         ids: &mut HashMap<Id, String>,
         sink: &mut K,
         report: &mut RunReport,
@@ -238,7 +238,7 @@ impl Runner {
     async fn keep<K: OutcomeSink + ?Sized>(
         &self,
         sink: &mut K,
-        outcome: &Outcome,
+        outcome: &ItemOutcome,
         report: &mut RunReport,
     ) -> io::Result<()> {
         sink.record(outcome).await?;
@@ -281,7 +281,7 @@ impl Runner {
     async fn give_up(
         &self,
         err: io::Error,
-        set: &mut JoinSet<Outcome>,
+        set: &mut JoinSet<ItemOutcome>,
         report: &mut RunReport,
     ) -> io::Error {
         report.not_done += set.len() as u64;
@@ -293,9 +293,9 @@ impl Runner {
     }
 }
 
-fn panicked(ids: &mut HashMap<Id, String>, e: &tokio::task::JoinError) -> Outcome {
+fn panicked(ids: &mut HashMap<Id, String>, e: &tokio::task::JoinError) -> ItemOutcome {
     let id = ids.remove(&e.id()).unwrap_or_default();
-    Outcome::failed(
+    ItemOutcome::failed(
         id,
         Failure::panicked("the task running this item panicked".to_owned()),
     )
@@ -306,14 +306,14 @@ async fn run_item(
     item: BatchItem,
     options: RequestOptions,
     clock: Arc<dyn Clock>,
-) -> Outcome {
+) -> ItemOutcome {
     let started = clock.now();
     match client.chat_with(item.request, &options).await {
         Ok(response) => {
             let latency = clock.now().saturating_duration_since(started);
-            Outcome::ok(item.id, Answer::from_response(response, latency))
+            ItemOutcome::ok(item.id, Answer::from_response(response, latency))
         }
-        Err(err) => Outcome::failed(item.id, Failure::from_error(&err)),
+        Err(err) => ItemOutcome::failed(item.id, Failure::from_error(&err)),
     }
 }
 
@@ -323,7 +323,7 @@ async fn run_item(
 ///
 /// ```
 /// use futures_util::stream;
-/// use llm_failover::batch::{InputReader, Outcome, Runner, Stop};
+/// use llm_failover::batch::{InputReader, ItemOutcome, Runner, Stop};
 ///
 /// # use std::sync::Arc;
 /// # use llm_failover::provider::openai::OpenAi;
@@ -339,7 +339,7 @@ async fn run_item(
 /// while let Some(item) = input.next().await? {
 ///     items.push(item);
 /// }
-/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let mut outcomes: Vec<ItemOutcome> = Vec::new();
 /// let report = Runner::new(client).run(stream::iter(items), &mut outcomes, &Stop::new()).await?;
 /// assert_eq!((report.ok, report.failed()), (0, 2));
 /// assert_eq!(report.failed_by_kind["invalid_input"], 2);
@@ -387,7 +387,7 @@ impl RunReport {
 ///
 /// ```
 /// use futures_util::stream;
-/// use llm_failover::batch::{InputReader, Outcome, Runner, Stop};
+/// use llm_failover::batch::{InputReader, ItemOutcome, Runner, Stop};
 ///
 /// # use std::sync::Arc;
 /// # use llm_failover::provider::openai::OpenAi;
@@ -399,7 +399,7 @@ impl RunReport {
 /// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
 /// let runner = Runner::new(client);
 /// let progress = runner.progress().clone(); // e.g. moved into a progress-bar task
-/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let mut outcomes: Vec<ItemOutcome> = Vec::new();
 /// let bad = InputReader::new(&b"not json\n"[..]).next().await?.unwrap();
 /// runner.run(stream::iter([bad]), &mut outcomes, &Stop::new()).await?;
 /// let now = progress.snapshot();

@@ -23,7 +23,7 @@ use crate::stats::ProviderStats;
 ///
 /// ```
 /// use futures_util::stream;
-/// use llm_failover::batch::{InputReader, Outcome, Runner, Stop, Summary};
+/// use llm_failover::batch::{InputReader, ItemOutcome, Runner, Stop, Summary};
 ///
 /// # use std::sync::Arc;
 /// # use llm_failover::provider::openai::OpenAi;
@@ -34,7 +34,7 @@ use crate::stats::ProviderStats;
 /// #     .with_chat_model("llama3.2");
 /// # let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
 /// let bad = InputReader::new(&b"not json\n"[..]).next().await?.unwrap(); // no request
-/// let mut outcomes: Vec<Outcome> = Vec::new();
+/// let mut outcomes: Vec<ItemOutcome> = Vec::new();
 /// let items = stream::iter([bad]);
 /// let report = Runner::new(client.clone()).run(items, &mut outcomes, &Stop::new()).await?;
 ///

@@ -33,7 +33,7 @@
 #[cfg(feature = "tokenizer")]
 use tiktoken_rs::CoreBPE;
 
-use super::store::Cost;
+use super::store::Demand;
 use crate::types::ChatRequest;
 
 /// Tokens added per message by the chat format (role, separators), per OpenAI's cookbook.
@@ -129,14 +129,14 @@ impl Encoding {
 /// assert_eq!(cost.output_tokens, 50);
 /// assert!(cost.input_tokens >= 3);
 /// ```
-pub fn estimate_chat(req: &ChatRequest, model: &str) -> Cost {
+pub fn estimate_chat(req: &ChatRequest, model: &str) -> Demand {
     let enc = Encoding::for_model(model);
     chat_cost(req, |text| enc.count(text))
 }
 
 /// A chat request's cost with `tokens` counting each message's text: the chat format's
 /// overhead added, `max_tokens` (or the default) reserved for the answer.
-fn chat_cost(req: &ChatRequest, tokens: impl Fn(&str) -> u64) -> Cost {
+fn chat_cost(req: &ChatRequest, tokens: impl Fn(&str) -> u64) -> Demand {
     let json = |v: &serde_json::Value| tokens(&v.to_string());
     let messages: u64 = req
         .messages
@@ -166,7 +166,7 @@ fn chat_cost(req: &ChatRequest, tokens: impl Fn(&str) -> u64) -> Cost {
         })
         .sum();
     let input = messages + tools + REPLY_PRIMING;
-    Cost {
+    Demand {
         requests: 1,
         input_tokens: input,
         output_tokens: u64::from(req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS)),
@@ -196,7 +196,7 @@ fn padded(n: u64) -> u64 {
 ///     assert_eq!(bound.output_tokens, exact.output_tokens);
 /// }
 /// ```
-pub fn chat_cost_bound(req: &ChatRequest, model: &str) -> Cost {
+pub fn chat_cost_bound(req: &ChatRequest, model: &str) -> Demand {
     if Encoding::for_model(model) == Encoding::Padded {
         chat_cost(req, |text| padded(text.len() as u64))
     } else {

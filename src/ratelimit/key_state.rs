@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use super::bucket::{Bucket, InsufficientCapacity};
 use super::paced::Paced;
 use super::stated::Stated;
-use super::store::{BucketSnapshot, Cost, Dimension, Drain, Reservation};
+use super::store::{BucketSnapshot, Demand, Dimension, Drain, Reservation};
 use super::{LimitReport, Limits};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -57,7 +57,7 @@ const INPUT: usize = 2;
 const OUTPUT: usize = 3;
 
 /// What `cost` spends of stated dimension `i`.
-fn part(cost: &Cost, i: usize) -> u64 {
+fn part(cost: &Demand, i: usize) -> u64 {
     match i {
         REQUESTS => cost.requests,
         TOKENS => cost.tokens(),
@@ -80,7 +80,7 @@ pub(crate) struct KeyState {
     paced: Option<Paced>,
     gate: Option<Instant>,
     /// Bookings not yet known to be answered: (number, cost, when booked).
-    log: VecDeque<(u64, Cost, Instant)>,
+    log: VecDeque<(u64, Demand, Instant)>,
     next_booking: u64,
     allowance: Duration,
 }
@@ -111,7 +111,7 @@ impl KeyState {
     }
 
     /// The configured buckets and the learned pace, with what `cost` spends of each.
-    fn buckets(&mut self, cost: Cost) -> [(Option<&mut Bucket>, u64, Dimension); 6] {
+    fn buckets(&mut self, cost: Demand) -> [(Option<&mut Bucket>, u64, Dimension); 6] {
         [
             (
                 self.paced.as_mut().map(|p| &mut p.bucket),
@@ -135,7 +135,7 @@ impl KeyState {
     }
 
     /// The wait for `cost` now, or the first limit it can never fit.
-    pub(crate) fn wait(&mut self, cost: Cost, now: Instant) -> Result<Duration, Reservation> {
+    pub(crate) fn wait(&mut self, cost: Demand, now: Instant) -> Result<Duration, Reservation> {
         let too_large = |dimension, e: InsufficientCapacity| Reservation::TooLarge {
             dimension,
             cost: e.cost,
@@ -163,7 +163,7 @@ impl KeyState {
 
     /// Books `cost` in every bucket (after [`wait`](Self::wait) said it fits); returns the
     /// booking's number.
-    pub(crate) fn book(&mut self, cost: Cost, now: Instant) -> u64 {
+    pub(crate) fn book(&mut self, cost: Demand, now: Instant) -> u64 {
         for (bucket, n, _) in self.buckets(cost) {
             if let Some(b) = bucket {
                 b.charge(n, now);
@@ -397,9 +397,9 @@ mod tests {
             "untouched: full, no reset"
         );
         // 30 requests and 3,000 tokens used: half a minute to refill either.
-        let cost = Cost {
+        let cost = Demand {
             input_tokens: 100,
-            ..Cost::one_request()
+            ..Demand::one_request()
         };
         for _ in 0..30 {
             s.book(cost, now);
@@ -463,7 +463,7 @@ mod tests {
     async fn what_is_booked_and_unanswered_is_taken_off_the_stated_remaining() {
         let now = Instant::now();
         let mut s = KeyState::unconfigured(Duration::ZERO);
-        let one = Cost::one_request();
+        let one = Demand::one_request();
         s.apply(
             &LimitReport {
                 requests: window(100, 100, None, Per::Minute, now),
@@ -548,6 +548,9 @@ mod tests {
             now,
         );
         assert_eq!(lc(s.binding(now)[0]), Some((14_370.0, 14_400)));
-        assert_eq!(s.wait(Cost::one_request(), now + 2 * S), Ok(Duration::ZERO));
+        assert_eq!(
+            s.wait(Demand::one_request(), now + 2 * S),
+            Ok(Duration::ZERO)
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
+use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use super::Limits;
 use crate::admission::{Lines, Place, Priority};
 use crate::clock::Clock;
@@ -62,7 +62,7 @@ impl Limiter {
         &self,
         key: &LimitKey,
         limits: &Limits,
-        cost: Cost,
+        cost: Demand,
         patience: Patience,
         now: Instant,
         place: &Place,
@@ -128,7 +128,7 @@ impl Limiter {
         &self,
         key: &LimitKey,
         limits: &Limits,
-        cost: Cost,
+        cost: Demand,
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
@@ -158,7 +158,7 @@ impl Limiter {
     /// When the store fails.
     pub(crate) async fn peek(&self, key: &LimitKey) -> Result<LimitSnapshot> {
         self.store
-            .peek(key, Cost::default(), self.clock.now())
+            .peek(key, Demand::default(), self.clock.now())
             .await
     }
 
@@ -204,7 +204,7 @@ pub(crate) struct Patience {
 pub(crate) struct Permit<'a> {
     limiter: &'a Limiter,
     key: &'a LimitKey,
-    cost: Cost,
+    cost: Demand,
     armed: bool,
 }
 
@@ -220,7 +220,7 @@ impl fmt::Debug for Permit<'_> {
 
 impl<'a> Permit<'a> {
     /// Holds a grant of `cost` for `key`.
-    pub(crate) fn new(limiter: &'a Limiter, key: &'a LimitKey, cost: Cost) -> Self {
+    pub(crate) fn new(limiter: &'a Limiter, key: &'a LimitKey, cost: Demand) -> Self {
         Permit {
             limiter,
             key,
@@ -271,8 +271,8 @@ mod tests {
         LimitKey::new(ProviderId::new("p"), "m")
     }
 
-    fn cost(tokens: u64) -> Cost {
-        Cost {
+    fn cost(tokens: u64) -> Demand {
+        Demand {
             requests: 1,
             input_tokens: tokens,
             output_tokens: 0,
@@ -304,11 +304,11 @@ mod tests {
     }
 
     /// Books `c` for `key()` and returns its wait; the slot is used (committed).
-    async fn grant(l: &Limiter, limits: &Limits, c: Cost) -> Duration {
+    async fn grant(l: &Limiter, limits: &Limits, c: Demand) -> Duration {
         grant_for(l, &key(), limits, c).await
     }
 
-    async fn grant_for(l: &Limiter, k: &LimitKey, limits: &Limits, c: Cost) -> Duration {
+    async fn grant_for(l: &Limiter, k: &LimitKey, limits: &Limits, c: Demand) -> Duration {
         match l
             .reserve(k, limits, c, FOREVER, Instant::now())
             .await
@@ -375,7 +375,7 @@ mod tests {
         // Unknown key: no room known, and looking does not create it.
         assert_eq!(room(key()).await, None);
         let limits = Limits::none().with_tpm(1000).with_tpd(10_000);
-        let booked = |c: Cost| {
+        let booked = |c: Demand| {
             let (l, limits) = (l.clone(), limits);
             async move {
                 match l

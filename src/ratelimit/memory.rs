@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::key_state::KeyState;
-use super::store::{Cost, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
+use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use super::Limits;
 use crate::error::Result;
 
@@ -24,7 +24,7 @@ use crate::error::Result;
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};
-/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::ratelimit::{Demand, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
 /// use llm_failover::{Client, ProviderId};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -32,9 +32,9 @@ use crate::error::Result;
 /// let store = Arc::new(MemoryStore::new());
 /// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
 /// let (limits, now) = (Limits::none().with_rpm(1), tokio::time::Instant::now());
-/// let first = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// let first = store.reserve(&key, &limits, Demand::one_request(), Duration::ZERO, now).await?;
 /// assert!(matches!(first, Reservation::Granted { wait, .. } if wait.is_zero()));
-/// let second = store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// let second = store.reserve(&key, &limits, Demand::one_request(), Duration::ZERO, now).await?;
 /// assert!(matches!(second, Reservation::NotUntil { .. })); // the minute's one request is spent
 ///
 /// # let local = std::sync::Arc::new(llm_failover::provider::openai::OpenAi::new(
@@ -115,7 +115,7 @@ impl LimiterStore for MemoryStore {
         &self,
         key: &LimitKey,
         limits: &Limits,
-        cost: Cost,
+        cost: Demand,
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
@@ -180,7 +180,7 @@ impl LimiterStore for MemoryStore {
         *limits == Limits::none() && self.existing(key).is_none()
     }
 
-    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
+    async fn peek(&self, key: &LimitKey, cost: Demand, now: Instant) -> Result<LimitSnapshot> {
         // A key never booked is not created by a look at it: its configured limits are only
         // known to `reserve`, which must be the one to create it.
         let Some(state) = self.existing(key) else {

@@ -41,7 +41,7 @@
 //! use reqwest::header::{HeaderMap, HeaderValue};
 //! use llm_failover::clock::{Clock, TokioClock};
 //! use llm_failover::ratelimit::{
-//!     parse_limit_headers, Cost, HeaderDialect, LimitKey, LimiterStore, Limits, MemoryStore,
+//!     parse_limit_headers, Demand, HeaderDialect, LimitKey, LimiterStore, Limits, MemoryStore,
 //!     Reservation,
 //! };
 //! use llm_failover::ProviderId;
@@ -54,10 +54,10 @@
 //! let now = tokio::time::Instant::now();
 //! let max_wait = Duration::from_secs(10);
 //! for _ in 0..60 {
-//!     let r = store.reserve(&key, &limits, Cost::one_request(), max_wait, now).await?;
+//!     let r = store.reserve(&key, &limits, Demand::one_request(), max_wait, now).await?;
 //!     assert!(matches!(r, Reservation::Granted { wait, .. } if wait.is_zero()));
 //! }
-//! let next = store.reserve(&key, &limits, Cost::one_request(), max_wait, now).await?;
+//! let next = store.reserve(&key, &limits, Demand::one_request(), max_wait, now).await?;
 //! assert!(matches!(next, Reservation::Granted { wait, .. }
 //!     if wait > Duration::ZERO && wait <= Duration::from_secs(1)));
 //!
@@ -109,7 +109,7 @@ pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
 pub use shared::{SharedSettings, WhenDown, REDIS_URL_VAR};
 pub use store::{
-    BucketSnapshot, Cost, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
+    BucketSnapshot, Demand, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
     Tightening,
 };
 

@@ -53,7 +53,8 @@ use tokio::time::Instant;
 use super::memory::MemoryStore;
 use super::shared::{SharedSettings, WhenDown};
 use super::store::{
-    BucketSnapshot, Cost, Dimension, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
+    BucketSnapshot, Demand, Dimension, LimitKey, LimitSnapshot, LimiterStore, Reservation,
+    Tightening,
 };
 use super::{LimitReport, Limits, Per, Window};
 use crate::error::{Error, ErrorKind, Result};
@@ -609,8 +610,8 @@ struct WireCost {
     a: u64,
 }
 
-impl From<Cost> for WireCost {
-    fn from(c: Cost) -> Self {
+impl From<Demand> for WireCost {
+    fn from(c: Demand) -> Self {
         WireCost {
             r: c.requests,
             i: c.input_tokens,
@@ -767,7 +768,7 @@ impl LimiterStore for RedisStore {
         &self,
         key: &LimitKey,
         limits: &Limits,
-        cost: Cost,
+        cost: Demand,
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
@@ -899,7 +900,7 @@ impl LimiterStore for RedisStore {
         }
     }
 
-    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot> {
+    async fn peek(&self, key: &LimitKey, cost: Demand, now: Instant) -> Result<LimitSnapshot> {
         let args = PeekArgs { cost: cost.into() };
         let Some(p) = self.call::<PeekAnswer>(key, "peek", &args, now).await? else {
             return match self.share() {

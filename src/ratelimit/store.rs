@@ -77,21 +77,23 @@ impl fmt::Display for LimitKey {
     }
 }
 
-/// What one request costs.
+/// What one request takes from a key's buckets: a request slot, the tokens admission counts
+/// for it (its input's estimate and its `max_tokens`), the seconds of its audio. In limit
+/// units, never money (a budget prices a demand separately).
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::ratelimit::Cost;
+/// use llm_failover::ratelimit::Demand;
 ///
-/// let chat = Cost { input_tokens: 1_200, output_tokens: 256, ..Cost::one_request() };
+/// let chat = Demand { input_tokens: 1_200, output_tokens: 256, ..Demand::one_request() };
 /// assert_eq!((chat.requests, chat.tokens()), (1, 1_456));
 ///
-/// let speech = Cost::audio(90);
+/// let speech = Demand::audio(90);
 /// assert_eq!((speech.requests, speech.audio_seconds, speech.tokens()), (1, 90, 0));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Cost {
+pub struct Demand {
     /// Requests (1 per attempt).
     pub requests: u64,
     /// Estimated input tokens.
@@ -102,21 +104,21 @@ pub struct Cost {
     pub audio_seconds: u64,
 }
 
-impl Cost {
+impl Demand {
     /// One request with no tokens.
     pub fn one_request() -> Self {
-        Cost {
+        Demand {
             requests: 1,
-            ..Cost::default()
+            ..Demand::default()
         }
     }
 
     /// One speech-to-text request for `audio_seconds` of audio.
     pub fn audio(audio_seconds: u64) -> Self {
-        Cost {
+        Demand {
             requests: 1,
             audio_seconds,
-            ..Cost::default()
+            ..Demand::default()
         }
     }
 
@@ -132,7 +134,7 @@ impl Cost {
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::ratelimit::{Cost, Dimension, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::ratelimit::{Demand, Dimension, LimiterStore, Limits, MemoryStore, Reservation};
 /// # use llm_failover::{ratelimit::LimitKey, ProviderId};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -141,7 +143,7 @@ impl Cost {
 /// # let now = tokio::time::Instant::now();
 /// let store = MemoryStore::new();
 /// let limits = Limits::none().with_tpm(6_000);
-/// let huge = Cost { input_tokens: 9_000, ..Cost::one_request() };
+/// let huge = Demand { input_tokens: 9_000, ..Demand::one_request() };
 /// match store.reserve(&key, &limits, huge, Duration::from_secs(60), now).await? {
 ///     Reservation::TooLarge { dimension, cost, capacity } => {
 ///         assert_eq!(dimension, Dimension::TokensPerMinute);
@@ -197,7 +199,7 @@ impl fmt::Display for Dimension {
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::ratelimit::{Demand, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
 /// use llm_failover::ProviderId;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -206,7 +208,7 @@ impl fmt::Display for Dimension {
 /// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
 /// let (limits, max_wait) = (Limits::none().with_rpm(60), Duration::from_secs(5));
 /// let now = tokio::time::Instant::now();
-/// match store.reserve(&key, &limits, Cost::one_request(), max_wait, now).await? {
+/// match store.reserve(&key, &limits, Demand::one_request(), max_wait, now).await? {
 ///     Reservation::Granted { wait, .. } => assert!(wait.is_zero()), // wait, then send
 ///     Reservation::NotUntil { wait } => println!("busy for {wait:?}: try the next provider"),
 ///     Reservation::TooLarge { dimension, .. } => println!("never fits {dimension}"),
@@ -253,7 +255,7 @@ pub enum Reservation {
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::ratelimit::{Cost, Drain, LimitKey, LimiterStore, Limits, MemoryStore, Tightening};
+/// use llm_failover::ratelimit::{Demand, Drain, LimitKey, LimiterStore, Limits, MemoryStore, Tightening};
 /// use llm_failover::ProviderId;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -261,13 +263,13 @@ pub enum Reservation {
 /// let store = MemoryStore::new();
 /// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
 /// let (limits, now) = (Limits::none().with_rpm(60), tokio::time::Instant::now());
-/// store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// store.reserve(&key, &limits, Demand::one_request(), Duration::ZERO, now).await?;
 ///
 /// let mut after_429 = Tightening::default();
 /// after_429.drain = Drain::every_minute();
 /// after_429.gate_until = Some(now + Duration::from_secs(5));
 /// store.raise(&key, after_429, now).await?;
-/// let snapshot = store.peek(&key, Cost::one_request(), now).await?;
+/// let snapshot = store.peek(&key, Demand::one_request(), now).await?;
 /// assert_eq!(snapshot.gate_until, Some(now + Duration::from_secs(5)));
 /// assert!(snapshot.wait.unwrap() >= Duration::from_secs(5));
 /// # Ok(()) }
@@ -409,7 +411,7 @@ impl BucketSnapshot {
 ///
 /// ```
 /// use std::time::Duration;
-/// use llm_failover::ratelimit::{Cost, LimitKey, LimiterStore, Limits, MemoryStore};
+/// use llm_failover::ratelimit::{Demand, LimitKey, LimiterStore, Limits, MemoryStore};
 /// use llm_failover::ProviderId;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -417,9 +419,9 @@ impl BucketSnapshot {
 /// let store = MemoryStore::new();
 /// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
 /// let (limits, now) = (Limits::none().with_rpm(60), tokio::time::Instant::now());
-/// store.reserve(&key, &limits, Cost::one_request(), Duration::ZERO, now).await?;
+/// store.reserve(&key, &limits, Demand::one_request(), Duration::ZERO, now).await?;
 ///
-/// let snapshot = store.peek(&key, Cost::one_request(), now).await?;
+/// let snapshot = store.peek(&key, Demand::one_request(), now).await?;
 /// let requests = snapshot.requests.unwrap();
 /// assert_eq!(requests.capacity, 60);
 /// assert_eq!(requests.window, Duration::from_secs(60));
@@ -507,7 +509,7 @@ impl LimitSnapshot {
 /// use async_trait::async_trait;
 /// use tokio::time::Instant;
 /// # use std::{sync::Arc, time::Duration};
-/// # use llm_failover::ratelimit::{Cost, LimitKey, LimitSnapshot, LimiterStore, Limits};
+/// # use llm_failover::ratelimit::{Demand, LimitKey, LimitSnapshot, LimiterStore, Limits};
 /// # use llm_failover::ratelimit::{Reservation, Tightening};
 /// # use llm_failover::{Client, Result};
 ///
@@ -517,13 +519,13 @@ impl LimitSnapshot {
 /// #[async_trait]
 /// impl LimiterStore for Unlimited {
 ///     async fn reserve(
-///         &self, _: &LimitKey, _: &Limits, _: Cost, _: Duration, _: Instant,
+///         &self, _: &LimitKey, _: &Limits, _: Demand, _: Duration, _: Instant,
 ///     ) -> Result<Reservation> {
 ///         Ok(Reservation::Granted { wait: Duration::ZERO, token_room: None, booking: 0 })
 ///     }
 ///     async fn refund(&self, _: &LimitKey, _: u64, _: i64, _: Instant) -> Result<()> { Ok(()) }
 ///     async fn raise(&self, _: &LimitKey, _: Tightening, _: Instant) -> Result<()> { Ok(()) }
-///     async fn peek(&self, _: &LimitKey, _: Cost, _: Instant) -> Result<LimitSnapshot> {
+///     async fn peek(&self, _: &LimitKey, _: Demand, _: Instant) -> Result<LimitSnapshot> {
 ///         let mut free = LimitSnapshot::default(); // no bucket, no gate
 ///         free.wait = Some(Duration::ZERO);
 ///         Ok(free)
@@ -549,7 +551,7 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
         &self,
         key: &LimitKey,
         limits: &Limits,
-        cost: Cost,
+        cost: Demand,
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation>;
@@ -562,7 +564,7 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
     async fn raise(&self, key: &LimitKey, tightening: Tightening, now: Instant) -> Result<()>;
 
     /// Reads the state of `key` and the wait `cost` would have, without booking.
-    async fn peek(&self, key: &LimitKey, cost: Cost, now: Instant) -> Result<LimitSnapshot>;
+    async fn peek(&self, key: &LimitKey, cost: Demand, now: Instant) -> Result<LimitSnapshot>;
 
     /// Whether a reservation for `key` under `limits` would book nothing and be granted at
     /// once, known without a call: the caller may then skip [`reserve`](Self::reserve).

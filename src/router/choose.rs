@@ -13,7 +13,7 @@ use super::core::{Entry, Router};
 use super::job::{Admissible, Job, Reckoning, TokenCounting};
 use super::request::Run;
 use crate::error::{Error, ErrorKind, Result};
-use crate::ratelimit::{Cost, LimitKey, Limits, Patience, Reservation};
+use crate::ratelimit::{Demand, LimitKey, Limits, Patience, Reservation};
 
 /// How long a request that finds a half-open provider's probe in flight waits before looking
 /// again.
@@ -28,7 +28,7 @@ pub(crate) struct Ticket<'r> {
     pub(crate) slot: usize,
     /// The provider, model (`key.model`) and account.
     pub(crate) key: Cow<'r, LimitKey>,
-    pub(crate) cost: Cost,
+    pub(crate) cost: Demand,
     pub(crate) reckoning: Reckoning,
     /// How long to wait for the booked slot before sending, and until when.
     pub(crate) wait: Duration,
@@ -58,7 +58,7 @@ struct Chosen<'r> {
     entry: &'r Entry,
     key: Cow<'r, LimitKey>,
     limits: Limits,
-    cost: Cost,
+    cost: Demand,
     reckoning: Reckoning,
     verdict: Verdict,
 }

@@ -19,7 +19,7 @@ use crate::http::{ClientChoice, Transport, TransportOptions};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::provider::{check_extra_body, Provider};
 use crate::ratelimit::{
-    preload, Cost, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits,
+    preload, Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits,
     MemoryStore, Tightening,
 };
 use crate::retry::{Backoff, RetryBudget, SharedBudget};
@@ -151,7 +151,7 @@ impl Entry {
 /// What an attempt booked, reconciled with the usage its answer reports.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Booking {
-    pub(crate) cost: Cost,
+    pub(crate) cost: Demand,
     /// See [`input_floor`](crate::ratelimit::input_floor).
     pub(crate) floor: u64,
 }
@@ -159,7 +159,7 @@ pub(crate) struct Booking {
 impl Booking {
     /// A booking of `cost`; the floor is read (it walks the prompt) only where tokens were
     /// booked.
-    pub(crate) fn new(cost: Cost, floor: impl FnOnce() -> u64) -> Self {
+    pub(crate) fn new(cost: Demand, floor: impl FnOnce() -> u64) -> Self {
         let floor = if cost.tokens() > 0 { floor() } else { 0 };
         Booking { cost, floor }
     }

@@ -18,7 +18,7 @@ use crate::id::Capability;
 use crate::provider::{
     chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
 };
-use crate::ratelimit::{chat_cost_bound, estimate_chat, input_floor, Cost};
+use crate::ratelimit::{chat_cost_bound, estimate_chat, input_floor, Demand};
 use crate::types::{
     check_answer, ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest,
     Usage,
@@ -48,14 +48,14 @@ pub(crate) enum Reckoning {
 /// The tiktoken estimate of one request, counted at most once per model however many
 /// providers and attempts price it.
 #[derive(Debug, Default)]
-pub(crate) struct TokenCounts(Vec<(String, Cost)>);
+pub(crate) struct TokenCounts(Vec<(String, Demand)>);
 
 impl TokenCounts {
-    fn known(&self, model: &str) -> Option<Cost> {
+    fn known(&self, model: &str) -> Option<Demand> {
         self.0.iter().find(|(m, _)| m == model).map(|(_, c)| *c)
     }
 
-    fn exact(&mut self, req: &ChatRequest, model: &str) -> Cost {
+    fn exact(&mut self, req: &ChatRequest, model: &str) -> Demand {
         if let Some(c) = self.known(model) {
             return c;
         }
@@ -91,7 +91,7 @@ pub(crate) trait Admissible: Sync {
         model: &str,
         tokens: TokenCounting,
         costs: &mut TokenCounts,
-    ) -> (Cost, Reckoning);
+    ) -> (Demand, Reckoning);
 
     /// The fewest input tokens the request can have been counted as (see [`input_floor`]);
     /// read only where tokens were booked.
@@ -123,9 +123,9 @@ impl Admissible for ChatRequest {
         model: &str,
         tokens: TokenCounting,
         costs: &mut TokenCounts,
-    ) -> (Cost, Reckoning) {
+    ) -> (Demand, Reckoning) {
         let TokenCounting::On { room } = tokens else {
-            return (Cost::one_request(), Reckoning::Requests);
+            return (Demand::one_request(), Reckoning::Requests);
         };
         if let Some(c) = costs.known(model) {
             return (c, Reckoning::Count);
@@ -157,12 +157,12 @@ impl Admissible for TranscriptionRequest {
         self.model.as_deref()
     }
 
-    fn demand(&self, _: &str, _: TokenCounting, _: &mut TokenCounts) -> (Cost, Reckoning) {
+    fn demand(&self, _: &str, _: TokenCounting, _: &mut TokenCounts) -> (Demand, Reckoning) {
         let seconds = self
             .audio
             .duration()
             .map_or(0, |d| d.as_secs_f64().ceil() as u64);
-        (Cost::audio(seconds), Reckoning::Requests)
+        (Demand::audio(seconds), Reckoning::Requests)
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use futures_util::stream;
 use llm_failover::admission::{Priority, Tenant};
-use llm_failover::batch::{BatchItem, InputError, Outcome, OutcomeSink, Runner, Stop};
+use llm_failover::batch::{BatchItem, InputError, ItemOutcome, OutcomeSink, Runner, Stop};
 use llm_failover::ratelimit::{RedisStore, SharedSettings};
 use llm_failover::{ChatRequest, Client, Config, Credential, RequestOptions};
 use llm_failover_emulator::{Emulator, Limits, LogEntry, ProviderConfig};
@@ -99,7 +99,7 @@ struct MidRun {
 
 #[async_trait::async_trait]
 impl OutcomeSink for MidRun {
-    async fn record(&mut self, outcome: &Outcome) -> std::io::Result<()> {
+    async fn record(&mut self, outcome: &ItemOutcome) -> std::io::Result<()> {
         assert!(outcome.result.is_ok(), "{outcome:?}");
         self.seen += 1;
         if self.seen == MID_RUN {

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use llm_failover::batch::{
-    BatchItem, FileJob, InputError, JobReport, Outcome, OutcomeSink, ResultsWriter, Runner, Stop,
-    Summary,
+    BatchItem, FileJob, InputError, ItemOutcome, JobReport, OutcomeSink, ResultsWriter, Runner,
+    Stop, Summary,
 };
 use llm_failover::config::Limits;
 use llm_failover::{Client, Config, Credential};
@@ -222,7 +222,7 @@ struct StopAfter {
 
 #[async_trait::async_trait]
 impl OutcomeSink for StopAfter {
-    async fn record(&mut self, outcome: &Outcome) -> std::io::Result<()> {
+    async fn record(&mut self, outcome: &ItemOutcome) -> std::io::Result<()> {
         self.inner.record(outcome).await?;
         self.seen += 1;
         if self.seen == self.after {

@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use llm_failover::admission::Priority;
 use llm_failover::ErrorKind;
-use llm_failover_queue::{
-    FailPolicy, Failed, JobState, NewJob, Outcome, Queue, QueueStats, Reaped,
-};
+use llm_failover_queue::{FailPolicy, Failed, Fenced, JobState, NewJob, Queue, QueueStats, Reaped};
 
 use crate::support::examples::TempDir;
 use crate::support::postgres::PgServer;
@@ -115,13 +113,13 @@ async fn queue_with_job_in(backend: Backend, state: JobState) -> (Queue, u32) {
     let claimed = queue.claim("w", LEASE, 1_000).await.unwrap().unwrap();
     let a = claimed.attempt;
     let outcome = match state {
-        JobState::Running => Outcome::Applied,
+        JobState::Running => Fenced::Applied,
         JobState::Done => queue.complete("j", a, "1").await.unwrap(),
         JobState::Dead => queue.dead_now("j", a, "400").await.unwrap(),
         JobState::Review => queue.review("j", a, r#""bad""#, "no").await.unwrap(),
         JobState::Ready => unreachable!(),
     };
-    assert_eq!(outcome, Outcome::Applied);
+    assert_eq!(outcome, Fenced::Applied);
     assert_eq!(state_of(&queue, "j").await, state);
     (queue, a)
 }
@@ -129,7 +127,7 @@ async fn queue_with_job_in(backend: Backend, state: JobState) -> (Queue, u32) {
 /// Runs `op` on job `j` (at attempt `a`) and says what it answered.
 async fn apply(queue: &Queue, op: &str, a: u32) -> String {
     let policy = FailPolicy::default();
-    let lost = |o: Outcome| if o.is_lost() { "lost" } else { "applied" }.to_owned();
+    let lost = |o: Fenced| if o.is_lost() { "lost" } else { "applied" }.to_owned();
     match op {
         "claim" => match queue.claim("w2", LEASE, 2_000).await.unwrap() {
             Some(job) => format!("claimed {}", job.attempt),
@@ -213,7 +211,7 @@ async fn enqueue_is_idempotent_on_the_callers_id(backend: Backend) {
     let claimed = queue.claim("w", LEASE, 30).await.unwrap().unwrap();
     assert_eq!(
         queue.complete("a", claimed.attempt, "{}").await.unwrap(),
-        Outcome::Applied
+        Fenced::Applied
     );
     assert!(!queue.enqueue(job("a"), 40).await.unwrap());
     assert_eq!(state_of(&queue, "a").await, JobState::Done);
@@ -248,11 +246,11 @@ async fn a_stale_workers_result_is_refused_after_its_lease_is_reaped(backend: Ba
     // Everything the slow worker says about its claim is refused, before and after.
     assert_eq!(
         queue.heartbeat("a", 1, LEASE, 11_000).await.unwrap(),
-        Outcome::Lost
+        Fenced::Lost
     );
     assert_eq!(
         queue.complete("a", 1, r#""slow""#).await.unwrap(),
-        Outcome::Lost
+        Fenced::Lost
     );
     assert_eq!(
         queue.fail("a", 1, "x", 11_000, &policy).await.unwrap(),
@@ -260,15 +258,15 @@ async fn a_stale_workers_result_is_refused_after_its_lease_is_reaped(backend: Ba
     );
     assert_eq!(
         queue.complete("a", 2, r#""fast""#).await.unwrap(),
-        Outcome::Applied
+        Fenced::Applied
     );
     assert_eq!(
         queue.complete("a", 1, r#""slow""#).await.unwrap(),
-        Outcome::Lost
+        Fenced::Lost
     );
     assert_eq!(
         queue.complete("a", 2, r#""twice""#).await.unwrap(),
-        Outcome::Lost
+        Fenced::Lost
     );
 
     let done = queue.get("a").await.unwrap().unwrap();
@@ -287,7 +285,7 @@ async fn a_heartbeat_keeps_the_reaper_away(backend: Backend) {
                 .heartbeat("a", claimed.attempt, LEASE, now)
                 .await
                 .unwrap(),
-            Outcome::Applied
+            Fenced::Applied
         );
         assert_eq!(queue.reap(now + 9_999, &policy).await.unwrap().requeued, 0);
     }
@@ -460,14 +458,14 @@ async fn complete_all_applies_current_claims_and_refuses_the_rest(backend: Backe
         .unwrap();
     assert_eq!(queue.claim_many("w", 4, LEASE, 0).await.unwrap().len(), 4);
     // b's first claim goes stale (snoozed and claimed again); c is done already.
-    assert_eq!(queue.snooze("b", 1, 0).await.unwrap(), Outcome::Applied);
+    assert_eq!(queue.snooze("b", 1, 0).await.unwrap(), Fenced::Applied);
     assert_eq!(
         queue.claim("w", LEASE, 0).await.unwrap().unwrap().attempt,
         2
     );
     assert_eq!(
         queue.complete("c", 1, r#""c""#).await.unwrap(),
-        Outcome::Applied
+        Fenced::Applied
     );
 
     let results = [
@@ -482,7 +480,7 @@ async fn complete_all_applies_current_claims_and_refuses_the_rest(backend: Backe
         .iter()
         .map(|(id, a, r)| (id.to_string(), *a, r.to_string()))
         .collect();
-    use Outcome::{Applied, Lost};
+    use Fenced::{Applied, Lost};
     assert_eq!(
         queue.complete_all(results).await.unwrap(),
         [Applied, Lost, Lost, Applied, Lost, Lost]
@@ -522,7 +520,7 @@ async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap(backend: Backend
                 .snooze("a", claimed.attempt, now + 60_000)
                 .await
                 .unwrap(),
-            Outcome::Applied
+            Fenced::Applied
         );
         assert!(queue
             .claim("w", LEASE, now + 59_999)
@@ -611,10 +609,7 @@ async fn a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_
         ("a", 4, 0)
     );
     assert_eq!(revived.reason, None);
-    assert_eq!(
-        queue.complete("a", 4, "{}").await.unwrap(),
-        Outcome::Applied
-    );
+    assert_eq!(queue.complete("a", 4, "{}").await.unwrap(), Fenced::Applied);
 
     // A terminal 4xx goes straight to the dead letters.
     let b = queue.claim("w", LEASE, 1_000_000).await.unwrap().unwrap();
@@ -623,7 +618,7 @@ async fn a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_
             .dead_now("b", b.attempt, "401 invalid key")
             .await
             .unwrap(),
-        Outcome::Applied
+        Fenced::Applied
     );
     let dead = queue.dead_letters().await.unwrap();
     assert_eq!(
@@ -762,7 +757,7 @@ async fn handles_claiming_concurrently_from_one_store_never_share_a_claim(backen
                             .await
                             .unwrap()
                     };
-                    assert_eq!(outcome, Outcome::Applied, "{worker} on {}", claimed.id);
+                    assert_eq!(outcome, Fenced::Applied, "{worker} on {}", claimed.id);
                 }
                 applied
             }));

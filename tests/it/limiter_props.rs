@@ -8,7 +8,7 @@ use std::time::Duration;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::config::Limits;
 use llm_failover::ratelimit::{
-    BucketSnapshot, Cost, Drain, LimitKey, LimitReport, LimiterStore, MemoryStore, Per,
+    BucketSnapshot, Demand, Drain, LimitKey, LimitReport, LimiterStore, MemoryStore, Per,
     Reservation, Tightening, Window,
 };
 use llm_failover::ProviderId;
@@ -37,7 +37,7 @@ fn check(tpm: u64, rpm: u64, costs: Vec<u64>) -> Result<(), TestCaseError> {
             let (store, key, admitted, clock) =
                 (store.clone(), key.clone(), admitted.clone(), clock.clone());
             tasks.push(tokio::spawn(async move {
-                let c = Cost {
+                let c = Demand {
                     requests: 1,
                     input_tokens: cost,
                     output_tokens: 0,
@@ -164,7 +164,7 @@ fn believes_the_latest_statement(
         let mut unanswered: Vec<(u64, tokio::time::Instant)> = Vec::new();
         let mut stating = false;
         let mut gate: Option<tokio::time::Instant> = None;
-        let book = |now| store.reserve(&key, &limits, Cost::one_request(), day, now);
+        let book = |now| store.reserve(&key, &limits, Demand::one_request(), day, now);
         for s in steps {
             let now = tokio::time::Instant::now();
             match s {
@@ -206,7 +206,7 @@ fn believes_the_latest_statement(
                 }
             }
             let now = tokio::time::Instant::now();
-            let snap = store.peek(&key, Cost::one_request(), now).await.unwrap();
+            let snap = store.peek(&key, Demand::one_request(), now).await.unwrap();
             if let Some(BucketSnapshot {
                 level, capacity, ..
             }) = snap.requests
@@ -253,7 +253,7 @@ fn believes_the_latest_statement(
         t.booking = Some(booking);
         store.raise(&key, t, now).await.unwrap();
         let wait = store
-            .peek(&key, Cost::one_request(), now)
+            .peek(&key, Demand::one_request(), now)
             .await
             .unwrap()
             .wait

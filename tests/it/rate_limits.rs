@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use llm_failover::clock::ManualClock;
 use llm_failover::config::Limits;
 use llm_failover::ratelimit::{
-    Cost, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
+    Demand, LimitKey, LimitSnapshot, LimiterStore, MemoryStore, Reservation, Tightening,
 };
 use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderSettings, RequestOptions};
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
@@ -464,7 +464,7 @@ impl LimiterStore for KeySpy {
         &self,
         key: &LimitKey,
         limits: &Limits,
-        cost: Cost,
+        cost: Demand,
         max_wait: Duration,
         now: Instant,
     ) -> llm_failover::Result<Reservation> {
@@ -494,7 +494,7 @@ impl LimiterStore for KeySpy {
     async fn peek(
         &self,
         key: &LimitKey,
-        cost: Cost,
+        cost: Demand,
         now: Instant,
     ) -> llm_failover::Result<LimitSnapshot> {
         self.inner.peek(key, cost, now).await

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm_failover::ratelimit::{
-    Cost, Drain, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits, MemoryStore, Per,
+    Demand, Drain, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits, MemoryStore, Per,
     RedisStore, Reservation, SharedSettings, Tightening, WhenDown, Window,
 };
 use llm_failover::ProviderId;
@@ -44,7 +44,7 @@ enum Op {
     Reserve {
         key: usize,
         limits: Limits,
-        cost: Cost,
+        cost: Demand,
         max_wait: Duration,
     },
     Refund {
@@ -58,7 +58,7 @@ enum Op {
     },
     Peek {
         key: usize,
-        cost: Cost,
+        cost: Demand,
     },
     Advance(Duration),
 }
@@ -78,11 +78,11 @@ fn limits(rng: &mut StdRng) -> Limits {
     }
 }
 
-fn cost(rng: &mut StdRng) -> Cost {
-    Cost {
+fn cost(rng: &mut StdRng) -> Demand {
+    Demand {
         input_tokens: rng.random_range(0..800),
         output_tokens: rng.random_range(0..400),
-        ..Cost::one_request()
+        ..Demand::one_request()
     }
 }
 
@@ -386,7 +386,7 @@ async fn one_probe_across_clients_after_a_gate_and_its_answer_releases_it() {
         .collect();
     let k = key(0);
     let limits = Limits::none().with_rpm(600);
-    let one = Cost::one_request();
+    let one = Demand::one_request();
     // A 429 seen by the first: a gate of 300 ms, for every client.
     let granted = stores[0]
         .reserve(&k, &limits, one, Duration::ZERO, t0)
@@ -462,7 +462,7 @@ async fn redis_down_is_a_mode_and_it_is_used_again_when_it_returns() {
     .unwrap();
     let k = key(1);
     let limits = Limits::none().with_rpm(40);
-    let one = Cost::one_request();
+    let one = Demand::one_request();
     let t = Instant::now();
     assert!(matches!(
         wait.reserve(&k, &limits, one, Duration::ZERO, t)
@@ -520,7 +520,7 @@ async fn keys_are_namespaced_expire_and_hold_no_secret() {
         .reserve(
             &k,
             &Limits::none().with_rpm(10),
-            Cost::one_request(),
+            Demand::one_request(),
             Duration::ZERO,
             now,
         )
@@ -551,7 +551,7 @@ async fn a_redis_that_refuses_the_password_is_a_config_error_that_never_shows_it
     let limits = Limits::none().with_rpm(10);
     let now = Instant::now();
     let e = store
-        .reserve(&k, &limits, Cost::one_request(), Duration::ZERO, now)
+        .reserve(&k, &limits, Demand::one_request(), Duration::ZERO, now)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), llm_failover::ErrorKind::Config, "{e}");
@@ -579,7 +579,7 @@ async fn no_slot_is_booked_across_a_pending_half_open_and_slots_booked_before_it
     let k = key(0);
     // 60 a minute: the 61st slot is a second ahead, the 62nd two.
     let limits = Limits::none().with_rpm(60);
-    let one = Cost::one_request();
+    let one = Demand::one_request();
     // b's first call starts its listening for gate announcements; once it listens, a slot it
     // books ahead is re-checked in Redis only after it heard a gate announced (below, it waits
     // for the announcement: pub/sub is a socket away, and the check must not race it).
@@ -659,7 +659,7 @@ async fn a_slot_booked_ahead_is_checked_in_redis_only_after_a_gate_was_announced
     let (a, b) = (store(), store());
     let k = key(0);
     let limits = Limits::none().with_rpm(60);
-    let one = Cost::one_request();
+    let one = Demand::one_request();
     // The first call starts listening; the subscription is a socket away.
     b.reserve(&k, &limits, one, Duration::ZERO, t0)
         .await

@@ -192,10 +192,7 @@ async fn a_result_that_comes_after_the_job_was_reaped_and_claimed_again_is_refus
     let again = queue.claim("other", lease, later).await.unwrap().unwrap();
     assert_eq!(again.attempt, 2);
     let by_other = queue.complete("slow", again.attempt, r#"{"by":"other"}"#);
-    assert_eq!(
-        by_other.await.unwrap(),
-        llm_failover_queue::Outcome::Applied
-    );
+    assert_eq!(by_other.await.unwrap(), llm_failover_queue::Fenced::Applied);
 
     handler.release.notify_one();
     let report = tokio::time::timeout(Duration::from_secs(30), run)

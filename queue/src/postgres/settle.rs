@@ -15,7 +15,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::{column, no_nul, PostgresQueue};
-use crate::job::{millis, Failed, Outcome, Reaped};
+use crate::job::{millis, Failed, Fenced, Reaped};
 use crate::policy::{lease_expired, FailPolicy};
 use llm_failover::Result;
 
@@ -28,7 +28,7 @@ impl PostgresQueue {
         attempt: u32,
         lease: Duration,
         now_ms: i64,
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         let lease_until = now_ms.saturating_add(millis(lease));
         self.fenced(
             "extending a lease",
@@ -74,7 +74,7 @@ impl PostgresQueue {
     pub(crate) async fn complete_all(
         &self,
         results: Vec<(String, u32, String)>,
-    ) -> Result<Vec<Outcome>> {
+    ) -> Result<Vec<Fenced>> {
         for (id, _, _) in &results {
             no_nul(id, || "job id".to_owned())?;
         }
@@ -115,8 +115,8 @@ impl PostgresQueue {
             .zip(first)
             .map(|((id, attempt, _), first)| {
                 match first && applied.contains(&(id.clone(), i64::from(*attempt))) {
-                    true => Outcome::Applied,
-                    false => Outcome::Lost,
+                    true => Fenced::Applied,
+                    false => Fenced::Lost,
                 }
             })
             .collect())
@@ -124,7 +124,7 @@ impl PostgresQueue {
 
     /// [`Queue::snooze`](crate::Queue::snooze) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
-    pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
+    pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Fenced> {
         self.fenced(
             "snoozing",
             "UPDATE jobs SET state = 'ready', eligible_at = $3, lease_until = NULL
@@ -198,7 +198,7 @@ impl PostgresQueue {
 
     /// [`Queue::dead_now`](crate::Queue::dead_now) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
-    pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
+    pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Fenced> {
         no_nul(reason, || "dead letter reason".to_owned())?;
         self.fenced(
             "dead-lettering",
@@ -220,7 +220,7 @@ impl PostgresQueue {
         attempt: u32,
         result: &str,
         reason: &str,
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         no_nul(result, || format!("result of job {id:?}"))?;
         no_nul(reason, || "review reason".to_owned())?;
         self.fenced(
@@ -315,15 +315,15 @@ impl PostgresQueue {
         id: &str,
         attempt: u32,
         extra: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         no_nul(id, || "job id".to_owned())?;
         let attempt = i64::from(attempt);
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
             vec![(&id, Type::TEXT), (&attempt, Type::INT8)];
         params.extend(extra.iter().cloned());
         Ok(match self.execute(doing, sql, &params).await? {
-            0 => Outcome::Lost,
-            _ => Outcome::Applied,
+            0 => Fenced::Lost,
+            _ => Fenced::Applied,
         })
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use super::job::{millis, Job, NewJob, Outcome, QueueStats};
+use super::job::{millis, Fenced, Job, NewJob, QueueStats};
 use super::schema::{self, sql_error};
 use llm_failover::admission::{Priority, Tenant};
 use llm_failover::{Error, ErrorKind, Result};
@@ -225,15 +225,15 @@ impl SqliteQueue {
     }
 
     /// A fenced single-statement update: `Applied` when it changed the row, `Lost` when not.
-    async fn fenced<F>(&self, doing: &'static str, id: &str, attempt: u32, f: F) -> Result<Outcome>
+    async fn fenced<F>(&self, doing: &'static str, id: &str, attempt: u32, f: F) -> Result<Fenced>
     where
         F: FnOnce(&Transaction<'_>, &str, u32) -> rusqlite::Result<usize> + Send + 'static,
     {
         let id = id.to_owned();
         self.write(doing, move |tx| {
             Ok(match f(tx, &id, attempt)? {
-                0 => Outcome::Lost,
-                _ => Outcome::Applied,
+                0 => Fenced::Lost,
+                _ => Fenced::Applied,
             })
         })
         .await

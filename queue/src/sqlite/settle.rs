@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::SqliteQueue;
-use crate::job::{millis, Failed, Outcome, Reaped};
+use crate::job::{millis, Failed, Fenced, Reaped};
 use crate::policy::{lease_expired, FailPolicy};
 use llm_failover::Result;
 
@@ -19,7 +19,7 @@ impl SqliteQueue {
         attempt: u32,
         lease: Duration,
         now_ms: i64,
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         let lease_until = now_ms.saturating_add(millis(lease));
         self.fenced("extending a lease", id, attempt, move |tx, id, attempt| {
             tx.execute(
@@ -57,7 +57,7 @@ impl SqliteQueue {
     pub(crate) async fn complete_all(
         &self,
         results: Vec<(String, u32, String)>,
-    ) -> Result<Vec<Outcome>> {
+    ) -> Result<Vec<Fenced>> {
         self.write("completing", move |tx| {
             let mut complete = tx.prepare_cached(
                 "UPDATE jobs SET state = 'done', result = ?3, lease_until = NULL
@@ -67,8 +67,8 @@ impl SqliteQueue {
                 .iter()
                 .map(|(id, attempt, result)| {
                     Ok(match complete.execute(params![id, attempt, result])? {
-                        0 => Outcome::Lost,
-                        _ => Outcome::Applied,
+                        0 => Fenced::Lost,
+                        _ => Fenced::Applied,
                     })
                 })
                 .collect()
@@ -77,7 +77,7 @@ impl SqliteQueue {
     }
 
     /// [`Queue::snooze`](crate::Queue::snooze) on SQLite.
-    pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Outcome> {
+    pub(crate) async fn snooze(&self, id: &str, attempt: u32, until_ms: i64) -> Result<Fenced> {
         self.fenced("snoozing", id, attempt, move |tx, id, attempt| {
             tx.execute(
                 "UPDATE jobs SET state = 'ready', eligible_at = ?3, lease_until = NULL
@@ -128,7 +128,7 @@ impl SqliteQueue {
     }
 
     /// [`Queue::dead_now`](crate::Queue::dead_now) on SQLite.
-    pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Outcome> {
+    pub(crate) async fn dead_now(&self, id: &str, attempt: u32, reason: &str) -> Result<Fenced> {
         let reason = reason.to_owned();
         self.fenced("dead-lettering", id, attempt, move |tx, id, attempt| {
             tx.execute(
@@ -148,7 +148,7 @@ impl SqliteQueue {
         attempt: u32,
         result: &str,
         reason: &str,
-    ) -> Result<Outcome> {
+    ) -> Result<Fenced> {
         let (result, reason) = (result.to_owned(), reason.to_owned());
         self.fenced("sending to review", id, attempt, move |tx, id, attempt| {
             tx.execute(

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures_util::FutureExt;
 use tokio::task::JoinSet;
 
-use super::job::{wall_ms, Job, Outcome};
+use super::job::{wall_ms, Fenced, Job};
 use super::policy::FailPolicy;
 use super::queue::Queue;
 use llm_failover::batch::Stop;
@@ -131,7 +131,7 @@ impl JobContext {
         let outcome = (self.queue)
             .heartbeat(&self.job.id, self.job.attempt, self.lease, now)
             .await?;
-        Ok(outcome == Outcome::Applied)
+        Ok(outcome == Fenced::Applied)
     }
 }
 

@@ -17,7 +17,7 @@ use tokio::task::{Id, JoinError};
 use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{run_job, Inner, Running};
-use crate::job::{wall_ms, Failed, Job, Outcome};
+use crate::job::{wall_ms, Failed, Fenced, Job};
 use llm_failover::batch::Stop;
 use llm_failover::Result;
 
@@ -331,7 +331,7 @@ impl<'a> Run<'a> {
     }
 
     /// Counts a settlement that ends a job: into `field` when applied, as lost when not.
-    fn count(&mut self, outcome: Outcome, field: fn(&mut WorkerReport) -> &mut u64) {
+    fn count(&mut self, outcome: Fenced, field: fn(&mut WorkerReport) -> &mut u64) {
         if outcome.is_lost() {
             self.report.lost += 1;
         } else {
@@ -346,7 +346,7 @@ impl<'a> Run<'a> {
         while self.running.join_next().await.is_some() {}
         let now_ms = self.wall_ms();
         for (_, (id, attempt)) in std::mem::take(&mut self.claims) {
-            if self.inner.queue.snooze(&id, attempt, now_ms).await? == Outcome::Applied {
+            if self.inner.queue.snooze(&id, attempt, now_ms).await? == Fenced::Applied {
                 self.report.released += 1;
             }
         }
