@@ -44,13 +44,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::prompts::MODEL;
-use common::{f, median, percentile, Table};
+use common::{Table, f, median, percentile};
 use llm_failover::cache::{Cache, CacheMode};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings, RequestOptions};
 use llm_failover_emulator::Emulator;
 use redis_server::RedisServer;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Rounds of interleaved segments.
 const ROUNDS: usize = 10;

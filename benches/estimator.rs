@@ -17,8 +17,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::prompts::{self, Item, Kind, MODEL};
-use common::{f, median, percentile, Table};
-use llm_failover::ratelimit::{estimate_chat, Encoding};
+use common::{Table, f, median, percentile};
+use llm_failover::ratelimit::{Encoding, estimate_chat};
 use serde_json::json;
 
 const ITEMS: usize = 5_000;

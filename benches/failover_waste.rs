@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use common::prompts::{self, Item};
-use common::{f, median, percentile, Table};
+use common::{Table, f, median, percentile};
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};

@@ -28,15 +28,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::prompts::{self, Item, MODEL};
-use common::{f, percentile, Table};
+use common::{Table, f, percentile};
 use llm_failover::clock::{Clock, FastClock};
 use llm_failover::config::{Limits, Policy};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::rng::SeededRng;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
 use llm_failover_emulator::{Emulator, EmulatorConfig, LogEntry, ProviderConfig, TimeSource};
-use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use rand::rngs::SmallRng;
 use serde::Serialize;
 use serde_json::json;
 

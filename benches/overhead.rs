@@ -27,13 +27,13 @@
 mod common;
 
 use std::mem::size_of_val;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::prompts::MODEL;
 use common::wire::{WireMessage, WireRequest, WireResponse};
-use common::{f, median, Table};
+use common::{Table, f, median};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::http::{HttpTransport, Transport, TransportOptions};
 use llm_failover::provider::openai::OpenAi;
@@ -371,7 +371,9 @@ fn main() {
     table.print();
     let mut record = json!({"rounds": rounds, "segment_ms": segment_len.as_millis() as u64, "failures": failures, "aa_control": aa, "levels": rows});
     if layers {
-        println!("\nthe SDK's adapter and transport without the router (\"layers\"), against raw reqwest:");
+        println!(
+            "\nthe SDK's adapter and transport without the router (\"layers\"), against raw reqwest:"
+        );
         let (table, below) = compare(&levels, &runs, Side::Raw, Side::Layers, "raw", "layers");
         table.print();
         println!("\nthe whole SDK against its layers without the router (what the router costs):");

@@ -59,13 +59,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{f, median, percentile, Table};
+use common::{Table, f, median, percentile};
 use examples::TempDir;
 use llm_failover::batch::{Answer, ItemOutcome as LineOutcome, ResultsWriter, Stop};
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatResponse, Client, Credential, ProviderId, ProviderSettings};
-use llm_failover_queue::{wall_ms, Ended, Handler, JobContext, NewJob, Queue, Worker};
+use llm_failover_queue::{Ended, Handler, JobContext, NewJob, Queue, Worker, wall_ms};
 use pg_support::{effective_uid, free_port, give_to_postgres};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -463,10 +463,10 @@ impl PgServer {
                 let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
                     continue;
                 };
-                if let Some((ppid, t)) = proc_ticks(pid, false) {
-                    if ppid == postmaster {
-                        ticks += t;
-                    }
+                if let Some((ppid, t)) = proc_ticks(pid, false)
+                    && ppid == postmaster
+                {
+                    ticks += t;
                 }
             }
         }

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::prompts::{self, MODEL};
-use common::{f, Table};
+use common::{Table, f};
 use llm_failover::batch::{BatchItem, ResultsWriter, Runner, Stop};
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::ratelimit::{chat_cost_bound, estimate_chat};

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{f, Table};
+use common::{Table, f};
 use llm_failover::clock::{Clock, FastClock};
 use llm_failover::config::Policy;
 use llm_failover::provider::openai::OpenAi;

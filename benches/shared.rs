@@ -50,20 +50,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use common::{f, Table};
+use common::{Table, f};
+use llm_failover::ProviderId;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::ratelimit::{
     Demand, LimitKey, LimitReport, LimiterStore, Limits, MemoryStore, Per, RedisStore, Reservation,
     SharedSettings, Tightening, Window,
 };
-use llm_failover::ProviderId;
 use llm_failover_emulator::{Emulator, EmulatorConfig, LogEntry, ProviderConfig};
 use redis_server::RedisServer;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 /// Worker processes.
@@ -746,11 +746,9 @@ async fn admissions_for(
                     return;
                 }
                 // The answer used 5 of the 8 output tokens booked: 3 go back.
-                if with_refund {
-                    if let Err(e) = store.refund(&key, 0, 3, Instant::now()).await {
-                        errors.lock().expect("errors").push(e.to_string());
-                        return;
-                    }
+                if with_refund && let Err(e) = store.refund(&key, 0, 3, Instant::now()).await {
+                    errors.lock().expect("errors").push(e.to_string());
+                    return;
                 }
                 done.fetch_add(1, Ordering::Relaxed);
                 // The in-memory store never waits: without this its tasks would keep both

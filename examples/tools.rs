@@ -20,18 +20,18 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use llm_failover::provider::Provider;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::azure::Azure;
 use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::provider::Provider;
 use llm_failover::{
     ChatRequest, Client, Credential, FinishReason, Message, ProviderId, ProviderSettings,
     ResponseFormat, Tool, ToolCall,
 };
 use llm_failover_emulator::Emulator;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The chat wire formats, each served under its own name.
 const FORMATS: [&str; 4] = ["openai", "azure", "anthropic", "gemini"];

@@ -37,7 +37,7 @@ use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::{AudioInput, ChatRequest, ResponseFormat, TranscriptionRequest};
 use llm_failover_emulator::Fault;
 use llm_failover_queue::{Handler, JobContext, NewJob, Queue, Worker};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 #[derive(clap::Parser, Debug)]

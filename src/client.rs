@@ -11,15 +11,15 @@ use url::Url;
 use crate::cache::Cache;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{
-    check_shared_settings, CacheSettings, Config, Limits, Policy, ProviderSettings,
+    CacheSettings, Config, Limits, Policy, ProviderSettings, check_shared_settings,
 };
 use crate::error::{Error, Result};
 use crate::http::{ClientChoice, Transport};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::provider::Provider;
-use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore, SharedSettings, REDIS_URL_VAR};
+use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore, REDIS_URL_VAR, SharedSettings};
 use crate::rng::{Rng, SeededRng};
-use crate::router::{self, ChatStream, Parts, RequestOptions, Router, NO_OPTIONS};
+use crate::router::{self, ChatStream, NO_OPTIONS, Parts, RequestOptions, Router};
 use crate::stats::Stats;
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
@@ -637,7 +637,7 @@ impl ClientBuilder {
                     return Err(Error::config(format!(
                         "environment variable {REDIS_URL_VAR} is not valid UTF-8; write it \
                          like redis://127.0.0.1:6379, or unset it to keep limits in this process"
-                    )))
+                    )));
                 }
             },
         };

@@ -61,8 +61,8 @@ fn stripe() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
 
     #[test]
     fn threads_add_to_their_own_stripe_and_the_sum_is_every_addition() {

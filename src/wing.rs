@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::clock::Clock;
 use crate::Client;
+use crate::clock::Clock;
 
 /// Wall-clock milliseconds since the Unix epoch, as every timestamp of the queue.
 pub fn wall_ms(at: SystemTime) -> i64 {

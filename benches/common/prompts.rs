@@ -208,14 +208,18 @@ fn code(rng: &mut SmallRng) -> ChatRequest {
     let mut body = String::new();
     for i in 0..rng.random_range(3..=12) {
         let line = match rng.random_range(0..5) {
-            0 => format!(
-                "    let v{i} = input.get({i}).copied().unwrap_or_default(); // {ty}\n"
+            0 => format!("    let v{i} = input.get({i}).copied().unwrap_or_default(); // {ty}\n"),
+            1 => format!(
+                "    if v{} > limit {{ return Err(Error::TooLarge({i})); }}\n",
+                i.max(1) - 1
             ),
-            1 => format!("    if v{} > limit {{ return Err(Error::TooLarge({i})); }}\n", i.max(1) - 1),
             2 => format!(
                 "    for (k, x) in items.iter().enumerate().skip({i}) {{\n        acc = acc.wrapping_add(*x as {ty}) ^ k as {ty};\n    }}\n"
             ),
-            3 => format!("    out.push_str(&format!(\"{{:>8}}|{{}}\", v{}, acc));\n", i.max(1) - 1),
+            3 => format!(
+                "    out.push_str(&format!(\"{{:>8}}|{{}}\", v{}, acc));\n",
+                i.max(1) - 1
+            ),
             _ => format!("    debug_assert!(acc != {i}, \"unexpected state in {name}\");\n"),
         };
         body.push_str(&line);

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use llm_failover::clock::{Clock, FastClock};
-use rand::rngs::SmallRng;
 use rand::Rng;
+use rand::rngs::SmallRng;
 
+use super::Contender;
 use super::common::prompts::{Item, MODEL};
 use super::common::wire::{WireMessage, WireRequest, WireResponse};
-use super::Contender;
 
 /// Attempts after which a baseline client gives an item up.
 const MAX_ATTEMPTS: u32 = 200;
@@ -58,15 +58,14 @@ pub(crate) async fn raw_item(
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(Duration::from_secs_f64);
-            if let Ok(bytes) = resp.bytes().await {
-                if status == 200 {
-                    if let Ok(r) = serde_json::from_slice::<WireResponse>(&bytes) {
-                        return r
-                            .choices
-                            .first()
-                            .is_some_and(|c| c.message.content.is_some());
-                    }
-                }
+            if let Ok(bytes) = resp.bytes().await
+                && status == 200
+                && let Ok(r) = serde_json::from_slice::<WireResponse>(&bytes)
+            {
+                return r
+                    .choices
+                    .first()
+                    .is_some_and(|c| c.message.content.is_some());
             }
         }
         let wait = match (c, retry_after) {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use llm_failover::batch::{FileJob, Runner, Stop, Summary, DEFAULT_CONCURRENCY};
-use llm_failover::cache::Cache;
 use llm_failover::Client;
+use llm_failover::batch::{DEFAULT_CONCURRENCY, FileJob, Runner, Stop, Summary};
+use llm_failover::cache::Cache;
 use llm_failover_queue::{Ended, Queue};
 use llm_failover_queue::{QueuedJob, QueuedReport};
 

@@ -61,10 +61,10 @@ impl Pace {
         if let (Some(b), Some(k)) = (limits.tokens, tokens_per_item.filter(|k| *k >= 1.0)) {
             bounds.extend(bucket_pace(b.level, b.capacity, b.window, k));
         }
-        if bounds.is_empty() {
-            if let Some(rate) = limits.learned_rate.filter(|r| r.is_finite() && *r > 0.0) {
-                bounds.push(Pace::new(rate, 0.0));
-            }
+        if bounds.is_empty()
+            && let Some(rate) = limits.learned_rate.filter(|r| r.is_finite() && *r > 0.0)
+        {
+            bounds.push(Pace::new(rate, 0.0));
         }
         let opens_in = limits
             .gate_until

@@ -5,12 +5,12 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use llm_failover::Client;
 use llm_failover::batch::{InputReader, Stop};
 use llm_failover::clock::{Clock, TokioClock};
-use llm_failover::Client;
 use llm_failover_queue::Queue;
 
-use crate::eta::{eta, Pace};
+use crate::eta::{Pace, eta};
 use crate::queue::now_ms;
 
 /// The model each chat provider is paced for, to read its limits.

@@ -4,23 +4,23 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::{patiently, Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport};
+use crate::{Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport, patiently};
+use llm_failover::Config;
 use llm_failover::batch::Stop;
 use llm_failover::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
 use llm_failover::clock::Clock;
 use llm_failover::wing::batch::{
-    create_replacement, failure_line, results_file, same_file, set_skipped_ok, warn_unreadable,
-    warn_unreadable_rest, Access, LineHead, Parsed,
+    Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
+    set_skipped_ok, warn_unreadable, warn_unreadable_rest,
 };
-use llm_failover::Config;
 use llm_failover::{ChatRequest, Client, RequestOptions};
 use llm_failover::{Error, ErrorKind, Result};
 
@@ -398,12 +398,11 @@ impl QueuedJob {
                 }
             };
             counts.items += 1;
-            if fresh {
-                if let Some((_, ok)) = previous.get(&item.id) {
-                    if *ok || !self.retry_failed {
-                        continue;
-                    }
-                }
+            if fresh
+                && let Some((_, ok)) = previous.get(&item.id)
+                && (*ok || !self.retry_failed)
+            {
+                continue;
             }
             let payload = payload(&item.id, &item.request)?;
             let id = QueuedJob::job_id(&item.id, &payload);

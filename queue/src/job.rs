@@ -108,7 +108,7 @@ impl FromStr for JobState {
                 return Err(Error::new(
                     ErrorKind::Config,
                     format!("unknown job state {other:?}"),
-                ))
+                ));
             }
         })
     }

@@ -115,11 +115,11 @@ mod sqlite;
 mod worker;
 
 pub use batch::{QueuedJob, QueuedReport};
-pub use job::{wall_ms, Failed, Fenced, Job, JobState, NewJob, QueueStats, Reaped};
+pub use job::{Failed, Fenced, Job, JobState, NewJob, QueueStats, Reaped, wall_ms};
 pub use policy::FailPolicy;
-pub(crate) use queue::patiently;
 pub use queue::Queue;
+pub(crate) use queue::patiently;
+pub(crate) use worker::DEFAULT_LEASE;
 #[cfg(feature = "jsonschema")]
 pub use worker::schema_contract;
-pub(crate) use worker::DEFAULT_LEASE;
 pub use worker::{Contract, Ended, Handler, JobContext, Worker, WorkerBuilder, WorkerReport};

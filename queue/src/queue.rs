@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::job::{check_json, wall_ms, Failed, Fenced, Job, NewJob, QueueStats, Reaped};
+use super::job::{Failed, Fenced, Job, NewJob, QueueStats, Reaped, check_json, wall_ms};
 use super::policy::FailPolicy;
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresQueue;
@@ -787,13 +787,7 @@ mod tests {
         let mut told = Vec::new();
         let op = |_now| {
             let n = tries.fetch_add(1, Ordering::SeqCst);
-            async move {
-                if n < 4 {
-                    Err(locked())
-                } else {
-                    Ok(n)
-                }
-            }
+            async move { if n < 4 { Err(locked()) } else { Ok(n) } }
         };
         let patience = Duration::from_secs(60);
         let got = patiently(&clock, patience, op, |_, wait| told.push(wait)).await;

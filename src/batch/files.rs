@@ -48,7 +48,7 @@ pub fn results_file(path: &Path, access: Access) -> io::Result<PathBuf> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(refused(
                 "is a symbolic link to a file that does not exist; give the target's path",
-            ))
+            ));
         }
         Err(e) => return Err(e),
     };
@@ -272,10 +272,12 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &temp).unwrap();
         create_replacement(&path, &temp).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
-        assert!(!fs::symlink_metadata(&temp)
-            .unwrap()
-            .file_type()
-            .is_symlink());
+        assert!(
+            !fs::symlink_metadata(&temp)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -223,7 +223,7 @@ fn request(obj: &Map<String, Value>) -> Result<ChatRequest, String> {
             return Err(format!(
                 "`messages` must be an array, found {}",
                 json_type(other)
-            ))
+            ));
         }
     };
     match (prompt, messages) {
@@ -260,7 +260,7 @@ fn request(obj: &Map<String, Value>) -> Result<ChatRequest, String> {
             None => {
                 return Err(format!(
                     "`temperature` must be a number from 0 to 2, not {v}"
-                ))
+                ));
             }
         },
     }
@@ -279,14 +279,14 @@ fn message(v: &Value) -> Result<Message, String> {
             other => {
                 return Err(format!(
                     "unknown role {other:?} (expected system, user or assistant)"
-                ))
+                ));
             }
         },
         Some(other) => {
             return Err(format!(
                 "`role` must be a string, found {}",
                 json_type(other)
-            ))
+            ));
         }
         None => return Err("no `role`".into()),
     };
@@ -297,7 +297,7 @@ fn message(v: &Value) -> Result<Message, String> {
             return Err(format!(
                 "`content` must be a string, found {}",
                 json_type(other)
-            ))
+            ));
         }
         None => return Err("no `content`".into()),
     };

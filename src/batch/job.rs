@@ -9,7 +9,7 @@ use futures_util::stream;
 use super::files::same_file;
 use super::input::{InputReader, Parsed};
 use super::key::ItemKey;
-use super::results::{compact, Compaction, ResultsWriter, ResumeIndex};
+use super::results::{Compaction, ResultsWriter, ResumeIndex, compact};
 use super::runner::{RunReport, Runner};
 use crate::stop::Stop;
 

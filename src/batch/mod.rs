@@ -60,8 +60,8 @@ pub(crate) use input::parse_line;
 pub use job::{FileJob, JobReport};
 pub use key::ItemKey;
 pub use outcome::{Answer, Failure, FailureKind, ItemOutcome};
-pub use results::{compact, Compaction, ResultsWriter, ResumeIndex};
-pub use runner::{Progress, ProgressSnapshot, RunReport, Runner, DEFAULT_CONCURRENCY};
+pub use results::{Compaction, ResultsWriter, ResumeIndex, compact};
+pub use runner::{DEFAULT_CONCURRENCY, Progress, ProgressSnapshot, RunReport, Runner};
 pub use sink::OutcomeSink;
 pub use summary::{CacheSummary, ProviderSummary, Summary};
 
@@ -69,9 +69,9 @@ pub use summary::{CacheSummary, ProviderSummary, Summary};
 /// files, input lines, result lines, the summary's count of items answered earlier. Reached
 /// through the hidden `wing` module.
 pub(crate) mod wing {
-    pub use super::files::{create_replacement, results_file, same_file, Access};
+    pub use super::files::{Access, create_replacement, results_file, same_file};
     pub use super::input::Parsed;
-    pub use super::outcome::{failure_line, LineHead};
+    pub use super::outcome::{LineHead, failure_line};
     pub use super::results::{warn_unreadable, warn_unreadable_rest};
 
     /// Counts `n` items as answered before this run.

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
-use super::files::{create_replacement, results_file, Access};
+use super::files::{Access, create_replacement, results_file};
 use super::key::ItemKey;
 use super::outcome::{ItemOutcome, LineHead};
 use super::sink::OutcomeSink;
@@ -389,10 +389,8 @@ fn compact_blocking(path: &Path) -> io::Result<Compaction> {
     let mut n = 0u64;
     for_each_line(file, |line, complete| {
         n += 1;
-        if complete {
-            if let Some(head) = LineHead::parse(line) {
-                last.insert(head.key, n);
-            }
+        if complete && let Some(head) = LineHead::parse(line) {
+            last.insert(head.key, n);
         }
     })?;
 
@@ -646,10 +644,12 @@ mod tests {
         w.finish().await.unwrap();
         compact(&link).await.unwrap();
 
-        assert!(fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(ids(&target), [("a".into(), true)]);
         assert_eq!(ids(&link), [("a".into(), true)]);
     }

@@ -255,11 +255,11 @@ impl Summary {
                 .and_then(|pc| pc.model.clone())
                 .or_else(|| run.models.get(&id).cloned());
             let (mut rpm_now, mut tpm_now) = (None, None);
-            if let Some(model) = model {
-                if let Ok(Some(snap)) = client.limits(name, &model).await {
-                    rpm_now = snap.requests.map(|b| b.capacity);
-                    tpm_now = snap.tokens.map(|b| b.capacity);
-                }
+            if let Some(model) = model
+                && let Ok(Some(snap)) = client.limits(name, &model).await
+            {
+                rpm_now = snap.requests.map(|b| b.capacity);
+                tpm_now = snap.tokens.map(|b| b.capacity);
             }
             providers.push(ProviderSummary {
                 provider: name.to_owned(),

@@ -86,8 +86,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -100,7 +100,7 @@ mod redis;
 mod sqlite;
 mod store;
 
-pub(crate) use key::{chat_key, transcription_key, Answerer};
+pub(crate) use key::{Answerer, chat_key, transcription_key};
 pub(crate) use store::Key;
 use store::{Store, Stored};
 

@@ -23,8 +23,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
 use redis::Script;
+use redis::aio::ConnectionManager;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::store::{Key, Store, Stored};
@@ -157,12 +157,12 @@ impl RedisCacheStore {
                 return Err(Error::config(format!(
                     "cache: `{host}`: TLS (rediss://) is not supported by this build; \
                      write redis://host:port"
-                )))
+                )));
             }
             _ => {
                 return Err(Error::config(format!(
                     "cache: `{host}` is not a redis:// URL; write redis://host:port[/db]"
-                )))
+                )));
             }
         }
         if prefix.contains(['{', '}']) {

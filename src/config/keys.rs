@@ -123,7 +123,9 @@ pub(crate) fn check_key_value(value: &str) -> Option<&'static str> {
         .chars()
         .any(|c| c.is_whitespace() || c.is_control() || !c.is_ascii())
     {
-        Some("holds whitespace, control or non-ASCII characters, which no API key has (a stray newline or quote?)")
+        Some(
+            "holds whitespace, control or non-ASCII characters, which no API key has (a stray newline or quote?)",
+        )
     } else {
         None
     }

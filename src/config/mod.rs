@@ -315,7 +315,7 @@ impl Config {
                     "provider `{provider}`'s key is handed over in code (key_in_code): pass it \
                      with ClientBuilder::credential(\"{provider}\", Credential::new(…))"
                 ))
-                .with_provider(id()))
+                .with_provider(id()));
             }
             Some(KeySource::Env(var)) => var,
             None => {
@@ -323,7 +323,7 @@ impl Config {
                     "{at} has no entry for environment `{environment}`; add {environment} = \
                      \"VARIABLE_NAME\""
                 ))
-                .with_provider(id()))
+                .with_provider(id()));
             }
         };
         let at = at.key(environment);

@@ -7,12 +7,12 @@ use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
-use toml::de::{DeTable, DeValue};
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use super::keys::{
-    check_variable_name, shown, KEY_POOL_FIELDS, LITERAL_KEY_FIELDS, ONE_KEY_PER_ENVIRONMENT,
-    WRITE_THE_NAME,
+    KEY_POOL_FIELDS, LITERAL_KEY_FIELDS, ONE_KEY_PER_ENVIRONMENT, WRITE_THE_NAME,
+    check_variable_name, shown,
 };
 use super::raw::RawConfig;
 use crate::error::{Error, Result};
@@ -336,7 +336,7 @@ impl<'a> Document<'a> {
                             return Err(self.error(Issue::new(
                                 entry,
                                 format!("lists several keys: {ONE_KEY_PER_ENVIRONMENT}"),
-                            )))
+                            )));
                         }
                         DeValue::String(s) => {
                             if let Some(message) = check_variable_name(s) {
@@ -447,10 +447,10 @@ fn entry<'t, 'i>(
 
 /// Rewrites a serde message for a reader of the TOML file, never repeating a string value.
 fn describe_serde_error(path: TomlPath, message: &str) -> (TomlPath, String) {
-    if let Some(rest) = message.strip_prefix("missing field `") {
-        if let Some(name) = rest.strip_suffix('`') {
-            return (path.key(name), "is required but missing".to_owned());
-        }
+    if let Some(rest) = message.strip_prefix("missing field `")
+        && let Some(name) = rest.strip_suffix('`')
+    {
+        return (path.key(name), "is required but missing".to_owned());
     }
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some((_, expected)) = rest.split_once("`, ") {
@@ -467,25 +467,25 @@ fn describe_serde_error(path: TomlPath, message: &str) -> (TomlPath, String) {
         }
         return (path, "unknown field".to_owned());
     }
-    if let Some(rest) = message.strip_prefix("invalid type: ") {
-        if let Some((found, expected)) = rest.rsplit_once(", expected ") {
-            // An integer beyond 64 bits arrives as an i128 (found while auditing the
-            // catalogue: it read "expected an integer, found an integer").
-            if found.starts_with("integer ") && found.ends_with(" as i128") {
-                return (
-                    path,
-                    format!("is out of range: integers here are at most {}", i64::MAX),
-                );
-            }
+    if let Some(rest) = message.strip_prefix("invalid type: ")
+        && let Some((found, expected)) = rest.rsplit_once(", expected ")
+    {
+        // An integer beyond 64 bits arrives as an i128 (found while auditing the
+        // catalogue: it read "expected an integer, found an integer").
+        if found.starts_with("integer ") && found.ends_with(" as i128") {
             return (
                 path,
-                format!(
-                    "expected {}, found {}",
-                    friendly_types(expected),
-                    found_kind(found)
-                ),
+                format!("is out of range: integers here are at most {}", i64::MAX),
             );
         }
+        return (
+            path,
+            format!(
+                "expected {}, found {}",
+                friendly_types(expected),
+                found_kind(found)
+            ),
+        );
     }
     (path, friendly_types(&redact_strings(message)))
 }

@@ -5,8 +5,8 @@ use std::pin::Pin;
 
 use bytes::Bytes;
 use futures_util::Stream;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Method;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use crate::error::{Error, ErrorKind, Result};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use reqwest::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
+use reqwest::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use url::Url;
 
 use super::{Body, FormPart, HttpRequest, RawResponse, Streamed, StreamingResponse, Transport};
@@ -175,7 +175,7 @@ impl HttpTransport {
         &self,
         mut req: HttpRequest,
         timeout: Duration,
-    ) -> Result<impl Future<Output = reqwest::Result<reqwest::Response>>> {
+    ) -> Result<impl Future<Output = reqwest::Result<reqwest::Response>> + use<>> {
         if let Some(ua) = &self.user_agent {
             req.headers.entry(USER_AGENT).or_insert_with(|| ua.clone());
         }
@@ -228,7 +228,7 @@ impl HttpTransport {
         &self,
         mut r: reqwest::Request,
         timeout: Duration,
-    ) -> impl Future<Output = reqwest::Result<reqwest::Response>> {
+    ) -> impl Future<Output = reqwest::Result<reqwest::Response>> + use<> {
         if self.usual_timeout != Some(timeout) {
             *r.timeout_mut() = Some(timeout);
         }
@@ -240,7 +240,7 @@ impl HttpTransport {
         &self,
         req: HttpRequest,
         timeout: Duration,
-    ) -> impl Future<Output = Result<RawResponse>> + Send + 'static {
+    ) -> impl Future<Output = Result<RawResponse>> + Send + 'static + use<> {
         // The request is handed to reqwest before the first poll: the future keeps only
         // reqwest's (boxed) one and the body cap, not a copy of the request (an `async fn`
         // would hold its arguments to the end).
@@ -267,7 +267,7 @@ impl HttpTransport {
         &self,
         req: HttpRequest,
         timeout: Duration,
-    ) -> impl Future<Output = Result<Streamed>> + Send + 'static {
+    ) -> impl Future<Output = Result<Streamed>> + Send + 'static + use<> {
         let sent_to = self.check_redirects.then(|| req.url.clone());
         let started = self.start(req, timeout);
         let cap = self.max_body;
@@ -370,10 +370,10 @@ fn without_query(url: &Url) -> String {
 }
 
 async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> Result<Bytes> {
-    if let Some(len) = resp.content_length() {
-        if len > cap as u64 {
-            return Err(too_big(resp.status().as_u16(), cap));
-        }
+    if let Some(len) = resp.content_length()
+        && len > cap as u64
+    {
+        return Err(too_big(resp.status().as_u16(), cap));
     }
     // The common case — a small body in one piece — is returned as it came, uncopied.
     let Some(first) = resp.chunk().await.map_err(map_err)? else {

@@ -21,15 +21,15 @@ use reqwest::header::HeaderMap;
 use url::Url;
 
 use super::openai::{
-    chat_http, chat_result, check_base_url, check_chat_format, classify, endpoint, error_report,
-    transcription_http, transcription_result, ChunkDecoder,
+    ChunkDecoder, chat_http, chat_result, check_base_url, check_chat_format, classify, endpoint,
+    error_report, transcription_http, transcription_result,
 };
 use super::{Provider, RequestContext, StreamDecoder};
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
-use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{
     ChatRequest, ChatResponse, ResponseFormat, Role, Transcript, TranscriptionRequest,
 };

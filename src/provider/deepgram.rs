@@ -32,7 +32,7 @@ use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{Body, HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
-use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, Segment, Transcript, TranscriptionRequest,
 };
@@ -157,7 +157,7 @@ impl Deepgram {
                     "{}: `{t}` differs from `{}` = `{m}`; Deepgram serves one model, name it once",
                     at("transcription_model"),
                     at("model")
-                )))
+                )));
             }
             (t, m) => t.clone().or_else(|| m.clone()),
         };

@@ -14,11 +14,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::future::{ready, Either};
+use futures_util::future::{Either, ready};
 use futures_util::{FutureExt, Stream};
 use tokio::time::Instant;
 
-use super::{extra, Provider, RequestContext, SseParser, StreamDecoder};
+use super::{Provider, RequestContext, SseParser, StreamDecoder, extra};
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{ByteStream, RawResponse, Streamed, Transport};
@@ -53,7 +53,7 @@ fn finish<T>(
                 result: Err(decorate(e, provider, ctx, None)),
                 report: None,
                 sent: true,
-            }
+            };
         }
     };
     let request_id = provider.request_id(&raw.headers);

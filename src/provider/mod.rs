@@ -50,10 +50,10 @@ pub(crate) mod tools;
 
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
-pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
+pub(crate) use exchange::{ChunkStream, Exchange};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
-pub(crate) use exchange::{ChunkStream, Exchange};
+pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
 pub(crate) use extra::check as check_extra_body;
 pub use sse::SseEvent;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]

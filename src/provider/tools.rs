@@ -60,12 +60,12 @@ pub(crate) fn check_conversation(req: &ChatRequest, format: &str) -> Result<()> 
     if req.tools.is_empty() && req.tool_choice == Some(ToolChoice::Required) {
         return bad("the tool choice is `required`, but there are no tools".to_owned());
     }
-    if let Some(ToolChoice::Tool(name)) = &req.tool_choice {
-        if !names.contains(&name.as_str()) {
-            return bad(format!(
-                "the tool choice names `{name}`, which is not among the tools"
-            ));
-        }
+    if let Some(ToolChoice::Tool(name)) = &req.tool_choice
+        && !names.contains(&name.as_str())
+    {
+        return bad(format!(
+            "the tool choice names `{name}`, which is not among the tools"
+        ));
     }
     let mut calls: Vec<&str> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
@@ -85,13 +85,13 @@ pub(crate) fn check_conversation(req: &ChatRequest, format: &str) -> Result<()> 
                 None => {
                     return bad(format!(
                         "message {i} is a tool result without its call's id"
-                    ))
+                    ));
                 }
                 Some(id) if !calls.contains(&id.as_str()) => {
                     return bad(format!(
                         "message {i} is the result of call `{id}`, which no earlier assistant \
                          message made"
-                    ))
+                    ));
                 }
                 Some(_) => {}
             }

@@ -10,7 +10,7 @@ use reqwest::header::HeaderMap;
 use super::value::{
     any_reset, at_wall, count, header, per_from_window_secs, relative_reset, rfc3339,
 };
-use super::{ietf, retry_after, should_retry, HeaderDialect, LimitReport, Per, Window};
+use super::{HeaderDialect, LimitReport, Per, Window, ietf, retry_after, should_retry};
 use crate::clock::Now;
 
 /// Every response header the rate-limit parsers read, in every dialect (lower case): useful

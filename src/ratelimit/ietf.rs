@@ -277,7 +277,7 @@ fn unquote(v: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::super::value::test_support::{fixed_now, headers, Pairs};
+    use super::super::value::test_support::{Pairs, fixed_now, headers};
     use super::*;
 
     #[test]

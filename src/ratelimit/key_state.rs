@@ -231,10 +231,10 @@ impl KeyState {
                 let Some(limit) = w.limit.filter(|l| *l > 0) else {
                     // A window without a limit cannot be a bucket; "none left" still gates
                     // until its reset.
-                    if w.remaining == Some(0) {
-                        if let Some(reset) = w.reset_at {
-                            self.raise_gate(reset);
-                        }
+                    if w.remaining == Some(0)
+                        && let Some(reset) = w.reset_at
+                    {
+                        self.raise_gate(reset);
                     }
                     continue;
                 };
@@ -270,18 +270,18 @@ impl KeyState {
             (self.tpm.as_mut(), d.tokens),
             (self.tpd.as_mut(), d.tokens),
         ] {
-            if let Some(b) = b {
-                if drains(b.window(), named) {
-                    b.drain(now);
-                }
+            if let Some(b) = b
+                && drains(b.window(), named)
+            {
+                b.drain(now);
             }
         }
         let named = [d.requests, d.tokens, d.input_tokens, d.output_tokens];
         for (s, named) in self.stated.iter_mut().zip(named) {
-            if let Some(s) = s {
-                if drains(s.window(), named) {
-                    s.drain(now);
-                }
+            if let Some(s) = s
+                && drains(s.window(), named)
+            {
+                s.drain(now);
             }
         }
     }

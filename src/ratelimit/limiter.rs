@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use super::Limits;
+use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use crate::admission::{Lines, Place, Priority};
 use crate::clock::Clock;
 use crate::error::Result;

@@ -9,9 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::Limits;
 use super::key_state::KeyState;
 use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
-use super::Limits;
 use crate::error::Result;
 
 /// The default store: buckets in this process's memory.

@@ -99,15 +99,15 @@ mod value;
 mod random_input_tests;
 
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::held_or_new;
-#[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::held_or_new;
 pub use headers::parse_limit_headers;
 pub use limits::Limits;
 pub use memory::MemoryStore;
 pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
-pub use shared::{SharedSettings, WhenDown, REDIS_URL_VAR};
+pub use shared::{REDIS_URL_VAR, SharedSettings, WhenDown};
 pub use store::{
     BucketSnapshot, Demand, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
     Tightening,
@@ -123,8 +123,8 @@ pub(crate) use duration::go_duration;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use estimate::{
-    chat_cost_bound, estimate_chat, input_floor, preload, Encoding, DEFAULT_OUTPUT_TOKENS,
-    IMAGE_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_TOOL,
+    DEFAULT_OUTPUT_TOKENS, Encoding, IMAGE_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE,
+    TOKENS_PER_TOOL, chat_cost_bound, estimate_chat, input_floor, preload,
 };
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
@@ -135,4 +135,4 @@ pub(crate) use limiter::{Limiter, Patience, Permit};
 pub(crate) use message::delay_in_message;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
-pub(crate) use retry_after::{retry_after, should_retry, MAX_SANE_RETRY_AFTER};
+pub(crate) use retry_after::{MAX_SANE_RETRY_AFTER, retry_after, should_retry};

@@ -79,19 +79,71 @@ mod tests {
     #[test]
     fn reads_the_limit_a_429_names() {
         let cases: [(Option<&str>, &str, Option<Drain>); 13] = [
-            (Some("rate_limit_exceeded"), "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.", d(false, true, false, false, false)),
-            (Some("rate_limit_exceeded"), "Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit 10000, Used 10000, Requested 1.", d(true, false, false, false, true)),
-            (Some("tokens"), "Rate limit reached.", d(false, true, false, false, false)),
-            (Some("requests"), "Rate limit reached.", d(true, false, false, false, false)),
-            (Some("rate_limit_error"), "This request would exceed the rate limit for your organization (org) of 50,000 input tokens per minute.", d(false, false, true, false, false)),
-            (Some("rate_limit_error"), "This request would exceed your organization's rate limit of 8,000 output tokens per minute.", d(false, false, false, true, false)),
-            (Some("RESOURCE_EXHAUSTED"), "You exceeded your current quota. [quota: GenerateRequestsPerMinutePerProjectPerModel]", d(true, false, false, false, false)),
-            (Some("RESOURCE_EXHAUSTED"), "Quota exceeded. [quota: GenerateContentInputTokensPerModelPerDay]", d(false, false, true, false, true)),
-            (Some("429"), "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 9 seconds.", d(false, true, false, false, false)),
-            (Some("429"), "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 1 second.", d(true, false, false, false, false)),
-            (Some("429"), "Rate limit exceeded: free-models-per-min. ", d(true, false, false, false, false)),
-            (Some("429"), "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day", d(true, false, false, false, true)),
-            (Some("rate_limit_exceeded"), "Too many requests, slow down.", None),
+            (
+                Some("rate_limit_exceeded"),
+                "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.",
+                d(false, true, false, false, false),
+            ),
+            (
+                Some("rate_limit_exceeded"),
+                "Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit 10000, Used 10000, Requested 1.",
+                d(true, false, false, false, true),
+            ),
+            (
+                Some("tokens"),
+                "Rate limit reached.",
+                d(false, true, false, false, false),
+            ),
+            (
+                Some("requests"),
+                "Rate limit reached.",
+                d(true, false, false, false, false),
+            ),
+            (
+                Some("rate_limit_error"),
+                "This request would exceed the rate limit for your organization (org) of 50,000 input tokens per minute.",
+                d(false, false, true, false, false),
+            ),
+            (
+                Some("rate_limit_error"),
+                "This request would exceed your organization's rate limit of 8,000 output tokens per minute.",
+                d(false, false, false, true, false),
+            ),
+            (
+                Some("RESOURCE_EXHAUSTED"),
+                "You exceeded your current quota. [quota: GenerateRequestsPerMinutePerProjectPerModel]",
+                d(true, false, false, false, false),
+            ),
+            (
+                Some("RESOURCE_EXHAUSTED"),
+                "Quota exceeded. [quota: GenerateContentInputTokensPerModelPerDay]",
+                d(false, false, true, false, true),
+            ),
+            (
+                Some("429"),
+                "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 9 seconds.",
+                d(false, true, false, false, false),
+            ),
+            (
+                Some("429"),
+                "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 1 second.",
+                d(true, false, false, false, false),
+            ),
+            (
+                Some("429"),
+                "Rate limit exceeded: free-models-per-min. ",
+                d(true, false, false, false, false),
+            ),
+            (
+                Some("429"),
+                "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day",
+                d(true, false, false, false, true),
+            ),
+            (
+                Some("rate_limit_exceeded"),
+                "Too many requests, slow down.",
+                None,
+            ),
         ];
         for (code, message, want) in cases {
             assert_eq!(named_drain(code, message), want, "{message}");

@@ -6,10 +6,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::value::test_support::{fixed_now, ALL_DIALECTS};
+use super::value::test_support::{ALL_DIALECTS, fixed_now};
 use super::{
-    delay_in_message, go_duration, parse_limit_headers, should_retry, LimitReport,
-    MAX_SANE_RETRY_AFTER,
+    LimitReport, MAX_SANE_RETRY_AFTER, delay_in_message, go_duration, parse_limit_headers,
+    should_retry,
 };
 use crate::clock::Now;
 

@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -467,27 +467,27 @@ async fn listen(gates: Weak<Gates>, client: redis::Client, channel: String, paus
     use futures_util::StreamExt;
     loop {
         let Some(g) = gates.upgrade() else { return };
-        if let Ok(mut pubsub) = client.get_async_pubsub().await {
-            if pubsub.subscribe(&channel).await.is_ok() {
-                g.epoch.fetch_add(1, Ordering::AcqRel);
-                g.healthy.store(true, Ordering::Release);
-                g.changed.notify_waiters();
-                let weak = Arc::downgrade(&g);
-                drop(g);
-                let mut messages = pubsub.into_on_message();
-                while let Some(msg) = messages.next().await {
-                    let Some(g) = weak.upgrade() else { return };
-                    if let Ok(state) = std::str::from_utf8(msg.get_payload_bytes()) {
-                        let mut heard = g.heard.lock().unwrap_or_else(PoisonError::into_inner);
-                        *heard.entry(state.to_owned()).or_insert(0) += 1;
-                    }
-                    g.changed.notify_waiters();
-                }
+        if let Ok(mut pubsub) = client.get_async_pubsub().await
+            && pubsub.subscribe(&channel).await.is_ok()
+        {
+            g.epoch.fetch_add(1, Ordering::AcqRel);
+            g.healthy.store(true, Ordering::Release);
+            g.changed.notify_waiters();
+            let weak = Arc::downgrade(&g);
+            drop(g);
+            let mut messages = pubsub.into_on_message();
+            while let Some(msg) = messages.next().await {
                 let Some(g) = weak.upgrade() else { return };
-                g.healthy.store(false, Ordering::Release);
-                g.epoch.fetch_add(1, Ordering::AcqRel);
-                continue;
+                if let Ok(state) = std::str::from_utf8(msg.get_payload_bytes()) {
+                    let mut heard = g.heard.lock().unwrap_or_else(PoisonError::into_inner);
+                    *heard.entry(state.to_owned()).or_insert(0) += 1;
+                }
+                g.changed.notify_waiters();
             }
+            let Some(g) = weak.upgrade() else { return };
+            g.healthy.store(false, Ordering::Release);
+            g.epoch.fetch_add(1, Ordering::AcqRel);
+            continue;
         }
         drop(g);
         #[allow(clippy::disallowed_methods)]

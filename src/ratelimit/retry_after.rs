@@ -83,7 +83,7 @@ pub(super) fn sane_delay(delay: Duration) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::value::test_support::{fixed_now, headers, Pairs};
+    use super::super::value::test_support::{Pairs, fixed_now, headers};
     use super::*;
 
     fn secs(n: u64) -> Option<Duration> {

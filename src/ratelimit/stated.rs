@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::bucket::{Bucket, InsufficientCapacity};
 use super::Window;
+use super::bucket::{Bucket, InsufficientCapacity};
 
 /// The least share of the limit an observation must have used for the window it implies to
 /// be adopted: at 5 %, a reset rounded to the second moves a one-minute window by under 2 %
@@ -268,10 +268,10 @@ impl Stated {
     /// request admitted without a booking), when `inflight` more of this dimension is booked
     /// and not yet answered.
     pub(crate) fn observe(&mut self, w: &Window, booked: Option<u64>, inflight: f64, now: Instant) {
-        if let (Some(b), Some(last)) = (booked, self.applied) {
-            if b < last {
-                return; // older news than what was applied
-            }
+        if let (Some(b), Some(last)) = (booked, self.applied)
+            && b < last
+        {
+            return; // older news than what was applied
         }
         self.roll(now);
         if booked.is_some() {

@@ -16,9 +16,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::report::FromNow;
 use super::LimitReport;
 use super::Limits;
+use super::report::FromNow;
 use crate::error::Result;
 use crate::id::ProviderId;
 

@@ -7,12 +7,12 @@
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
-use super::duration::{decimal_nanos_of_seconds, decimal_seconds, go_duration, nanos_to_duration};
 use super::Per;
+use super::duration::{decimal_nanos_of_seconds, decimal_seconds, go_duration, nanos_to_duration};
 use crate::clock::Now;
 
 /// A reset further away than this is not a rate-limit window but garbage (a misread epoch, a

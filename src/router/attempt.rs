@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{field, Instrument};
+use tracing::{Instrument, field};
 
 use super::breaker::BreakerEvent;
 use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booking, Entry, Router};
-use super::decide::{attempt_timeout, decide, Action, Count, FailedAttempt, Next};
+use super::decide::{Action, Count, FailedAttempt, Next, attempt_timeout, decide};
 use super::job::{Admissible, Attempt, Job};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
@@ -376,13 +376,12 @@ impl Router {
         span: &tracing::Span,
     ) -> Step<T> {
         let entry = run.candidates[ticket.slot].entry;
-        if let Some(report) = report {
-            if let Err(e) = self
+        if let Some(report) = report
+            && let Err(e) = self
                 .learn(entry, &ticket.key, report, ticket.booking, 0)
                 .await
-            {
-                return ControlFlow::Break(Err(e));
-            }
+        {
+            return ControlFlow::Break(Err(e));
         }
         if let Some(s) = err.status() {
             span.record("status", s);

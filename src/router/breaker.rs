@@ -129,12 +129,12 @@ impl Breaker {
     }
 
     fn tick(&mut self, now: Instant) {
-        if let BreakerState::Open { until } = self.state {
-            if now >= until {
-                self.state = BreakerState::HalfOpen {
-                    probe_in_flight: false,
-                };
-            }
+        if let BreakerState::Open { until } = self.state
+            && now >= until
+        {
+            self.state = BreakerState::HalfOpen {
+                probe_in_flight: false,
+            };
         }
     }
 

@@ -160,8 +160,7 @@ impl Router {
             .paced
             .take()
             .filter(|(_, w)| *w <= remaining && reopens.is_none_or(|r| now + *w <= r))
-        {
-            if let Some(t) = self
+            && let Some(t) = self
                 .try_slot(
                     job,
                     run,
@@ -174,9 +173,8 @@ impl Router {
                     &mut survey,
                 )
                 .await?
-            {
-                return Ok(Pick::Go(t));
-            }
+        {
+            return Ok(Pick::Go(t));
         }
         Ok(survey.into_pick())
     }
@@ -335,12 +333,11 @@ fn key_for<'e, J: Job>(
     account: Option<&std::sync::Arc<str>>,
 ) -> Result<Cow<'e, LimitKey>> {
     let cap = job.request().capability();
-    if account.is_none() {
-        if let Some(k) = entry.default_key(cap) {
-            if job.request().model().is_none_or(|m| m == k.model) {
-                return Ok(Cow::Borrowed(k));
-            }
-        }
+    if account.is_none()
+        && let Some(k) = entry.default_key(cap)
+        && job.request().model().is_none_or(|m| m == k.model)
+    {
+        return Ok(Cow::Borrowed(k));
     }
     let model = job
         .request()

@@ -3,8 +3,8 @@
 //! and the few operations on it that the attempt loop and a stream share.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::breaker::{BreakerEvent, BreakerSettings};
@@ -17,10 +17,10 @@ use crate::config::{Policy, ProviderSettings};
 use crate::error::{Disposition, Error, ErrorKind, Result};
 use crate::http::{ClientChoice, Transport, TransportOptions};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
-use crate::provider::{check_extra_body, Provider};
+use crate::provider::{Provider, check_extra_body};
 use crate::ratelimit::{
-    preload, Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits,
-    MemoryStore, Tightening,
+    Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits, MemoryStore,
+    Tightening, preload,
 };
 use crate::retry::{Backoff, RetryBudget, SharedBudget};
 use crate::rng::Rng;
@@ -450,10 +450,10 @@ fn transport_options(policy: &Policy) -> TransportOptions {
 /// request path.
 fn preload_configured(providers: &[(Arc<dyn Provider>, ProviderSettings)]) {
     for (adapter, s) in providers {
-        if s.limits.limits_tokens() {
-            if let Some(m) = adapter.default_model(Capability::Chat) {
-                preload(m);
-            }
+        if s.limits.limits_tokens()
+            && let Some(m) = adapter.default_model(Capability::Chat)
+        {
+            preload(m);
         }
         for (m, l) in &s.model_limits {
             if l.limits_tokens() {

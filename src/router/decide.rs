@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::breaker::BreakerEvent;
 use crate::error::{Disposition, Error, ErrorKind};
-use crate::ratelimit::{named_drain, Drain, LimitReport, Tightening, Window};
+use crate::ratelimit::{Drain, LimitReport, Tightening, Window, named_drain};
 use crate::retry::Backoff;
 use crate::rng::Rng;
 

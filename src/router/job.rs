@@ -5,23 +5,23 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use super::stream::{whole, ChatStream, StreamEnd};
-use crate::cache::{chat_key, transcription_key, Answerer, Fill, Key};
+use super::stream::{ChatStream, StreamEnd, whole};
+use crate::cache::{Answerer, Fill, Key, chat_key, transcription_key};
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::http::Transport;
 use crate::id::Capability;
 use crate::provider::{
-    chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
+    ChunkStream, Exchange, Provider, RequestContext, chat_once, chat_stream_once, transcribe_once,
 };
-use crate::ratelimit::{chat_cost_bound, estimate_chat, input_floor, Demand};
+use crate::ratelimit::{Demand, chat_cost_bound, estimate_chat, input_floor};
 use crate::types::{
-    check_answer, ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest,
-    Usage,
+    ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest, Usage,
+    check_answer,
 };
 
 /// Whether admission counts tokens for a request, and the room known in its token buckets.

@@ -63,8 +63,8 @@ mod stream;
 
 pub(crate) use self::core::{Parts, Router};
 pub(crate) use job::{Chat, Stream, Transcribe};
-pub use options::RequestOptions;
 pub(crate) use options::NO_OPTIONS;
+pub use options::RequestOptions;
 pub use stream::ChatStream;
 
 #[cfg(test)]

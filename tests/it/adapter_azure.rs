@@ -31,10 +31,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use llm_failover::Capability;
 use llm_failover::provider::azure::Azure;
 use llm_failover::provider::{Exchange, Provider};
 use llm_failover::ratelimit::delay_in_message;
-use llm_failover::Capability;
 use llm_failover::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, Credential, Error, ErrorKind, FinishReason,
     ProviderId, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
@@ -266,9 +266,11 @@ async fn a_429_waits_for_the_header_first_and_the_message_otherwise() {
 
     let message_only = h.chat().await.result.unwrap_err();
     assert_eq!(message_only.kind(), ErrorKind::RateLimited);
-    assert!(message_only
-        .message()
-        .contains("Please retry after 9 seconds"));
+    assert!(
+        message_only
+            .message()
+            .contains("Please retry after 9 seconds")
+    );
     // The message parser is `ratelimit::delay_in_message`; the adapter hands its answer on.
     assert_eq!(
         message_only.retry_after(),
@@ -648,9 +650,10 @@ async fn sends_the_vision_how_tos_image_parts() {
         )
         .max_tokens(100);
     let resp = chat_with(&h, &req).await.result.unwrap();
-    assert!(resp
-        .text
-        .starts_with("The picture shows an individual dressed in formal attire"));
+    assert!(
+        resp.text
+            .starts_with("The picture shows an individual dressed in formal attire")
+    );
     assert_eq!(
         resp.usage,
         Some(Usage {

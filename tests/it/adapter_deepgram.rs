@@ -14,8 +14,8 @@
 
 use std::time::Duration;
 
-use llm_failover::provider::deepgram::Deepgram;
 use llm_failover::provider::Provider;
+use llm_failover::provider::deepgram::Deepgram;
 use llm_failover::{
     AudioInput, ChatRequest, Credential, Disposition, ErrorKind, ProviderId, Result, Transcript,
     TranscriptionRequest,
@@ -182,16 +182,75 @@ async fn classifies_each_error_class_by_status_and_code() {
         serde_json::json!({"err_code": code, "err_msg": msg, "request_id": "uuid"}).to_string()
     };
     let cases: Vec<(u16, String, ErrorKind, Option<&str>)> = vec![
-        (400, include_str!("../fixtures/deepgram/error_corrupt_audio.json").to_owned(), ErrorKind::InvalidRequest, Some("Bad Request")),
-        (401, include_str!("../fixtures/deepgram/error_invalid_auth.json").to_owned(), ErrorKind::Auth, Some("INVALID_AUTH")),
-        (401, dg("INSUFFICIENT_PERMISSIONS", "User does not have sufficient permissions."), ErrorKind::PermissionDenied, Some("INSUFFICIENT_PERMISSIONS")),
-        (402, dg("ASR_PAYMENT_REQUIRED", "Project does not have enough credits for an ASR request and does not have an overage agreement."), ErrorKind::QuotaExhausted, Some("ASR_PAYMENT_REQUIRED")),
-        (403, dg("FORBIDDEN", "Insufficient permissions."), ErrorKind::PermissionDenied, Some("FORBIDDEN")),
-        (413, dg("PAYLOAD_TOO_LARGE", "Payload too large."), ErrorKind::PayloadTooLarge, Some("PAYLOAD_TOO_LARGE")),
-        (429, dg("TOO_MANY_REQUESTS", "Too many requests. Please try again later"), ErrorKind::RateLimited, Some("TOO_MANY_REQUESTS")),
-        (500, dg("INTERNAL_SERVER_ERROR", "Internal server error."), ErrorKind::Server, Some("INTERNAL_SERVER_ERROR")),
-        (503, dg("SERVICE_UNAVAILABLE", "Service unavailable."), ErrorKind::Overloaded, Some("SERVICE_UNAVAILABLE")),
-        (504, "<html><body>Gateway Timeout</body></html>".to_owned(), ErrorKind::Timeout, None),
+        (
+            400,
+            include_str!("../fixtures/deepgram/error_corrupt_audio.json").to_owned(),
+            ErrorKind::InvalidRequest,
+            Some("Bad Request"),
+        ),
+        (
+            401,
+            include_str!("../fixtures/deepgram/error_invalid_auth.json").to_owned(),
+            ErrorKind::Auth,
+            Some("INVALID_AUTH"),
+        ),
+        (
+            401,
+            dg(
+                "INSUFFICIENT_PERMISSIONS",
+                "User does not have sufficient permissions.",
+            ),
+            ErrorKind::PermissionDenied,
+            Some("INSUFFICIENT_PERMISSIONS"),
+        ),
+        (
+            402,
+            dg(
+                "ASR_PAYMENT_REQUIRED",
+                "Project does not have enough credits for an ASR request and does not have an overage agreement.",
+            ),
+            ErrorKind::QuotaExhausted,
+            Some("ASR_PAYMENT_REQUIRED"),
+        ),
+        (
+            403,
+            dg("FORBIDDEN", "Insufficient permissions."),
+            ErrorKind::PermissionDenied,
+            Some("FORBIDDEN"),
+        ),
+        (
+            413,
+            dg("PAYLOAD_TOO_LARGE", "Payload too large."),
+            ErrorKind::PayloadTooLarge,
+            Some("PAYLOAD_TOO_LARGE"),
+        ),
+        (
+            429,
+            dg(
+                "TOO_MANY_REQUESTS",
+                "Too many requests. Please try again later",
+            ),
+            ErrorKind::RateLimited,
+            Some("TOO_MANY_REQUESTS"),
+        ),
+        (
+            500,
+            dg("INTERNAL_SERVER_ERROR", "Internal server error."),
+            ErrorKind::Server,
+            Some("INTERNAL_SERVER_ERROR"),
+        ),
+        (
+            503,
+            dg("SERVICE_UNAVAILABLE", "Service unavailable."),
+            ErrorKind::Overloaded,
+            Some("SERVICE_UNAVAILABLE"),
+        ),
+        (
+            504,
+            "<html><body>Gateway Timeout</body></html>".to_owned(),
+            ErrorKind::Timeout,
+            None,
+        ),
         (502, String::new(), ErrorKind::Server, None),
     ];
     let server = ScriptedServer::start().await;

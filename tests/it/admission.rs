@@ -23,7 +23,7 @@ use llm_failover_emulator::{Emulator, Limits, LogEntry, ProviderConfig};
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::support::examples::{batch_bin, write_one_provider_config, TempDir};
+use crate::support::examples::{TempDir, batch_bin, write_one_provider_config};
 use crate::support::redis::RedisServer;
 
 /// The emulator's "minute": the stated window.

@@ -18,7 +18,7 @@ use llm_failover::batch::{
 use llm_failover::config::Limits;
 use llm_failover::{Client, Config, Credential};
 use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 struct Setup {
     emu: Arc<Emulator>,

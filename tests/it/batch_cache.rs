@@ -22,9 +22,9 @@ use llm_failover::{Client, Config, Credential};
 use llm_failover_emulator::{Emulator, ProviderConfig};
 use llm_failover_queue::Queue;
 use llm_failover_queue::QueuedJob;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::support::examples::{batch_bin, output_within, TempDir};
+use crate::support::examples::{TempDir, batch_bin, output_within};
 use crate::support::redis::RedisServer;
 
 /// The emulator, the repository's `demo` providers pointed at it (no limits), and a

@@ -19,13 +19,13 @@ use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::ratelimit::Limits;
 use llm_failover::{ChatRequest, Client, Credential};
 use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
-use llm_failover_queue::{wall_ms, Queue};
+use llm_failover_queue::{Queue, wall_ms};
 use llm_failover_queue::{QueuedJob, QueuedReport};
 use serde_json::json;
 
 use crate::support::examples::{
-    batch_bin, output_within, real_now, results, still_ours, write_one_provider_config, Served,
-    TempDir, FLEETS,
+    FLEETS, Served, TempDir, batch_bin, output_within, real_now, results, still_ours,
+    write_one_provider_config,
 };
 use crate::support::postgres::PgServer;
 

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::support::examples::{batch_bin, output_within, results, TempDir};
+use crate::support::examples::{TempDir, batch_bin, output_within, results};
 
 /// A fresh directory for one test.
 struct Dir(TempDir);
@@ -173,10 +173,12 @@ fn a_symlinked_output_is_written_through_and_stays_a_link() {
 
     let run = run_batch(&dir, &input, &link, &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(std::fs::symlink_metadata(&link)
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     let out = results(&target);
     assert_eq!(
         out.keys().map(String::as_str).collect::<Vec<_>>(),

@@ -184,7 +184,9 @@ async fn two_runs_on_one_queue_share_the_work_and_each_item_is_answered_once() {
     assert_eq!(server.count(CHAT), 40, "each item sent once");
     // Whichever export ran last has every answer; each has no item twice.
     let exported = [lines(&output), lines(&dir.path("results-2.jsonl"))];
-    assert!(exported
-        .iter()
-        .any(|e| e.iter().filter(|l| l["ok"] == true).count() == 40));
+    assert!(
+        exported
+            .iter()
+            .any(|e| e.iter().filter(|l| l["ok"] == true).count() == 40)
+    );
 }

@@ -275,13 +275,14 @@ async fn what_decides_the_answer_is_in_the_key() {
     ] {
         assert_eq!(h.client.chat(req).await.unwrap().origin, Origin::Provider);
     }
-    assert!(h
-        .client
-        .chat(question(1).extra_body("seed", 7))
-        .await
-        .unwrap()
-        .origin
-        .is_cache());
+    assert!(
+        h.client
+            .chat(question(1).extra_body("seed", 7))
+            .await
+            .unwrap()
+            .origin
+            .is_cache()
+    );
     assert_eq!(a.count(CHAT), 4);
 }
 
@@ -289,7 +290,9 @@ async fn what_decides_the_answer_is_in_the_key() {
 fn stream_of(text: &str) -> Reply {
     let (head, tail) = text.split_at(text.len() / 2);
     let delta = |t: &str| {
-        format!("data: {{\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}},\"finish_reason\":null}}]}}\n\n")
+        format!(
+            "data: {{\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}},\"finish_reason\":null}}]}}\n\n"
+        )
     };
     Reply::sse([
         delta(head),

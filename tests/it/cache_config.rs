@@ -12,7 +12,7 @@ use llm_failover::{ChatRequest, Client, Error};
 use llm_failover_emulator::scripted::ScriptedServer;
 
 use crate::support::examples::TempDir;
-use crate::support::{ok, CHAT};
+use crate::support::{CHAT, ok};
 
 /// A Redis password: it must never appear in any output.
 const PASSWORD: &str = "pw-SENTINEL-c4c4e";

@@ -16,10 +16,10 @@ use std::time::Duration;
 use llm_failover::admission::Priority;
 use llm_failover_emulator::text::{silent_wav, transcribe};
 use llm_failover_queue::{Job, JobState, NewJob, Queue};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::support::examples::{batch_bin, output_within, TempDir};
+use crate::support::examples::{TempDir, batch_bin, output_within};
 use crate::support::postgres::PgServer;
 
 fn command(dir: &TempDir) -> Command {

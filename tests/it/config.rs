@@ -4,11 +4,11 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use llm_failover::config::{Config, KeySource, Policy, ProviderKind, ENVIRONMENT_VAR};
+use llm_failover::config::{Config, ENVIRONMENT_VAR, KeySource, Policy, ProviderKind};
 use llm_failover::ratelimit::HeaderDialect;
 use llm_failover::{Capability, Error, ErrorKind};
 
-use crate::catalogue::{broken_variants, in_openai, mutate, GOOD, OPENAI_HEAD, SENTINEL};
+use crate::catalogue::{GOOD, OPENAI_HEAD, SENTINEL, broken_variants, in_openai, mutate};
 
 fn parse_err(toml: &str) -> Error {
     match Config::from_toml_str(toml) {
@@ -265,10 +265,12 @@ fn auth_none_needs_no_key_in_any_environment() {
         config.providers["deepgram"].keys.get("dev"),
         Some(&KeySource::None)
     );
-    assert!(config
-        .credential("deepgram", "dev", &|_| None)
-        .unwrap()
-        .is_none());
+    assert!(
+        config
+            .credential("deepgram", "dev", &|_| None)
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]

@@ -11,10 +11,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use llm_failover::clock::{Clock, FastClock, ManualClock};
 use llm_failover::config::{Limits, Policy};
+use llm_failover::provider::Provider;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::deepgram::Deepgram;
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::provider::Provider;
 use llm_failover::rng::SeededRng;
 use llm_failover::{
     AudioInput, ChatRequest, Client, Credential, ErrorKind, ProviderId, ProviderSettings,

@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::examples::{build_example, output_within, TempDir};
+use crate::support::examples::{TempDir, build_example, output_within};
 
 #[test]
 fn the_chat_example_exits_non_zero_and_prints_the_error_when_its_request_fails() {

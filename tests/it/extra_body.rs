@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use llm_failover::config::Config;
 use llm_failover::http::{Body, Script, ScriptedTransport};
+use llm_failover::provider::Provider;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::provider::Provider;
 use llm_failover::{
     ChatRequest, Client, Credential, ErrorKind, ProviderId, ProviderSettings, RequestOptions,
 };
 use llm_failover_emulator::{Emulator, ProviderConfig};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn body(t: &ScriptedTransport, host: &str) -> Value {
     let sent = t.requests(host);

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use llm_failover::admission::Priority;
 use llm_failover::ErrorKind;
+use llm_failover::admission::Priority;
 use llm_failover_queue::{FailPolicy, Failed, Fenced, JobState, NewJob, Queue, QueueStats, Reaped};
 
 use crate::support::examples::TempDir;
@@ -408,11 +408,13 @@ async fn claim_many_claims_as_claim_would_in_turn(backend: Backend) {
     let (one_by_one, batched) = (backend.queue().await, backend.queue().await);
     one_by_one.enqueue_all(jobs.clone(), 0).await.unwrap();
     batched.enqueue_all(jobs, 0).await.unwrap();
-    assert!(batched
-        .claim_many("w", 0, LEASE, 1_000)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        batched
+            .claim_many("w", 0, LEASE, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let mut singles = Vec::new();
     while let Some(claimed) = one_by_one.claim("w", LEASE, 1_000).await.unwrap() {
@@ -440,11 +442,13 @@ async fn claim_many_claims_as_claim_would_in_turn(backend: Backend) {
             claimed.id
         );
     }
-    assert!(batched
-        .claim_many("w", 10, LEASE, 1_000)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        batched
+            .claim_many("w", 10, LEASE, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let later = batched.claim_many("w", 10, LEASE, 60_000).await.unwrap();
     let later: Vec<&str> = later.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(later, ["b-later"]);
@@ -522,11 +526,13 @@ async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap(backend: Backend
                 .unwrap(),
             Fenced::Applied
         );
-        assert!(queue
-            .claim("w", LEASE, now + 59_999)
-            .await
-            .unwrap()
-            .is_none());
+        assert!(
+            queue
+                .claim("w", LEASE, now + 59_999)
+                .await
+                .unwrap()
+                .is_none()
+        );
         now += 60_000;
     }
     let snoozed = queue.get("a").await.unwrap().unwrap();
@@ -548,11 +554,13 @@ async fn snooze_counts_no_failure_and_fail_backs_off_to_its_cap(backend: Backend
         let stored = queue.get("a").await.unwrap().unwrap();
         assert_eq!(stored.failures, failures);
         assert_eq!(stored.last_error.as_deref(), Some("503"));
-        assert!(queue
-            .claim("w", LEASE, now + wait_ms - 1)
-            .await
-            .unwrap()
-            .is_none());
+        assert!(
+            queue
+                .claim("w", LEASE, now + wait_ms - 1)
+                .await
+                .unwrap()
+                .is_none()
+        );
         now += wait_ms;
     }
 }

@@ -21,19 +21,19 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::PoisonError;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use llm_failover::batch::parse_line;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover_emulator::{Emulator, EmulatorConfig, Fault, Limits, ProviderConfig, RetryAfter};
 use llm_failover_queue::QueuedJob;
-use llm_failover_queue::{wall_ms, Job, JobState, Queue, QueueStats};
-use serde_json::{json, Value};
+use llm_failover_queue::{Job, JobState, Queue, QueueStats, wall_ms};
+use serde_json::{Value, json};
 
 use crate::support::examples::{
-    batch_bin, real_now, still_ours, write_one_provider_config, Served, TempDir, FLEETS,
+    FLEETS, Served, TempDir, batch_bin, real_now, still_ours, write_one_provider_config,
 };
 use crate::support::postgres::PgServer;
 

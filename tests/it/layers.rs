@@ -61,16 +61,15 @@ fn files(root: &Path) -> Vec<File> {
         let text = fs::read_to_string(&f.path).unwrap();
         let mut lines = text.lines().map(str::trim);
         while let Some(line) = lines.next() {
-            if line == "#[cfg(test)]" {
-                if let Some(name) = lines
+            if line == "#[cfg(test)]"
+                && let Some(name) = lines
                     .next()
                     .and_then(|l| l.strip_prefix("mod "))
                     .and_then(|l| l.strip_suffix(';'))
-                {
-                    let mut m = f.module.clone();
-                    m.push(name.to_owned());
-                    tests.push(m);
-                }
+            {
+                let mut m = f.module.clone();
+                m.push(name.to_owned());
+                tests.push(m);
             }
         }
     }
@@ -243,10 +242,10 @@ impl Crate {
                 m = next;
                 continue;
             }
-            if depth < 16 {
-                if let Some(target) = self.reexports.get(&(m.clone(), seg.clone())) {
-                    return self.defining(target, depth + 1);
-                }
+            if depth < 16
+                && let Some(target) = self.reexports.get(&(m.clone(), seg.clone()))
+            {
+                return self.defining(target, depth + 1);
             }
             break;
         }

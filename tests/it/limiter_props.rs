@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use llm_failover::ProviderId;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::config::Limits;
 use llm_failover::ratelimit::{
     BucketSnapshot, Demand, Drain, LimitKey, LimitReport, LimiterStore, MemoryStore, Per,
     Reservation, Tightening, Window,
 };
-use llm_failover::ProviderId;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PropConfig, RngAlgorithm, TestRng, TestRunner};
 

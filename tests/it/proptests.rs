@@ -20,14 +20,14 @@ use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::provider::{Provider, SseEvent, SseParser};
 use llm_failover::ratelimit::{
-    delay_in_message, go_duration, parse_limit_headers, retry_after, should_retry, HeaderDialect,
-    LimitReport, MAX_SANE_RETRY_AFTER,
+    HeaderDialect, LimitReport, MAX_SANE_RETRY_AFTER, delay_in_message, go_duration,
+    parse_limit_headers, retry_after, should_retry,
 };
 use llm_failover::{Error, ErrorKind, ProviderId};
 use proptest::prelude::*;
-use proptest::sample::{select, Index};
+use proptest::sample::{Index, select};
 use proptest::test_runner::RngSeed;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 /// Cases per property unless `PROPTEST_CASES` says otherwise; the seed is fixed unless

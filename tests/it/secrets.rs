@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use crate::support::{error_body, ok_body, CHAT, SENTINEL};
+use crate::support::{CHAT, SENTINEL, error_body, ok_body};
 use futures_util::StreamExt;
 use llm_failover::clock::ManualClock;
 use llm_failover::rng::FixedRng;
@@ -104,11 +104,17 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
         Reply::json(500, error_body(SENTINEL, None, &echo)).header("x-request-id", SENTINEL),
     );
     openai.push(CHAT, Reply::json(200, ok_body(ANSWER)));
-    openai.push(CHAT, Reply::sse([
-        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{ANSWER}\"}}}}]}}\n\n"),
-        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n".to_owned(),
-        "data: [DONE]\n\n".to_owned(),
-    ]));
+    openai.push(
+        CHAT,
+        Reply::sse([
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{ANSWER}\"}}}}]}}\n\n"
+            ),
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                .to_owned(),
+            "data: [DONE]\n\n".to_owned(),
+        ]),
+    );
     openai.push(
         "/v1/audio/transcriptions",
         Reply::json(400, error_body("invalid_request_error", None, &echo)),

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm_failover::config::{Config, ProviderConfig, ProviderKind};
-use llm_failover::ratelimit::{Limits, MemoryStore, SharedSettings, WhenDown, REDIS_URL_VAR};
+use llm_failover::ratelimit::{Limits, MemoryStore, REDIS_URL_VAR, SharedSettings, WhenDown};
 use llm_failover::{ChatRequest, Client, ClientBuilder, Error};
 use llm_failover_emulator::scripted::ScriptedServer;
 
 use crate::support::redis::RedisServer;
-use crate::support::{ok, CHAT};
+use crate::support::{CHAT, ok};
 
 /// A Redis password: it must never appear in any output.
 const PASSWORD: &str = "pw-SENTINEL-7f3a";

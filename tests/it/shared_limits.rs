@@ -8,11 +8,11 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use llm_failover::ProviderId;
 use llm_failover::ratelimit::{
     Demand, Drain, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits, MemoryStore, Per,
     RedisStore, Reservation, SharedSettings, Tightening, WhenDown, Window,
 };
-use llm_failover::ProviderId;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;

@@ -15,16 +15,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::PoisonError;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use llm_failover_emulator::{
     Counters, Emulator, EmulatorConfig, Fault, Limits, LogEntry, ProviderConfig, RetryAfter,
 };
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::support::examples::{batch_bin, still_ours, write_one_provider_config, TempDir, FLEETS};
+use crate::support::examples::{FLEETS, TempDir, batch_bin, still_ours, write_one_provider_config};
 use crate::support::redis::RedisServer;
 
 /// Worker processes per fleet.
@@ -529,11 +529,11 @@ fn back_up_once_all_heard(
     alive_since: &[bool; WORKERS],
     exited: &[bool; WORKERS],
 ) {
-    if let Some((down, None)) = *outage {
-        if alive_since.iter().zip(exited).all(|(a, e)| *a || *e) {
-            *outage = Some((down, Some(unix_ms())));
-            redis.restart();
-        }
+    if let Some((down, None)) = *outage
+        && alive_since.iter().zip(exited).all(|(a, e)| *a || *e)
+    {
+        *outage = Some((down, Some(unix_ms())));
+        redis.restart();
     }
 }
 

@@ -26,8 +26,8 @@ use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings
 use llm_failover_emulator::{Emulator, Fault, ProviderConfig, RetryAfter};
 use tracing::field::{Field, Visit};
 use tracing::instrument::WithSubscriber;
-use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt};
 
 /// One `sending` or `breaker open` event.
 #[derive(Clone, Debug, Default)]

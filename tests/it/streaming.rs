@@ -13,7 +13,9 @@ use llm_failover::{ChatRequest, Client, Credential, ErrorKind, ProviderId, Provi
 use llm_failover_emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 
 fn delta(text: &str) -> String {
-    format!("data: {{\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n")
+    format!(
+        "data: {{\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
+    )
 }
 
 fn finish() -> Vec<String> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use llm_failover::clock::{ManualClock, Now};
 use llm_failover::http::{HttpRequest, RawResponse};
-use llm_failover::provider::{openai::OpenAi, Provider, RequestContext, StreamDecoder};
+use llm_failover::provider::{Provider, RequestContext, StreamDecoder, openai::OpenAi};
 use llm_failover::ratelimit::LimitReport;
 use llm_failover::rng::FixedRng;
 use llm_failover::{

@@ -9,10 +9,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use llm_failover::clock::ManualClock;
 use llm_failover::config::Policy;
+use llm_failover::provider::Provider;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::provider::Provider;
 use llm_failover::rng::SeededRng;
 use llm_failover::{
     ChatRequest, Client, Credential, FinishReason, Message, ProviderId, ProviderSettings,

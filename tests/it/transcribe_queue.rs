@@ -20,7 +20,7 @@ use llm_failover_queue::{JobState, Queue};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::support::examples::{build_example, output_within, TempDir};
+use crate::support::examples::{TempDir, build_example, output_within};
 
 /// The example, built once per test run.
 fn example_bin() -> &'static Path {

@@ -84,11 +84,13 @@ async fn whisper_failure_fails_over_to_deepgram_with_the_same_audio() {
         &audio.bytes()[..],
         "the same bytes, re-sent"
     );
-    assert!(deepgram
-        .query
-        .as_deref()
-        .unwrap_or("")
-        .contains("model=nova-2"));
+    assert!(
+        deepgram
+            .query
+            .as_deref()
+            .unwrap_or("")
+            .contains("model=nova-2")
+    );
 }
 
 #[tokio::test]

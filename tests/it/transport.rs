@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use llm_failover::http::{FormPart, HttpRequest, HttpTransport, Transport, TransportOptions};
 use llm_failover::ErrorKind;
+use llm_failover::http::{FormPart, HttpRequest, HttpTransport, Transport, TransportOptions};
 use llm_failover_emulator::scripted::{Reply, ReplyBody, ScriptedServer};
 
 fn transport(cap: usize) -> HttpTransport {

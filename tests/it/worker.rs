@@ -18,7 +18,7 @@ use llm_failover::rng::FixedRng;
 use llm_failover::{ChatRequest, Client, Credential, Error, ErrorKind, ProviderSettings};
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use llm_failover_queue::{
-    wall_ms, Contract, Ended, Handler, JobContext, JobState, NewJob, Queue, Worker,
+    Contract, Ended, Handler, JobContext, JobState, NewJob, Queue, Worker, wall_ms,
 };
 use tokio::sync::Notify;
 

@@ -120,11 +120,7 @@ fn clean(path: &Path) -> String {
         }
         out.push_str(&c.as_os_str().to_string_lossy());
     }
-    if out.is_empty() {
-        ".".to_owned()
-    } else {
-        out
-    }
+    if out.is_empty() { ".".to_owned() } else { out }
 }
 
 /// The first directory of `rel` with `--tenant-from-subdir`, else `default`.

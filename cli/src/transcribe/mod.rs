@@ -22,18 +22,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use llm_failover::Client;
 use llm_failover::admission::Priority;
 use llm_failover::batch::Stop;
-use llm_failover::Client;
 use llm_failover_emulator::{Emulator, Fault};
 use llm_failover_queue::{Ended, NewJob, Queue, Worker, WorkerReport};
 
 use self::files::{
-    check_output, file_of, find_files, matches_interactive, read_files, write_demo_recordings,
-    Entry,
+    Entry, check_output, file_of, find_files, matches_interactive, read_files,
+    write_demo_recordings,
 };
 use self::handler::Transcribe;
-use self::results::{export, Export};
+use self::results::{Export, export};
 use crate::progress::{handle_ctrl_c, progress_bar, show_queue};
 use crate::queue::{now_ms, shown};
 use crate::setup;

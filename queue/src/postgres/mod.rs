@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::types::{FromSql, ToSql, Type};
 use tokio_postgres::Row;
+use tokio_postgres::types::{FromSql, ToSql, Type};
 
-use super::job::{millis, Job, NewJob, QueueStats};
+use super::job::{Job, NewJob, QueueStats, millis};
 use llm_failover::admission::{Priority, Tenant};
 use llm_failover::{Error, ErrorKind, Result};
 

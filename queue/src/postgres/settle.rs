@@ -11,12 +11,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
+use tokio_postgres::types::{ToSql, Type};
 
-use super::{column, no_nul, PostgresQueue};
-use crate::job::{millis, Failed, Fenced, Reaped};
-use crate::policy::{lease_expired, FailPolicy};
+use super::{PostgresQueue, column, no_nul};
+use crate::job::{Failed, Fenced, Reaped, millis};
+use crate::policy::{FailPolicy, lease_expired};
 use llm_failover::Result;
 
 impl PostgresQueue {

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
-use super::job::{millis, Fenced, Job, NewJob, QueueStats};
+use super::job::{Fenced, Job, NewJob, QueueStats, millis};
 use super::schema::{self, sql_error};
 use llm_failover::admission::{Priority, Tenant};
 use llm_failover::{Error, ErrorKind, Result};
@@ -396,9 +396,9 @@ mod tests {
     /// claims them in the order a limiter's line serves the same waiters.
     #[tokio::test]
     async fn claims_follow_the_admission_order() {
+        use Priority::{Bulk, Interactive};
         use llm_failover::admission::{Priority, Tenant};
         use llm_failover::wing::serve_order;
-        use Priority::{Bulk, Interactive};
         let tables: &[&[(Priority, &str)]] = &[
             &[
                 (Bulk, "b"),

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::SqliteQueue;
-use crate::job::{millis, Failed, Fenced, Reaped};
-use crate::policy::{lease_expired, FailPolicy};
+use crate::job::{Failed, Fenced, Reaped, millis};
+use crate::policy::{FailPolicy, lease_expired};
 use llm_failover::Result;
 
 impl SqliteQueue {

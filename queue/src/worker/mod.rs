@@ -11,12 +11,12 @@ use async_trait::async_trait;
 use futures_util::FutureExt;
 use tokio::task::JoinSet;
 
-use super::job::{wall_ms, Fenced, Job};
+use super::job::{Fenced, Job, wall_ms};
 use super::policy::FailPolicy;
 use super::queue::Queue;
+use llm_failover::Client;
 use llm_failover::batch::Stop;
 use llm_failover::clock::Clock;
-use llm_failover::Client;
 use llm_failover::{Error, ErrorKind, Result};
 
 mod decide;

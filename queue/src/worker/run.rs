@@ -16,10 +16,10 @@ use tokio::task::{Id, JoinError};
 
 use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
-use super::{run_job, Inner, Running};
-use crate::job::{wall_ms, Failed, Fenced, Job};
-use llm_failover::batch::Stop;
+use super::{Inner, Running, run_job};
+use crate::job::{Failed, Fenced, Job, wall_ms};
 use llm_failover::Result;
+use llm_failover::batch::Stop;
 
 type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
 

@@ -109,9 +109,11 @@ mod tests {
             check(&job(), "[1]").unwrap_err(),
             "the result fails its schema at /: type"
         );
-        assert!(check(&job(), "not json")
-            .unwrap_err()
-            .starts_with("the result is not JSON"));
+        assert!(
+            check(&job(), "not json")
+                .unwrap_err()
+                .starts_with("the result is not JSON")
+        );
     }
 
     #[test]

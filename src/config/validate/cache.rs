@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::shared::{bounded_ms, check_prefix, check_url, MAX_TIMEOUT_MS};
 use super::Check;
+use super::shared::{MAX_TIMEOUT_MS, bounded_ms, check_prefix, check_url};
 use crate::config::raw::RawCache;
 use crate::config::source::{Issue, TomlPath};
 use crate::config::types::CacheSettings;

@@ -76,7 +76,7 @@ fn counts(path: &TomlPath, raw: &RawPolicy, d: &Policy) -> Check<(u32, u32, usiz
             return Err(Issue::new(
                 path.key("max_attempts"),
                 format!("must be at least 1 (a single attempt, no retry), not {n}"),
-            ))
+            ));
         }
         Some(n) => u32::try_from(n).map_err(|_| {
             Issue::new(
@@ -116,7 +116,7 @@ fn counts(path: &TomlPath, raw: &RawPolicy, d: &Policy) -> Check<(u32, u32, usiz
                     "must be between 0 and 10 (retries as a fraction of first attempts: 0.2 = \
                      20 % extra load), not {b}"
                 ),
-            ))
+            ));
         }
     };
     Ok((

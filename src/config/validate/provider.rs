@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use url::{Host, Url};
 
-use super::policy::millis;
 use super::Check;
+use super::policy::millis;
 use crate::config::keys::shown;
 use crate::config::raw::{RawLimits, RawProvider};
 use crate::config::source::{Issue, TomlPath};
@@ -115,7 +115,7 @@ fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
                 path.key("auth"),
                 "the only value is \"none\" (a local host that takes no key); leave it out to \
                  send the key named in api_key_env",
-            ))
+            ));
         }
     }
 
@@ -123,13 +123,13 @@ fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
         ("model", &raw.model),
         ("transcription_model", &raw.transcription_model),
     ] {
-        if let Some(v) = value {
-            if v.trim().is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(Issue::new(
-                    path.key(key),
-                    "must be a model (or deployment) name: not empty, no spaces",
-                ));
-            }
+        if let Some(v) = value
+            && (v.trim().is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err(Issue::new(
+                path.key(key),
+                "must be a model (or deployment) name: not empty, no spaces",
+            ));
         }
     }
     Ok(())
@@ -170,7 +170,7 @@ fn extra_body(
                 return Err(Issue::new(
                     path.clone(),
                     "is a TOML date-time, which JSON has no form for: write it as a string",
-                ))
+                ));
             }
             toml::Value::Array(items) => Value::Array(
                 items
@@ -199,7 +199,10 @@ fn extra_body(
     }
     for (k, v) in json_fields {
         if matches!(k.as_str(), "model" | "stream") {
-            return Err(Issue::new(path.key(k), "is the SDK's to set: name the model with `model` (or per request), and stream with chat_stream"));
+            return Err(Issue::new(
+                path.key(k),
+                "is the SDK's to set: name the model with `model` (or per request), and stream with chat_stream",
+            ));
         }
         out.insert(k.clone(), v.clone());
     }
@@ -234,17 +237,16 @@ fn models(
 
 fn api_version(path: &TomlPath, kind: ProviderKind, value: Option<&str>) -> Check<Option<String>> {
     let key = path.key("api_version");
-    if let Some(v) = value {
-        if v.is_empty()
+    if let Some(v) = value
+        && (v.is_empty()
             || !v
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-        {
-            return Err(Issue::new(
-                key,
-                "must be a version such as \"2024-10-21\" (letters, digits, `-`, `.`)",
-            ));
-        }
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+    {
+        return Err(Issue::new(
+            key,
+            "must be a version such as \"2024-10-21\" (letters, digits, `-`, `.`)",
+        ));
     }
     match (kind, value) {
         (ProviderKind::Azure, None) => Err(Issue::new(

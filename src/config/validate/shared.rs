@@ -68,7 +68,7 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
                         path.key("processes"),
                         "is required with when_down = \"local_share\": how many processes \
                          share the quota (each keeps to limit ÷ processes while Redis is down)",
-                    ))
+                    ));
                 }
                 Some(n) => u32::try_from(n)
                     .ok()
@@ -94,7 +94,7 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
                      processes meanwhile)",
                     shown(other)
                 ),
-            ))
+            ));
         }
     };
     Ok(SharedSettings::new(raw.redis_url.trim())
@@ -146,13 +146,13 @@ pub(crate) fn check_url(raw: &str) -> Result<(), String> {
                 "asks for TLS (rediss://), which this build does not speak to Redis (the redis \
                  crate is built without TLS): use redis:// on a private network or through a \
                  TLS tunnel; {FORM}"
-            ))
+            ));
         }
         _ => {
             return Err(format!(
                 "must be a redis:// URL (its scheme is not shown: it could be part of a \
                  password); {FORM}"
-            ))
+            ));
         }
     }
     // redis:// is not a special scheme to `url`, so an IPv4 address arrives as a domain.

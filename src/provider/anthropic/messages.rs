@@ -217,17 +217,17 @@ fn image_block(i: usize, img: &Image) -> Result<Block<'_>> {
             _ => {
                 return Err(unsupported(format!(
                     "message {i} has an image URL that is not http(s) or a `data:` URL"
-                )))
+                )));
             }
         },
     };
-    if let Source::Base64 { media_type, .. } = source {
-        if !MEDIA_TYPES.contains(&media_type) {
-            return Err(unsupported(format!(
-                "message {i} has an image of type `{media_type}`; Anthropic takes {}",
-                MEDIA_TYPES.join(", ")
-            )));
-        }
+    if let Source::Base64 { media_type, .. } = source
+        && !MEDIA_TYPES.contains(&media_type)
+    {
+        return Err(unsupported(format!(
+            "message {i} has an image of type `{media_type}`; Anthropic takes {}",
+            MEDIA_TYPES.join(", ")
+        )));
     }
     Ok(Block::Image { source })
 }

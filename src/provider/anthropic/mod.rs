@@ -54,7 +54,7 @@ use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::provider::tools::check_conversation;
-use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{ChatRequest, ChatResponse};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "anthropic"`).
@@ -299,8 +299,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::config::Limits;
     use crate::ErrorKind;
+    use crate::config::Limits;
 
     fn config(kind: ProviderKind) -> ProviderConfig {
         ProviderConfig {

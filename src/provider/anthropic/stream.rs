@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::error;
 use super::structured::is_answer_tool;
-use super::wire::{finish, ContentBlock, WireUsage};
+use super::wire::{ContentBlock, WireUsage, finish};
 use crate::error::{Error, Result};
 use crate::provider::body::json_error;
 use crate::provider::tools::parse_arguments;
@@ -260,8 +260,8 @@ fn event_name(event: &SseEvent) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::FinishReason;
     use crate::ErrorKind;
+    use crate::types::FinishReason;
 
     fn ev(name: &str, data: &str) -> SseEvent {
         SseEvent {
@@ -486,10 +486,11 @@ mod tests {
             })
         );
         assert!(!d.is_done());
-        assert!(d
-            .decode(&ev("message_stop", r#"{"type":"message_stop"}"#))
-            .unwrap()
-            .is_none());
+        assert!(
+            d.decode(&ev("message_stop", r#"{"type":"message_stop"}"#))
+                .unwrap()
+                .is_none()
+        );
         assert!(d.is_done());
     }
 

@@ -32,8 +32,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::provider::tools::{portable_id, MAX_TOOL_NAME};
 use crate::provider::RequestContext;
+use crate::provider::tools::{MAX_TOOL_NAME, portable_id};
 use crate::types::{ChatRequest, ResponseFormat, Tool};
 
 /// A tool definition: `{"name", "description", "input_schema"}`.

@@ -4,15 +4,15 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::messages::{conversation, Conversation, WireMessage};
-use super::structured::{self, is_answer_tool, Answer, WireTool, ANSWER_TOOL};
-use super::{error, DEFAULT_MAX_TOKENS, PROVIDER_TYPE};
+use super::messages::{Conversation, WireMessage, conversation};
+use super::structured::{self, ANSWER_TOOL, Answer, WireTool, is_answer_tool};
+use super::{DEFAULT_MAX_TOKENS, PROVIDER_TYPE, error};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::RawResponse;
 use crate::id::ProviderId;
+use crate::provider::RequestContext;
 use crate::provider::body::{decode_json, json_f32};
 use crate::provider::tools::check_conversation;
-use crate::provider::RequestContext;
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ToolCall, ToolChoice, Usage};
 
 /// The body of `POST /v1/messages`.
@@ -178,7 +178,7 @@ impl ContentBlock {
             Some(_) => {
                 return Err(Error::decode(format!(
                     "{at} is a `tool_use` of `{name}` whose `input` is not an object"
-                )))
+                )));
             }
         };
         Ok(ToolCall::new(id, name, arguments))

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind};
 use crate::provider::body::{kind_for_status, snippet};
-use crate::ratelimit::{delay_in_message, go_duration, retry_after, MAX_SANE_RETRY_AFTER};
+use crate::ratelimit::{MAX_SANE_RETRY_AFTER, delay_in_message, go_duration, retry_after};
 
 /// Classifies a non-2xx response. A `Retry-After` header (from a proxy) takes precedence over
 /// the body's `RetryInfo`.

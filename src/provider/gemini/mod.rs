@@ -60,7 +60,7 @@ use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
-use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{ChatRequest, ChatResponse};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "gemini"`).

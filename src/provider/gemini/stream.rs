@@ -4,7 +4,7 @@
 //! carries it); the answer is complete when a candidate carries a `finishReason`. There is
 //! no `[DONE]` marker.
 
-use super::wire::{finish_reason, ResponseBody, UsageMetadata};
+use super::wire::{ResponseBody, UsageMetadata, finish_reason};
 use crate::error::Result;
 use crate::provider::body::json_error;
 use crate::provider::{SseEvent, StreamDecoder};
@@ -81,9 +81,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ErrorKind;
     use crate::provider::tools::made_up_call_id;
     use crate::types::FinishReason;
-    use crate::ErrorKind;
 
     fn data(d: &str) -> SseEvent {
         SseEvent {

@@ -73,7 +73,7 @@ impl FunctionCall {
             _ => {
                 return Err(Error::decode(
                     "a functionCall part has no functionCall.name",
-                ))
+                ));
             }
         };
         let args = match &self.args {
@@ -82,7 +82,7 @@ impl FunctionCall {
             Some(_) => {
                 return Err(Error::decode(format!(
                     "functionCall.args of the call of `{name}` is not an object"
-                )))
+                )));
             }
         };
         let id = match self.id.as_deref() {
@@ -200,7 +200,7 @@ pub(super) fn parse_response(id: &ProviderId, body: &[u8], model: &str) -> Resul
             return Err(Error::decode(format!(
                 "generateContent candidate has no text or functionCall part (finishReason: {})",
                 candidate.finish_reason.as_deref().unwrap_or("none")
-            )))
+            )));
         }
     };
     let mut resp = ChatResponse::new(
@@ -321,8 +321,10 @@ mod tests {
         assert_eq!(r.text, "");
         assert_eq!(r.finish_reason, Some(FinishReason::Length));
         let body = br#"{"candidates":[{"content":{"role":"model"},"finishReason":"STOP"}]}"#;
-        assert!(parse_response(&ProviderId::new("g"), body, "m")
-            .unwrap_err()
-            .is_decode());
+        assert!(
+            parse_response(&ProviderId::new("g"), body, "m")
+                .unwrap_err()
+                .is_decode()
+        );
     }
 }

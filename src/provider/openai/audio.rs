@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::error::{from_api_error, snippet, ApiError};
+use super::error::{ApiError, from_api_error, snippet};
 use super::wire::TranscriptionWire;
 use crate::error::{Error, Result};
 use crate::http::{Body, FormPart, HttpRequest, RawResponse};
@@ -77,7 +77,7 @@ pub(crate) fn parse_response(
             return Err(decode(format!(
                 "unexpected content type `{ct}` for a transcription: {}",
                 snippet(&raw.body)
-            )))
+            )));
         }
         None => first == Some(b'{'),
     };
@@ -148,7 +148,7 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
     use crate::types::AudioInput;
-    use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+    use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
     fn id() -> ProviderId {
         ProviderId::new("whisper")

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 use url::Url;
 
-use super::error::{from_api_error, snippet, ApiError};
+use super::error::{ApiError, from_api_error, snippet};
 use super::message::{check, wire_message, wire_tool, wire_tool_choice};
 use super::wire::{
     ChatBody, ChatCompletion, Choice, Content, JsonSchema, StreamOptions, ToolCallWire,
@@ -15,9 +15,9 @@ use super::wire::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::ProviderId;
+use crate::provider::RequestContext;
 use crate::provider::body::json_f32;
 use crate::provider::tools::{made_up_call_id, parse_arguments};
-use crate::provider::RequestContext;
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, ToolCall, Usage};
 
 /// Builds `POST url` with the Chat Completions body (no credential header: the caller adds
@@ -180,7 +180,7 @@ fn answer_calls(wire: Vec<ToolCallWire>) -> std::result::Result<Vec<ToolCall>, S
                 return Err(format!(
                     "{at}: the arguments of the call of `{name}` are neither a JSON string nor \
                      an object"
-                ))
+                ));
             }
         };
         let id =

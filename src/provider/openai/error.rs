@@ -16,7 +16,7 @@ use crate::http::RawResponse;
 use crate::id::ProviderId;
 use crate::provider::body::kind_for_status;
 use crate::ratelimit::{
-    delay_in_message, named_drain, parse_limit_headers, HeaderDialect, LimitReport, Window,
+    HeaderDialect, LimitReport, Window, delay_in_message, named_drain, parse_limit_headers,
 };
 
 /// What an error body said.
@@ -63,7 +63,7 @@ impl ApiError {
                 return Some(ApiError {
                     message: Some(s.clone()).filter(|m| !m.trim().is_empty()),
                     ..ApiError::default()
-                })
+                });
             }
             Some(e @ Value::Object(_)) => e,
             _ if v.get("message").is_some() => v,
@@ -402,10 +402,10 @@ pub(crate) fn cut_at_word(mut s: String, max: usize) -> String {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    if let Some(space) = s[..end].rfind(char::is_whitespace) {
-        if space > 0 {
-            end = space;
-        }
+    if let Some(space) = s[..end].rfind(char::is_whitespace)
+        && space > 0
+    {
+        end = space;
     }
     s.truncate(end);
     s.push('…');

@@ -52,16 +52,15 @@ pub(crate) fn check(id: &ProviderId, req: &ChatRequest, kind: &str) -> Result<()
     };
     for (i, m) in req.messages.iter().enumerate() {
         for (j, image) in m.images.iter().enumerate() {
-            if let Image::Base64 { media_type, .. } = image {
-                if !IMAGE_TYPES
+            if let Image::Base64 { media_type, .. } = image
+                && !IMAGE_TYPES
                     .iter()
                     .any(|t| t.eq_ignore_ascii_case(media_type))
-                {
-                    return refuse(format!(
-                        "image {j} of message {i}: its type `{media_type}` is not PNG, JPEG, \
+            {
+                return refuse(format!(
+                    "image {j} of message {i}: its type `{media_type}` is not PNG, JPEG, \
                          WEBP or GIF"
-                    ));
-                }
+                ));
             }
         }
     }
@@ -88,7 +87,7 @@ fn misplaced_result(messages: &[Message]) -> Option<String> {
                     return Some(format!(
                         "message {i}: the result of call `{id}` is not right after the \
                          assistant turn that made it"
-                    ))
+                    ));
                 }
             }
             continue;
@@ -175,7 +174,7 @@ pub(super) fn wire_tool_choice(req: &ChatRequest) -> Option<WireToolChoice<'_>> 
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     use super::*;
 

@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::provider::{Provider, RequestContext, StreamDecoder};
-use crate::ratelimit::{parse_limit_headers, HeaderDialect, LimitReport};
+use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
 
 pub(crate) use error::{classify, error_report};

@@ -12,7 +12,7 @@
 //! the finish reason (or at `[DONE]` when no finish reason came).
 
 use super::chat::{calls_finish, ended_with_error, finish_reason, usage};
-use super::error::{from_api_error, ApiError};
+use super::error::{ApiError, from_api_error};
 use super::wire::{ChunkWire, DeltaToolCall};
 use crate::error::{Error, Result};
 use crate::id::ProviderId;
@@ -84,10 +84,10 @@ impl ChunkDecoder {
                 self.calls.len() - 1
             });
             let call = &mut self.calls[at];
-            if let Some(id) = id {
-                if call.id.is_empty() {
-                    call.id = id;
-                }
+            if let Some(id) = id
+                && call.id.is_empty()
+            {
+                call.id = id;
             }
             if let Some(function) = piece.function {
                 if let Some(name) = function.name {

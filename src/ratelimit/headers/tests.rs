@@ -3,7 +3,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::HeaderValue;
 use tokio::time::Instant;
 
-use super::super::value::test_support::{fixed_now, headers, Pairs, ALL_DIALECTS};
+use super::super::value::test_support::{ALL_DIALECTS, Pairs, fixed_now, headers};
 use super::*;
 
 fn win(

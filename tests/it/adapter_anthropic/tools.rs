@@ -31,7 +31,7 @@ use llm_failover::{
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use serde_json::json;
 
-use super::{chat, provider, stream, PATH};
+use super::{PATH, chat, provider, stream};
 use crate::support::adapter::only_request;
 
 fn fixture_events(text: &str) -> Vec<String> {
@@ -426,10 +426,12 @@ async fn a_schema_answer_is_a_forced_tool_whose_input_becomes_the_text() {
     assert_eq!(tools.len(), 1);
     assert_eq!(tools[0]["name"], "json_answer-record_summary");
     assert_eq!(tools[0]["input_schema"], record_summary_schema());
-    assert!(tools[0]["description"]
-        .as_str()
-        .unwrap()
-        .contains("`record_summary`"));
+    assert!(
+        tools[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("`record_summary`")
+    );
     assert_eq!(
         body["tool_choice"],
         json!({"type": "tool", "name": "json_answer-record_summary", "disable_parallel_tool_use": true})

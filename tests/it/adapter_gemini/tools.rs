@@ -1,8 +1,8 @@
 //! Tools, their calls and results, and images through the Gemini adapter (fixtures and the
 //! docs they come from: the parent module's list).
 
-use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::Provider;
+use llm_failover::provider::gemini::Gemini;
 use llm_failover::{
     ChatChunk, ChatRequest, ErrorKind, FinishReason, Image, Message, ProviderId, Tool, ToolCall,
     ToolChoice, Usage,
@@ -10,7 +10,7 @@ use llm_failover::{
 use llm_failover_emulator::scripted::{Reply, ScriptedServer};
 use serde_json::json;
 
-use super::{chat, stream, MODEL, PATH, STREAM_PATH};
+use super::{MODEL, PATH, STREAM_PATH, chat, stream};
 use crate::support::adapter::only_request;
 
 const SIGNATURE: &str = "skip_thought_signature_validator";
@@ -98,9 +98,11 @@ async fn declares_tools_with_their_json_schema_and_writes_each_tool_choice() {
             "{choice:?}"
         );
         assert_eq!(body.get("toolConfig"), want.as_ref(), "{choice:?}");
-        assert!(body["tools"][0]["functionDeclarations"][0]
-            .get("parameters")
-            .is_none());
+        assert!(
+            body["tools"][0]["functionDeclarations"][0]
+                .get("parameters")
+                .is_none()
+        );
     }
 }
 

@@ -33,10 +33,11 @@ async fn transcribes_json_and_sends_every_multipart_field() {
         got.header("authorization"),
         Some(&*format!("Bearer {SENTINEL}"))
     );
-    assert!(got
-        .header("content-type")
-        .unwrap()
-        .starts_with("multipart/form-data; boundary="));
+    assert!(
+        got.header("content-type")
+            .unwrap()
+            .starts_with("multipart/form-data; boundary=")
+    );
     let file = got.field("file").expect("file part");
     assert_eq!(file.file_name.as_deref(), Some("memo.wav"));
     assert_eq!(file.content_type.as_deref(), Some("audio/wav"));

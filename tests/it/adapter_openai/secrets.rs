@@ -13,7 +13,9 @@ async fn the_key_never_appears_in_errors_even_when_the_server_echoes_it() {
         "x".repeat(500)
     );
     let html = format!("<html><body>bad key {SENTINEL}</body></html>");
-    let stream_echo = format!("data: {{\"error\":{{\"message\":\"key {SENTINEL} revoked\",\"type\":\"authentication_error\"}}}}\n\n");
+    let stream_echo = format!(
+        "data: {{\"error\":{{\"message\":\"key {SENTINEL} revoked\",\"type\":\"authentication_error\"}}}}\n\n"
+    );
 
     let h = Harness::new().await;
     for body in [echo, long, html] {

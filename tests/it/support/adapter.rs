@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::http::{HttpTransport, TransportOptions};
 use llm_failover::provider::{
-    chat_once, chat_stream_once, transcribe_once, ChunkStream, Exchange, Provider, RequestContext,
+    ChunkStream, Exchange, Provider, RequestContext, chat_once, chat_stream_once, transcribe_once,
 };
 use llm_failover::{
     ChatChunk, ChatRequest, ChatResponse, Credential, Result, Transcript, TranscriptionRequest,
