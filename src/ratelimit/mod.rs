@@ -17,7 +17,9 @@
 //! remaining, reset) refills at (limit − remaining) / reset.
 //!
 //! A reservation books every bucket at once and returns its wait; waiters are served in
-//! booking order. A cost above a bucket's capacity is refused at once
+//! booking order. Who books when is the [admission order](crate::admission): an interactive
+//! request books at once, however far ahead; a bulk one only a slot it can use at once, after
+//! waiting its turn in this process's line for the key. A cost above a bucket's capacity is refused at once
 //! ([`Reservation::TooLarge`]): "never" is not "not now". A stated `remaining` is the truth
 //! when it was stated, both ways: the level becomes it, less what this client booked since
 //! the request was sent. A 429 drains the dimension it is about (the one the same answer
