@@ -44,8 +44,6 @@ const TOOLS_SINCE: &str = "2023-12-01";
 const JSON_SCHEMA_SINCE: &str = "2024-08-01";
 
 /// The wire format's name, as written in `providers.toml` (`kind = "azure"`).
-// Public with `test-util`, for tests that check an adapter's kind.
-#[cfg_attr(feature = "test-util", visibility::make(pub))]
 pub(crate) const PROVIDER_TYPE: &str = "azure";
 
 /// An Azure OpenAI resource.

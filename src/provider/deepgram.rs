@@ -38,8 +38,6 @@ use crate::types::{
 };
 
 /// The wire format's name, as written in `providers.toml` (`kind = "deepgram"`).
-// Public with `test-util`, for tests that check an adapter's kind.
-#[cfg_attr(feature = "test-util", visibility::make(pub))]
 pub(crate) const PROVIDER_TYPE: &str = "deepgram";
 
 /// Deepgram's API root.

@@ -429,7 +429,7 @@ fn the_adapter_reports_its_kind_and_capabilities() {
         "https://r.openai.azure.com".parse().unwrap(),
         "v",
     );
-    assert_eq!(p.kind(), llm_failover::provider::azure::PROVIDER_TYPE);
+    assert_eq!(p.kind(), "azure"); // as written in providers.toml
     assert!(p.capabilities().chat && p.capabilities().transcription);
 }
 

@@ -64,8 +64,6 @@ use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{ChatRequest, ChatResponse};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "gemini"`).
-// Public with `test-util`, for tests that check an adapter's kind.
-#[cfg_attr(feature = "test-util", visibility::make(pub))]
 pub(crate) const PROVIDER_TYPE: &str = "gemini";
 
 /// The Gemini API root, version included.

@@ -42,8 +42,6 @@ pub(crate) use error::{classify, error_report};
 pub(crate) use stream::ChunkDecoder;
 
 /// The wire format's name, as written in `providers.toml` (`kind = "openai"`).
-// Public with `test-util`, for tests that check an adapter's kind.
-#[cfg_attr(feature = "test-util", visibility::make(pub))]
 pub(crate) const PROVIDER_TYPE: &str = "openai";
 
 /// An OpenAI or OpenAI-compatible provider.

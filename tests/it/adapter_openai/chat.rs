@@ -178,6 +178,6 @@ fn the_adapter_reports_its_kind_and_capabilities() {
         ProviderId::new("x"),
         "http://127.0.0.1:1/v1".parse().unwrap(),
     );
-    assert_eq!(p.kind(), llm_failover::provider::openai::PROVIDER_TYPE);
+    assert_eq!(p.kind(), "openai"); // as written in providers.toml
     assert!(p.capabilities().chat && p.capabilities().transcription);
 }
