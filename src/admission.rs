@@ -219,8 +219,8 @@ struct LineState {
     waiting: BTreeMap<(Priority, Tenant), VecDeque<u64>>,
     /// The tenant served last in each priority.
     last: HashMap<Priority, Tenant>,
-    /// The waiter whose turn it is, and its wake-up.
-    first: Option<(u64, Arc<Notify>)>,
+    /// The waiter whose turn it is (woken when it was given the turn).
+    first: Option<u64>,
     wakers: HashMap<u64, Arc<Notify>>,
     next_id: u64,
     /// The instant the store last said the key frees up (a new first waits for it before
@@ -232,6 +232,11 @@ struct LineState {
 }
 
 impl LineState {
+    /// How many wait, the first included.
+    fn len(&self) -> usize {
+        self.waiting.values().map(VecDeque::len).sum::<usize>() + usize::from(self.first.is_some())
+    }
+
     /// Gives the turn to the next waiter by the rule, if nobody has it.
     fn hand_on(&mut self) {
         if self.first.is_some() {
@@ -264,11 +269,11 @@ impl LineState {
         self.last.insert(priority, slot.1);
         let waker = self.wakers.remove(&id).expect("every waiter has a waker");
         waker.notify_one();
-        self.first = Some((id, waker));
+        self.first = Some(id);
     }
 
     fn leave(&mut self, id: u64) {
-        if self.first.as_ref().is_some_and(|(f, _)| *f == id) {
+        if self.first == Some(id) {
             self.first = None;
         } else if self.wakers.remove(&id).is_some() {
             self.waiting.retain(|_, q| {
@@ -302,9 +307,9 @@ impl Line {
     }
 
     /// How many wait, the first included.
-    pub(crate) fn len(&self) -> usize {
-        let s = self.lock();
-        s.waiting.values().map(VecDeque::len).sum::<usize>() + usize::from(s.first.is_some())
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
     }
 
     /// When the store last said the key frees up.
@@ -317,8 +322,7 @@ impl Line {
     /// known to be closed (the store is asked at once).
     pub(crate) fn expected_turn(&self, now: Instant) -> Option<Instant> {
         let s = self.lock();
-        let ahead =
-            s.waiting.values().map(VecDeque::len).sum::<usize>() + usize::from(s.first.is_some());
+        let ahead = s.len();
         let free = s.free_at.filter(|f| *f > now);
         if ahead == 0 && free.is_none() {
             return None;
@@ -369,11 +373,7 @@ impl Waiter {
     }
 
     fn is_first(&self) -> bool {
-        self.line
-            .lock()
-            .first
-            .as_ref()
-            .is_some_and(|(f, _)| *f == self.id)
+        self.line.lock().first == Some(self.id)
     }
 }
 
@@ -398,7 +398,7 @@ pub(crate) fn serve_order(places: &[Place]) -> Vec<usize> {
     let mut order = Vec::new();
     loop {
         s.hand_on();
-        let Some((id, _)) = s.first.take() else {
+        let Some(id) = s.first.take() else {
             return order;
         };
         order.push(id as usize);
@@ -427,7 +427,8 @@ impl<K: std::hash::Hash + Eq + Clone> Lines<K> {
             return l.clone();
         }
         // Lines nobody waits in any more go when a new one is made: as many as keys in use.
-        lines.retain(|_, l| Arc::strong_count(l) > 1 || l.len() > 0);
+        // Every waiter holds its line: one held by this map alone has nobody in it.
+        lines.retain(|_, l| Arc::strong_count(l) > 1);
         lines.entry(key.clone()).or_default().clone()
     }
 }
