@@ -57,9 +57,10 @@ use common::{Table, f};
 use llm_failover::ProviderId;
 use llm_failover::clock::{Clock, TokioClock};
 use llm_failover::ratelimit::{
-    Demand, LimitKey, LimitReport, LimiterStore, Limits, MemoryStore, Per, RedisStore, Reservation,
+    Demand, LimitKey, LimitReport, LimiterStore, Limits, MemoryStore, Per, Reservation,
     SharedSettings, Tightening, Window,
 };
+use llm_failover::redis::RedisStore;
 use llm_failover_emulator::{Emulator, EmulatorConfig, LogEntry, ProviderConfig};
 use redis_server::RedisServer;
 use serde::Serialize;

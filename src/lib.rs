@@ -35,46 +35,31 @@
 //! fail again (`400`, `401`, `403`, `404`, `413`, `422`, context too long, content
 //! filtered) comes back at once, sent exactly once; throttling and transient faults fail over.
 
+//!
+//! # Wings
+//!
+//! This crate is a facade: the core (`llm-failover-core`) re-exported, with the wings its
+//! features link. `providers.toml` and [`Client::builder`] are the same whichever are on;
+//! a file that names a wing the build lacks is refused with an error that names the feature.
+//!
+//! - `redis`: the Redis wing (`llm-failover-redis`). Limits and breakers shared by every
+//!   process on one quota (`[shared]`, [`ClientBuilder::shared`], the module `redis`) and
+//!   the response cache on Redis (`[cache] url = "redis://…"`).
+//! - Durable jobs and the batch on a queue (SQLite, PostgreSQL) are the queue wing's: the
+//!   `llm-failover-queue` crate. The `llm-failover` command is `llm-failover-cli`.
+
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-pub mod admission;
-pub mod batch;
-pub mod cache;
-mod client;
-pub mod clock;
-pub mod config;
-pub mod error;
-pub mod http;
-mod id;
-pub mod provider;
-pub mod ratelimit;
-#[cfg(feature = "test-util")]
-pub mod retry;
-#[cfg(not(feature = "test-util"))]
-mod retry;
-pub mod rng;
-mod router;
-pub mod stats;
-mod stop;
-mod striped;
-pub mod types;
-#[doc(hidden)]
-pub mod wing;
+pub use llm_failover_core::*;
 
-pub use client::{Client, ClientBuilder};
-pub use config::Config;
-pub use config::ProviderSettings;
-pub use error::{Disposition, Error, ErrorKind, Result};
-pub use id::{Capabilities, Capability, Credential, CredentialSource, ProviderId};
-pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
-pub use router::{ChatStream, RequestOptions};
-pub use stats::{ProviderStats, Stats};
-pub use types::{
-    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Image, Message, Origin,
-    ResponseFormat, Role, Segment, Tool, ToolCall, ToolChoice, Transcript, TranscriptFormat,
-    TranscriptionRequest, Usage,
-};
+/// The Redis wing (`llm-failover-redis`, feature `redis`): [`RedisStore`](redis::RedisStore)
+/// shares limits and breakers with every process on one quota. `Client::builder()` builds it
+/// from `[shared]` (or [`ClientBuilder::shared`]) and a Redis response cache from
+/// `[cache] url = "redis://…"` by itself: name it only to build a store of your own.
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use llm_failover_redis as redis;
 
 /// The README's code compiles (`cargo test --doc`).
 #[cfg(doctest)]

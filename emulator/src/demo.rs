@@ -1,7 +1,7 @@
 //! An environment of a `providers.toml`, served in-process: what an application's own tests
 //! need so that `environment("demo")` runs without a key, a network or a server to start.
 //!
-//! [`Demo::start`] reads the environment's providers from an [`llm_failover::Config`],
+//! [`Demo::start`] reads the environment's providers from an [`llm_failover_core::Config`],
 //! starts one [`Emulator`] on a free loopback port serving every one of them in its wire
 //! format, and [`Demo::client_builder`] hands back a [`ClientBuilder`] pointed at it: each
 //! provider's `base_url` replaced by the emulator's, and the emulator's key given in code
@@ -65,8 +65,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::net::IpAddr;
 
-use llm_failover::config::ProviderKind;
-use llm_failover::{ClientBuilder, Config, Credential};
+use llm_failover_core::config::ProviderKind;
+use llm_failover_core::{ClientBuilder, Config, Credential};
 use url::{Host, Url};
 
 use crate::config::{Kind, ProviderConfig};

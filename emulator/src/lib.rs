@@ -13,7 +13,7 @@
 //!
 //! In an application's own tests, [`demo::Demo`] serves an environment of its
 //! `providers.toml` (`environment("demo")`, or any other) and points an
-//! [`llm_failover::ClientBuilder`] at it, no key needed. The crate's README documents fault
+//! [`llm_failover_core::ClientBuilder`] at it, no key needed. The crate's README documents fault
 //! scripting completely — every [`Fault`], [`RetryAfter`] form, seeded mixes, the admin
 //! endpoints, counters and the request log — with limits, header styles and every
 //! configuration field.

@@ -13,16 +13,16 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use crate::{Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport, patiently};
-use llm_failover::Config;
-use llm_failover::batch::Stop;
-use llm_failover::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
-use llm_failover::clock::Clock;
-use llm_failover::wing::batch::{
+use llm_failover_core::Config;
+use llm_failover_core::batch::Stop;
+use llm_failover_core::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
+use llm_failover_core::clock::Clock;
+use llm_failover_core::wing::batch::{
     Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
     set_skipped_ok, warn_unreadable, warn_unreadable_rest,
 };
-use llm_failover::{ChatRequest, Client, RequestOptions};
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::{ChatRequest, Client, RequestOptions};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// The job kind of a batch item.
 const CHAT_KIND: &str = "chat";
@@ -39,7 +39,7 @@ const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
 const DEFAULT_DATABASE_PATIENCE: Duration = Duration::from_secs(60);
 
 /// A JSON-lines prompt batch run through a durable [`Queue`]: what
-/// [`FileJob`](llm_failover::batch::FileJob) does, but every item is a job that survives a crash, waits
+/// [`FileJob`](llm_failover_core::batch::FileJob) does, but every item is a job that survives a crash, waits
 /// through an outage longer than its deadline instead of failing, and is accepted once however
 /// many processes run the batch.
 ///
@@ -116,8 +116,8 @@ pub struct QueuedReport {
     pub carried: u64,
     /// Complete lines of the results file that were not result lines (warned about, dropped).
     pub unreadable: u64,
-    /// This run as a [`Runner`](llm_failover::batch::Runner) run reports it, for a
-    /// [`Summary`](llm_failover::batch::Summary): `ok` is what this process answered; the failures are every
+    /// This run as a [`Runner`](llm_failover_core::batch::Runner) run reports it, for a
+    /// [`Summary`](llm_failover_core::batch::Summary): `ok` is what this process answered; the failures are every
     /// failed line of the export, by kind.
     pub run: RunReport,
 }
@@ -142,7 +142,7 @@ impl QueuedJob {
             output: output.into(),
             queue,
             retry_failed: false,
-            concurrency: llm_failover::batch::DEFAULT_CONCURRENCY,
+            concurrency: llm_failover_core::batch::DEFAULT_CONCURRENCY,
             deadline: Duration::from_secs(3_600),
             lease: crate::DEFAULT_LEASE,
             patience: Duration::from_secs(30 * 60),
@@ -231,7 +231,7 @@ impl QueuedJob {
     }
 
     /// Items in flight at most in this process (default
-    /// [`DEFAULT_CONCURRENCY`](llm_failover::batch::DEFAULT_CONCURRENCY)).
+    /// [`DEFAULT_CONCURRENCY`](llm_failover_core::batch::DEFAULT_CONCURRENCY)).
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
@@ -290,7 +290,7 @@ impl QueuedJob {
     /// every accepted result: a rerun exports them), or the queue's database fails; `Config`
     /// when the results file is the input.
     pub async fn run(&self, client: &Client, stop: &Stop) -> Result<QueuedReport> {
-        let clock = llm_failover::wing::client_clock(client).clone();
+        let clock = llm_failover_core::wing::client_clock(client).clone();
         let started = clock.now();
         let output = QueuedJob::check_files(&self.input, &self.output)?;
         remove_stale_temps(&output).await;
@@ -752,7 +752,7 @@ impl Handler for BatchChat {
                 format!("job {:?}: the payload is not a chat request: {e}", job.id),
             )
         })?;
-        let clock = llm_failover::wing::client_clock(ctx.client()).clone();
+        let clock = llm_failover_core::wing::client_clock(ctx.client()).clone();
         let started = clock.now();
         // The job's place in the admission order is its request's.
         let options = RequestOptions::new()

@@ -4,13 +4,13 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use llm_failover::admission::{Priority, Tenant};
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::admission::{Priority, Tenant};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// Wall-clock milliseconds since the Unix epoch: the one time unit the queue stores.
 ///
 /// The queue never reads a clock; every operation takes `now_ms` from the caller, usually
-/// `wall_ms(clock.wall())` with the [`Clock`](llm_failover::clock::Clock) the rest of the SDK uses.
+/// `wall_ms(clock.wall())` with the [`Clock`](llm_failover_core::clock::Clock) the rest of the SDK uses.
 /// A time before the epoch is 0; one past `i64::MAX` ms is `i64::MAX`.
 ///
 /// # Examples
@@ -25,7 +25,7 @@ use llm_failover::{Error, ErrorKind, Result};
 /// assert!(wall_ms(clock.wall()) > 0);
 /// ```
 pub fn wall_ms(at: SystemTime) -> i64 {
-    llm_failover::wing::wall_ms(at)
+    llm_failover_core::wing::wall_ms(at)
 }
 
 /// A duration in whole milliseconds, saturating (for leases and backoffs).
@@ -141,7 +141,7 @@ pub struct NewJob {
     pub id: String,
     /// What sort of work (`chat`, `transcribe`, …): the worker dispatches on it.
     pub kind: String,
-    /// Whose work it is: tenants take turns ([admission order](llm_failover::admission)). Default
+    /// Whose work it is: tenants take turns ([admission order](llm_failover_core::admission)). Default
     /// `default`.
     pub tenant: Tenant,
     /// Interactive or bulk: every eligible interactive job is claimed before any bulk one.

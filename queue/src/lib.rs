@@ -4,7 +4,7 @@
 //! host, nothing to install) or PostgreSQL (workers on many hosts) that survives crashes,
 //! accepts at most one result per job, and lets a 429 move a job's eligible time instead of
 //! putting a worker to sleep; [`Worker`]s that run its jobs through a
-//! [`Client`](llm_failover::Client), settling each by what it answered; and [`QueuedJob`], a
+//! [`Client`](llm_failover_core::Client), settling each by what it answered; and [`QueuedJob`], a
 //! JSON-lines prompt batch on the queue.
 //!
 //! Most programs enqueue and run a [`Worker`] (its documentation has an example), or, for a

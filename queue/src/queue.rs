@@ -10,8 +10,8 @@ use super::policy::FailPolicy;
 use super::postgres::PostgresQueue;
 #[cfg(feature = "sqlite")]
 use super::sqlite::SqliteQueue;
-use llm_failover::clock::Clock;
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::clock::Clock;
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// A durable job queue on SQLite (one host) or PostgreSQL (many hosts): the same schema, the
 /// same state machine and the same answers on both (the [module documentation](super) has
@@ -773,7 +773,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use llm_failover::clock::ManualClock;
+    use llm_failover_core::clock::ManualClock;
 
     fn locked() -> Error {
         Error::new(ErrorKind::Io, "database is locked")

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::job::check_schema_version;
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// How long a statement waits for another connection's write lock before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,7 +50,12 @@ pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// An SQLite failure as an [`Error`] of kind `Io`, naming the database and what was being done.
 pub(crate) fn sql_error(db: &str, doing: &str, e: rusqlite::Error) -> Error {
-    llm_failover::wing::sqlite_error(&format!("jobs database {db}"), "the busy timeout", doing, e)
+    llm_failover_core::wing::sqlite_error(
+        &format!("jobs database {db}"),
+        "the busy timeout",
+        doing,
+        e,
+    )
 }
 
 /// Sets the connection up (busy timeout, WAL for a file) and brings its schema to [`VERSION`].

@@ -11,8 +11,9 @@ use std::time::Duration;
 use llm_failover::ProviderId;
 use llm_failover::ratelimit::{
     Demand, Drain, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits, MemoryStore, Per,
-    RedisStore, Reservation, SharedSettings, Tightening, WhenDown, Window,
+    Reservation, SharedSettings, Tightening, WhenDown, Window,
 };
+use llm_failover::redis::RedisStore;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;

@@ -11,8 +11,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use super::job::{Job, NewJob, QueueStats, millis};
-use llm_failover::admission::{Priority, Tenant};
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::admission::{Priority, Tenant};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 mod pool;
 mod schema;

@@ -11,7 +11,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{Client, Config, NoTls};
 
 use super::schema::pg_error;
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// How long opening a connection may take when the connection string does not say
 /// (`connect_timeout`): a server that is down refuses at once, an unreachable host does not.

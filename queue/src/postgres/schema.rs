@@ -17,7 +17,7 @@ use std::error::Error as _;
 use tokio_postgres::Client;
 
 use crate::job::check_schema_version;
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; never edit one that has shipped, add one.
 const MIGRATIONS: &[&str] = &[

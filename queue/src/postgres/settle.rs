@@ -17,7 +17,7 @@ use tokio_postgres::types::{ToSql, Type};
 use super::{PostgresQueue, column, no_nul};
 use crate::job::{Failed, Fenced, Reaped, millis};
 use crate::policy::{FailPolicy, lease_expired};
-use llm_failover::Result;
+use llm_failover_core::Result;
 
 impl PostgresQueue {
     /// [`Queue::heartbeat`](crate::Queue::heartbeat) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot

@@ -10,8 +10,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use super::job::{Fenced, Job, NewJob, QueueStats, millis};
 use super::schema::{self, sql_error};
-use llm_failover::admission::{Priority, Tenant};
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::admission::{Priority, Tenant};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 mod settle;
 
@@ -281,7 +281,7 @@ const CLAIM_JOB: &str =
                   ORDER BY eligible_at, seq LIMIT 1)";
 
 /// The claim within one priority (the `lane` column), by the [admission
-/// order](llm_failover::admission): the next tenant after the cursor with eligible work (wrapping
+/// order](llm_failover_core::admission): the next tenant after the cursor with eligible work (wrapping
 /// round), then that tenant's longest-eligible job.
 fn claim_in_lane(
     tx: &Transaction<'_>,
@@ -397,8 +397,8 @@ mod tests {
     #[tokio::test]
     async fn claims_follow_the_admission_order() {
         use Priority::{Bulk, Interactive};
-        use llm_failover::admission::{Priority, Tenant};
-        use llm_failover::wing::serve_order;
+        use llm_failover_core::admission::{Priority, Tenant};
+        use llm_failover_core::wing::serve_order;
         let tables: &[&[(Priority, &str)]] = &[
             &[
                 (Bulk, "b"),

@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use super::SqliteQueue;
 use crate::job::{Failed, Fenced, Reaped, millis};
 use crate::policy::{FailPolicy, lease_expired};
-use llm_failover::Result;
+use llm_failover_core::Result;
 
 impl SqliteQueue {
     /// [`Queue::heartbeat`](crate::Queue::heartbeat) on SQLite.

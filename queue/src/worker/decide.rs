@@ -5,8 +5,8 @@ use tokio::time::Instant;
 
 use crate::job::Job;
 #[cfg(test)]
-use llm_failover::ErrorKind;
-use llm_failover::{Disposition, Error};
+use llm_failover_core::ErrorKind;
+use llm_failover_core::{Disposition, Error};
 
 use super::Contract;
 
@@ -111,8 +111,8 @@ mod tests {
 
     use super::*;
     use crate::JobState;
-    use llm_failover::admission::Priority;
-    use llm_failover::wing::errors;
+    use llm_failover_core::admission::Priority;
+    use llm_failover_core::wing::errors;
 
     fn job() -> Job {
         Job {

@@ -14,10 +14,10 @@ use tokio::task::JoinSet;
 use super::job::{Fenced, Job, wall_ms};
 use super::policy::FailPolicy;
 use super::queue::Queue;
-use llm_failover::Client;
-use llm_failover::batch::Stop;
-use llm_failover::clock::Clock;
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::Client;
+use llm_failover_core::batch::Stop;
+use llm_failover_core::clock::Clock;
+use llm_failover_core::{Error, ErrorKind, Result};
 
 mod decide;
 mod report;
@@ -127,7 +127,7 @@ impl JobContext {
     ///
     /// `Io` when the queue's database fails.
     pub async fn heartbeat(&self) -> Result<bool> {
-        let now = wall_ms(llm_failover::wing::client_clock(&self.client).wall());
+        let now = wall_ms(llm_failover_core::wing::client_clock(&self.client).wall());
         let outcome = (self.queue)
             .heartbeat(&self.job.id, self.job.attempt, self.lease, now)
             .await?;
@@ -390,7 +390,7 @@ impl WorkerBuilder {
                 (name, Kind { handler, contract })
             })
             .collect();
-        let clock = llm_failover::wing::client_clock(&self.client).clone();
+        let clock = llm_failover_core::wing::client_clock(&self.client).clone();
         Ok(Worker {
             inner: Arc::new(Inner {
                 name: self.name.unwrap_or_else(default_name),

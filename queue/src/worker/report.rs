@@ -4,7 +4,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ended {
-    /// [`Stop::stop`](llm_failover::batch::Stop::stop) or [`abort`](llm_failover::batch::Stop::abort).
+    /// [`Stop::stop`](llm_failover_core::batch::Stop::stop) or [`abort`](llm_failover_core::batch::Stop::abort).
     Stopped,
     /// No job was `ready` or `running` in the queue.
     Drained,
@@ -49,7 +49,7 @@ pub struct WorkerReport {
     /// Settlements refused because the claim was stale (reaped and claimed again while this
     /// worker ran it): the work was done, its result discarded.
     pub lost: u64,
-    /// Leases given back unfinished on [`abort`](llm_failover::batch::Stop::abort).
+    /// Leases given back unfinished on [`abort`](llm_failover_core::batch::Stop::abort).
     pub released: u64,
     /// Expired leases (of any worker) this worker gave back to the queue.
     pub reaped: u64,

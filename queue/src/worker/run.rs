@@ -4,7 +4,7 @@
 //! never moves an injected manual clock itself: such a clock only moves when the worker is
 //! truly idle (or a job's own logic sleeps), and the leases follow it.
 //!
-//! [`Clock::wait_for_time`]: llm_failover::clock::Clock::wait_for_time
+//! [`Clock::wait_for_time`]: llm_failover_core::clock::Clock::wait_for_time
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{Inner, Running, run_job};
 use crate::job::{Failed, Fenced, Job, wall_ms};
-use llm_failover::Result;
-use llm_failover::batch::Stop;
+use llm_failover_core::Result;
+use llm_failover_core::batch::Stop;
 
 type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
 

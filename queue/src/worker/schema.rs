@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::Contract;
 use crate::Job;
-use llm_failover::wing::schema_failures;
-use llm_failover::{Error, ErrorKind, Result};
+use llm_failover_core::wing::schema_failures;
+use llm_failover_core::{Error, ErrorKind, Result};
 
 /// A [`Contract`] that accepts a result only when it is valid against `schema` (any draft the
 /// `jsonschema` crate knows; `$schema` picks it, 2020-12 when absent). A `$ref` to another
@@ -65,7 +65,7 @@ mod tests {
 
     use super::*;
     use crate::JobState;
-    use llm_failover::admission::Priority;
+    use llm_failover_core::admission::Priority;
 
     fn job() -> Job {
         Job {

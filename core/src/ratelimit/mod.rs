@@ -88,8 +88,6 @@ mod memory;
 mod message;
 mod named;
 mod paced;
-#[cfg(feature = "redis")]
-mod redis;
 mod report;
 mod retry_after;
 mod shared;
@@ -100,16 +98,20 @@ mod value;
 #[cfg(test)]
 mod random_input_tests;
 
-#[cfg(feature = "redis")]
-pub use self::redis::RedisStore;
-#[cfg(feature = "redis")]
-pub(crate) use self::redis::held_or_new;
 pub use headers::parse_limit_headers;
 pub use limits::Limits;
 pub use memory::MemoryStore;
 pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
+pub(crate) use shared::redis_limiters;
 pub use shared::{REDIS_URL_VAR, SharedSettings, WhenDown};
+/// What the Redis wing's limiter store uses of the limiter's insides, and where it adds
+/// itself (`crate::wing::redis`).
+pub(crate) mod wing {
+    pub use super::memory::MemoryStore;
+    pub use super::shared::{REDIS_LIMITERS, RedisLimiters};
+}
+
 pub use store::{
     BucketSnapshot, Demand, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
     Tightening,

@@ -1,7 +1,7 @@
 //! [`RedisStore`]: the limiter's state shared by every process on one quota, in Redis.
 //!
 //! Each operation of [`LimiterStore`] is one call of one Lua script
-//! (`redis_limiter.lua`, a rule-for-rule port of the in-memory model: configured ceilings,
+//! (`limiter.lua`, a rule-for-rule port of the in-memory model: configured ceilings,
 //! stated buckets whose windows are learned from the resets, stated remaining as the truth
 //! less what is booked and unanswered, targeted drains, the gate, the pace learned from 429s).
 //! So, across processes:
@@ -50,14 +50,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::memory::MemoryStore;
-use super::shared::{SharedSettings, WhenDown};
-use super::store::{
-    BucketSnapshot, Demand, Dimension, LimitKey, LimitSnapshot, LimiterStore, Reservation,
-    Tightening,
+use llm_failover_core::error::{Error, ErrorKind, Result};
+use llm_failover_core::ratelimit::{
+    BucketSnapshot, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits,
+    Per, Reservation, SharedSettings, Tightening, WhenDown, Window,
 };
-use super::{LimitReport, Limits, Per, Window};
-use crate::error::{Error, ErrorKind, Result};
+use llm_failover_core::wing::redis::{MemoryStore, config_error, url};
 
 /// How long a half-open probe holds the other processes back when its answer never comes
 /// (its process died): then the next reservation probes.
@@ -71,18 +69,19 @@ const PROBE_POLL: Duration = Duration::from_millis(250);
 const STATE_TTL: Duration = Duration::from_secs(2 * 86_400);
 
 /// The script: one call per operation.
-const SCRIPT: &str = include_str!("redis_limiter.lua");
+const SCRIPT: &str = include_str!("limiter.lua");
 
 /// Limits, gates and half-open probes shared through Redis by every process on one quota
 /// (the `redis` feature): each [`LimiterStore`] operation one Lua script call, Redis's clock,
 /// one hash tag per (provider, model, account), fail closed or a local share while Redis is
 /// down ([`WhenDown`]). Turned on by `LLM_FAILOVER_REDIS_URL`, `[shared]` in `providers.toml`
-/// or [`ClientBuilder::shared`](crate::ClientBuilder::shared).
+/// or [`ClientBuilder::shared`](llm_failover_core::ClientBuilder::shared).
 ///
 /// # Examples
 ///
 /// ```
-/// use llm_failover::ratelimit::{RedisStore, SharedSettings};
+/// use llm_failover::ratelimit::SharedSettings;
+/// use llm_failover::redis::RedisStore;
 ///
 /// // Connects on first use; building it checks the URL only.
 /// let store = RedisStore::new(SharedSettings::new("redis://127.0.0.1:6379"))?;
@@ -211,8 +210,8 @@ impl RedisStore {
     ///
     /// `Config` when the URL is not a Redis URL (the message names the host at most).
     pub fn new(settings: SharedSettings) -> Result<Self> {
-        let client = redis::Client::open(settings.url()).map_err(|e| {
-            Error::config(format!(
+        let client = redis::Client::open(url(&settings)).map_err(|e| {
+            config_error(format!(
                 "shared limits: `{}` is not a Redis URL ({:?}); write redis://host:port",
                 settings.host(),
                 e.kind()
@@ -235,7 +234,7 @@ impl RedisStore {
     }
 
     /// Keeps `allowance` of each bucket's refill in reserve, as the in-memory store does
-    /// ([`Policy::latency_allowance`](crate::config::Policy)).
+    /// ([`Policy::latency_allowance`](llm_failover_core::config::Policy)).
     #[must_use]
     pub fn with_latency_allowance(mut self, allowance: Duration) -> Self {
         self.allowance = allowance;
@@ -331,7 +330,7 @@ impl RedisStore {
                 self.went_down(now, &why);
                 Ok(None)
             }
-            Err(Failure::Refused(why)) => Err(Error::config(format!(
+            Err(Failure::Refused(why)) => Err(config_error(format!(
                 "shared limits: Redis at {} refused this client ({why}): check the password \
                  and user in the Redis URL (LLM_FAILOVER_REDIS_URL or [shared] redis_url)",
                 self.settings.host()
@@ -564,13 +563,13 @@ fn share_of(limits: &Limits, processes: u32) -> Limits {
     let part = |v: Option<std::num::NonZeroU64>| {
         v.and_then(|n| std::num::NonZeroU64::new((n.get() / u64::from(processes)).max(1)))
     };
-    Limits {
-        rpm: part(limits.rpm),
-        tpm: part(limits.tpm),
-        rpd: part(limits.rpd),
-        tpd: part(limits.tpd),
-        audio_seconds_per_hour: part(limits.audio_seconds_per_hour),
-    }
+    let mut share = Limits::default();
+    share.rpm = part(limits.rpm);
+    share.tpm = part(limits.tpm);
+    share.rpd = part(limits.rpd);
+    share.tpd = part(limits.tpd);
+    share.audio_seconds_per_hour = part(limits.audio_seconds_per_hour);
+    share
 }
 
 // ------------------------------------------------------------------ the script's wire form
@@ -905,10 +904,11 @@ impl LimiterStore for RedisStore {
         let Some(p) = self.call::<PeekAnswer>(key, "peek", &args, now).await? else {
             return match self.share() {
                 Some(_) => self.local.peek(key, cost, now).await,
-                None => Ok(LimitSnapshot {
-                    wait: Some(self.until_retry(now)),
-                    ..LimitSnapshot::default()
-                }),
+                None => {
+                    let mut snapshot = LimitSnapshot::default();
+                    snapshot.wait = Some(self.until_retry(now));
+                    Ok(snapshot)
+                }
             };
         };
         let bucket = |b: WireBucket| {
@@ -919,13 +919,13 @@ impl LimiterStore for RedisStore {
                 b.reset.map(|r| now + from_micros(r)),
             )
         };
-        Ok(LimitSnapshot {
-            requests: p.requests.map(bucket),
-            tokens: p.tokens.map(bucket),
-            learned_rate: p.learned_rate,
-            gate_until: p.gate.map(|g| now + from_micros(g)),
-            wait: p.wait.map(from_micros),
-            token_room: p.token_room,
-        })
+        let mut snapshot = LimitSnapshot::default();
+        snapshot.requests = p.requests.map(bucket);
+        snapshot.tokens = p.tokens.map(bucket);
+        snapshot.learned_rate = p.learned_rate;
+        snapshot.gate_until = p.gate.map(|g| now + from_micros(g));
+        snapshot.wait = p.wait.map(from_micros);
+        snapshot.token_room = p.token_room;
+        Ok(snapshot)
     }
 }

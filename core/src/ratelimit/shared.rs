@@ -10,6 +10,30 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 
+use super::LimiterStore;
+use crate::error::Result;
+
+/// Builds the limiter store that shares limits through Redis: the Redis wing's
+/// (`llm-failover-redis`), found in `REDIS_LIMITERS` when the build links it.
+pub trait RedisLimiters: Sync {
+    /// The limiter store on the Redis at `settings`, keeping `latency_allowance` as the
+    /// in-memory store does (`Policy::latency_allowance`).
+    fn limiter_store(
+        &self,
+        settings: &SharedSettings,
+        latency_allowance: Duration,
+    ) -> Result<std::sync::Arc<dyn LimiterStore>>;
+}
+
+/// The Redis limiter stores this build links: none, or the Redis wing's.
+#[linkme::distributed_slice]
+pub static REDIS_LIMITERS: [&'static dyn RedisLimiters];
+
+/// The Redis wing's limiter stores, when the build links the wing.
+pub(crate) fn redis_limiters() -> Option<&'static dyn RedisLimiters> {
+    REDIS_LIMITERS.first().copied()
+}
+
 /// The environment variable that turns sharing on for any program using this crate
 /// (`LLM_FAILOVER_REDIS_URL=redis://127.0.0.1:6379`), over `[shared] redis_url` in
 /// `providers.toml`.

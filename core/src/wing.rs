@@ -1,6 +1,8 @@
-//! What the workspace's wings use of the core's insides — today the queue wing
+//! What the workspace's wings use of the core's insides: the queue wing
 //! (`llm-failover-queue`: its workers time waits by the client's clock, settle with the batch's
-//! result lines and speak SQLite's errors as the cache does).
+//! result lines and speak SQLite's errors as the cache does) and the Redis wing
+//! (`llm-failover-redis`: it adds itself to `redis::REDIS_LIMITERS` and `redis::REDIS_CACHES`, which the builders read
+//! when `[shared]` or a `redis://` cache asks for Redis).
 //!
 //! Not a public API: hidden from the documentation and from `public-api.txt`, it changes with
 //! the wings in the same commit. An application never needs it.
@@ -83,4 +85,33 @@ pub fn serve_order(
 /// reads them.
 pub mod batch {
     pub use crate::batch::wing::*;
+}
+
+/// Where the Redis wing's stores come from. The wing (`llm-failover-redis`) adds a
+/// `redis::RedisLimiters` to `redis::REDIS_LIMITERS` and a `redis::RedisCaches` to
+/// `redis::REDIS_CACHES` when the build links it (the facade's `redis` feature); the client
+/// builder and the cache builder read them and, without them, say which feature is missing.
+/// The core never names the wing: cargo keeps it below.
+pub mod redis {
+    use crate::ratelimit::SharedSettings;
+
+    pub use crate::cache::wing::{Key, REDIS_CACHES, RedisCaches, Store, Stored};
+    pub use crate::ratelimit::wing::{MemoryStore, REDIS_LIMITERS, RedisLimiters};
+    /// For the wing's `#[distributed_slice(…)]` (`#[linkme(crate = …)]`).
+    pub use linkme;
+
+    /// A configuration error (`ErrorKind::Config`) worded by the wing.
+    pub fn config_error(message: impl Into<String>) -> crate::Error {
+        crate::Error::config(message)
+    }
+
+    /// `err` with every occurrence of `secret` in its message replaced.
+    pub fn scrub(err: crate::Error, secret: &str) -> crate::Error {
+        err.scrub(secret)
+    }
+
+    /// The Redis URL of `settings`, password included: for connecting, never for a message.
+    pub fn url(settings: &SharedSettings) -> &str {
+        settings.url()
+    }
 }

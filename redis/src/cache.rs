@@ -27,9 +27,9 @@ use redis::Script;
 use redis::aio::ConnectionManager;
 use secrecy::{ExposeSecret, SecretString};
 
-use super::store::{Key, Store, Stored};
-use crate::error::{Error, ErrorKind, Result};
-use crate::ratelimit::SharedSettings;
+use llm_failover_core::error::{Error, ErrorKind, Result};
+use llm_failover_core::ratelimit::SharedSettings;
+use llm_failover_core::wing::redis::{Key, Store, Stored, config_error, scrub};
 
 /// Stores one entry and keeps the index within the bound.
 ///
@@ -154,25 +154,25 @@ impl RedisCacheStore {
         match parsed.as_ref().map(url::Url::scheme) {
             Some("redis") => {}
             Some("rediss") => {
-                return Err(Error::config(format!(
+                return Err(config_error(format!(
                     "cache: `{host}`: TLS (rediss://) is not supported by this build; \
                      write redis://host:port"
                 )));
             }
             _ => {
-                return Err(Error::config(format!(
+                return Err(config_error(format!(
                     "cache: `{host}` is not a redis:// URL; write redis://host:port[/db]"
                 )));
             }
         }
         if prefix.contains(['{', '}']) {
-            return Err(Error::config(format!(
+            return Err(config_error(format!(
                 "cache: the Redis key prefix `{prefix}` holds a brace; the cache's keys put it \
                  inside a hash tag, {{<prefix>:cache}}"
             )));
         }
         let client = redis::Client::open(url).map_err(|e| {
-            Error::config(format!(
+            config_error(format!(
                 "cache: `{host}` is not a usable Redis URL ({:?}); write redis://host:port[/db]",
                 e.kind()
             ))
@@ -224,7 +224,7 @@ impl RedisCacheStore {
 
     /// The connection, made now if there is none (first use, or a call failed since).
     async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        crate::ratelimit::held_or_new(&self.conn, &self.client, self.timeout).await
+        crate::limiter::held_or_new(&self.conn, &self.client, self.timeout).await
     }
 
     /// An `Io` error naming the Redis, the key tag and what was being done; any password
@@ -239,7 +239,7 @@ impl RedisCacheStore {
         );
         self.secrets
             .iter()
-            .fold(err, |err, secret| err.scrub(secret.expose_secret()))
+            .fold(err, |err, secret| scrub(err, secret.expose_secret()))
     }
 }
 

@@ -29,7 +29,7 @@
 //!   empty one (a provider's empty 200 is returned, and the next ask is sent again), never a
 //!   stream that did not reach its end.
 //! - Backends: [`Cache::memory`] (this process),
-// `Cache::sqlite` and `Cache::redis` exist only with their features: linked when they do.
+// `Cache::sqlite` exists only with its feature: linked when it does.
 #![cfg_attr(
     feature = "sqlite",
     doc = "  [`Cache::sqlite`] (a file: a rerun of a script hits it; feature `sqlite`),"
@@ -38,14 +38,7 @@
     not(feature = "sqlite"),
     doc = "  `Cache::sqlite` (a file: a rerun of a script hits it; feature `sqlite`),"
 )]
-#![cfg_attr(
-    feature = "redis",
-    doc = "  [`Cache::redis`] (shared by replicas; feature `redis`)."
-)]
-#![cfg_attr(
-    not(feature = "redis"),
-    doc = "  `Cache::redis` (shared by replicas; feature `redis`)."
-)]
+//!  and Redis (shared by replicas; the Redis wing, feature `redis` of `llm-failover`).
 //!   [`Cache::open`] takes `memory`, `sqlite:PATH` or `redis://…`.
 //!
 //! A cache that fails — a file locked by another process past 100 ms, a corrupt file, Redis
@@ -94,8 +87,6 @@ use crate::error::{Error, ErrorKind, Result};
 
 mod key;
 mod memory;
-#[cfg(feature = "redis")]
-mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
@@ -103,6 +94,12 @@ mod store;
 pub(crate) use key::{Answerer, chat_key, transcription_key};
 pub(crate) use store::Key;
 use store::{Store, Stored};
+
+/// What the Redis wing's cache store implements, and where it adds itself
+/// (`crate::wing::redis`).
+pub(crate) mod wing {
+    pub use super::store::{Key, REDIS_CACHES, RedisCaches, Store, Stored};
+}
 
 /// The default time an answer is kept.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -318,17 +315,15 @@ impl CacheBuilder {
         ))
     }
 
-    #[cfg(feature = "redis")]
     fn redis(&self, url: &str) -> Result<Box<dyn Store>> {
-        let store = redis::RedisCacheStore::new(url, &self.prefix, self.timeout, self.max_entries)?;
-        Ok(Box::new(store))
-    }
-
-    #[cfg(not(feature = "redis"))]
-    fn redis(&self, _: &str) -> Result<Box<dyn Store>> {
-        Err(Error::config(
-            "cache redis://: this build lacks the `redis` feature (enable it in Cargo.toml)",
-        ))
+        let Some(wing) = store::redis_caches() else {
+            return Err(Error::config(
+                "cache redis://: this build of llm-failover has no Redis wing: enable its \
+                 `redis` feature (llm-failover = { version = \"…\", features = [\"redis\"] }), \
+                 or use memory or sqlite:PATH",
+            ));
+        };
+        wing.cache_store(url, &self.prefix, self.timeout, self.max_entries)
     }
 }
 
@@ -433,17 +428,6 @@ impl Cache {
     pub fn sqlite(path: impl AsRef<std::path::Path>) -> Cache {
         let store = sqlite::SqliteStore::open(path, DEFAULT_MAX_ENTRIES);
         Cache::from_store(Box::new(store), DEFAULT_TTL)
-    }
-
-    /// A cache on the Redis server at `url`, shared by every process that uses it, with the
-    /// default TTL and bound.
-    ///
-    /// # Errors
-    ///
-    /// `Config` when `url` is not a `redis://` URL.
-    #[cfg(feature = "redis")]
-    pub fn redis(url: &str) -> Result<Cache> {
-        Cache::builder(url).build()
     }
 
     fn from_store(store: Box<dyn Store>, ttl: Duration) -> Cache {
@@ -650,5 +634,25 @@ impl Cache {
                 "{doing}: the response cache failed; requests go on uncached until it works again"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The core alone (this unit test binary never links the Redis wing) understands a
+    /// `redis://` cache and says which feature builds it, never the password.
+    #[test]
+    fn a_redis_cache_without_the_wing_names_the_feature() {
+        assert!(store::redis_caches().is_none());
+        let err = Cache::builder("redis://:hunter2@127.0.0.1:6379/0")
+            .build()
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        let text = err.to_string();
+        assert!(text.contains("no Redis wing"), "{text}");
+        assert!(text.contains("features = [\"redis\"]"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 }

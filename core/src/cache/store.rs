@@ -11,11 +11,11 @@ use crate::error::Result;
 /// A cache key: the SHA-256 of everything that decides the answer (see `key.rs`). Never
 /// the request itself, never a credential.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Key(pub(crate) [u8; 32]);
+pub struct Key(pub [u8; 32]);
 
 impl Key {
     /// Lower-case hex, 64 characters (Redis key names; logs show its first 12).
-    pub(crate) fn hex(&self) -> String {
+    pub fn hex(&self) -> String {
         use std::fmt::Write;
         let mut s = String::with_capacity(64);
         for b in self.0 {
@@ -34,12 +34,13 @@ impl fmt::Debug for Key {
 /// One stored answer: the serialized answer and its times, in wall-clock milliseconds since
 /// the Unix epoch as the client's clock tells them (so tests move them with a manual clock).
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Stored {
+pub struct Stored {
     /// The answer, as `serde_json` wrote it.
-    pub(crate) value: Vec<u8>,
-    pub(crate) stored_at_ms: i64,
+    pub value: Vec<u8>,
+    /// When it was stored.
+    pub stored_at_ms: i64,
     /// Not served at or after this time.
-    pub(crate) expires_at_ms: i64,
+    pub expires_at_ms: i64,
 }
 
 impl fmt::Debug for Stored {
@@ -55,7 +56,7 @@ impl fmt::Debug for Stored {
 /// A cache backend. Every method may fail (a file locked or corrupt, Redis gone); the front
 /// logs and counts the failure and goes on as if nothing were cached.
 #[async_trait]
-pub(crate) trait Store: Send + Sync + fmt::Debug {
+pub trait Store: Send + Sync + fmt::Debug {
     /// The entry under `key`, unless there is none or it expired at `now_ms`
     /// (`expires_at_ms <= now_ms`).
     async fn get(&self, key: &Key, now_ms: i64) -> Result<Option<Stored>>;
@@ -74,4 +75,27 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// Where the entries live, for warnings: `memory`, `sqlite:PATH`, `redis://host:port/db`
     /// (never a password).
     fn describe(&self) -> &str;
+}
+
+/// Builds the cache's store on Redis: the Redis wing's (`llm-failover-redis`), found in
+/// `REDIS_CACHES` when the build links it.
+pub trait RedisCaches: Sync {
+    /// The store on the Redis at `url`: every key starts with `prefix`, a call slower than
+    /// `timeout` is a miss, at most `max_entries` are kept.
+    fn cache_store(
+        &self,
+        url: &str,
+        prefix: &str,
+        timeout: std::time::Duration,
+        max_entries: u64,
+    ) -> Result<Box<dyn Store>>;
+}
+
+/// The Redis cache stores this build links: none, or the Redis wing's.
+#[linkme::distributed_slice]
+pub static REDIS_CACHES: [&'static dyn RedisCaches];
+
+/// The Redis wing's cache stores, when the build links the wing.
+pub(crate) fn redis_caches() -> Option<&'static dyn RedisCaches> {
+    REDIS_CACHES.first().copied()
 }

@@ -569,7 +569,7 @@ impl ClientBuilder {
         let store = match choose_store(
             self.store.is_some(),
             shared.as_ref(),
-            cfg!(feature = "redis"),
+            crate::ratelimit::redis_limiters().is_some(),
         )? {
             StoreChoice::InMemory => None,
             StoreChoice::Given => self.store.take(),
@@ -832,26 +832,16 @@ fn no_redis_feature(settings: &SharedSettings, origin: SharedOrigin) -> Error {
 }
 
 /// The Redis limiter store for `settings`, keeping the policy's latency allowance as the
-/// in-memory store does.
-#[cfg(feature = "redis")]
-fn redis_store(
-    settings: &SharedSettings,
-    _origin: SharedOrigin,
-    policy: &Policy,
-) -> Result<Arc<dyn LimiterStore>> {
-    let store = crate::ratelimit::RedisStore::new(settings.clone())?
-        .with_latency_allowance(policy.latency_allowance);
-    Ok(Arc::new(store))
-}
-
-/// Without the `redis` feature there is no Redis store ([`choose_store`] says so first).
-#[cfg(not(feature = "redis"))]
+/// in-memory store does: the Redis wing's, when the build links it.
 fn redis_store(
     settings: &SharedSettings,
     origin: SharedOrigin,
-    _policy: &Policy,
+    policy: &Policy,
 ) -> Result<Arc<dyn LimiterStore>> {
-    Err(no_redis_feature(settings, origin))
+    match crate::ratelimit::redis_limiters() {
+        Some(wing) => wing.limiter_store(settings, policy.latency_allowance),
+        None => Err(no_redis_feature(settings, origin)),
+    }
 }
 
 #[cfg(test)]
