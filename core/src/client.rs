@@ -366,9 +366,9 @@ impl ClientBuilder {
     ///
     /// This wins over the `LLM_FAILOVER_REDIS_URL` variable, which wins over `[shared]` in the
     /// configuration (the variable's URL then replaces the table's `redis_url` only). Any of
-    /// the three needs the crate's `redis` feature: without it, [`build`](Self::build) is a
-    /// `Config` error, never a silent fall back to this process's memory. The store connects
-    /// on first use; what admission does while Redis is away is
+    /// the three needs the Redis wing (the `redis` feature of llm-failover): without it,
+    /// [`build`](Self::build) is a `Config` error, never a silent fall back to this process's
+    /// memory. The store connects on first use; what admission does while Redis is away is
     /// [`SharedSettings::when_down`].
     ///
     /// # Examples
@@ -550,7 +550,7 @@ impl ClientBuilder {
     /// key); when shared limits are asked for ([`shared`](Self::shared),
     /// `LLM_FAILOVER_REDIS_URL`, `[shared]`) with a URL that is not a Redis URL (the message
     /// names the host at most, never the password), together with a
-    /// [`limiter_store`](Self::limiter_store), or in a build without the `redis` feature.
+    /// [`limiter_store`](Self::limiter_store), or in a build without the Redis wing (`redis` feature).
     pub fn build(mut self) -> Result<Client> {
         let resolved = match self.config.take() {
             Some(config) => self.resolve_config(config?)?,
@@ -790,7 +790,7 @@ enum StoreChoice {
 }
 
 /// Decides the store before anything is built: a store given in code, shared settings, or
-/// neither (`redis_built`: whether this build has the `redis` feature).
+/// neither (`redis_built`: whether this build links the Redis wing).
 ///
 /// # Errors
 ///
@@ -819,7 +819,7 @@ fn choose_store(
     }
 }
 
-/// Shared limits asked for in a build without the `redis` feature.
+/// Shared limits asked for in a build without the Redis wing.
 fn no_redis_feature(settings: &SharedSettings, origin: SharedOrigin) -> Error {
     Error::config(format!(
         "limits are to be shared through Redis at {} (asked for by {}), but this build of \

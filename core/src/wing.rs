@@ -1,8 +1,8 @@
 //! What the workspace's wings use of the core's insides: the queue wing
 //! (`llm-failover-queue`: its workers time waits by the client's clock, settle with the batch's
 //! result lines and speak SQLite's errors as the cache does) and the Redis wing
-//! (`llm-failover-redis`: it adds itself to `redis::REDIS_LIMITERS` and `redis::REDIS_CACHES`, which the builders read
-//! when `[shared]` or a `redis://` cache asks for Redis).
+//! (`llm-failover-redis`: it adds itself to `redis::REDIS_LIMITERS` and `redis::REDIS_CACHES`,
+//! which the builders read when `[shared]` or a `redis://` cache asks for Redis).
 //!
 //! Not a public API: hidden from the documentation and from `public-api.txt`, it changes with
 //! the wings in the same commit. An application never needs it.

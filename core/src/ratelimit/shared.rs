@@ -1,6 +1,6 @@
 //! [`SharedSettings`]: how several processes share one quota through Redis — where Redis is,
 //! how its keys are named, how long a call may take, and what happens while it is away
-//! ([`WhenDown`]). The settings exist with or without the `redis` feature, so a
+//! ([`WhenDown`]). The settings exist with or without the Redis wing, so a
 //! configuration that names Redis is understood everywhere and refused with a clear error by
 //! a build that cannot use it.
 

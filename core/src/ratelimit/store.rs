@@ -4,8 +4,8 @@
 //! [`reserve`](LimiterStore::reserve), [`refund`](LimiterStore::refund),
 //! [`raise`](LimiterStore::raise) and [`peek`](LimiterStore::peek) — so the same trait is
 //! served in this process ([`MemoryStore`], the default) and by Redis for several processes
-//! (`RedisStore`: one atomic script per operation, timed by the server's clock) with the same
-//! semantics. Its three provided methods only read: whether a key admits without booking
+//! (the Redis wing's `RedisStore`: one atomic script per operation, timed by the server's
+//! clock) with the same semantics. Its three provided methods only read: whether a key admits without booking
 //! (`admits_freely`), whether the store is shared (`is_shared`), and whether a booked slot
 //! was closed since (`blocked`).
 
