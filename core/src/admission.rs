@@ -226,12 +226,37 @@ struct LineState {
     /// The instant the store last said the key frees up (a new first waits for it before
     /// asking: the store would only say it again).
     free_at: Option<Instant>,
-    /// The last grant, and the time between the last two while others waited: one slot.
-    last_grant: Option<Instant>,
-    gap: Duration,
+    /// The last grant, and whether others waited behind it: then the time to the next grant
+    /// was continuous service.
+    last_grant: Option<(Instant, bool)>,
+    /// The times between grants of continuous service, the last [`GAPS`]; the shortest is
+    /// one slot. A gate or a wait for a slow store between two grants is longer than a slot,
+    /// and an idle spell (the line empty, its items snoozed) is not service at all: taken for
+    /// a slot, either would make the line's estimate grow with every snooze it causes.
+    gaps: VecDeque<Duration>,
 }
 
+/// How many intervals between grants a line remembers.
+const GAPS: usize = 8;
+
 impl LineState {
+    /// A slot was granted to the first at `at`: the time since the last grant is one slot's
+    /// interval only if others waited behind that one.
+    fn granted(&mut self, at: Instant) {
+        if let Some((prev, true)) = self.last_grant {
+            if self.gaps.len() == GAPS {
+                self.gaps.pop_front();
+            }
+            self.gaps.push_back(at.saturating_duration_since(prev));
+        }
+        self.last_grant = Some((at, !self.waiting.is_empty()));
+    }
+
+    /// The time one slot takes: the shortest interval of continuous service seen lately.
+    fn slot(&self) -> Duration {
+        self.gaps.iter().min().copied().unwrap_or_default()
+    }
+
     /// How many wait, the first included.
     fn len(&self) -> usize {
         self.waiting.values().map(VecDeque::len).sum::<usize>() + usize::from(self.first.is_some())
@@ -328,16 +353,12 @@ impl Line {
             return None;
         }
         let slots = u32::try_from(ahead).unwrap_or(u32::MAX);
-        Some(free.unwrap_or(now) + s.gap.saturating_mul(slots))
+        Some(free.unwrap_or(now) + s.slot().saturating_mul(slots))
     }
 
     /// A slot was granted to the first at `at`.
     pub(crate) fn granted(&self, at: Instant) {
-        let mut s = self.lock();
-        if let Some(prev) = s.last_grant.filter(|_| !s.waiting.is_empty()) {
-            s.gap = at.saturating_duration_since(prev);
-        }
-        s.last_grant = Some(at);
+        self.lock().granted(at);
     }
 
     /// Notes when the store says the key frees up.
@@ -513,6 +534,57 @@ mod tests {
         ];
         for (arrivals, expected) in table {
             assert_eq!(&served(arrivals).await, expected, "{arrivals:?}");
+        }
+    }
+
+    /// Found by the four-process gate test: a line whose items were snoozed came back after
+    /// the snooze, and the first grant then measured the whole idle spell as one slot; every
+    /// waiter's expected turn grew by it, so they were snoozed longer, and the next grant
+    /// measured a longer spell still. Only continuous service measures a slot, and a gate
+    /// inside it does not stretch the slot (the shortest interval is kept).
+    #[test]
+    fn a_slot_is_measured_only_by_continuous_service_and_a_gate_or_idle_spell_does_not_stretch_it()
+    {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // (grant at ms, others waiting behind it) → the slot after it.
+        type Grants<'a> = &'a [(u64, bool)];
+        let table: &[(&str, Grants<'_>, Duration)] = &[
+            (
+                "nobody behind: no slot known",
+                &[(0, false), (100, false)],
+                ms(0),
+            ),
+            (
+                "continuous service",
+                &[(0, true), (100, true), (200, true)],
+                ms(100),
+            ),
+            (
+                "an idle spell between a lone grant and a busy one",
+                &[(0, true), (100, false), (35_100, true), (35_200, true)],
+                ms(100),
+            ),
+            (
+                "a gate inside continuous service",
+                &[(0, true), (100, true), (2_100, true), (2_200, true)],
+                ms(100),
+            ),
+            ("only an idle spell", &[(0, false), (60_000, true)], ms(0)),
+        ];
+        for (case, grants, slot) in table {
+            let mut s = LineState::default();
+            for &(at, behind) in *grants {
+                s.waiting.clear();
+                if behind {
+                    s.waiting
+                        .entry((Priority::Bulk, Tenant::default()))
+                        .or_default()
+                        .push_back(9);
+                }
+                s.granted(t0 + ms(at));
+            }
+            assert_eq!(s.slot(), *slot, "{case}");
         }
     }
 
