@@ -1,6 +1,6 @@
 //! # llm-failover-queue
 //!
-//! The queue wing of [llm-failover](llm_failover): durable jobs. A [`Queue`] on SQLite (one
+//! The queue wing of [llm-failover](https://docs.rs/llm-failover): durable jobs. A [`Queue`] on SQLite (one
 //! host, nothing to install) or PostgreSQL (workers on many hosts) that survives crashes,
 //! accepts at most one result per job, and lets a 429 move a job's eligible time instead of
 //! putting a worker to sleep; [`Worker`]s that run its jobs through a
