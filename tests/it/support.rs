@@ -5,6 +5,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod adapter;
+pub mod certs;
 pub mod examples;
 pub mod postgres;
 pub mod redis;
