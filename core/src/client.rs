@@ -204,6 +204,37 @@ impl Client {
             .collect()
     }
 
+    /// Checks, now, that the stores this client shares with other processes serve it: the
+    /// shared limiter store (Redis) and a Redis response cache connect and answer. A batch
+    /// calls this before it claims or sends anything ([`Runner::run`](crate::batch::Runner::run)
+    /// does), so that a store refusing the credentials stops the run with every item as it
+    /// was, instead of failing each item.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when a store refuses this client (a wrong password, a user without the
+    /// permissions). A store that cannot be reached now is not an error: while it is away,
+    /// its down mode governs admission ([`WhenDown`](crate::ratelimit::WhenDown)) and the cache
+    /// misses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> llm_failover::Result<()> {
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse().unwrap());
+    /// let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+    /// client.check_stores().await?; // in memory: nothing to ask
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_stores(&self) -> Result<()> {
+        self.router.check_stores().await
+    }
+
     /// What the limiter knows now about `provider`'s limits for `model`, configured or
     /// learned from its answers: the binding request and token buckets (level, capacity,
     /// window, when full again), a pace learned from 429s, a gate. `None` when nothing is

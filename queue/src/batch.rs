@@ -288,11 +288,14 @@ impl QueuedJob {
     ///
     /// `Io` when the input cannot be read or the results cannot be written (the queue keeps
     /// every accepted result: a rerun exports them), or the queue's database fails; `Config`
-    /// when the results file is the input.
+    /// when the results file is the input, or when a store the client shares with other
+    /// processes refuses it ([`Client::check_stores`], asked before anything is enqueued or
+    /// claimed: every item stays as it was).
     pub async fn run(&self, client: &Client, stop: &Stop) -> Result<QueuedReport> {
         let clock = llm_failover_core::wing::client_clock(client).clone();
         let started = clock.now();
         let output = QueuedJob::check_files(&self.input, &self.output)?;
+        client.check_stores().await?;
         remove_stale_temps(&output).await;
         let previous = previous_lines(&output).await?;
         let enqueued = self.enqueue(clock.as_ref(), &previous).await?;

@@ -324,6 +324,30 @@ impl Store for RedisCacheStore {
     fn describe(&self) -> &str {
         &self.name
     }
+
+    /// Connects and sends a PING now: `Config` when Redis refuses this client (a wrong
+    /// password); a Redis that cannot be reached is a miss later, not an error now.
+    async fn check(&self) -> Result<()> {
+        let work = async {
+            let mut conn = self.connection().await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(Err(e)) if crate::limiter::refuses(&e) => {
+                let err = config_error(format!(
+                    "cache {}: Redis refused this client ({}): check the password and user in \
+                     the cache's Redis URL ([cache] url)",
+                    self.name,
+                    e.code().unwrap_or("authentication failed")
+                ));
+                Err(self
+                    .secrets
+                    .iter()
+                    .fold(err, |err, secret| scrub(err, secret.expose_secret())))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// An entry as stored: [`FORMAT`], `stored_at`, `expires_at` (big-endian), the value.

@@ -330,11 +330,7 @@ impl RedisStore {
                 self.went_down(now, &why);
                 Ok(None)
             }
-            Err(Failure::Refused(why)) => Err(config_error(format!(
-                "shared limits: Redis at {} refused this client ({why}): check the password \
-                 and user in the Redis URL (LLM_FAILOVER_REDIS_URL or [shared] redis_url)",
-                self.settings.host()
-            ))),
+            Err(Failure::Refused(why)) => Err(self.refused(&why)),
             Err(Failure::Script(why)) => Err(Error::new(
                 ErrorKind::Io,
                 format!(
@@ -343,6 +339,15 @@ impl RedisStore {
                 ),
             )),
         }
+    }
+
+    /// The `Config` error for a Redis that refused this client.
+    fn refused(&self, why: &str) -> Error {
+        config_error(format!(
+            "shared limits: Redis at {} refused this client ({why}): check the password \
+             and user in the Redis URL (LLM_FAILOVER_REDIS_URL or [shared] redis_url)",
+            self.settings.host()
+        ))
     }
 
     async fn invoke(
@@ -502,6 +507,17 @@ enum Failure {
     Script(String),
 }
 
+/// Whether Redis refused this client's credentials or settings: a wrong password
+/// (`WRONGPASS`), none given to a server that wants one (`NOAUTH`), a user without the
+/// permissions (`NOPERM`), or a URL the client cannot use.
+pub(crate) fn refuses(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind as K, ServerErrorKind as S};
+    matches!(
+        e.kind(),
+        K::AuthenticationFailed | K::InvalidClientConfig | K::Server(S::NoPerm)
+    ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
 fn classify(e: redis::RedisError) -> Failure {
     use redis::{ErrorKind as K, ServerErrorKind as S};
     let away = e.is_io_error()
@@ -514,11 +530,11 @@ fn classify(e: redis::RedisError) -> Failure {
         );
     if away {
         Failure::Down(e.to_string())
-    } else if matches!(
-        e.kind(),
-        K::AuthenticationFailed | K::InvalidClientConfig | K::Server(S::NoPerm)
-    ) {
-        Failure::Refused(format!("{:?}", e.kind()))
+    } else if refuses(&e) {
+        Failure::Refused(match e.code() {
+            Some(code) => code.to_owned(),
+            None => format!("{:?}", e.kind()),
+        })
     } else {
         Failure::Script(e.to_string())
     }
@@ -763,6 +779,30 @@ fn dimension(name: &str) -> Dimension {
 
 #[async_trait]
 impl LimiterStore for RedisStore {
+    /// Connects and sends a PING now: `Config` when Redis refuses this client; `Ok` when
+    /// it answers, and when it cannot be reached (the down mode governs requests then).
+    async fn check(&self) -> Result<()> {
+        let timeout = self.settings.timeout;
+        let work = async {
+            let mut conn = self.connection().await.map_err(classify)?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .map_err(classify)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Err(Failure::Refused(why))) => Err(self.refused(&why)),
+            Ok(Err(Failure::Script(why))) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "shared limits: Redis at {} answered PING with an error: {why}",
+                    self.settings.host()
+                ),
+            )),
+            Ok(Ok(_) | Err(Failure::Down(_))) | Err(_) => Ok(()),
+        }
+    }
+
     async fn reserve(
         &self,
         key: &LimitKey,

@@ -40,6 +40,7 @@ mod limiter_props;
 mod proptests;
 mod rate_limits;
 mod secrets;
+mod shared_auth;
 mod shared_config;
 mod shared_limits;
 mod shared_processes;

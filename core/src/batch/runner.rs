@@ -124,12 +124,16 @@ impl Runner {
     ///
     /// # Errors
     ///
-    /// Only when `sink` fails to record an outcome; items in flight are then dropped.
+    /// When `sink` fails to record an outcome (items in flight are then dropped); and, before
+    /// any item is read, when a store the client shares with other processes refuses it
+    /// ([`Client::check_stores`]: the client's `Config` error inside the `io::Error`, every
+    /// item left as it was).
     pub async fn run<S, K>(&self, items: S, sink: &mut K, stop: &Stop) -> io::Result<RunReport>
     where
         S: Stream<Item = Result<BatchItem, InputError>>,
         K: OutcomeSink + ?Sized,
     {
+        self.client.check_stores().await.map_err(io::Error::other)?;
         let started = self.clock.now();
         let mut items = std::pin::pin!(items);
         let mut report = RunReport::default();

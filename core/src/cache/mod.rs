@@ -617,6 +617,11 @@ impl Cache {
         self.failed("reading an answer back", &e);
     }
 
+    /// Whether the backend serves this client ([`Store::check`]).
+    pub(crate) async fn check(&self) -> Result<()> {
+        self.inner.store.check().await
+    }
+
     fn healthy(&self) {
         if self.inner.failing.swap(false, Ordering::Relaxed) {
             tracing::warn!(cache = self.describe(), "the response cache works again");

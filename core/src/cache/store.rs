@@ -78,6 +78,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Where the entries live, for warnings: `memory`, `sqlite:PATH`, `redis://host:port/db`
     /// (never a password).
     fn describe(&self) -> &str;
+
+    /// Whether the backend serves this client, asked once before work starts: `Config` when
+    /// its server refuses the client's credentials (a cache that cannot be reached is a miss,
+    /// not an error). `Ok` (the default) for a backend of this process or file.
+    async fn check(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Builds the cache's store on Redis: the Redis wing's (`llm-failover-redis`), found in

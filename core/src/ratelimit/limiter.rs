@@ -135,6 +135,11 @@ impl Limiter {
         self.store.reserve(key, limits, cost, max_wait, now).await
     }
 
+    /// Whether the store can serve this client ([`LimiterStore::check`]).
+    pub(crate) async fn check(&self) -> Result<()> {
+        self.store.check().await
+    }
+
     /// Whether other processes share the store ([`LimiterStore::is_shared`]).
     pub(crate) fn is_shared(&self) -> bool {
         self.store.is_shared()

@@ -598,6 +598,21 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
         let _ = (key, booking, now);
         Ok(None)
     }
+
+    /// Whether the store can serve this client, asked once before work starts (a batch
+    /// checks before it claims or sends anything): a shared store connects and asks its
+    /// server now.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the store refuses this client (a wrong password, a user without the
+    /// permissions): no request could be admitted, and no item should be spent or settled
+    /// for it. A store that cannot be reached now is not an error here: its down mode
+    /// governs every request, as it would later. `Ok` (the default) for a store of this
+    /// process alone.
+    async fn check(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 fn _obj_safe(_: &dyn LimiterStore) {}

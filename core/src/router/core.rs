@@ -307,6 +307,16 @@ impl Router {
 
     /// What the limiter knows of `key` now; before anything was booked for it, what its
     /// provider's configured limits allow; `None` when nothing is known at all.
+    /// Whether the stores shared with other processes serve this client: the limiter's,
+    /// then the cache's.
+    pub(crate) async fn check_stores(&self) -> Result<()> {
+        self.limiter.check().await?;
+        match &self.cache {
+            Some(cache) => cache.check().await,
+            None => Ok(()),
+        }
+    }
+
     pub(crate) async fn limits(&self, key: &LimitKey) -> Result<Option<LimitSnapshot>> {
         let snapshot = self.limiter.peek(key).await?;
         if !snapshot.is_empty() {

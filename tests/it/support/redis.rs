@@ -26,6 +26,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// `requirepass`, when the server wants a password.
+    password: Option<String>,
 }
 
 impl RedisServer {
@@ -36,6 +38,16 @@ impl RedisServer {
     /// When `redis-server` is not installed (the message has the apt command), or the server
     /// does not come up (its output is in the message).
     pub fn start() -> RedisServer {
+        RedisServer::start_with(None)
+    }
+
+    /// Starts a server that wants `password` (`requirepass`): a client without it, or with
+    /// another, is refused. [`url`](Self::url) carries it.
+    pub fn with_password(password: &str) -> RedisServer {
+        RedisServer::start_with(Some(password.to_owned()))
+    }
+
+    fn start_with(password: Option<String>) -> RedisServer {
         static SERVERS: AtomicUsize = AtomicUsize::new(0);
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
         // Another process may take the free port between our probe and the server's bind:
@@ -53,6 +65,7 @@ impl RedisServer {
                 port,
                 dir,
                 child: None,
+                password: password.clone(),
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -63,9 +76,12 @@ impl RedisServer {
         panic!("{PROGRAM} found no free port in 5 tries; the last said:\n{last}");
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT` (`redis://:PASSWORD@127.0.0.1:PORT` when it wants one).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     /// The port it listens on (the same after [`restart`](Self::restart)).
@@ -120,6 +136,11 @@ impl RedisServer {
             .arg(self.port.to_string())
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(&self.dir)
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|pw| ["--requirepass", pw.as_str()]),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(err)
@@ -160,7 +181,11 @@ impl RedisServer {
             }
         });
         self.child = Some(child);
-        ping(self.addr()).map_err(|e| format!("ready, but PING failed ({e}):\n{printed}"))
+        // A server that wants a password answers NOAUTH: it is up all the same.
+        match ping(self.addr()) {
+            Err(e) if self.password.is_some() && e.to_string().contains("-NOAUTH") => Ok(()),
+            answer => answer.map_err(|e| format!("ready, but PING failed ({e}):\n{printed}")),
+        }
     }
 }
 
