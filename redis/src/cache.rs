@@ -28,7 +28,7 @@ use redis::aio::ConnectionManager;
 use secrecy::{ExposeSecret, SecretString};
 
 use llm_failover_core::error::{Error, ErrorKind, Result};
-use llm_failover_core::ratelimit::SharedSettings;
+use llm_failover_core::ratelimit::{RedisTls, SharedSettings};
 use llm_failover_core::wing::redis::{Key, Store, Stored, config_error, scrub};
 
 /// Stores one entry and keeps the index within the bound.
@@ -148,22 +148,18 @@ impl RedisCacheStore {
         prefix: &str,
         timeout: Duration,
         max_entries: u64,
+        tls: &RedisTls,
     ) -> Result<RedisCacheStore> {
         let host = SharedSettings::new(url).host();
         let parsed = url::Url::parse(url).ok();
-        match parsed.as_ref().map(url::Url::scheme) {
-            Some("redis") => {}
-            Some("rediss") => {
-                return Err(config_error(format!(
-                    "cache: `{host}`: TLS (rediss://) is not supported by this build; \
-                     write redis://host:port"
-                )));
-            }
-            _ => {
-                return Err(config_error(format!(
-                    "cache: `{host}` is not a redis:// URL; write redis://host:port[/db]"
-                )));
-            }
+        if !matches!(
+            parsed.as_ref().map(url::Url::scheme),
+            Some("redis" | "rediss")
+        ) {
+            return Err(config_error(format!(
+                "cache: `{host}` is not a Redis URL; write redis://host:port[/db] (rediss:// \
+                 for TLS)"
+            )));
         }
         if prefix.contains(['{', '}']) {
             return Err(config_error(format!(
@@ -171,12 +167,7 @@ impl RedisCacheStore {
                  inside a hash tag, {{<prefix>:cache}}"
             )));
         }
-        let client = redis::Client::open(url).map_err(|e| {
-            config_error(format!(
-                "cache: `{host}` is not a usable Redis URL ({:?}); write redis://host:port[/db]",
-                e.kind()
-            ))
-        })?;
+        let client = crate::connect::client(url, tls, "cache", &host)?;
         let settings = client.get_connection_info().redis_settings();
         let mut secrets: Vec<SecretString> = Vec::new();
         if let Some(password) = settings.password() {
@@ -334,12 +325,21 @@ impl Store for RedisCacheStore {
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(Err(e)) if crate::limiter::refuses(&e) => {
-                let err = config_error(format!(
-                    "cache {}: Redis refused this client ({}): check the password and user in \
-                     the cache's Redis URL ([cache] url)",
-                    self.name,
-                    e.code().unwrap_or("authentication failed")
-                ));
+                let err = match crate::limiter::tls_failure(&e) {
+                    Some(why) => config_error(format!(
+                        "cache {}: TLS with Redis failed ({why}): check the CA and client \
+                         certificate ([cache] redis_tls_ca_file, redis_tls_client_cert_file, \
+                         redis_tls_client_key_file) and that the URL names a host the server's \
+                         certificate holds",
+                        self.name
+                    )),
+                    None => config_error(format!(
+                        "cache {}: Redis refused this client ({}): check the password and user \
+                         in the cache's Redis URL ([cache] url)",
+                        self.name,
+                        e.code().unwrap_or("authentication failed")
+                    )),
+                };
                 Err(self
                     .secrets
                     .iter()
@@ -380,14 +380,20 @@ mod tests {
     use super::*;
 
     fn store(url: &str) -> Result<RedisCacheStore> {
-        RedisCacheStore::new(url, "app", Duration::from_millis(250), 100)
+        RedisCacheStore::new(
+            url,
+            "app",
+            Duration::from_millis(250),
+            100,
+            &RedisTls::new(),
+        )
     }
 
     #[test]
     fn refuses_urls_that_are_not_redis_naming_the_host_at_most() {
         for url in [
             "http://user:s3cret@example.com:8080",
-            "rediss://:s3cret@example.com",
+            "rediss://:s3cret@example.com/#insecure",
             "not a url",
             "",
         ] {
@@ -398,13 +404,22 @@ mod tests {
         }
         let err = store("http://user:s3cret@example.com:8080").unwrap_err();
         assert!(err.to_string().contains("example.com:8080"), "{err}");
-        let err = store("rediss://:s3cret@example.com").unwrap_err();
-        assert!(err.to_string().contains("TLS"), "{err}");
+        let err = store("rediss://:s3cret@example.com/#insecure").unwrap_err();
+        assert!(err.to_string().contains("never does"), "{err}");
+        // TLS is built in: a rediss:// URL makes a store (it connects on first use).
+        let s = store("rediss://:s3cret@example.com").unwrap();
+        assert_eq!(s.describe(), "redis://example.com:6379/0");
     }
 
     #[test]
     fn refuses_a_prefix_with_a_brace() {
-        let err = RedisCacheStore::new("redis://localhost", "a}b", Duration::from_secs(1), 1);
+        let err = RedisCacheStore::new(
+            "redis://localhost",
+            "a}b",
+            Duration::from_secs(1),
+            1,
+            &RedisTls::new(),
+        );
         assert_eq!(err.unwrap_err().kind(), ErrorKind::Config);
     }
 
@@ -498,7 +513,14 @@ mod tests {
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = silent.local_addr().unwrap().port();
         let url = format!("redis://127.0.0.1:{port}");
-        let s = RedisCacheStore::new(&url, "app", Duration::from_millis(100), 100).unwrap();
+        let s = RedisCacheStore::new(
+            &url,
+            "app",
+            Duration::from_millis(100),
+            100,
+            &RedisTls::new(),
+        )
+        .unwrap();
         let get = s.get(&Key([1; 32]), 0);
         let err = tokio::time::timeout(Duration::from_secs(5), get)
             .await

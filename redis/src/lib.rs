@@ -31,12 +31,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm_failover_core::Result;
-use llm_failover_core::ratelimit::{LimiterStore, SharedSettings};
+use llm_failover_core::ratelimit::{LimiterStore, RedisTls, SharedSettings};
 use llm_failover_core::wing::redis::{
     REDIS_CACHES, REDIS_LIMITERS, RedisCaches, RedisLimiters, Store, linkme,
 };
 
 mod cache;
+mod connect;
 mod limiter;
 
 pub use limiter::RedisStore;
@@ -62,8 +63,9 @@ impl RedisCaches for Redis {
         prefix: &str,
         timeout: Duration,
         max_entries: u64,
+        tls: &RedisTls,
     ) -> Result<Box<dyn Store>> {
-        let store = cache::RedisCacheStore::new(url, prefix, timeout, max_entries)?;
+        let store = cache::RedisCacheStore::new(url, prefix, timeout, max_entries, tls)?;
         Ok(Box::new(store))
     }
 }

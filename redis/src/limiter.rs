@@ -210,13 +210,12 @@ impl RedisStore {
     ///
     /// `Config` when the URL is not a Redis URL (the message names the host at most).
     pub fn new(settings: SharedSettings) -> Result<Self> {
-        let client = redis::Client::open(url(&settings)).map_err(|e| {
-            config_error(format!(
-                "shared limits: `{}` is not a Redis URL ({:?}); write redis://host:port",
-                settings.host(),
-                e.kind()
-            ))
-        })?;
+        let client = crate::connect::client(
+            url(&settings),
+            &settings.tls,
+            "shared limits",
+            &settings.host(),
+        )?;
         let local = MemoryStore::new();
         Ok(RedisStore {
             client,
@@ -343,9 +342,15 @@ impl RedisStore {
 
     /// The `Config` error for a Redis that refused this client.
     fn refused(&self, why: &str) -> Error {
+        let check = if why.starts_with("TLS") {
+            "check the CA and client certificate ([shared] tls_ca_file, tls_client_cert_file, \
+             tls_client_key_file) and that the URL names a host the server's certificate holds"
+        } else {
+            "check the password and user in the Redis URL (LLM_FAILOVER_REDIS_URL or [shared] \
+             redis_url)"
+        };
         config_error(format!(
-            "shared limits: Redis at {} refused this client ({why}): check the password \
-             and user in the Redis URL (LLM_FAILOVER_REDIS_URL or [shared] redis_url)",
+            "shared limits: Redis at {} refused this client ({why}): {check}",
             self.settings.host()
         ))
     }
@@ -511,6 +516,34 @@ enum Failure {
 /// (`WRONGPASS`), none given to a server that wants one (`NOAUTH`), a user without the
 /// permissions (`NOPERM`), or a URL the client cannot use.
 pub(crate) fn refuses(e: &redis::RedisError) -> bool {
+    tls_failure(e).is_some() || refuses_credentials(e)
+}
+
+/// What went wrong in TLS with Redis, if that is what `e` is: a certificate the client does
+/// not trust or that names another host, a client certificate the server wanted, any alert.
+/// A configuration to fix, not Redis being away: waiting would never end it.
+pub(crate) fn tls_failure(e: &redis::RedisError) -> Option<String> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(mut err) = cause {
+        // The redis crate keeps an I/O error behind an `Arc<dyn Error>`.
+        if let Some(inner) = err.downcast_ref::<Shared>() {
+            err = inner.as_ref();
+        }
+        let tls = err.downcast_ref::<rustls::Error>().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(tls) = tls {
+            return Some(tls.to_string());
+        }
+        cause = err.source();
+    }
+    None
+}
+
+fn refuses_credentials(e: &redis::RedisError) -> bool {
     use redis::{ErrorKind as K, ServerErrorKind as S};
     matches!(
         e.kind(),
@@ -520,6 +553,9 @@ pub(crate) fn refuses(e: &redis::RedisError) -> bool {
 
 fn classify(e: redis::RedisError) -> Failure {
     use redis::{ErrorKind as K, ServerErrorKind as S};
+    if let Some(why) = tls_failure(&e) {
+        return Failure::Refused(format!("TLS: {why}"));
+    }
     let away = e.is_io_error()
         || e.is_connection_refusal()
         || e.is_connection_dropped()

@@ -44,6 +44,7 @@ mod shared_auth;
 mod shared_config;
 mod shared_limits;
 mod shared_processes;
+mod shared_tls;
 mod soak;
 mod streaming;
 mod structured;

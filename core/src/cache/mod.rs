@@ -219,6 +219,7 @@ pub struct CacheBuilder {
     max_entries: u64,
     prefix: String,
     timeout: Duration,
+    tls: crate::ratelimit::RedisTls,
 }
 
 impl fmt::Debug for CacheBuilder {
@@ -256,6 +257,13 @@ impl CacheBuilder {
         self
     }
 
+    /// Redis over TLS (`rediss://`) only: the CA to trust and the client certificate
+    /// (the platform's roots and none unless set).
+    pub fn redis_tls(mut self, tls: crate::ratelimit::RedisTls) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// The cache.
     ///
     /// # Errors
@@ -289,13 +297,8 @@ impl CacheBuilder {
             }
             return self.sqlite(path);
         }
-        if spec.starts_with("redis://") {
+        if spec.starts_with("redis://") || spec.starts_with("rediss://") {
             return self.redis(spec);
-        }
-        if spec.starts_with("rediss://") {
-            return Err(Error::config(
-                "cache: rediss:// (Redis over TLS) is not supported by this build; use redis://",
-            ));
         }
         let shown: String = spec.chars().take_while(|c| *c != ':').take(20).collect();
         Err(Error::config(format!(
@@ -323,7 +326,7 @@ impl CacheBuilder {
                  or use memory or sqlite:PATH",
             ));
         };
-        wing.cache_store(url, &self.prefix, self.timeout, self.max_entries)
+        wing.cache_store(url, &self.prefix, self.timeout, self.max_entries, &self.tls)
     }
 }
 
@@ -402,6 +405,7 @@ impl Cache {
             max_entries: DEFAULT_MAX_ENTRIES,
             prefix: "llm-failover".to_owned(),
             timeout: Duration::from_millis(250),
+            tls: crate::ratelimit::RedisTls::default(),
         }
     }
 

@@ -91,13 +91,14 @@ pub trait Store: Send + Sync + fmt::Debug {
 /// `REDIS_CACHES` when the build links it.
 pub trait RedisCaches: Sync {
     /// The store on the Redis at `url`: every key starts with `prefix`, a call slower than
-    /// `timeout` is a miss, at most `max_entries` are kept.
+    /// `timeout` is a miss, at most `max_entries` are kept; `tls` for a `rediss://` URL.
     fn cache_store(
         &self,
         url: &str,
         prefix: &str,
         timeout: std::time::Duration,
         max_entries: u64,
+        tls: &crate::ratelimit::RedisTls,
     ) -> Result<Box<dyn Store>>;
 }
 

@@ -357,6 +357,23 @@ fn raw_shared(s: &SharedSettings) -> RawShared {
         when_down: Some(when_down.to_owned()),
         processes,
         retry_interval_ms: Some(millis(s.retry_interval)),
+        // A path that is not UTF-8 is checked as written here (its file is then not found,
+        // and the message names it).
+        tls_ca_file: s
+            .tls
+            .ca_file
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        tls_client_cert_file: s
+            .tls
+            .client_cert_file
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        tls_client_key_file: s
+            .tls
+            .client_key_file
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
     }
 }
 

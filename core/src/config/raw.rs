@@ -45,6 +45,9 @@ pub(crate) struct RawCache {
     pub(crate) max_entries: Option<i64>,
     pub(crate) redis_prefix: Option<String>,
     pub(crate) redis_timeout_ms: Option<i64>,
+    pub(crate) redis_tls_ca_file: Option<String>,
+    pub(crate) redis_tls_client_cert_file: Option<String>,
+    pub(crate) redis_tls_client_key_file: Option<String>,
 }
 
 impl fmt::Debug for RawCache {
@@ -55,6 +58,12 @@ impl fmt::Debug for RawCache {
             .field("max_entries", &self.max_entries)
             .field("redis_prefix", &self.redis_prefix)
             .field("redis_timeout_ms", &self.redis_timeout_ms)
+            .field("redis_tls_ca_file", &self.redis_tls_ca_file)
+            .field(
+                "redis_tls_client_cert_file",
+                &self.redis_tls_client_cert_file,
+            )
+            .field("redis_tls_client_key_file", &self.redis_tls_client_key_file)
             .finish()
     }
 }
@@ -72,6 +81,9 @@ pub(crate) struct RawShared {
     pub(crate) when_down: Option<String>,
     pub(crate) processes: Option<i64>,
     pub(crate) retry_interval_ms: Option<i64>,
+    pub(crate) tls_ca_file: Option<String>,
+    pub(crate) tls_client_cert_file: Option<String>,
+    pub(crate) tls_client_key_file: Option<String>,
 }
 
 impl fmt::Debug for RawShared {
@@ -83,6 +95,9 @@ impl fmt::Debug for RawShared {
             .field("when_down", &self.when_down)
             .field("processes", &self.processes)
             .field("retry_interval_ms", &self.retry_interval_ms)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_client_cert_file", &self.tls_client_cert_file)
+            .field("tls_client_key_file", &self.tls_client_key_file)
             .finish()
     }
 }

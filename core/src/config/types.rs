@@ -10,7 +10,7 @@ use url::Url;
 use crate::cache::{Cache, CacheBuilder};
 use crate::error::{Error, Result};
 use crate::id::{Capabilities, Capability, ProviderId};
-use crate::ratelimit::{HeaderDialect, Limits, SharedSettings};
+use crate::ratelimit::{HeaderDialect, Limits, RedisTls, SharedSettings};
 
 /// The wire format a provider speaks (`kind = "…"` in `providers.toml`).
 ///
@@ -439,6 +439,8 @@ impl Config {
 /// max_entries = 100000            # the default; past it the oldest go
 /// # redis_prefix = "llm-failover" # Redis only: every key starts with it
 /// # redis_timeout_ms = 250        # Redis only: the longest one call may take (at most 60000)
+/// # redis_tls_ca_file = "ca.pem"  # rediss:// only: the CA to trust (else the platform's roots)
+/// # redis_tls_client_cert_file = "client.pem"  # rediss:// only, with redis_tls_client_key_file
 /// ```
 ///
 /// A relative `sqlite:PATH` is relative to the working directory of the process that builds
@@ -486,6 +488,8 @@ pub struct CacheSettings {
     /// Redis only: the longest one call may take before it counts as a miss (`None`: the
     /// cache's default, 250 ms).
     pub redis_timeout: Option<Duration>,
+    /// Redis over TLS (`rediss://`) only: the CA and client certificate.
+    pub redis_tls: RedisTls,
 }
 
 impl CacheSettings {
@@ -498,6 +502,7 @@ impl CacheSettings {
             max_entries: crate::cache::DEFAULT_MAX_ENTRIES,
             redis_prefix: None,
             redis_timeout: None,
+            redis_tls: RedisTls::default(),
         }
     }
 
@@ -521,7 +526,7 @@ impl CacheSettings {
         if let Some(timeout) = self.redis_timeout {
             b = b.redis_timeout(timeout);
         }
-        b
+        b.redis_tls(self.redis_tls.clone())
     }
 
     /// The cache (an SQLite file is opened, a Redis server connected to, on first use).
@@ -545,6 +550,7 @@ impl fmt::Debug for CacheSettings {
             .field("max_entries", &self.max_entries)
             .field("redis_prefix", &self.redis_prefix)
             .field("redis_timeout", &self.redis_timeout)
+            .field("redis_tls", &self.redis_tls)
             .finish()
     }
 }
@@ -556,5 +562,6 @@ impl PartialEq for CacheSettings {
             && self.max_entries == other.max_entries
             && self.redis_prefix == other.redis_prefix
             && self.redis_timeout == other.redis_timeout
+            && self.redis_tls == other.redis_tls
     }
 }

@@ -104,7 +104,7 @@ pub use memory::MemoryStore;
 pub(crate) use named::named_drain;
 pub use report::{HeaderDialect, LimitReport, Per, Window};
 pub(crate) use shared::redis_limiters;
-pub use shared::{REDIS_URL_VAR, SharedSettings, WhenDown};
+pub use shared::{REDIS_URL_VAR, RedisTls, SharedSettings, WhenDown};
 /// What the Redis wing's limiter store uses of the limiter's insides, and where it adds
 /// itself (`crate::wing::redis`).
 pub(crate) mod wing {

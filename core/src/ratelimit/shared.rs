@@ -71,6 +71,63 @@ pub enum WhenDown {
     },
 }
 
+/// TLS to Redis beyond what a `rediss://` URL says: the CA to trust instead of the
+/// platform's roots, and a client certificate for a server that asks for one. With a
+/// `rediss://` URL and none of these, the server's certificate is checked against the
+/// platform's roots and its name against the URL's host; certificate checks are never turned
+/// off (a `#insecure` URL is refused). A relative path is relative to the working directory.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::ratelimit::{RedisTls, SharedSettings};
+///
+/// let tls = RedisTls::new().ca_file("/etc/redis/ca.pem");
+/// let shared = SharedSettings::new("rediss://:s3cret@cache.internal:6380").tls(tls);
+/// assert_eq!(shared.tls.ca_file.as_deref(), Some(std::path::Path::new("/etc/redis/ca.pem")));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisTls {
+    /// A PEM file of the CA certificates to trust (`None`: the platform's roots).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A PEM client certificate, sent when the server asks for one; with its key.
+    pub client_cert_file: Option<std::path::PathBuf>,
+    /// The PEM private key of [`client_cert_file`](Self::client_cert_file).
+    pub client_key_file: Option<std::path::PathBuf>,
+}
+
+impl RedisTls {
+    /// The platform's roots, no client certificate.
+    pub fn new() -> Self {
+        RedisTls::default()
+    }
+
+    /// Trusts the CA certificates of the PEM file at `path` instead of the platform's roots.
+    #[must_use]
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Sends the PEM certificate at `cert` with the key at `key` when the server asks for one.
+    #[must_use]
+    pub fn client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.client_cert_file = Some(cert.into());
+        self.client_key_file = Some(key.into());
+        self
+    }
+
+    /// Whether anything is set.
+    pub fn is_set(&self) -> bool {
+        self.ca_file.is_some() || self.client_cert_file.is_some() || self.client_key_file.is_some()
+    }
+}
+
 /// Where and how limits and breakers are shared.
 ///
 /// The URL can carry a password (`redis://:secret@host:6379`): it is kept secret — never in
@@ -101,13 +158,15 @@ pub struct SharedSettings {
     pub when_down: WhenDown,
     /// How often a Redis that was down is tried again.
     pub retry_interval: Duration,
+    /// The CA and client certificate for a `rediss://` URL.
+    pub tls: RedisTls,
 }
 
 impl SharedSettings {
     /// Redis at `url` (`redis://host:port`, `redis://:password@host:port`, `/N` after the port
-    /// for database N; TLS, `rediss://`, is not supported by this build), with the default
-    /// prefix, a 250 ms timeout, [`WhenDown::Wait`] and a retry every second. The URL is
-    /// checked when a client is built.
+    /// for database N; `rediss://` for TLS, see [`tls`](Self::tls)), with the default prefix,
+    /// a 250 ms timeout, [`WhenDown::Wait`] and a retry every second. The URL is checked when
+    /// a client is built.
     pub fn new(url: impl Into<String>) -> Self {
         SharedSettings {
             url: SecretString::from(url.into()),
@@ -115,7 +174,15 @@ impl SharedSettings {
             timeout: Duration::from_millis(250),
             when_down: WhenDown::Wait,
             retry_interval: Duration::from_secs(1),
+            tls: RedisTls::default(),
         }
+    }
+
+    /// Sets the CA and client certificate of a `rediss://` URL.
+    #[must_use]
+    pub fn tls(mut self, tls: RedisTls) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Sets the key prefix.
@@ -179,6 +246,7 @@ impl fmt::Debug for SharedSettings {
             .field("timeout", &self.timeout)
             .field("when_down", &self.when_down)
             .field("retry_interval", &self.retry_interval)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -190,5 +258,6 @@ impl PartialEq for SharedSettings {
             && self.timeout == other.timeout
             && self.when_down == other.when_down
             && self.retry_interval == other.retry_interval
+            && self.tls == other.tls
     }
 }

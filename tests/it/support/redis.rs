@@ -28,6 +28,9 @@ pub struct RedisServer {
     child: Option<Child>,
     /// `requirepass`, when the server wants a password.
     password: Option<String>,
+    /// TLS only (the port is its TLS port): the certificates, and whether a client must
+    /// present one signed by their CA.
+    tls: Option<(super::certs::Certs, bool)>,
 }
 
 impl RedisServer {
@@ -38,16 +41,26 @@ impl RedisServer {
     /// When `redis-server` is not installed (the message has the apt command), or the server
     /// does not come up (its output is in the message).
     pub fn start() -> RedisServer {
-        RedisServer::start_with(None)
+        RedisServer::start_with(None, None)
     }
 
     /// Starts a server that wants `password` (`requirepass`): a client without it, or with
     /// another, is refused. [`url`](Self::url) carries it.
     pub fn with_password(password: &str) -> RedisServer {
-        RedisServer::start_with(Some(password.to_owned()))
+        RedisServer::start_with(Some(password.to_owned()), None)
     }
 
-    fn start_with(password: Option<String>) -> RedisServer {
+    /// Starts a server that speaks TLS only (`--port 0 --tls-port PORT`), with the server
+    /// certificate of `certs`; when `client_certs`, a client must present a certificate
+    /// signed by their CA. [`url`](Self::url) is `rediss://`.
+    pub fn with_tls(certs: &super::certs::Certs, client_certs: bool) -> RedisServer {
+        RedisServer::start_with(None, Some((certs.clone(), client_certs)))
+    }
+
+    fn start_with(
+        password: Option<String>,
+        tls: Option<(super::certs::Certs, bool)>,
+    ) -> RedisServer {
         static SERVERS: AtomicUsize = AtomicUsize::new(0);
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
         // Another process may take the free port between our probe and the server's bind:
@@ -66,6 +79,7 @@ impl RedisServer {
                 dir,
                 child: None,
                 password: password.clone(),
+                tls: tls.clone(),
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -78,9 +92,14 @@ impl RedisServer {
 
     /// `redis://127.0.0.1:PORT` (`redis://:PASSWORD@127.0.0.1:PORT` when it wants one).
     pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         match &self.password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
-            None => format!("redis://127.0.0.1:{}", self.port),
+            Some(pw) => format!("{scheme}://:{pw}@127.0.0.1:{}", self.port),
+            None => format!("{scheme}://127.0.0.1:{}", self.port),
         }
     }
 
@@ -131,9 +150,25 @@ impl RedisServer {
         let log = self.dir.join("redis.log");
         let err =
             File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-        let mut child = Command::new(PROGRAM)
-            .args(["--bind", "127.0.0.1", "--port"])
-            .arg(self.port.to_string())
+        let mut command = Command::new(PROGRAM);
+        command.args(["--bind", "127.0.0.1"]);
+        match &self.tls {
+            None => command.arg("--port").arg(self.port.to_string()),
+            Some((certs, client_certs)) => command
+                .args(["--port", "0", "--tls-port"])
+                .arg(self.port.to_string())
+                .arg("--tls-cert-file")
+                .arg(&certs.server_cert)
+                .arg("--tls-key-file")
+                .arg(&certs.server_key)
+                .arg("--tls-ca-cert-file")
+                .arg(&certs.ca)
+                .args([
+                    "--tls-auth-clients",
+                    if *client_certs { "yes" } else { "no" },
+                ]),
+        };
+        let mut child = command
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(&self.dir)
             .args(
@@ -181,6 +216,10 @@ impl RedisServer {
             }
         });
         self.child = Some(child);
+        // A TLS port does not answer a plain PING: its readiness line is the proof.
+        if self.tls.is_some() {
+            return Ok(());
+        }
         // A server that wants a password answers NOAUTH: it is up all the same.
         match ping(self.addr()) {
             Err(e) if self.password.is_some() && e.to_string().contains("-NOAUTH") => Ok(()),

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::Check;
-use super::shared::{MAX_TIMEOUT_MS, bounded_ms, check_prefix, check_url};
+use super::shared::{MAX_TIMEOUT_MS, bounded_ms, check_prefix, check_tls, check_url, raw_tls};
 use crate::config::raw::RawCache;
 use crate::config::source::{Issue, TomlPath};
 use crate::config::types::CacheSettings;
@@ -35,6 +35,15 @@ pub(super) fn cache(path: &TomlPath, raw: &RawCache) -> Check<CacheSettings> {
     for (key, given) in [
         ("redis_prefix", raw.redis_prefix.is_some()),
         ("redis_timeout_ms", raw.redis_timeout_ms.is_some()),
+        ("redis_tls_ca_file", raw.redis_tls_ca_file.is_some()),
+        (
+            "redis_tls_client_cert_file",
+            raw.redis_tls_client_cert_file.is_some(),
+        ),
+        (
+            "redis_tls_client_key_file",
+            raw.redis_tls_client_key_file.is_some(),
+        ),
     ] {
         if given && !redis {
             return Err(Issue::new(
@@ -58,6 +67,18 @@ pub(super) fn cache(path: &TomlPath, raw: &RawCache) -> Check<CacheSettings> {
         )?;
         settings.redis_timeout = Some(timeout);
     }
+    let tls = raw_tls(
+        &raw.redis_tls_ca_file,
+        &raw.redis_tls_client_cert_file,
+        &raw.redis_tls_client_key_file,
+    );
+    check_tls(url, &tls).map_err(|(field, m)| {
+        Issue::new(
+            path.key(&format!("redis_tls_{}", field.trim_start_matches("tls."))),
+            m,
+        )
+    })?;
+    settings.redis_tls = tls;
     Ok(settings)
 }
 
@@ -131,8 +152,25 @@ mod tests {
             max_entries: Some(500),
             redis_prefix: Some("answers".into()),
             redis_timeout_ms: Some(80),
+            ..RawCache::default()
         };
         let s = cache(&path(), &full).unwrap();
+        let tls = cache(
+            &path(),
+            &RawCache {
+                redis_tls_ca_file: Some(" ca.pem ".into()),
+                redis_tls_client_cert_file: Some("client.pem".into()),
+                redis_tls_client_key_file: Some("client.key".into()),
+                ..raw(&format!("rediss://:{SECRET}@127.0.0.1:6390/2"))
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            tls.redis_tls,
+            crate::ratelimit::RedisTls::new()
+                .ca_file("ca.pem")
+                .client_cert("client.pem", "client.key")
+        );
         assert_eq!(s.ttl, Duration::from_secs(60));
         assert_eq!(s.max_entries, 500);
         assert_eq!(s.redis_prefix.as_deref(), Some("answers"));
@@ -184,7 +222,27 @@ mod tests {
                 "url",
                 "redis://",
             ),
-            (raw(&format!("rediss://:{SECRET}@h:6380")), "url", "TLS"),
+            (
+                raw(&format!("rediss://:{SECRET}@h:6380/#insecure")),
+                "url",
+                "certificate checks off",
+            ),
+            (
+                RawCache {
+                    redis_tls_ca_file: Some("ca.pem".into()),
+                    ..raw("redis://h:6379")
+                },
+                "redis_tls_ca_file",
+                "only to TLS",
+            ),
+            (
+                RawCache {
+                    redis_tls_client_cert_file: Some("client.pem".into()),
+                    ..raw("rediss://h:6380")
+                },
+                "redis_tls_client_key_file",
+                "is required with a client certificate",
+            ),
             (
                 RawCache {
                     ttl_ms: Some(0),

@@ -7,6 +7,7 @@
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use url::Url;
@@ -15,7 +16,7 @@ use super::Check;
 use crate::config::keys::shown;
 use crate::config::raw::RawShared;
 use crate::config::source::{Issue, TomlPath};
-use crate::ratelimit::{SharedSettings, WhenDown};
+use crate::ratelimit::{RedisTls, SharedSettings, WhenDown};
 
 /// The longest `timeout_ms`: a call to Redis is bounded by far less than a request's deadline.
 pub(super) const MAX_TIMEOUT_MS: i64 = 60_000;
@@ -97,11 +98,73 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
             ));
         }
     };
+    let tls = raw_tls(
+        &raw.tls_ca_file,
+        &raw.tls_client_cert_file,
+        &raw.tls_client_key_file,
+    );
+    check_tls(raw.redis_url.trim(), &tls).map_err(|(field, m)| {
+        Issue::new(
+            path.key(&format!("tls_{}", field.trim_start_matches("tls."))),
+            m,
+        )
+    })?;
     Ok(SharedSettings::new(raw.redis_url.trim())
         .prefix(key_prefix)
         .timeout(timeout)
         .retry_interval(retry_interval)
-        .when_down(when_down))
+        .when_down(when_down)
+        .tls(tls))
+}
+
+/// The TLS files a table names (its `…ca_file`, `…client_cert_file`, `…client_key_file`).
+pub(super) fn raw_tls(
+    ca: &Option<String>,
+    cert: &Option<String>,
+    key: &Option<String>,
+) -> RedisTls {
+    let path = |v: &Option<String>| v.as_deref().map(|s| PathBuf::from(s.trim()));
+    let mut tls = RedisTls::new();
+    tls.ca_file = path(ca);
+    tls.client_cert_file = path(cert);
+    tls.client_key_file = path(key);
+    tls
+}
+
+/// What is wrong with the TLS files for Redis at `url`, if anything: `Err` names the field
+/// (`tls.ca_file`, `tls.client_cert_file`, `tls.client_key_file`). The files are read when
+/// the client connects; here only what can be told without them.
+pub(crate) fn check_tls(url: &str, tls: &RedisTls) -> Result<(), (&'static str, String)> {
+    let fields = [
+        ("tls.ca_file", &tls.ca_file),
+        ("tls.client_cert_file", &tls.client_cert_file),
+        ("tls.client_key_file", &tls.client_key_file),
+    ];
+    for (field, value) in fields {
+        let Some(path) = value else { continue };
+        if !url.trim_start().starts_with("rediss://") {
+            return Err((
+                field,
+                "applies only to TLS (a rediss:// URL); leave it out, or write the URL \
+                 rediss://host:port"
+                    .to_owned(),
+            ));
+        }
+        if path.as_os_str().is_empty() {
+            return Err((field, "is empty: name a PEM file".to_owned()));
+        }
+    }
+    match (&tls.client_cert_file, &tls.client_key_file) {
+        (Some(_), None) => Err((
+            "tls.client_key_file",
+            "is required with a client certificate: the certificate's private key (PEM)".to_owned(),
+        )),
+        (None, Some(_)) => Err((
+            "tls.client_cert_file",
+            "is required with a client key: the certificate the key belongs to (PEM)".to_owned(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Checks settings given in code ([`ClientBuilder::shared`](crate::ClientBuilder::shared),
@@ -109,6 +172,7 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
 /// (`redis_url`, `key_prefix`, `timeout`, `retry_interval`) and what is wrong.
 pub(crate) fn check_settings(settings: &SharedSettings) -> Result<(), (&'static str, String)> {
     check_url(settings.url()).map_err(|m| ("redis_url", m))?;
+    check_tls(settings.url(), &settings.tls)?;
     check_prefix(&settings.key_prefix).map_err(|m| ("key_prefix", m))?;
     for (field, value, max_ms) in [
         ("timeout", settings.timeout, MAX_TIMEOUT_MS),
@@ -131,8 +195,8 @@ pub(crate) fn check_settings(settings: &SharedSettings) -> Result<(), (&'static 
 
 /// What is wrong with a Redis URL, if anything; the message never repeats any of it.
 pub(crate) fn check_url(raw: &str) -> Result<(), String> {
-    const FORM: &str =
-        "write it like redis://127.0.0.1:6379 (redis://:PASSWORD@host:port with a password)";
+    const FORM: &str = "write it like redis://127.0.0.1:6379 (redis://:PASSWORD@host:port with a \
+                        password; rediss:// for TLS)";
     let raw = raw.trim();
     if raw.is_empty() {
         return Err(format!("is empty; {FORM}"));
@@ -140,14 +204,7 @@ pub(crate) fn check_url(raw: &str) -> Result<(), String> {
     // url's messages ("invalid port number", "empty host", …) never quote the input.
     let url = Url::parse(raw).map_err(|e| format!("is not a valid URL ({e}); {FORM}"))?;
     match url.scheme() {
-        "redis" => {}
-        "rediss" => {
-            return Err(format!(
-                "asks for TLS (rediss://), which this build does not speak to Redis (the redis \
-                 crate is built without TLS): use redis:// on a private network or through a \
-                 TLS tunnel; {FORM}"
-            ));
-        }
+        "redis" | "rediss" => {}
         _ => {
             return Err(format!(
                 "must be a redis:// URL (its scheme is not shown: it could be part of a \
@@ -176,7 +233,10 @@ pub(crate) fn check_url(raw: &str) -> Result<(), String> {
         ));
     }
     if url.fragment().is_some() {
-        return Err(format!("must not have a fragment (`#…`); {FORM}"));
+        return Err(format!(
+            "must not have a fragment (`#…`: `#insecure` would turn the certificate checks \
+             off, which this client never does); {FORM}"
+        ));
     }
     Ok(())
 }
@@ -249,7 +309,7 @@ mod tests {
             format!("redis://:{SECRET}@127.0.0.1:6379/0#{SECRET}"),
             format!("{SECRET}:x@127.0.0.1"),
             format!("redis://:{SECRET}@/0"),
-            format!("rediss://:{SECRET}@cache.internal:6380"),
+            format!("rediss://:{SECRET}@cache.internal:6380/#insecure"),
             format!("redis://:{SECRET}@0.0.0.0:6379"),
             format!("redis://:{SECRET}@[::]:6379"),
         ];
@@ -265,8 +325,65 @@ mod tests {
             "redis://:pw@10.0.0.5:6379/0",
             "redis://user:pw@[::1]:6379/",
             "redis://127.0.0.1:6379?protocol=resp3",
+            "rediss://:pw@cache.internal:6380",
         ] {
             assert_eq!(check_url(good), Ok(()), "{good}");
+        }
+    }
+
+    /// TLS files go with a rediss:// URL only, a certificate with its key; each issue names
+    /// its `[shared]` key.
+    #[test]
+    fn tls_files_apply_to_rediss_only_and_a_certificate_comes_with_its_key() {
+        let p = TomlPath::root().key("shared");
+        let with = |url: &str, ca: Option<&str>, cert: Option<&str>, key: Option<&str>| RawShared {
+            tls_ca_file: ca.map(str::to_owned),
+            tls_client_cert_file: cert.map(str::to_owned),
+            tls_client_key_file: key.map(str::to_owned),
+            ..raw(url)
+        };
+        let s = shared(
+            &p,
+            &with(
+                "rediss://h:6380",
+                Some("ca.pem"),
+                Some("c.pem"),
+                Some("c.key"),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            s.tls,
+            RedisTls::new()
+                .ca_file("ca.pem")
+                .client_cert("c.pem", "c.key")
+        );
+        let table = [
+            (
+                with("redis://h:6379", Some("ca.pem"), None, None),
+                "tls_ca_file",
+                "only to TLS",
+            ),
+            (
+                with("rediss://h:6380", None, Some("c.pem"), None),
+                "tls_client_key_file",
+                "required",
+            ),
+            (
+                with("rediss://h:6380", None, None, Some("c.key")),
+                "tls_client_cert_file",
+                "required",
+            ),
+            (
+                with("rediss://h:6380", Some(" "), None, None),
+                "tls_ca_file",
+                "is empty",
+            ),
+        ];
+        for (r, key, says) in table {
+            let issue = shared(&p, &r).unwrap_err();
+            assert_eq!(issue.path, p.key(key), "{}", issue.message);
+            assert!(issue.message.contains(says), "{}", issue.message);
         }
     }
 
