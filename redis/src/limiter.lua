@@ -497,7 +497,7 @@ local function none(l) return not (l.rpm or l.tpm or l.rpd or l.tpd or l.aud) en
 
 if op == 'reserve' then
   -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl,
-  --        probe_poll (ms)}
+  --        probe_poll (ms), lost (the caller saw this state before: made anew, it starts empty)}
   local S = load()
   if not S then
     if none(args.limits) then
@@ -505,6 +505,12 @@ if op == 'reserve' then
       return cjson.encode({ granted = true, wait = 0, booking = 0 })
     end
     S = from_limits(args.limits, allowance, now)
+    if args.lost then
+      -- The caller saw this key's state before and it is gone (Redis restarted without
+      -- it): no bucket starts full, each fills from empty until a provider's answer states
+      -- its level; a full one would hand out what nobody stated.
+      for _, b in pairs(S.cfg) do b.l = 0 end
+    end
   end
   local probe = false
   if S.probe and args.probe_ttl and S.gate and S.gate > now then

@@ -105,6 +105,9 @@ pub struct RedisStore {
     /// Gates announced by any process, heard on `<prefix>:gates`.
     gates: Arc<Gates>,
     listening: std::sync::Once,
+    /// The state keys this store has seen in Redis: one found missing later was lost (Redis
+    /// restarted without it), and is made again with empty buckets, not full ones.
+    known: Mutex<std::collections::HashSet<String>>,
 }
 
 /// What the gate announcements say, so that a slot booked ahead is re-checked in Redis before
@@ -227,6 +230,7 @@ impl RedisStore {
             local,
             down: Mutex::new(Down::default()),
             gates: Arc::new(Gates::default()),
+            known: Mutex::new(std::collections::HashSet::new()),
             listening: std::sync::Once::new(),
             settings,
         })
@@ -338,6 +342,24 @@ impl RedisStore {
                 ),
             )),
         }
+    }
+
+    /// Whether this store has seen `state` in Redis.
+    fn is_known(&self, state: &str) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(state)
+    }
+
+    /// Notes that `state` exists in Redis (at most [`MAX_BOOKED`] keys are remembered; past
+    /// it, the set starts over: a key forgotten so is made full again, as before).
+    fn know(&self, state: String) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= MAX_BOOKED && !known.contains(&state) {
+            known.clear();
+        }
+        known.insert(state);
     }
 
     /// The `Config` error for a Redis that refused this client.
@@ -681,6 +703,9 @@ struct ReserveArgs {
     probe_ttl: Option<u64>,
     /// While another process's probe is out, how soon to look again (ms).
     probe_poll: u64,
+    /// This store saw the key's state before: if it is missing now, it was lost.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    lost: bool,
 }
 
 #[derive(Deserialize)]
@@ -858,6 +883,7 @@ impl LimiterStore for RedisStore {
             max_wait: micros(max_wait),
             probe_ttl: self.probe_ttl.map(|t| t.as_millis() as u64),
             probe_poll: PROBE_POLL.as_millis() as u64,
+            lost: self.is_known(&state),
         };
         let Some(a) = self
             .call::<ReserveAnswer>(key, "reserve", &args, now)
@@ -873,6 +899,10 @@ impl LimiterStore for RedisStore {
                 }),
             };
         };
+        if limits != &Limits::none() {
+            // Configured limits: the script made the key's state if it had none.
+            self.know(state.clone());
+        }
         Ok(if a.too_large {
             Reservation::TooLarge {
                 dimension: dimension(a.dimension.as_deref().unwrap_or_default()),
@@ -883,6 +913,16 @@ impl LimiterStore for RedisStore {
             let wait = from_micros(a.wait);
             if !wait.is_zero() {
                 self.gates.booked_ahead(&state, a.booking, before);
+            }
+            if let Some(n) = self.share() {
+                // The local share follows this process's own use while Redis is up, so that
+                // an outage starts it from what this process had left, not full: a full
+                // share in every process at once would overshoot the quota they share. A
+                // share already spent books nothing here (its level stays at empty).
+                let share = share_of(limits, n);
+                self.local
+                    .reserve(key, &share, cost, Duration::ZERO, now)
+                    .await?;
             }
             Reservation::Granted {
                 wait,

@@ -498,15 +498,88 @@ async fn redis_down_is_a_mode_and_it_is_used_again_when_it_returns() {
 
     redis.restart();
     // Tried again once the retry interval has passed on the caller's clock (`now`), with a
-    // fresh connection: Redis is used again on the first try.
+    // fresh connection: Redis is used again on the first try. The key's state was lost with
+    // the restart, and this store had seen it: made anew, its bucket starts empty (one slot
+    // every 1.5 s at 40 rpm), never full.
     let later = t + Duration::from_secs(2);
     let r = wait
         .reserve(&k, &limits, one, Duration::ZERO, later)
         .await
         .unwrap();
     assert!(
-        matches!(r, Reservation::Granted { .. }),
-        "Redis is used again: {r:?}"
+        matches!(r, Reservation::NotUntil { wait } if wait <= Duration::from_millis(1_500)),
+        "an empty bucket after the restart: {r:?}"
+    );
+    let snap = wait.peek(&k, one, later).await.unwrap();
+    assert_eq!(
+        snap.requests.map(|b| b.capacity),
+        Some(40),
+        "Redis is used again"
+    );
+}
+
+/// Issue 28's attack: around an outage, three processes overshot the quota they share. A
+/// local share started full in every process the moment Redis went away, and a Redis
+/// restarted without persistence handed out a full bucket nobody had stated.
+#[tokio::test]
+async fn an_outage_starts_a_share_from_what_was_left_and_a_restart_hands_out_no_full_bucket() {
+    let mut redis = RedisServer::start();
+    let share = |n| {
+        RedisStore::new(
+            SharedSettings::new(redis.url())
+                .timeout(200 * MS)
+                .when_down(WhenDown::LocalShare {
+                    processes: NonZeroU32::new(n).unwrap(),
+                }),
+        )
+        .unwrap()
+    };
+    let (a, b) = (share(4), share(4));
+    let k = key(7);
+    let limits = Limits::none().with_rpm(40);
+    let one = Demand::one_request();
+    let t = Instant::now();
+    // While Redis is up, `a` takes its share of the 40 (10) and `b` nothing.
+    let mut up = 0;
+    for _ in 0..10 {
+        if let Reservation::Granted { .. } = a
+            .reserve(&k, &limits, one, Duration::ZERO, t)
+            .await
+            .unwrap()
+        {
+            up += 1;
+        }
+    }
+    assert_eq!(up, 10);
+    redis.kill();
+    // Down: `a` spent its share already; `b`, which used nothing, has its whole share.
+    let mut down = [0, 0];
+    for (i, s) in [&a, &b].into_iter().enumerate() {
+        for _ in 0..20 {
+            if let Reservation::Granted { .. } = s
+                .reserve(&k, &limits, one, Duration::ZERO, t)
+                .await
+                .unwrap()
+            {
+                down[i] += 1;
+            }
+        }
+    }
+    assert_eq!(
+        down,
+        [0, 10],
+        "a local share starts from what this process had left"
+    );
+    // Redis restarted without the state: `a` saw it, so it is made anew empty.
+    redis.restart();
+    let later = t + Duration::from_secs(2);
+    let r = a
+        .reserve(&k, &limits, one, Duration::ZERO, later)
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Reservation::NotUntil { .. }),
+        "no full bucket after the restart: {r:?}"
     );
 }
 
