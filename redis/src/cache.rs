@@ -22,9 +22,9 @@ use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::connect::{Conn, Source};
 use async_trait::async_trait;
 use redis::Script;
-use redis::aio::ConnectionManager;
 use secrecy::{ExposeSecret, SecretString};
 
 use llm_failover_core::error::{Error, ErrorKind, Result};
@@ -79,9 +79,9 @@ const MAX_PX: i64 = 100 * 365 * 86_400_000;
 /// Redis and prefix; the bound is exact. See the module documentation for the keys and the
 /// scripts.
 pub(crate) struct RedisCacheStore {
-    client: redis::Client,
+    source: Source,
     /// The connection; dropped when a call fails, made again by the next call.
-    conn: Mutex<Option<ConnectionManager>>,
+    conn: Mutex<Option<Conn>>,
     /// `redis://host:port/db`, for messages.
     name: String,
     keys: Keys,
@@ -178,7 +178,7 @@ impl RedisCacheStore {
         }
         Ok(RedisCacheStore {
             name: format!("redis://{host}/{}", settings.db()),
-            client,
+            source: Source::Single(client),
             conn: Mutex::new(None),
             keys: Keys::new(prefix),
             timeout,
@@ -193,7 +193,7 @@ impl RedisCacheStore {
     /// timeout; a failure drops the connection, so the next call connects anew.
     async fn run<T, F, Fut>(&self, doing: &str, f: F) -> Result<T>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let work = async {
@@ -214,8 +214,8 @@ impl RedisCacheStore {
     }
 
     /// The connection, made now if there is none (first use, or a call failed since).
-    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        crate::limiter::held_or_new(&self.conn, &self.client, self.timeout).await
+    async fn connection(&self) -> redis::RedisResult<Conn> {
+        crate::connect::held_or_new(&self.conn, &self.source, self.timeout).await
     }
 
     /// An `Io` error naming the Redis, the key tag and what was being done; any password

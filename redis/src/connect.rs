@@ -5,11 +5,117 @@
 //! is refused by the configuration's rules before it gets here, and again here.
 
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use llm_failover_core::Result;
 use llm_failover_core::ratelimit::RedisTls;
 use llm_failover_core::wing::redis::config_error;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{ClientTlsConfig, TlsCertificates};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+/// Where the connections come from: one Redis, or a Redis Cluster found from its seed node
+/// (the URL), whose connection routes each script call to the primary that owns its keys'
+/// hash tag and follows `MOVED` when slots move.
+#[derive(Clone)]
+pub(crate) enum Source {
+    Single(redis::Client),
+    Cluster(ClusterClient),
+}
+
+/// A connection of either kind: every call goes through it alike.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The connection held in `slot`, or a new one from `source` (kept there) when there is
+/// none: first use, or a call failed since and dropped it. Each call is bounded by `timeout`
+/// anyway; the connection's own reconnecting only covers one dropped between two calls.
+pub(crate) async fn held_or_new(
+    slot: &Mutex<Option<Conn>>,
+    source: &Source,
+    timeout: Duration,
+) -> redis::RedisResult<Conn> {
+    let held = slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if let Some(conn) = held {
+        return Ok(conn);
+    }
+    let conn = match source {
+        Source::Single(client) => {
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_number_of_retries(0);
+            Conn::Single(ConnectionManager::new_with_config(client.clone(), config).await?)
+        }
+        Source::Cluster(cluster) => Conn::Cluster(cluster.get_async_connection().await?),
+    };
+    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+    Ok(conn)
+}
+
+/// The source for `url`: a cluster from its seed node when `cluster`, else one Redis.
+///
+/// # Errors
+///
+/// As [`client`].
+pub(crate) fn source(
+    url: &str,
+    tls: &RedisTls,
+    cluster: bool,
+    timeout: Duration,
+    what: &str,
+    host: &str,
+) -> Result<Source> {
+    let single = client(url, tls, what, host)?;
+    if !cluster {
+        return Ok(Source::Single(single));
+    }
+    let mut builder = ClusterClient::builder([single.get_connection_info().clone()])
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .retries(1);
+    if url.trim_start().starts_with("rediss://") {
+        builder = builder.certs(certificates(tls, what, host)?);
+    }
+    builder
+        .build()
+        .map(Source::Cluster)
+        .map_err(|e| unusable(what, host, &e))
+}
 
 /// The client for `url`, made without connecting. `what` and `host` name it in messages
 /// (never the URL: it may hold a password).
@@ -35,6 +141,12 @@ pub(crate) fn client(url: &str, tls: &RedisTls, what: &str, host: &str) -> Resul
         }
         return redis::Client::open(url).map_err(|e| unusable(what, host, &e));
     }
+    redis::Client::build_with_tls(url, certificates(tls, what, host)?)
+        .map_err(|e| unusable(what, host, &e))
+}
+
+/// The CA and client certificate of `tls`, read and checked as PEM.
+fn certificates(tls: &RedisTls, what: &str, host: &str) -> Result<TlsCertificates> {
     let root_cert = tls
         .ca_file
         .as_deref()
@@ -53,14 +165,10 @@ pub(crate) fn client(url: &str, tls: &RedisTls, what: &str, host: &str) -> Resul
             )));
         }
     };
-    redis::Client::build_with_tls(
-        url,
-        TlsCertificates {
-            client_tls,
-            root_cert,
-        },
-    )
-    .map_err(|e| unusable(what, host, &e))
+    Ok(TlsCertificates {
+        client_tls,
+        root_cert,
+    })
 }
 
 /// The bytes of the PEM file at `path`, which must hold a `-----BEGIN …{label}-----` block.

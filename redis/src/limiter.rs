@@ -35,8 +35,10 @@
 //!   so once per outage; Redis is tried again every [`SharedSettings::retry_interval`] and
 //!   used again as soon as it answers.
 //!
-//! The client is the `redis` crate's [`ConnectionManager`] (made again after an outage) and its
-//! [`Script`] (`EVALSHA`, loading the script again after a `NOSCRIPT`); no pool.
+//! The client is the `redis` crate's connection manager for one Redis, or its cluster
+//! connection for a Redis Cluster ([`SharedSettings::cluster`]: each call goes to the primary
+//! that owns its key's hash tag), made again after an outage, and its [`Script`] (`EVALSHA`,
+//! loading the script again after a `NOSCRIPT`); no pool. TLS (`rediss://`) either way.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -46,7 +48,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::Script;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::connect::{Conn, Source, held_or_new};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -91,9 +94,13 @@ const SCRIPT: &str = include_str!("limiter.lua");
 /// ```
 pub struct RedisStore {
     settings: SharedSettings,
+    /// One Redis, or a Redis Cluster ([`SharedSettings::cluster`]).
+    source: Source,
+    /// The seed node's client, for gate announcements (a cluster's PUBLISH reaches every
+    /// node, so one subscription hears them all).
     client: redis::Client,
     /// The connection; dropped when Redis is found down, made again on the next try.
-    conn: Mutex<Option<ConnectionManager>>,
+    conn: Mutex<Option<Conn>>,
     script: Script,
     allowance: Duration,
     probe_ttl: Option<Duration>,
@@ -125,27 +132,6 @@ struct Gates {
     booked: Mutex<HashMap<(String, u64), (u64, u64)>>,
     /// Woken on every change of the above (for tests that wait for an announcement).
     changed: tokio::sync::Notify,
-}
-
-/// The connection held in `slot`, or a new one to `client` (kept there) when there is none:
-/// first use, or a call failed since and dropped it. Each call is bounded by `timeout`
-/// anyway; the manager's own reconnecting only covers a connection dropped between two calls.
-pub(crate) async fn held_or_new(
-    slot: &Mutex<Option<ConnectionManager>>,
-    client: &redis::Client,
-    timeout: Duration,
-) -> redis::RedisResult<ConnectionManager> {
-    let held = slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    if let Some(conn) = held {
-        return Ok(conn);
-    }
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        .set_number_of_retries(0);
-    let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
-    Ok(conn)
 }
 
 /// The most slots booked ahead remembered; beyond it they are all checked in Redis.
@@ -213,14 +199,19 @@ impl RedisStore {
     ///
     /// `Config` when the URL is not a Redis URL (the message names the host at most).
     pub fn new(settings: SharedSettings) -> Result<Self> {
-        let client = crate::connect::client(
+        let host = settings.host();
+        let client = crate::connect::client(url(&settings), &settings.tls, "shared limits", &host)?;
+        let source = crate::connect::source(
             url(&settings),
             &settings.tls,
+            settings.cluster,
+            settings.timeout,
             "shared limits",
-            &settings.host(),
+            &host,
         )?;
         let local = MemoryStore::new();
         Ok(RedisStore {
+            source,
             client,
             conn: Mutex::new(None),
             script: Script::new(SCRIPT),
@@ -414,8 +405,8 @@ impl RedisStore {
 
     /// The connection, made now if there is none (first use, or Redis was down since): a
     /// Redis that comes back is used again by the first call after the retry interval.
-    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        held_or_new(&self.conn, &self.client, self.settings.timeout).await
+    async fn connection(&self) -> redis::RedisResult<Conn> {
+        held_or_new(&self.conn, &self.source, self.settings.timeout).await
     }
 
     /// The channel gates are announced on.

@@ -41,6 +41,7 @@ mod proptests;
 mod rate_limits;
 mod secrets;
 mod shared_auth;
+mod shared_cluster;
 mod shared_config;
 mod shared_limits;
 mod shared_processes;

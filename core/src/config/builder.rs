@@ -374,6 +374,7 @@ fn raw_shared(s: &SharedSettings) -> RawShared {
             .client_key_file
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned()),
+        cluster: Some(s.cluster),
     }
 }
 

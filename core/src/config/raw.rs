@@ -84,6 +84,7 @@ pub(crate) struct RawShared {
     pub(crate) tls_ca_file: Option<String>,
     pub(crate) tls_client_cert_file: Option<String>,
     pub(crate) tls_client_key_file: Option<String>,
+    pub(crate) cluster: Option<bool>,
 }
 
 impl fmt::Debug for RawShared {
@@ -98,6 +99,7 @@ impl fmt::Debug for RawShared {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("tls_client_cert_file", &self.tls_client_cert_file)
             .field("tls_client_key_file", &self.tls_client_key_file)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }

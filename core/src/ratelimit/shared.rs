@@ -160,6 +160,10 @@ pub struct SharedSettings {
     pub retry_interval: Duration,
     /// The CA and client certificate for a `rediss://` URL.
     pub tls: RedisTls,
+    /// The URL names one node of a Redis Cluster: the others are found from it, and each
+    /// key's calls go to the primary that owns its hash tag (one per provider, model and
+    /// account), following the cluster when slots move.
+    pub cluster: bool,
 }
 
 impl SharedSettings {
@@ -175,7 +179,15 @@ impl SharedSettings {
             when_down: WhenDown::Wait,
             retry_interval: Duration::from_secs(1),
             tls: RedisTls::default(),
+            cluster: false,
         }
+    }
+
+    /// Sets whether the URL names a node of a Redis Cluster.
+    #[must_use]
+    pub fn cluster(mut self, cluster: bool) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     /// Sets the CA and client certificate of a `rediss://` URL.
@@ -247,6 +259,7 @@ impl fmt::Debug for SharedSettings {
             .field("when_down", &self.when_down)
             .field("retry_interval", &self.retry_interval)
             .field("tls", &self.tls)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -259,5 +272,6 @@ impl PartialEq for SharedSettings {
             && self.when_down == other.when_down
             && self.retry_interval == other.retry_interval
             && self.tls == other.tls
+            && self.cluster == other.cluster
     }
 }

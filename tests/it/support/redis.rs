@@ -31,6 +31,8 @@ pub struct RedisServer {
     /// TLS only (the port is its TLS port): the certificates, and whether a client must
     /// present one signed by their CA.
     tls: Option<(super::certs::Certs, bool)>,
+    /// More arguments for `redis-server` (a cluster node's).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -41,25 +43,26 @@ impl RedisServer {
     /// When `redis-server` is not installed (the message has the apt command), or the server
     /// does not come up (its output is in the message).
     pub fn start() -> RedisServer {
-        RedisServer::start_with(None, None)
+        RedisServer::start_with(None, None, Vec::new())
     }
 
     /// Starts a server that wants `password` (`requirepass`): a client without it, or with
     /// another, is refused. [`url`](Self::url) carries it.
     pub fn with_password(password: &str) -> RedisServer {
-        RedisServer::start_with(Some(password.to_owned()), None)
+        RedisServer::start_with(Some(password.to_owned()), None, Vec::new())
     }
 
     /// Starts a server that speaks TLS only (`--port 0 --tls-port PORT`), with the server
     /// certificate of `certs`; when `client_certs`, a client must present a certificate
     /// signed by their CA. [`url`](Self::url) is `rediss://`.
     pub fn with_tls(certs: &super::certs::Certs, client_certs: bool) -> RedisServer {
-        RedisServer::start_with(None, Some((certs.clone(), client_certs)))
+        RedisServer::start_with(None, Some((certs.clone(), client_certs)), Vec::new())
     }
 
     fn start_with(
         password: Option<String>,
         tls: Option<(super::certs::Certs, bool)>,
+        extra: Vec<String>,
     ) -> RedisServer {
         static SERVERS: AtomicUsize = AtomicUsize::new(0);
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
@@ -80,6 +83,7 @@ impl RedisServer {
                 child: None,
                 password: password.clone(),
                 tls: tls.clone(),
+                extra: extra.clone(),
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -171,6 +175,7 @@ impl RedisServer {
         let mut child = command
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(&self.dir)
+            .args(&self.extra)
             .args(
                 self.password
                     .iter()
@@ -225,6 +230,75 @@ impl RedisServer {
             Err(e) if self.password.is_some() && e.to_string().contains("-NOAUTH") => Ok(()),
             answer => answer.map_err(|e| format!("ready, but PING failed ({e}):\n{printed}")),
         }
+    }
+}
+
+/// A Redis Cluster of three primaries (no replicas) on loopback: three `redis-server`s with
+/// `--cluster-enabled yes`, joined by `redis-cli --cluster create`, which returns once every
+/// slot is covered and the nodes agree.
+#[derive(Debug)]
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts the three nodes and creates the cluster.
+    ///
+    /// # Panics
+    ///
+    /// When a node does not start or `redis-cli --cluster create` fails (its output is in
+    /// the message).
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                RedisServer::start_with(
+                    None,
+                    None,
+                    ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
+                        .map(str::to_owned)
+                        .to_vec(),
+                )
+            })
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli (apt-get install redis-server)");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && printed.contains("All 16384 slots covered"),
+            "redis-cli --cluster create failed:\n{printed}"
+        );
+        RedisCluster { nodes }
+    }
+
+    /// `redis://127.0.0.1:PORT` of the first node: the seed a client finds the others from.
+    pub fn url(&self) -> String {
+        self.nodes[0].url()
+    }
+
+    /// How many keys each node holds now.
+    pub fn keys_per_node(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let out = Command::new("redis-cli")
+                    .args(["-p", &n.port.to_string(), "DBSIZE"])
+                    .output()
+                    .expect("redis-cli");
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .unwrap_or(0)
+            })
+            .collect()
     }
 }
 

@@ -114,7 +114,8 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
         .timeout(timeout)
         .retry_interval(retry_interval)
         .when_down(when_down)
-        .tls(tls))
+        .tls(tls)
+        .cluster(raw.cluster.unwrap_or(false)))
 }
 
 /// The TLS files a table names (its `…ca_file`, `…client_cert_file`, `…client_key_file`).

@@ -1,0 +1,72 @@
+//! Shared limits on a Redis Cluster of three primaries, as managed Redis at scale runs: each
+//! (provider, model, account) has one hash tag, so its state and probe live on one primary and
+//! one script call is atomic there; the targets spread over the primaries. A single-node
+//! connection to the same cluster gets `MOVED` for every key another node owns.
+
+use std::time::Duration;
+
+use llm_failover::ProviderId;
+use llm_failover::ratelimit::{
+    Demand, LimitKey, LimiterStore, Limits, Reservation, SharedSettings,
+};
+use llm_failover::redis::RedisStore;
+use tokio::time::Instant;
+
+use crate::support::redis::RedisCluster;
+
+#[tokio::test]
+async fn two_clients_on_a_three_primary_cluster_keep_every_targets_limit_and_spread_over_the_primaries()
+ {
+    let cluster = RedisCluster::start();
+    let settings = SharedSettings::new(cluster.url())
+        .cluster(true)
+        .timeout(Duration::from_secs(2));
+    let stores = [
+        RedisStore::new(settings.clone()).unwrap(),
+        RedisStore::new(settings).unwrap(),
+    ];
+    stores[0].check().await.unwrap();
+    let limits = Limits::none().with_rpm(5);
+    let one = Demand::one_request();
+    let now = Instant::now();
+    for p in 0..30 {
+        let key = LimitKey::new(ProviderId::new(format!("provider-{p}")), "m");
+        let mut granted = 0;
+        for i in 0..8 {
+            let r = stores[i % 2]
+                .reserve(&key, &limits, one, Duration::ZERO, now)
+                .await
+                .unwrap();
+            if matches!(r, Reservation::Granted { .. }) {
+                granted += 1;
+            }
+        }
+        assert_eq!(
+            granted, 5,
+            "provider-{p}: the two clients keep to one limit"
+        );
+    }
+    let per_node = cluster.keys_per_node();
+    assert!(
+        per_node.iter().all(|n| *n > 0),
+        "30 targets spread over the three primaries: {per_node:?}"
+    );
+
+    // The same cluster through a single-node connection: the keys another primary owns
+    // answer MOVED, an error (never a silent grant).
+    let single =
+        RedisStore::new(SharedSettings::new(cluster.url()).timeout(Duration::from_secs(2)))
+            .unwrap();
+    let mut moved = 0;
+    for p in 0..30 {
+        let key = LimitKey::new(ProviderId::new(format!("provider-{p}")), "m");
+        if let Err(e) = single
+            .reserve(&key, &limits, one, Duration::ZERO, now)
+            .await
+        {
+            assert!(e.to_string().to_ascii_uppercase().contains("MOVED"), "{e}");
+            moved += 1;
+        }
+    }
+    assert!(moved > 0, "a single-node connection meets MOVED");
+}
