@@ -23,7 +23,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 #[derive(Clone)]
 pub(crate) enum Source {
     Single(redis::Client),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 /// A connection of either kind: every call goes through it alike.
@@ -113,7 +113,7 @@ pub(crate) fn source(
     }
     builder
         .build()
-        .map(Source::Cluster)
+        .map(|c| Source::Cluster(Box::new(c)))
         .map_err(|e| unusable(what, host, &e))
 }
 
