@@ -21,9 +21,13 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 /// (the URL), whose connection routes each script call to the primary that owns its keys'
 /// hash tag and follows `MOVED` when slots move.
 #[derive(Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per store and kept there, never moved on the request path"
+)]
 pub(crate) enum Source {
     Single(redis::Client),
-    Cluster(Box<ClusterClient>),
+    Cluster(ClusterClient),
 }
 
 /// A connection of either kind: every call goes through it alike.
@@ -113,7 +117,7 @@ pub(crate) fn source(
     }
     builder
         .build()
-        .map(|c| Source::Cluster(Box::new(c)))
+        .map(Source::Cluster)
         .map_err(|e| unusable(what, host, &e))
 }
 
