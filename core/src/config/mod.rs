@@ -49,6 +49,9 @@
 //! when_down = "wait"                    # or "local_share": limit ÷ processes meanwhile
 //! # processes = 4                       # required with local_share, not allowed otherwise
 //! retry_interval_ms = 1000              # how often a Redis that was down is tried again
+//! # cluster = true                      # redis_url names a node of a Redis Cluster
+//! # tls_ca_file = "ca.pem"              # rediss:// only: the CA to trust (else the platform's)
+//! # tls_client_cert_file = "client.pem" # rediss:// only, with tls_client_key_file
 //! ```
 //!
 //! The URL is the user's own Redis, like a database URL, so a password inside it passes the
@@ -68,11 +71,12 @@
 //! max_entries = 100000            # the most kept; past it the oldest go
 //! # redis_prefix = "llm-failover" # Redis only: every key starts with it
 //! # redis_timeout_ms = 250        # Redis only: a slower call is a miss (1 to 60000)
+//! # redis_tls_ca_file = "ca.pem"  # rediss:// only; and redis_tls_client_cert_file / _key_file
 //! ```
 //!
-//! Durations are milliseconds, as everywhere in the file. A relative `sqlite:` path is
-//! relative to the working directory of the process (no other value in the file is a path),
-//! and a Redis URL's password is never shown, as for `[shared]`.
+//! Durations are milliseconds, as everywhere in the file. A relative `sqlite:` path or TLS
+//! file is relative to the working directory of the process, and a Redis URL's password is
+//! never shown, as for `[shared]`.
 //!
 //! # Choosing the environment
 //!

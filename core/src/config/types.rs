@@ -445,7 +445,7 @@ impl Config {
 ///
 /// A relative `sqlite:PATH` is relative to the working directory of the process that builds
 /// the client — as [`Cache::open`] and the `llm-failover` command's `--cache` read it — not
-/// to the file's directory: no other value in `providers.toml` is a path to be resolved. A Redis URL
+/// to the file's directory (so are the TLS files). A Redis URL
 /// may hold a password (`redis://:PASSWORD@host:6379`): `Debug` and every message show the
 /// host and port only.
 ///
