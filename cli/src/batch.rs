@@ -48,7 +48,8 @@ pub(crate) struct Args {
     /// slot) before it goes back to the queue until the provider's stated time, in seconds.
     #[arg(long, default_value_t = 10)]
     max_wait_s: u64,
-    /// The durable job queue the items run through: `sqlite:PATH`, `postgres://…`, or
+    /// The durable job queue the items run through: `sqlite:PATH`, a PostgreSQL connection
+    /// string (`postgres://…`, TLS as its `sslmode` says, or `host=… dbname=…`), or
     /// `default` (an SQLite file beside the output, `<output>.queue.sqlite`). Several
     /// processes given the same --input and --queue share the work; the results file is an
     /// export of it.
@@ -206,7 +207,7 @@ async fn run_queued(
     if let Some(code) = dead_letter_command(args, &queue).await? {
         return Ok(code);
     }
-    eprintln!("queue: {} ({})", queue.backend(), shown(&spec));
+    eprintln!("queue: {} ({})", queue.backend(), shown(&spec, &queue));
     let stop = Stop::new();
     let (total, invalid) = count_input(input).await;
     let bar = progress_bar(total);

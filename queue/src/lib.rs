@@ -97,8 +97,9 @@
 //! (the tests run them). rusqlite's calls block, so each runs on tokio's blocking pool;
 //! tokio-postgres is async, and on PostgreSQL the queue sends each operation as one statement (a
 //! claim calls a PL/pgSQL function of the schema that takes jobs `FOR UPDATE SKIP LOCKED`),
-//! over plain TCP or a unix socket: it is built without TLS, and refuses a connection string
-//! that demands it.
+//! over a unix socket or TCP, with TLS (rustls, through tokio-postgres-rustls) as libpq's
+//! `sslmode` says: `verify-full` with `sslrootcert` for a managed server
+//! (`Queue::postgres` has the modes).
 
 #![forbid(unsafe_code)]
 

@@ -61,12 +61,15 @@ macro_rules! on_backend {
 }
 
 /// The forms [`Queue::open`] takes, for its error messages.
-const SPEC_FORMS: &str = "sqlite:PATH or postgres://user@host:port/database";
+const SPEC_FORMS: &str =
+    "sqlite:PATH, postgres://user@host:port/database, or host=… dbname=… (libpq's key=value)";
 
 impl Queue {
-    /// Opens the queue a spec names: `sqlite:PATH` (the file is created if need be) or
-    /// `postgres://…` / `postgresql://…` (a connection URL; the schema is created if need
-    /// be). A backend this build was compiled without is a `Config` error naming the feature.
+    /// Opens the queue a spec names: `sqlite:PATH` (the file is created if need be), or a
+    /// PostgreSQL connection string, `postgres://…` / `postgresql://…` or `key=value` pairs
+    /// starting with a key (`host=db.internal dbname=jobs …`), as [`postgres`](Self::postgres)
+    /// reads it (the schema is created if need be). A backend this build was compiled without
+    /// is a `Config` error naming the feature; no error quotes the spec past its scheme.
     ///
     /// # Examples
     ///
@@ -95,7 +98,10 @@ impl Queue {
             }
             return Queue::sqlite_spec(path).await;
         }
-        if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        if spec.starts_with("postgres://")
+            || spec.starts_with("postgresql://")
+            || starts_with_key(spec)
+        {
             return Queue::postgres_spec(spec).await;
         }
         Err(spec_error(spec, "it names no backend"))
@@ -176,20 +182,28 @@ impl Queue {
 
     /// Connects to the PostgreSQL database `url` names and brings its schema up to date.
     ///
-    /// `url` is a connection string as tokio-postgres reads it: a URL
-    /// (`postgres://user[:password]@host[:port]/database`, `?options=…`) or `key=value`
-    /// pairs (`host=/run/postgresql user=jobs dbname=jobs`). Without a `connect_timeout`,
-    /// connecting gives up after 10 s. Errors and `Debug` name the database as
-    /// `host:port/database`, never with the password.
+    /// `url` is a libpq connection string: a URL
+    /// (`postgres://user[:password]@host[:port]/database`, `?option=…&…`) or `key=value`
+    /// pairs (`host=/run/postgresql user=jobs dbname=jobs`), with the options tokio-postgres
+    /// reads and libpq's TLS options. Without a `connect_timeout`, connecting gives up after
+    /// 10 s. Errors and `Debug` name the database as `host:port/database`, never with the
+    /// password.
+    ///
+    /// TLS (rustls) is as libpq's `sslmode` says: `disable`; `prefer` (the default: TLS when
+    /// the server offers it); `require` (TLS or no connection); `verify-ca` (and the server's
+    /// certificate chains to a CA of `sslrootcert`); `verify-full` (and it is for the host
+    /// connected to). `sslrootcert=PATH` names a PEM file of CAs, and makes `prefer` and
+    /// `require` check the chain too; `sslrootcert=system` is the platform's CAs, with
+    /// `verify-full` only. `sslcert=PATH` and `sslkey=PATH` give a client certificate. No
+    /// file is read that the string does not name. A handshake that fails is an `Io` error
+    /// naming the database and why; it never goes on in plain text.
     ///
     /// Clones share 4 connections ([`postgres_with`](Self::postgres_with) for another
     /// number), taken in turn; each carries several operations at once, and one found closed
     /// (the server restarted) is opened again on the next call that falls to it. Every
     /// operation is one statement: a claim runs the schema's claim function, which takes jobs
     /// `FOR UPDATE SKIP LOCKED`, so claimers on every host never share a job or wait for each
-    /// other. This build speaks plain TCP or a unix socket, without TLS: a connection string
-    /// that demands TLS (`sslmode=require`, `verify-ca`, `verify-full`) is refused. Give the
-    /// tables (`jobs`, `tenant_cursor`) a database or schema of their own.
+    /// other. Give the tables (`jobs`, `tenant_cursor`) a database or schema of their own.
     ///
     /// # Examples
     ///
@@ -197,14 +211,20 @@ impl Queue {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
     /// let queue = llm_failover_queue::Queue::postgres("postgres://jobs@127.0.0.1:5432/jobs").await?;
     /// assert_eq!(queue.stats(0).await?.ready, 0);
+    /// // A managed server, its certificate checked against the provider's CA file:
+    /// let queue = llm_failover_queue::Queue::postgres(
+    ///     "postgres://jobs@db.example.com/jobs?sslmode=verify-full&sslrootcert=/etc/ssl/rds-ca.pem",
+    /// )
+    /// .await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
-    /// `Config` when `url` does not parse, demands TLS, or names a database whose schema is
-    /// newer than this build knows; `Io` when the server cannot be reached or refuses (the
-    /// login, the migration).
+    /// `Config` when `url` does not parse, its TLS options are not libpq's or contradict each
+    /// other, a file they name cannot be read or holds no usable certificate or key, or the
+    /// database's schema is newer than this build knows; `Io` when the server cannot be
+    /// reached or refuses (TLS, its certificate, the login, the migration).
     #[cfg(feature = "postgres")]
     pub async fn postgres(url: &str) -> Result<Queue> {
         Ok(Queue::from_backend(Backend::Postgres(
@@ -234,6 +254,20 @@ impl Queue {
 
     fn from_backend(backend: Backend) -> Queue {
         Queue { backend }
+    }
+
+    /// Where the queue is, as messages name it: the SQLite file's path as given (or
+    /// `:memory:`), or a PostgreSQL database's `host:port/database`. Never a user or password:
+    /// this is what to print of a connection string.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(llm_failover_queue::Queue::sqlite_in_memory()?.location(), ":memory:");
+    /// # Ok::<(), llm_failover::Error>(())
+    /// ```
+    pub fn location(&self) -> &str {
+        on_backend!(self, q => q.location())
     }
 
     /// Which backend: `"sqlite"` or `"postgres"`.
@@ -717,12 +751,28 @@ fn backend_name(backend: &Backend) -> &'static str {
 }
 
 fn spec_error(spec: &str, why: &str) -> Error {
-    // A URL may carry a password: name only what is before its first ':'.
-    let shown = spec.split(':').next().unwrap_or("");
+    // A spec may carry a password: name only its scheme, when it has one.
+    let scheme = spec.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
+    let shown = match scheme {
+        Some(scheme) => format!(" {scheme:?}…"),
+        None => String::new(),
+    };
     Error::new(
         ErrorKind::Config,
-        format!("job queue {shown:?}…: {why}; give {SPEC_FORMS}"),
+        format!("job queue{shown}: {why}; give {SPEC_FORMS}"),
     )
+}
+
+/// Whether `spec` starts as libpq's `key=value` form does: a key of letters and `_`, then `=`.
+fn starts_with_key(spec: &str) -> bool {
+    let spec = spec.trim_start();
+    let key = spec
+        .find(|c: char| !(c.is_ascii_alphabetic() || c == '_'))
+        .map_or(spec, |end| &spec[..end]);
+    !key.is_empty() && spec[key.len()..].trim_start().starts_with('=')
 }
 
 #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
@@ -774,6 +824,32 @@ mod tests {
 
     use super::*;
     use llm_failover_core::clock::ManualClock;
+
+    #[test]
+    fn a_spec_is_read_as_a_backend_and_never_quoted_past_its_scheme() {
+        // (spec, whether it is libpq's key=value form)
+        let cases = [
+            ("host=db user=u password=s3cret", true),
+            ("  dbname = jobs", true),
+            ("sslmode=require host=db", true),
+            ("jobs.sqlite", false),
+            ("=x", false),
+            ("my-db=1", false),
+            ("postgres://u:s3cret@h/db", false),
+        ];
+        for (spec, pairs) in cases {
+            assert_eq!(starts_with_key(spec), pairs, "{spec}");
+        }
+        for (spec, shown) in [
+            ("postgress://u:s3cret@h/db", "job queue \"postgress\"…: "),
+            ("host password=s3cret:x", "job queue: "),
+            ("s3cret", "job queue: "),
+        ] {
+            let message = spec_error(spec, "it names no backend").to_string();
+            assert!(message.contains(shown), "{message}");
+            assert!(!message.contains("s3cret"), "{message}");
+        }
+    }
 
     fn locked() -> Error {
         Error::new(ErrorKind::Io, "database is locked")

@@ -1,7 +1,8 @@
 //! What only the PostgreSQL queue has (the state machine itself runs on both backends in
 //! `jobs`): its schema versions and concurrent migrations, claims that skip what another
 //! transaction holds without waiting, concurrent reapers, a server killed and restarted under
-//! a queue, connection strings it refuses, and text PostgreSQL cannot store. Every test runs
+//! a queue, connection strings it refuses, and text PostgreSQL cannot store (TLS is in
+//! `jobs_postgres_tls`). Every test runs
 //! against a real server (tests/it/support/postgres.rs), a database of its own.
 
 use std::time::Duration;
@@ -224,31 +225,6 @@ async fn a_server_that_is_not_there_is_an_io_error_naming_it() {
         "{message}"
     );
     assert!(!message.contains(SECRET), "{message}");
-}
-
-#[tokio::test]
-async fn a_connection_string_that_demands_tls_is_refused() {
-    let port = PgServer::shared().port();
-    for mode in ["require", "verify-ca", "verify-full"] {
-        let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{port}/postgres?sslmode={mode}");
-        let err = Queue::postgres(&url).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Config, "{mode}");
-        let message = err.to_string();
-        assert!(
-            message.contains(&format!("sslmode={mode}")) && message.contains("plain TCP"),
-            "{message}"
-        );
-        assert!(!message.contains(SECRET), "{message}");
-        let err = Queue::open(&url).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Config, "{mode}");
-    }
-    let keywords = format!("host=127.0.0.1 port={port} user=postgres sslmode=require");
-    let err = Queue::postgres(&keywords).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Config);
-    // Without a demand for TLS, the same server is used over plain TCP.
-    let (url, _) = fresh();
-    let queue = Queue::open(&format!("{url}?sslmode=prefer")).await.unwrap();
-    assert_eq!(queue.backend(), "postgres");
 }
 
 #[tokio::test]

@@ -34,6 +34,7 @@ mod failover;
 mod http_client;
 mod jobs;
 mod jobs_postgres;
+mod jobs_postgres_tls;
 mod jobs_soak;
 mod layers;
 mod limiter_props;

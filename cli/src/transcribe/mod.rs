@@ -50,9 +50,10 @@ pub(crate) struct Args {
     /// Results, one JSON object per file (an export of the queue, written at the end).
     #[arg(long, default_value = "transcripts.jsonl")]
     output: PathBuf,
-    /// The durable job queue: `sqlite:PATH`, `postgres://…`, or `default` (an SQLite file
-    /// beside the output, `<output>.queue.sqlite`). Several processes given the same files
-    /// and --queue share the work.
+    /// The durable job queue: `sqlite:PATH`, a PostgreSQL connection string (`postgres://…`,
+    /// TLS as its `sslmode` says, or `host=… dbname=…`), or `default` (an SQLite file beside
+    /// the output, `<output>.queue.sqlite`). Several processes given the same files and
+    /// --queue share the work.
     #[arg(long, default_value = "default")]
     queue: String,
     /// Files in flight at most (pacing is the providers' limits, not this).
@@ -136,7 +137,7 @@ pub(crate) async fn run(mut args: Args) -> Result<ExitCode, Box<dyn std::error::
         setup::order(&client.transcription_providers())
     );
     let queue = Queue::open(&spec).await?;
-    eprintln!("queue: {} ({})", queue.backend(), shown(&spec));
+    eprintln!("queue: {} ({})", queue.backend(), shown(&spec, &queue));
 
     let entries = tokio::task::spawn_blocking(move || read_files(files)).await?;
     let ids = enqueue(&queue, &entries, &args).await?;

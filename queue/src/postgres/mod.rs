@@ -2,7 +2,9 @@
 //! schema's PL/pgSQL function), so that each is atomic without a client-side transaction and
 //! several operations share a connection. Connecting, enqueueing, claiming and reading are
 //! here; what a worker reports about its claim, and the reaper, are in `settle.rs`; the
-//! connections in `pool.rs`; the schema in `schema.rs`.
+//! connections in `pool.rs`, their TLS in `tls.rs` (libpq's `sslmode`, on rustls; the
+//! certificate checks rustls lacks in `verify.rs`) from the options `conninfo.rs` takes out of
+//! the connection string; the schema in `schema.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +16,12 @@ use super::job::{Job, NewJob, QueueStats, millis};
 use llm_failover_core::admission::{Priority, Tenant};
 use llm_failover_core::{Error, ErrorKind, Result};
 
+mod conninfo;
 mod pool;
 mod schema;
 mod settle;
+mod tls;
+mod verify;
 
 use pool::Pool;
 use schema::pg_error;
@@ -42,10 +47,10 @@ const CONNECTIONS: usize = 4;
 /// function, which takes jobs with `FOR UPDATE SKIP LOCKED`, so concurrent claimers — in
 /// this process or any other — never share a job and never wait for each other.
 ///
-/// This build speaks plain TCP or a unix socket to PostgreSQL, without TLS: a connection
-/// string that demands TLS (`sslmode=require`, `verify-ca`, `verify-full`) is refused. Put
-/// the tables in a database (or a schema, `options=-csearch_path=…`) of their own: they are
-/// named `jobs` and `tenant_cursor`, as in SQLite.
+/// It speaks TCP, with TLS as the connection string's `sslmode` says (rustls; `tls.rs` has
+/// what each mode checks), or a unix socket. Put the tables in a database (or a schema,
+/// `options=-csearch_path=…`) of their own: they are named `jobs` and `tenant_cursor`, as in
+/// SQLite.
 ///
 /// All times are wall-clock milliseconds passed in by the caller (see
 /// [`wall_ms`](super::wall_ms)); the queue reads no clock.
@@ -64,19 +69,26 @@ impl std::fmt::Debug for PostgresQueue {
 }
 
 impl PostgresQueue {
+    /// `host:port/database`, never the user or password.
+    pub(crate) fn location(&self) -> &str {
+        self.pool.name()
+    }
+
     /// Connects to the database `url` names and brings its schema up to date.
     ///
-    /// `url` is a connection string as tokio-postgres reads it: a URL
-    /// (`postgres://user[:password]@host[:port]/database`, `?options=…`) or `key=value`
-    /// pairs (`host=/run/postgresql user=jobs dbname=jobs`). Without a `connect_timeout`,
-    /// connecting gives up after 10 s. Errors and `Debug` name the database as
-    /// `host:port/database`, never with the password.
+    /// `url` is a libpq connection string: a URL
+    /// (`postgres://user[:password]@host[:port]/database`, `?option=…&…`) or `key=value`
+    /// pairs (`host=/run/postgresql user=jobs dbname=jobs`); its TLS options (`sslmode`,
+    /// `sslrootcert`, `sslcert`, `sslkey`) are read by `conninfo.rs` and `tls.rs`, the rest by
+    /// tokio-postgres. Without a `connect_timeout`, connecting gives up after 10 s. Errors and
+    /// `Debug` name the database as `host:port/database`, never with the password.
     ///
     /// # Errors
     ///
-    /// `Config` when `url` does not parse, demands TLS, or names a database whose schema is
-    /// newer than this build knows; `Io` when the server cannot be reached or refuses (the
-    /// login, the migration).
+    /// `Config` when `url` does not parse, its TLS options are not libpq's or name files
+    /// that cannot serve, or the database's schema is newer than this build knows; `Io` when
+    /// the server cannot be reached or refuses (TLS, its certificate, the login, the
+    /// migration).
     pub(crate) async fn connect(url: &str) -> Result<PostgresQueue> {
         PostgresQueue::connect_with(url, CONNECTIONS).await
     }

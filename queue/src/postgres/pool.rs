@@ -1,16 +1,18 @@
 //! The queue's few connections to one PostgreSQL database: parsed once from the connection
-//! string (which must not demand TLS), opened on first use, taken in turn, and replaced on the
-//! next call once found closed, so that a restarted server is used again without reopening the
-//! queue.
+//! string (its TLS options by `conninfo.rs` and `tls.rs`), opened on first use, taken in turn,
+//! and replaced on the next call once found closed, so that a restarted server is used again
+//! without reopening the queue.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio_postgres::config::{Host, SslMode};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::config::Host;
+use tokio_postgres::{Client, Config};
 
+use super::conninfo;
 use super::schema::pg_error;
+use super::tls::{Connector, SslMode};
 use llm_failover_core::{Error, ErrorKind, Result};
 
 /// How long opening a connection may take when the connection string does not say
@@ -20,6 +22,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A fixed set of connections, used round robin.
 pub(super) struct Pool {
     config: Config,
+    tls: Connector,
+    ssl_mode: SslMode,
     /// `host:port/dbname`: never the user's password.
     name: Arc<str>,
     slots: Box<[Mutex<Option<Arc<Client>>>]>,
@@ -31,6 +35,7 @@ impl std::fmt::Debug for Pool {
         // The config holds the password: only the name.
         f.debug_struct("Pool")
             .field("db", &self.name)
+            .field("sslmode", &self.ssl_mode.as_str())
             .field("connections", &self.slots.len())
             .finish_non_exhaustive()
     }
@@ -45,13 +50,23 @@ pub(super) struct Conn<'a> {
 }
 
 impl Pool {
-    /// Parses `url` and makes room for `connections` (at least 1), none of them open yet.
+    /// Parses `url`, reads the files its TLS options name, and makes room for `connections`
+    /// (at least 1), none of them open yet.
     ///
     /// # Errors
     ///
-    /// `Config` when `url` is not a connection string, or demands TLS.
+    /// `Config` when `url` is not a connection string, or its TLS options are not libpq's or
+    /// name files that cannot serve.
     pub(super) fn new(url: &str, connections: usize) -> Result<Pool> {
-        let mut config = parse(url)?;
+        let (mut config, options) = parse(url)?;
+        let (ssl_mode, tls) = super::tls::settings(options)?;
+        config.ssl_mode(ssl_mode.for_tokio_postgres());
+        // TLS checks the certificate against `host`; libpq takes `hostaddr` when it is alone.
+        if config.get_hosts().is_empty() {
+            for addr in config.get_hostaddrs().to_vec() {
+                config.host(addr.to_string());
+            }
+        }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -62,6 +77,8 @@ impl Pool {
         let slots = (0..connections.max(1)).map(|_| Mutex::new(None)).collect();
         Ok(Pool {
             config,
+            tls,
+            ssl_mode,
             name,
             slots,
             next: AtomicUsize::new(0),
@@ -82,7 +99,7 @@ impl Pool {
     pub(super) async fn open(&self, doing: &str) -> Result<Client> {
         let (client, connection) = self
             .config
-            .connect(NoTls)
+            .connect(self.tls.clone())
             .await
             .map_err(|e| pg_error(&self.name, &format!("connecting ({doing})"), &e))?;
         let name = self.name.clone();
@@ -156,61 +173,32 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The connection string as tokio-postgres reads it, refusing TLS: this build has none.
-fn parse(url: &str) -> Result<Config> {
-    match url.parse::<Config>() {
-        Ok(config) if matches!(config.get_ssl_mode(), SslMode::Require) => {
-            Err(tls_refused("require"))
-        }
-        Ok(config) => Ok(config),
-        // tokio-postgres knows no verify-ca / verify-full: say why rather than "invalid value".
-        Err(e) => match demanded_ssl_mode(url) {
-            Some(mode) => Err(tls_refused(mode)),
-            // Its parse errors name an option or a position, never the string's text.
-            None => Err(Error::new(
+/// The connection string as tokio-postgres reads it, and the TLS options it leaves to us.
+fn parse(url: &str) -> Result<(Config, conninfo::TlsOptions)> {
+    let parse_error = |e: tokio_postgres::Error| {
+        // Its parse errors name an option or a position, never the string's text.
+        Error::new(
+            ErrorKind::Config,
+            format!(
+                "jobs database connection string: {}",
+                super::schema::describe_error(&e)
+            ),
+        )
+        .with_source(e)
+    };
+    let Some((rest, options)) = conninfo::split(url) else {
+        return Err(match url.parse::<Config>() {
+            Err(e) => parse_error(e),
+            // What tokio-postgres reads but we cannot must not be used without its TLS options.
+            Ok(_) => Error::new(
                 ErrorKind::Config,
-                format!(
-                    "jobs database connection string: {}",
-                    super::schema::describe_error(&e)
-                ),
-            )
-            .with_source(e)),
-        },
-    }
-}
-
-fn tls_refused(mode: &str) -> Error {
-    Error::new(
-        ErrorKind::Config,
-        format!(
-            "jobs database connection string asks for sslmode={mode}, but this build of \
-             llm-failover speaks to PostgreSQL over plain TCP or a unix socket only (no TLS): \
-             use sslmode=disable or prefer on a trusted network or a local socket, or a \
-             TLS-terminating proxy"
-        ),
-    )
-}
-
-/// The `sslmode` a connection string demands TLS with (`require`, `verify-ca`,
-/// `verify-full`), in either form (`?sslmode=…` or `sslmode = '…'`).
-fn demanded_ssl_mode(url: &str) -> Option<&'static str> {
-    let lower = url.to_ascii_lowercase();
-    let mut rest = lower.as_str();
-    while let Some(at) = rest.find("sslmode") {
-        rest = &rest[at + "sslmode".len()..];
-        let value = rest.trim_start();
-        let Some(value) = value.strip_prefix('=') else {
-            continue;
-        };
-        let value = value.trim_start().trim_start_matches('\'');
-        for mode in ["require", "verify-ca", "verify-full"] {
-            let after = value.strip_prefix(mode);
-            if after.is_some_and(|a| !a.starts_with(|c: char| c.is_ascii_alphanumeric())) {
-                return Some(mode);
-            }
-        }
-    }
-    None
+                "jobs database connection string: its parameters do not read as libpq's \
+                 (key=value pairs, or a URL whose query is key=value joined by &)",
+            ),
+        });
+    };
+    let config = rest.parse::<Config>().map_err(parse_error)?;
+    Ok((config, options))
 }
 
 /// `host:port/dbname` of the first host: what messages and `Debug` name.
@@ -236,28 +224,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tls_demanding_strings_are_refused_in_either_form() {
-        for url in [
-            "postgres://u:pw@db.example:5432/jobs?sslmode=require",
-            "postgres://u@db.example/jobs?sslmode=verify-full",
-            "host=db.example user=u sslmode = 'verify-ca' dbname=jobs",
-            "host=db.example user=u SSLMODE=require",
-        ] {
-            let err = parse(url).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::Config, "{url}");
-            let message = err.to_string();
-            assert!(message.contains("plain TCP"), "{message}");
-            assert!(!message.contains("pw"), "{message}");
+    fn the_tls_options_of_either_form_set_the_mode() {
+        // (connection string, the mode tokio-postgres is told)
+        let cases = [
+            ("postgres://u:pw@h:5432/jobs", "prefer"),
+            ("postgres://u@h/jobs?sslmode=disable", "disable"),
+            ("postgres://u@h/jobs?sslmode=require", "require"),
+            ("host=h user=u SSLMODE=disable", "error"),
+            ("host=h user=u sslmode = 'require' dbname=jobs", "require"),
+            ("host=h user=u sslmode=verify-full", "error"),
+            ("postgres://u:pw@h/jobs?sslmode=verify-ca", "error"),
+        ];
+        for (url, mode) in cases {
+            match Pool::new(url, 1) {
+                Ok(pool) => assert_eq!(pool.ssl_mode.as_str(), mode, "{url}"),
+                Err(e) => {
+                    assert_eq!(mode, "error", "{url}: {e}");
+                    assert_eq!(e.kind(), ErrorKind::Config);
+                    assert!(!e.to_string().contains("pw"), "{e}");
+                }
+            }
         }
-        for url in [
-            "postgres://u@h/jobs",
-            "postgres://u@h/jobs?sslmode=disable",
-            "postgres://u@h/jobs?sslmode=prefer",
-            "host=h user=u sslmode=disable application_name=requirements",
-        ] {
-            assert!(parse(url).is_ok(), "{url}");
-        }
-        assert_eq!(demanded_ssl_mode("sslmode=required"), None);
+        let pool = Pool::new("postgres://u@h/jobs?sslmode=require", 1).unwrap();
+        assert!(
+            format!("{pool:?}").contains("sslmode: \"require\""),
+            "{pool:?}"
+        );
+        // An address alone is the name TLS checks.
+        let pool = Pool::new("hostaddr=127.0.0.1 user=u sslmode=require", 1).unwrap();
+        assert_eq!(pool.config.get_hosts(), [Host::Tcp("127.0.0.1".to_owned())]);
     }
 
     #[test]
@@ -268,12 +263,23 @@ mod tests {
         let pool = Pool::new("host=/run/postgresql user=jobs password=s3cret", 0).unwrap();
         assert_eq!(pool.name(), "/run/postgresql:5432/jobs");
         assert_eq!(pool.size(), 1);
+        assert!(!format!("{pool:?}").contains("s3cret"));
     }
 
     #[test]
     fn a_string_that_does_not_parse_is_a_config_error_without_its_text() {
-        let err = Pool::new("postgres://u:s3cret@h:notaport/db", 4).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Config);
-        assert!(!err.to_string().contains("s3cret"), "{err}");
+        for url in [
+            "postgres://u:s3cret@h:notaport/db",
+            "postgres://u@h/db?password=s3cret&port=x",
+            "postgres://u@h/db?password=s3cret&sslmode",
+            "host=h password=s3cret port=notaport",
+            "host=h password='s3cret",
+            "host=h password=s3cret nonsense",
+        ] {
+            let err = Pool::new(url, 4).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Config, "{url}");
+            assert!(!err.to_string().contains("s3cret"), "{url}: {err}");
+            assert!(!format!("{err:?}").contains("s3cret"), "{url}: {err:?}");
+        }
     }
 }

@@ -367,6 +367,8 @@ pub(super) fn pg_error(db: &str, doing: &str, e: &tokio_postgres::Error) -> Erro
     } else if e.is_closed() {
         " (the connection was closed: the server restarted or went away; the next call \
          connects again)"
+    } else if let Some(hint) = super::tls::hint(e) {
+        hint
     } else if describe_error(e).starts_with("error connecting") {
         " (is PostgreSQL running and accepting connections there?)"
     } else {

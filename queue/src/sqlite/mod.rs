@@ -44,6 +44,11 @@ impl std::fmt::Debug for SqliteQueue {
 }
 
 impl SqliteQueue {
+    /// The file's path as given (or `:memory:`).
+    pub(crate) fn location(&self) -> &str {
+        &self.name
+    }
+
     /// Opens (creating if need be) the queue in the SQLite file at `path`, in WAL mode, and
     /// brings its schema up to date.
     ///

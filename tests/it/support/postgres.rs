@@ -6,6 +6,12 @@
 //! test process, a database per test ([`PgServer::create_database`]); a watchdog stops it
 //! and removes its directory when the test process exits, however it exits.
 //!
+//! [`PgServer::start_tls`] starts one with TLS on (`ssl = on`, the certificate and key of
+//! [`Certs`], client certificates checked against its CA) that takes TCP connections over TLS
+//! only (`hostssl` lines in `pg_hba.conf`, no `host` line), with a password for `postgres`
+//! ([`PASSWORD`], SCRAM); its unix socket takes `postgres` without one (`createdb` uses it).
+//! Its database [`CERTIFIED`] takes a client only with a certificate the CA signed.
+//!
 //! `initdb` and `postgres` refuse to run as root: as root (CI), they run as the `postgres`
 //! system user the package creates (`setpriv`, which execs, so the server is our child), in a
 //! directory given to that user. No mock: the queue's tests talk to this server. Without the
@@ -21,14 +27,29 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::certs::Certs;
 pub use super::examples::free_port;
+
+/// The password of `postgres` on a TLS server: it must appear in no output.
+pub const PASSWORD: &str = "pw-TLS-SENTINEL-5150";
+
+/// The database of a TLS server that takes only clients with a certificate of its CA.
+pub const CERTIFIED: &str = "certified";
+
+/// `pg_hba.conf` of a TLS server: over TCP, TLS only, with the password (and a client
+/// certificate for [`CERTIFIED`]); the unix socket trusted.
+const TLS_HBA: &str = "local   all        all                 trust
+hostssl certified  all  127.0.0.1/32   scram-sha-256 clientcert=verify-ca
+hostssl all        all  127.0.0.1/32   scram-sha-256
+";
 
 const INSTALL: &str = "sudo apt-get install -y postgresql";
 
 /// What a line of the server's log says once it takes connections.
 const READY: &str = "database system is ready to accept connections";
 
-/// A PostgreSQL server of our own on `127.0.0.1:port`, superuser `postgres`, trust auth.
+/// A PostgreSQL server of our own on `127.0.0.1:port`, superuser `postgres`: trust auth, or
+/// for a TLS server TLS and [`PASSWORD`] over TCP.
 #[derive(Debug)]
 pub struct PgServer {
     bin: PathBuf,
@@ -37,6 +58,8 @@ pub struct PgServer {
     port: u16,
     /// Running as root: every server program runs as the `postgres` user.
     as_postgres: bool,
+    /// TLS on, with these certificates (see [`PgServer::start_tls`]).
+    certs: Option<Certs>,
     /// The postmaster.
     child: Option<Child>,
     /// `sh` waiting for its stdin (ours) to close, then killing the postmaster: a test
@@ -53,6 +76,31 @@ impl PgServer {
     /// When PostgreSQL is not installed (the message has the apt command), or `initdb` or the
     /// server fails (their output is in the message).
     pub fn start() -> PgServer {
+        PgServer::start_with(false)
+    }
+
+    /// As [`start`](Self::start), with TLS on: certificates made by [`Certs::make`] in its
+    /// directory ([`certs`](Self::certs)), TCP over TLS only, `postgres` with [`PASSWORD`].
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_tls() -> PgServer {
+        PgServer::start_with(true)
+    }
+
+    /// One TLS server for the whole test process, started by the first caller.
+    pub fn shared_tls() -> &'static PgServer {
+        static SHARED: OnceLock<PgServer> = OnceLock::new();
+        SHARED.get_or_init(PgServer::start_tls)
+    }
+
+    /// The certificates of a TLS server (`None` for a plain one).
+    pub fn certs(&self) -> Option<&Certs> {
+        self.certs.as_ref()
+    }
+
+    fn start_with(tls: bool) -> PgServer {
         static SERVERS: AtomicUsize = AtomicUsize::new(0);
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("llm-failover-pg-{}-{n}", std::process::id()));
@@ -63,11 +111,22 @@ impl PgServer {
         if as_postgres {
             give_to_postgres(&dir);
         }
+        let certs = tls.then(|| {
+            let certs = Certs::make(&dir.join("certs"));
+            // The server reads its certificate, key and CA: as root, as the `postgres` user.
+            if as_postgres {
+                for file in [&certs.server_cert, &certs.server_key, &certs.ca] {
+                    give_to_postgres(file);
+                }
+            }
+            certs
+        });
         let mut server = PgServer {
             bin: bin_dir(),
             dir,
             port: 0,
             as_postgres,
+            certs,
             child: None,
             watchdog: None,
         };
@@ -97,6 +156,11 @@ impl PgServer {
         self.port
     }
 
+    /// The directory of its unix socket (`host=` this, with [`port`](Self::port)).
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// `postgres://postgres@127.0.0.1:PORT/DB`.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
@@ -114,10 +178,27 @@ impl PgServer {
             std::process::id(),
             DATABASES.fetch_add(1, Ordering::Relaxed)
         );
+        self.create_database_named(&name);
+        name
+    }
+
+    /// A new, empty database named `name` (over the unix socket for a TLS server, whose TCP
+    /// wants TLS and a password).
+    ///
+    /// # Panics
+    ///
+    /// When `createdb` fails (it exists already, say; its output is in the message).
+    pub fn create_database_named(&self, name: &str) {
+        let host = match self.certs {
+            Some(_) => self.dir.clone(),
+            None => PathBuf::from("127.0.0.1"),
+        };
         let output = Command::new(self.bin.join("createdb"))
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-p"])
+            .arg("-h")
+            .arg(host)
+            .args(["-U", "postgres", "-p"])
             .arg(self.port.to_string())
-            .arg(&name)
+            .arg(name)
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("cannot run createdb: {e}"));
@@ -126,7 +207,6 @@ impl PgServer {
             "createdb {name} failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-        name
     }
 
     /// The URL of a new, empty database.
@@ -199,35 +279,54 @@ impl PgServer {
     }
 
     fn initdb(&self) {
-        let output = self
-            .command("initdb")
-            .arg("-D")
-            .arg(self.data())
-            .args([
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ])
+        let mut initdb = self.command("initdb");
+        initdb.arg("-D").arg(self.data()).args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]);
+        let pwfile = self.dir.join("pwfile");
+        if self.certs.is_some() {
+            std::fs::write(&pwfile, PASSWORD).unwrap_or_else(|e| panic!("pwfile: {e}"));
+            initdb.arg(format!("--pwfile={}", pwfile.display()));
+        }
+        let output = initdb
             .output()
             .unwrap_or_else(|e| panic!("cannot run initdb: {e}"));
+        let _ = std::fs::remove_file(&pwfile);
         assert!(
             output.status.success(),
             "initdb failed:\n{}{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+        if self.certs.is_some() {
+            // Overwritten in place: the file stays the server's.
+            let hba = self.data().join("pg_hba.conf");
+            std::fs::write(&hba, TLS_HBA)
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", hba.display()));
+        }
     }
 
     /// Spawns the server on `self.port` and returns once its log says it is ready and its
     /// port takes a connection; `Err` has its log.
     fn launch(&mut self) -> Result<(), String> {
-        let mut child = self
-            .command("postgres")
+        let mut postgres = self.command("postgres");
+        if let Some(certs) = &self.certs {
+            let file = |name: &str, path: &Path| format!("{name}={}", path.display());
+            postgres.args(["-c", "ssl=on", "-c"]);
+            postgres.arg(file("ssl_cert_file", &certs.server_cert));
+            postgres
+                .arg("-c")
+                .arg(file("ssl_key_file", &certs.server_key));
+            postgres.arg("-c").arg(file("ssl_ca_file", &certs.ca));
+        }
+        let mut child = postgres
             .arg("-D")
             .arg(self.data())
             .arg("-p")
