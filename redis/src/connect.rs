@@ -110,8 +110,7 @@ pub(crate) fn source(
     }
     let mut builder = ClusterClient::builder([single.get_connection_info().clone()])
         .connection_timeout(timeout)
-        .response_timeout(timeout)
-        .retries(1);
+        .response_timeout(timeout);
     if url.trim_start().starts_with("rediss://") {
         builder = builder.certs(certificates(tls, what, host)?);
     }

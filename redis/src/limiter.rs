@@ -108,7 +108,10 @@ pub struct RedisStore {
     virtual_epoch: Option<Instant>,
     /// The local share used while Redis is down ([`WhenDown::LocalShare`]).
     local: MemoryStore,
-    down: Mutex<Down>,
+    /// Where Redis is taken to be down: the one server (scope `None`), or on a cluster each
+    /// target's primary (scope: its state key), so that a dead primary rests its own targets
+    /// only and the others go on.
+    down: Mutex<HashMap<Option<String>, Down>>,
     /// Gates announced by any process, heard on `<prefix>:gates`.
     gates: Arc<Gates>,
     listening: std::sync::Once,
@@ -219,7 +222,7 @@ impl RedisStore {
             probe_ttl: Some(PROBE_TTL),
             virtual_epoch: None,
             local,
-            down: Mutex::new(Down::default()),
+            down: Mutex::new(HashMap::new()),
             gates: Arc::new(Gates::default()),
             known: Mutex::new(std::collections::HashSet::new()),
             listening: std::sync::Once::new(),
@@ -307,12 +310,12 @@ impl RedisStore {
         args: &impl Serialize,
         now: Instant,
     ) -> Result<Option<T>> {
-        if self.resting(now) {
+        if self.resting(key, now) {
             return Ok(None);
         }
         match self.invoke(key, op, args, now).await {
             Ok(text) => {
-                self.up(now);
+                self.up(key, now);
                 serde_json::from_str(&text).map(Some).map_err(|e| {
                     Error::new(
                         ErrorKind::Io,
@@ -321,7 +324,7 @@ impl RedisStore {
                 })
             }
             Err(Failure::Down(why)) => {
-                self.went_down(now, &why);
+                self.went_down(key, now, &why);
                 Ok(None)
             }
             Err(Failure::Refused(why)) => Err(self.refused(&why)),
@@ -427,25 +430,36 @@ impl RedisStore {
     }
 
     /// Whether Redis is resting after a failure (not tried before its next try).
-    fn resting(&self, now: Instant) -> bool {
-        let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
-        down.next_try.is_some_and(|t| now < t)
+    /// Where `key`'s calls go, as far as being down is concerned: the one server, or on a
+    /// cluster the target's own primary.
+    fn scope(&self, key: &LimitKey) -> Option<String> {
+        self.settings.cluster.then(|| self.keys(key).0)
     }
 
-    fn went_down(&self, now: Instant, why: &str) {
-        // The next try after the rest connects anew.
+    fn resting(&self, key: &LimitKey, now: Instant) -> bool {
+        let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+        down.get(&self.scope(key))
+            .and_then(|d| d.next_try)
+            .is_some_and(|t| now < t)
+    }
+
+    fn went_down(&self, key: &LimitKey, now: Instant, why: &str) {
+        // The next try after the rest connects anew (on a cluster, the connection finds the
+        // slots again: a replica may have taken over).
         self.conn
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        let scope = self.scope(key);
         let mut down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = down.next_try.is_none();
-        down.next_try = Some(now + self.settings.retry_interval);
+        let first = down.values().all(|d| d.next_try.is_none());
+        down.entry(scope).or_default().next_try = Some(now + self.settings.retry_interval);
         if first {
             tracing::warn!(
                 redis = %self.settings.host(),
                 mode = mode_name(self.settings.when_down),
-                "shared limits: Redis is unreachable ({why}); {}, trying it again every {:?}",
+                "shared limits: Redis is unreachable ({why}){}; {}, trying it again every {:?}",
+                if self.settings.cluster { " for some targets (their primary)" } else { "" },
                 match self.settings.when_down {
                     WhenDown::LocalShare { .. } =>
                         "each process keeps to its share of the configured limits meanwhile",
@@ -456,17 +470,21 @@ impl RedisStore {
         }
     }
 
-    fn up(&self, _now: Instant) {
+    fn up(&self, key: &LimitKey, _now: Instant) {
+        let scope = self.scope(key);
         let mut down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
-        if down.next_try.take().is_some() {
+        if down.remove(&scope).is_some_and(|d| d.next_try.is_some())
+            && down.values().all(|d| d.next_try.is_none())
+        {
             tracing::warn!(redis = %self.settings.host(), "shared limits: Redis answers again");
         }
     }
 
-    /// While Redis is down: the wait before it is tried again.
-    fn until_retry(&self, now: Instant) -> Duration {
+    /// While `key`'s Redis is down: the wait before it is tried again.
+    fn until_retry(&self, key: &LimitKey, now: Instant) -> Duration {
         let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
-        down.next_try
+        down.get(&self.scope(key))
+            .and_then(|d| d.next_try)
             .map_or(self.settings.retry_interval, |t| {
                 t.saturating_duration_since(now)
             })
@@ -886,7 +904,7 @@ impl LimiterStore for RedisStore {
                     self.local.reserve(key, &limits, cost, max_wait, now).await
                 }
                 None => Ok(Reservation::NotUntil {
-                    wait: self.until_retry(now),
+                    wait: self.until_retry(key, now),
                 }),
             };
         };
@@ -1001,7 +1019,7 @@ impl LimiterStore for RedisStore {
         match self.call::<CheckAnswer>(key, "check", &args, now).await? {
             Some(a) => Ok(a.wait.map(from_micros)),
             // Down: the slot was booked while Redis answered; fail closed waits for it.
-            None if self.share().is_none() => Ok(Some(self.until_retry(now))),
+            None if self.share().is_none() => Ok(Some(self.until_retry(key, now))),
             None => Ok(None),
         }
     }
@@ -1013,7 +1031,7 @@ impl LimiterStore for RedisStore {
                 Some(_) => self.local.peek(key, cost, now).await,
                 None => {
                     let mut snapshot = LimitSnapshot::default();
-                    snapshot.wait = Some(self.until_retry(now));
+                    snapshot.wait = Some(self.until_retry(key, now));
                     Ok(snapshot)
                 }
             };

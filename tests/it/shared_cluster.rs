@@ -70,3 +70,46 @@ async fn two_clients_on_a_three_primary_cluster_keep_every_targets_limit_and_spr
     }
     assert!(moved > 0, "a single-node connection meets MOVED");
 }
+
+/// A primary killed mid-run (no replica takes over its slots): the targets it owned are in
+/// the documented Redis-down mode (fail closed: nothing admitted, a wait until the next try),
+/// the others go on at their limits; no error, no panic.
+#[tokio::test]
+async fn a_killed_primary_puts_its_targets_in_the_down_mode_and_the_others_go_on() {
+    let mut cluster = RedisCluster::start();
+    let store = RedisStore::new(
+        SharedSettings::new(cluster.url())
+            .cluster(true)
+            .timeout(Duration::from_millis(500)),
+    )
+    .unwrap();
+    let limits = Limits::none().with_rpm(5);
+    let one = Demand::one_request();
+    let now = Instant::now();
+    let keys: Vec<LimitKey> = (0..30)
+        .map(|p| LimitKey::new(ProviderId::new(format!("provider-{p}")), "m"))
+        .collect();
+    for key in &keys {
+        let r = store
+            .reserve(key, &limits, one, Duration::ZERO, now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Reservation::Granted { .. }), "{r:?}");
+    }
+    let before = cluster.keys_per_node();
+    cluster.nodes[2].kill();
+    let (mut granted, mut waiting) = (0, 0);
+    for key in &keys {
+        match store
+            .reserve(key, &limits, one, Duration::ZERO, now)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+        {
+            Reservation::Granted { .. } => granted += 1,
+            Reservation::NotUntil { .. } => waiting += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(granted > 0, "the live primaries' targets go on: {before:?}");
+    assert!(waiting > 0, "the dead primary's targets wait: {before:?}");
+}

@@ -276,7 +276,46 @@ impl RedisCluster {
             out.status.success() && printed.contains("All 16384 slots covered"),
             "redis-cli --cluster create failed:\n{printed}"
         );
-        RedisCluster { nodes }
+        let cluster = RedisCluster { nodes };
+        cluster.until_every_node_says_ok();
+        cluster
+    }
+
+    /// Returns once every node's `CLUSTER INFO` says `cluster_state:ok`: the create command
+    /// returns when the slots are assigned, a moment before every node has heard so. (A
+    /// server's readiness, asked every 20 ms for at most 10 s; no test logic waits on it.)
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a bound on waiting for servers to agree; no logic is timed by it"
+    )]
+    fn until_every_node_says_ok(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            let states: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| {
+                    let out = Command::new("redis-cli")
+                        .args(["-p", &n.port.to_string(), "CLUSTER", "INFO"])
+                        .output()
+                        .expect("redis-cli");
+                    String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .find(|l| l.starts_with("cluster_state:"))
+                        .unwrap_or("cluster_state:?")
+                        .trim()
+                        .to_owned()
+                })
+                .collect();
+            if states.iter().all(|s| s == "cluster_state:ok") {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the cluster's nodes did not agree within 10 s: {states:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `redis://127.0.0.1:PORT` of the first node: the seed a client finds the others from.
