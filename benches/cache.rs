@@ -30,6 +30,10 @@
 
 mod common;
 // The tests' real redis-server on a free loopback port (its own tests compile away here).
+// The certificates the tests' TLS servers use (their helpers name the module).
+#[path = "../tests/it/support/certs.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod certs;
 #[path = "../tests/it/support/redis.rs"]
 #[allow(dead_code, unreachable_pub, unused_imports)]
 mod redis_server;

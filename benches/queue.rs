@@ -43,6 +43,10 @@
 mod common;
 // The tests' PostgreSQL helpers: who runs the server, a free port (the bench starts a server
 // of its own on the defaults, not the tests' `fsync=off` one).
+// The certificates the tests' TLS servers use (their helpers name the module).
+#[path = "../tests/it/support/certs.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod certs;
 #[path = "../tests/it/support/postgres.rs"]
 #[allow(dead_code, unreachable_pub, unused_imports)]
 mod pg_support;
