@@ -164,9 +164,11 @@ fn bad_cache_tables() -> Vec<(String, &'static str, &'static str)> {
             "is not a valid URL",
         ),
         (
-            format!("url = \"rediss://:{PASSWORD}@cache.internal:6380\""),
-            "cache.url",
-            "TLS",
+            format!(
+                "url = \"redis://:{PASSWORD}@cache.internal:6380\"\nredis_tls_ca_file = \"ca.pem\""
+            ),
+            "cache.redis_tls_ca_file",
+            "only to TLS",
         ),
         (
             "url = \"memory\"\nttl_ms = 0".into(),
