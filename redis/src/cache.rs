@@ -1,13 +1,16 @@
 //! [`RedisCacheStore`]: cached answers in Redis, shared by every process and host that uses it.
 //!
-//! * **Keys**, all under one hash tag so one script touches them atomically and Redis Cluster
-//!   routes it: `{<prefix>:cache}:e:<key hex>` holds an entry (a 17-byte header — format,
-//!   `stored_at`, `expires_at` — then the value), `{<prefix>:cache}:idx` is a sorted set of the
-//!   key hexes scored by `stored_at`.
+//! * **Keys**, under one hash tag so one script touches an entry and its index atomically:
+//!   `{<prefix>:cache}:e:<key hex>` holds an entry (a 17-byte header — format, `stored_at`,
+//!   `expires_at` — then the value), `{<prefix>:cache}:idx` is a sorted set of the key hexes
+//!   scored by `stored_at`. On a Redis Cluster the entries are kept in 16 shards, by the first
+//!   byte of their key, each under a tag of its own (`{<prefix>:cache:<0-f>}`), so they spread
+//!   over the primaries and each put stays one atomic call on one of them.
 //! * **A put is one Lua script** (EVALSHA, loaded again after a `NOSCRIPT`): `SET … PX`, `ZADD`
-//!   to the index, then while the index holds more than `max_entries`, `ZPOPMIN` the excess and
-//!   delete their entries. The bound is exact (expired entries whose index member is still
-//!   there count toward it until they are popped as the oldest).
+//!   to the index, then while the index holds more than its bound, `ZPOPMIN` the excess and
+//!   delete their entries. The bound is exact on one Redis (`max_entries`; expired entries
+//!   whose index member is still there count toward it until they are popped as the oldest);
+//!   on a cluster each shard keeps its part, `max_entries` ÷ 16 rounded up.
 //! * **Expiry is the client's clock**: a get checks `expires_at_ms > now_ms` against the
 //!   caller's now; Redis's own `PX` (the entry's lifetime) only collects the garbage. An entry
 //!   whose index member is gone (popped by a concurrent put) is still served until it is
@@ -97,7 +100,7 @@ impl fmt::Debug for RedisCacheStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisCacheStore")
             .field("redis", &self.name)
-            .field("keys", &self.keys.tag)
+            .field("keys", &self.keys.tag(0))
             .field("timeout", &self.timeout)
             .field("max_entries", &self.max_entries)
             .finish_non_exhaustive()
@@ -107,30 +110,55 @@ impl fmt::Debug for RedisCacheStore {
 /// The key names under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Keys {
-    /// `{<prefix>:cache}`: the hash tag every key starts with.
-    tag: String,
+    prefix: String,
+    /// 1 on one Redis; [`CLUSTER_SHARDS`] on a cluster.
+    shards: u8,
 }
 
+/// How many shards (hash tags) a cache on a Redis Cluster spreads its entries over.
+const CLUSTER_SHARDS: u8 = 16;
+
 impl Keys {
-    fn new(prefix: &str) -> Keys {
+    fn new(prefix: &str, shards: u8) -> Keys {
         Keys {
-            tag: format!("{{{prefix}:cache}}"),
+            prefix: prefix.to_owned(),
+            shards: shards.max(1),
         }
     }
 
-    /// What every entry's key starts with: `{<prefix>:cache}:e:`.
-    fn entry_prefix(&self) -> String {
-        format!("{}:e:", self.tag)
+    /// The shard `key` is kept in.
+    fn shard_of(&self, key: &Key) -> u8 {
+        key.0[0] % self.shards
     }
 
-    /// The entry under `key`: `{<prefix>:cache}:e:<key hex>`.
+    /// The hash tag of `shard`: `{<prefix>:cache}` on one Redis, `{<prefix>:cache:<s>}` on a
+    /// cluster.
+    fn tag(&self, shard: u8) -> String {
+        if self.shards == 1 {
+            format!("{{{}:cache}}", self.prefix)
+        } else {
+            format!("{{{}:cache:{shard:x}}}", self.prefix)
+        }
+    }
+
+    /// What every entry's key in `shard` starts with: `<tag>:e:`.
+    fn entry_prefix(&self, shard: u8) -> String {
+        format!("{}:e:", self.tag(shard))
+    }
+
+    /// The entry under `key`: `<tag>:e:<key hex>`.
     fn entry(&self, key: &Key) -> String {
-        format!("{}:e:{}", self.tag, key.hex())
+        format!("{}{}", self.entry_prefix(self.shard_of(key)), key.hex())
     }
 
-    /// The index of stored times: `{<prefix>:cache}:idx`.
-    fn index(&self) -> String {
-        format!("{}:idx", self.tag)
+    /// The index of stored times of `shard`: `<tag>:idx`.
+    fn index(&self, shard: u8) -> String {
+        format!("{}:idx", self.tag(shard))
+    }
+
+    /// Each shard's part of `max_entries`.
+    fn bound(&self, max_entries: u64) -> u64 {
+        max_entries.div_ceil(u64::from(self.shards))
     }
 }
 
@@ -149,6 +177,7 @@ impl RedisCacheStore {
         timeout: Duration,
         max_entries: u64,
         tls: &RedisTls,
+        cluster: bool,
     ) -> Result<RedisCacheStore> {
         let host = SharedSettings::new(url).host();
         let parsed = url::Url::parse(url).ok();
@@ -178,9 +207,13 @@ impl RedisCacheStore {
         }
         Ok(RedisCacheStore {
             name: format!("redis://{host}/{}", settings.db()),
-            source: Source::Single(client),
+            source: if cluster {
+                crate::connect::source(url, tls, true, timeout, "cache", &host)?
+            } else {
+                Source::Single(client)
+            },
             conn: Mutex::new(None),
-            keys: Keys::new(prefix),
+            keys: Keys::new(prefix, if cluster { CLUSTER_SHARDS } else { 1 }),
             timeout,
             max_entries,
             put_script: Script::new(PUT_SCRIPT),
@@ -225,7 +258,8 @@ impl RedisCacheStore {
             ErrorKind::Io,
             format!(
                 "cache {} (keys {}): {doing}: {why}",
-                self.name, self.keys.tag
+                self.name,
+                self.keys.tag(0)
             ),
         );
         self.secrets
@@ -252,7 +286,7 @@ impl Store for RedisCacheStore {
                 "reading",
                 &format!(
                     "the entry under {}{}… is not one this build wrote",
-                    self.keys.entry_prefix(),
+                    self.keys.entry_prefix(self.keys.shard_of(key)),
                     &key.hex()[..12]
                 ),
             )
@@ -267,14 +301,15 @@ impl Store for RedisCacheStore {
             .clamp(1, MAX_PX);
         let invocation = {
             let mut inv = self.put_script.prepare_invoke();
+            let shard = self.keys.shard_of(key);
             inv.key(self.keys.entry(key))
-                .key(self.keys.index())
+                .key(self.keys.index(shard))
                 .arg(encode(&entry))
                 .arg(px)
                 .arg(entry.stored_at_ms)
                 .arg(key.hex())
-                .arg(self.max_entries)
-                .arg(self.keys.entry_prefix());
+                .arg(self.keys.bound(self.max_entries))
+                .arg(self.keys.entry_prefix(shard));
             inv
         };
         self.run("writing", |mut conn| async move {
@@ -285,31 +320,40 @@ impl Store for RedisCacheStore {
     }
 
     async fn len(&self) -> Result<u64> {
-        let index = self.keys.index();
-        self.run("counting", |mut conn| async move {
-            redis::cmd("ZCARD").arg(index).query_async(&mut conn).await
-        })
-        .await
+        let mut total = 0;
+        for shard in 0..self.keys.shards {
+            let index = self.keys.index(shard);
+            let n: u64 = self
+                .run("counting", |mut conn| async move {
+                    redis::cmd("ZCARD").arg(index).query_async(&mut conn).await
+                })
+                .await?;
+            total += n;
+        }
+        Ok(total)
     }
 
     async fn clear(&self) -> Result<()> {
-        loop {
-            let invocation = {
-                let mut inv = self.clear_script.prepare_invoke();
-                inv.key(self.keys.index())
-                    .arg(self.keys.entry_prefix())
-                    .arg(CLEAR_BATCH);
-                inv
-            };
-            let dropped: usize = self
-                .run("clearing", |mut conn| async move {
-                    invocation.invoke_async(&mut conn).await
-                })
-                .await?;
-            if dropped < CLEAR_BATCH {
-                return Ok(());
+        for shard in 0..self.keys.shards {
+            loop {
+                let invocation = {
+                    let mut inv = self.clear_script.prepare_invoke();
+                    inv.key(self.keys.index(shard))
+                        .arg(self.keys.entry_prefix(shard))
+                        .arg(CLEAR_BATCH);
+                    inv
+                };
+                let dropped: usize = self
+                    .run("clearing", |mut conn| async move {
+                        invocation.invoke_async(&mut conn).await
+                    })
+                    .await?;
+                if dropped < CLEAR_BATCH {
+                    break;
+                }
             }
         }
+        Ok(())
     }
 
     fn describe(&self) -> &str {
@@ -386,6 +430,7 @@ mod tests {
             Duration::from_millis(250),
             100,
             &RedisTls::new(),
+            false,
         )
     }
 
@@ -419,6 +464,7 @@ mod tests {
             Duration::from_secs(1),
             1,
             &RedisTls::new(),
+            false,
         );
         assert_eq!(err.unwrap_err().kind(), ErrorKind::Config);
     }
@@ -433,15 +479,26 @@ mod tests {
     }
 
     #[test]
-    fn names_every_key_under_one_hash_tag() {
-        let keys = Keys::new("app");
+    fn names_every_key_under_one_hash_tag_or_one_per_shard_on_a_cluster() {
+        let keys = Keys::new("app", 1);
         let key = Key([0xab; 32]);
         assert_eq!(
             keys.entry(&key),
             format!("{{app:cache}}:e:{}", "ab".repeat(32))
         );
-        assert_eq!(keys.index(), "{app:cache}:idx");
-        assert_eq!(keys.entry_prefix(), "{app:cache}:e:");
+        assert_eq!(keys.index(0), "{app:cache}:idx");
+        assert_eq!(keys.entry_prefix(0), "{app:cache}:e:");
+        assert_eq!(keys.bound(100), 100);
+        // A cluster: 16 shards by the key's first byte (0xab % 16 = 0xb), each bounded by
+        // its part.
+        let keys = Keys::new("app", CLUSTER_SHARDS);
+        assert_eq!(
+            keys.entry(&key),
+            format!("{{app:cache:b}}:e:{}", "ab".repeat(32))
+        );
+        assert_eq!(keys.index(11), "{app:cache:b}:idx");
+        assert_eq!(keys.bound(100), 7);
+        assert_eq!(keys.bound(1), 1);
     }
 
     #[test]
@@ -519,6 +576,7 @@ mod tests {
             Duration::from_millis(100),
             100,
             &RedisTls::new(),
+            false,
         )
         .unwrap();
         let get = s.get(&Key([1; 32]), 0);

@@ -64,8 +64,9 @@ impl RedisCaches for Redis {
         timeout: Duration,
         max_entries: u64,
         tls: &RedisTls,
+        cluster: bool,
     ) -> Result<Box<dyn Store>> {
-        let store = cache::RedisCacheStore::new(url, prefix, timeout, max_entries, tls)?;
+        let store = cache::RedisCacheStore::new(url, prefix, timeout, max_entries, tls, cluster)?;
         Ok(Box::new(store))
     }
 }

@@ -631,3 +631,63 @@ async fn a_redis_cache_is_shared_by_replicas_and_a_redis_gone_is_a_miss() {
     );
     assert!(two.client.cache().unwrap().stats().errors >= 1);
 }
+
+/// On a Redis Cluster of three primaries the cache spreads its entries over 16 hash tags (so
+/// over every primary), a replica is served what another stored, and each shard keeps its
+/// part of the bound.
+#[tokio::test]
+async fn a_redis_cache_on_a_cluster_spreads_its_entries_and_keeps_its_bound() {
+    let cluster = crate::support::redis::RedisCluster::start();
+    let a = ScriptedServer::start().await;
+    for i in 0..40 {
+        a.push(CHAT, ok(&format!("answer {i}")));
+    }
+    let cache = |max: u64| {
+        Cache::builder(cluster.url())
+            .redis_cluster(true)
+            .redis_timeout(Duration::from_secs(2))
+            .max_entries(max)
+            .build()
+            .unwrap()
+    };
+    let one = cached(&[("a", &a)], SENTINEL, &cache(1_000));
+    one.client.check_stores().await.unwrap();
+    for i in 0..40 {
+        let answer = one.client.chat(question(i)).await.unwrap();
+        assert_eq!(answer.origin, Origin::Provider, "{i}");
+    }
+    assert_eq!(one.client.cache().unwrap().len().await.unwrap(), 40);
+    let per_node = cluster.keys_per_node();
+    assert!(
+        per_node.iter().all(|n| *n > 0),
+        "spread over the primaries: {per_node:?}"
+    );
+    let two = cached(&[("a", &a)], SENTINEL, &cache(1_000));
+    for i in 0..40 {
+        assert!(
+            two.client
+                .chat(question(i))
+                .await
+                .unwrap()
+                .origin
+                .is_cache(),
+            "{i}"
+        );
+    }
+    assert_eq!(a.count(CHAT), 40, "the replica sent nothing");
+    assert_eq!(one.client.cache().unwrap().stats().errors, 0);
+
+    // A bound of 16 is one entry per shard: at most 16 are kept.
+    let small = cache(16);
+    small.clear().await.unwrap();
+    assert!(small.is_empty().await.unwrap());
+    let three = cached(&[("a", &a)], SENTINEL, &small);
+    for i in 0..40 {
+        a.push(CHAT, ok(&format!("again {i}")));
+    }
+    for i in 0..40 {
+        three.client.chat(question(i)).await.unwrap();
+    }
+    let kept = small.len().await.unwrap();
+    assert!((1..=16).contains(&kept), "{kept}");
+}

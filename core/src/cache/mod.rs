@@ -220,6 +220,7 @@ pub struct CacheBuilder {
     prefix: String,
     timeout: Duration,
     tls: crate::ratelimit::RedisTls,
+    cluster: bool,
 }
 
 impl fmt::Debug for CacheBuilder {
@@ -261,6 +262,14 @@ impl CacheBuilder {
     /// (the platform's roots and none unless set).
     pub fn redis_tls(mut self, tls: crate::ratelimit::RedisTls) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Redis only: the URL names a node of a Redis Cluster. The entries are then kept in 16
+    /// shards, each under a hash tag of its own (spread over the primaries), each bounded by
+    /// its part of the most answers kept (`max_entries` ÷ 16, rounded up).
+    pub fn redis_cluster(mut self, cluster: bool) -> Self {
+        self.cluster = cluster;
         self
     }
 
@@ -326,7 +335,14 @@ impl CacheBuilder {
                  or use memory or sqlite:PATH",
             ));
         };
-        wing.cache_store(url, &self.prefix, self.timeout, self.max_entries, &self.tls)
+        wing.cache_store(
+            url,
+            &self.prefix,
+            self.timeout,
+            self.max_entries,
+            &self.tls,
+            self.cluster,
+        )
     }
 }
 
@@ -406,6 +422,7 @@ impl Cache {
             prefix: "llm-failover".to_owned(),
             timeout: Duration::from_millis(250),
             tls: crate::ratelimit::RedisTls::default(),
+            cluster: false,
         }
     }
 

@@ -91,7 +91,8 @@ pub trait Store: Send + Sync + fmt::Debug {
 /// `REDIS_CACHES` when the build links it.
 pub trait RedisCaches: Sync {
     /// The store on the Redis at `url`: every key starts with `prefix`, a call slower than
-    /// `timeout` is a miss, at most `max_entries` are kept; `tls` for a `rediss://` URL.
+    /// `timeout` is a miss, at most `max_entries` are kept; `tls` for a `rediss://` URL;
+    /// `cluster` when the URL names a node of a Redis Cluster.
     fn cache_store(
         &self,
         url: &str,
@@ -99,6 +100,7 @@ pub trait RedisCaches: Sync {
         timeout: std::time::Duration,
         max_entries: u64,
         tls: &crate::ratelimit::RedisTls,
+        cluster: bool,
     ) -> Result<Box<dyn Store>>;
 }
 

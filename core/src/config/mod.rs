@@ -71,6 +71,7 @@
 //! max_entries = 100000            # the most kept; past it the oldest go
 //! # redis_prefix = "llm-failover" # Redis only: every key starts with it
 //! # redis_timeout_ms = 250        # Redis only: a slower call is a miss (1 to 60000)
+//! # redis_cluster = true          # Redis only: the URL names a node of a Redis Cluster
 //! # redis_tls_ca_file = "ca.pem"  # rediss:// only; and redis_tls_client_cert_file / _key_file
 //! ```
 //!

@@ -48,6 +48,7 @@ pub(crate) struct RawCache {
     pub(crate) redis_tls_ca_file: Option<String>,
     pub(crate) redis_tls_client_cert_file: Option<String>,
     pub(crate) redis_tls_client_key_file: Option<String>,
+    pub(crate) redis_cluster: Option<bool>,
 }
 
 impl fmt::Debug for RawCache {
@@ -64,6 +65,7 @@ impl fmt::Debug for RawCache {
                 &self.redis_tls_client_cert_file,
             )
             .field("redis_tls_client_key_file", &self.redis_tls_client_key_file)
+            .field("redis_cluster", &self.redis_cluster)
             .finish()
     }
 }

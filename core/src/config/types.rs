@@ -439,6 +439,7 @@ impl Config {
 /// max_entries = 100000            # the default; past it the oldest go
 /// # redis_prefix = "llm-failover" # Redis only: every key starts with it
 /// # redis_timeout_ms = 250        # Redis only: the longest one call may take (at most 60000)
+/// # redis_cluster = true          # Redis only: the URL names a node of a Redis Cluster
 /// # redis_tls_ca_file = "ca.pem"  # rediss:// only: the CA to trust (else the platform's roots)
 /// # redis_tls_client_cert_file = "client.pem"  # rediss:// only, with redis_tls_client_key_file
 /// ```
@@ -490,6 +491,9 @@ pub struct CacheSettings {
     pub redis_timeout: Option<Duration>,
     /// Redis over TLS (`rediss://`) only: the CA and client certificate.
     pub redis_tls: RedisTls,
+    /// Redis only: the URL names a node of a Redis Cluster
+    /// ([`CacheBuilder::redis_cluster`]).
+    pub redis_cluster: bool,
 }
 
 impl CacheSettings {
@@ -503,6 +507,7 @@ impl CacheSettings {
             redis_prefix: None,
             redis_timeout: None,
             redis_tls: RedisTls::default(),
+            redis_cluster: false,
         }
     }
 
@@ -527,6 +532,7 @@ impl CacheSettings {
             b = b.redis_timeout(timeout);
         }
         b.redis_tls(self.redis_tls.clone())
+            .redis_cluster(self.redis_cluster)
     }
 
     /// The cache (an SQLite file is opened, a Redis server connected to, on first use).
@@ -551,6 +557,7 @@ impl fmt::Debug for CacheSettings {
             .field("redis_prefix", &self.redis_prefix)
             .field("redis_timeout", &self.redis_timeout)
             .field("redis_tls", &self.redis_tls)
+            .field("redis_cluster", &self.redis_cluster)
             .finish()
     }
 }
@@ -563,5 +570,6 @@ impl PartialEq for CacheSettings {
             && self.redis_prefix == other.redis_prefix
             && self.redis_timeout == other.redis_timeout
             && self.redis_tls == other.redis_tls
+            && self.redis_cluster == other.redis_cluster
     }
 }

@@ -44,6 +44,7 @@ pub(super) fn cache(path: &TomlPath, raw: &RawCache) -> Check<CacheSettings> {
             "redis_tls_client_key_file",
             raw.redis_tls_client_key_file.is_some(),
         ),
+        ("redis_cluster", raw.redis_cluster.is_some()),
     ] {
         if given && !redis {
             return Err(Issue::new(
@@ -79,6 +80,7 @@ pub(super) fn cache(path: &TomlPath, raw: &RawCache) -> Check<CacheSettings> {
         )
     })?;
     settings.redis_tls = tls;
+    settings.redis_cluster = raw.redis_cluster.unwrap_or(false);
     Ok(settings)
 }
 
