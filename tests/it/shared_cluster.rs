@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use llm_failover::ProviderId;
 use llm_failover::ratelimit::{
-    Demand, LimitKey, LimiterStore, Limits, Reservation, SharedSettings,
+    Demand, LimitKey, LimiterStore, Limits, Reservation, SharedSettings, Tightening,
 };
 use llm_failover::redis::RedisStore;
 use tokio::time::Instant;
@@ -112,4 +112,46 @@ async fn a_killed_primary_puts_its_targets_in_the_down_mode_and_the_others_go_on
     }
     assert!(granted > 0, "the live primaries' targets go on: {before:?}");
     assert!(waiting > 0, "the dead primary's targets wait: {before:?}");
+}
+
+/// Gates on a cluster: the script's PUBLISH on the primary that owns a target reaches every
+/// node, so a store listening on the seed node hears a gate raised for any target, whichever
+/// primary owns it.
+#[tokio::test]
+async fn a_gate_raised_on_any_primary_is_heard_through_the_seed_node() {
+    let cluster = RedisCluster::start();
+    let t0 = Instant::now();
+    let store = || {
+        RedisStore::new(
+            SharedSettings::new(cluster.url())
+                .cluster(true)
+                .timeout(Duration::from_secs(2)),
+        )
+        .unwrap()
+        .on_virtual_clock(t0)
+    };
+    let (a, b) = (store(), store());
+    let limits = Limits::none().with_rpm(60);
+    let one = Demand::one_request();
+    let keys: Vec<LimitKey> = (0..12)
+        .map(|p| LimitKey::new(ProviderId::new(format!("provider-{p}")), "m"))
+        .collect();
+    for k in &keys {
+        b.reserve(k, &limits, one, Duration::ZERO, t0)
+            .await
+            .unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(10), b.until(RedisStore::is_listening))
+        .await
+        .expect("never subscribed");
+    for k in &keys {
+        let mut gate = Tightening::default();
+        gate.gate_until = Some(t0 + Duration::from_secs(5));
+        a.raise(k, gate, t0).await.unwrap();
+    }
+    let heard = b.until(|b| keys.iter().all(|k| b.announcements(k) > 0));
+    tokio::time::timeout(Duration::from_secs(10), heard)
+        .await
+        .expect("a gate on another primary was never heard");
+    assert!(cluster.keys_per_node().iter().all(|n| *n > 0));
 }
