@@ -51,7 +51,30 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
         d.retry_interval,
         MAX_RETRY_INTERVAL_MS,
     )?;
-    let when_down = match raw.when_down.as_deref() {
+    let when_down = when_down(path, raw)?;
+    let tls = raw_tls(
+        &raw.tls_ca_file,
+        &raw.tls_client_cert_file,
+        &raw.tls_client_key_file,
+    );
+    check_tls(raw.redis_url.trim(), &tls).map_err(|(field, m)| {
+        Issue::new(
+            path.key(&format!("tls_{}", field.trim_start_matches("tls."))),
+            m,
+        )
+    })?;
+    Ok(SharedSettings::new(raw.redis_url.trim())
+        .prefix(key_prefix)
+        .timeout(timeout)
+        .retry_interval(retry_interval)
+        .when_down(when_down)
+        .tls(tls)
+        .cluster(raw.cluster.unwrap_or(false)))
+}
+
+/// `when_down` (with `processes` for a local share): what admission does while Redis is away.
+fn when_down(path: &TomlPath, raw: &RawShared) -> Check<WhenDown> {
+    Ok(match raw.when_down.as_deref() {
         None | Some("wait") => {
             if raw.processes.is_some() {
                 return Err(Issue::new(
@@ -97,25 +120,7 @@ pub(super) fn shared(path: &TomlPath, raw: &RawShared) -> Check<SharedSettings> 
                 ),
             ));
         }
-    };
-    let tls = raw_tls(
-        &raw.tls_ca_file,
-        &raw.tls_client_cert_file,
-        &raw.tls_client_key_file,
-    );
-    check_tls(raw.redis_url.trim(), &tls).map_err(|(field, m)| {
-        Issue::new(
-            path.key(&format!("tls_{}", field.trim_start_matches("tls."))),
-            m,
-        )
-    })?;
-    Ok(SharedSettings::new(raw.redis_url.trim())
-        .prefix(key_prefix)
-        .timeout(timeout)
-        .retry_interval(retry_interval)
-        .when_down(when_down)
-        .tls(tls)
-        .cluster(raw.cluster.unwrap_or(false)))
+    })
 }
 
 /// The TLS files a table names (its `…ca_file`, `…client_cert_file`, `…client_key_file`).
