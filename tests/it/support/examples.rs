@@ -64,8 +64,18 @@ pub fn build_example(name: &str) -> PathBuf {
 /// `name` it built.
 fn executable(mut cargo: Command, name: &str, what: &str) -> PathBuf {
     let out = cargo.stderr(Stdio::inherit()).output().expect("cargo runs");
-    assert!(out.status.success(), "building {what} failed");
-    String::from_utf8_lossy(&out.stdout)
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        // With --message-format=json the compiler's own words are on stdout: show them.
+        let said: Vec<String> = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["reason"] == "compiler-message")
+            .filter_map(|v| v["message"]["rendered"].as_str().map(str::to_owned))
+            .collect();
+        panic!("building {what} failed:\n{}", said.join("\n"));
+    }
+    stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == name)
