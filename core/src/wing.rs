@@ -100,11 +100,6 @@ pub mod redis {
     /// For the wing's `#[distributed_slice(…)]` (`#[linkme(crate = …)]`).
     pub use linkme;
 
-    /// A configuration error (`ErrorKind::Config`) worded by the wing.
-    pub fn config_error(message: impl Into<String>) -> crate::Error {
-        crate::Error::config(message)
-    }
-
     /// `err` with every occurrence of `secret` in its message replaced.
     pub fn scrub(err: crate::Error, secret: &str) -> crate::Error {
         err.scrub(secret)

@@ -32,7 +32,9 @@ use secrecy::{ExposeSecret, SecretString};
 
 use llm_failover_core::error::{Error, ErrorKind, Result};
 use llm_failover_core::ratelimit::{RedisTls, SharedSettings};
-use llm_failover_core::wing::redis::{Key, Store, Stored, config_error, scrub};
+use llm_failover_core::wing::redis::{Key, Store, Stored, scrub};
+
+use crate::connect::config_error;
 
 /// Stores one entry and keeps the index within the bound.
 ///
@@ -207,11 +209,7 @@ impl RedisCacheStore {
         }
         Ok(RedisCacheStore {
             name: format!("redis://{host}/{}", settings.db()),
-            source: if cluster {
-                crate::connect::source(url, tls, true, timeout, "cache", &host)?
-            } else {
-                Source::Single(client)
-            },
+            source: crate::connect::source(&client, url, tls, cluster, timeout, "cache", &host)?,
             conn: Mutex::new(None),
             keys: Keys::new(prefix, if cluster { CLUSTER_SHARDS } else { 1 }),
             timeout,

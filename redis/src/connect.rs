@@ -10,12 +10,17 @@ use std::time::Duration;
 
 use llm_failover_core::Result;
 use llm_failover_core::ratelimit::RedisTls;
-use llm_failover_core::wing::redis::config_error;
+use llm_failover_core::{Error, ErrorKind};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{ClientTlsConfig, TlsCertificates};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+/// A configuration error worded by the wing (`ErrorKind::Config`).
+pub(crate) fn config_error(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Config, message)
+}
 
 /// Where the connections come from: one Redis, or a Redis Cluster found from its seed node
 /// (the URL), whose connection routes each script call to the primary that owns its keys'
@@ -91,12 +96,14 @@ pub(crate) async fn held_or_new(
     Ok(conn)
 }
 
-/// The source for `url`: a cluster from its seed node when `cluster`, else one Redis.
+/// The source for `url`, whose client `single` is (made by [`client`]): a cluster from it as
+/// the seed node when `cluster`, else that one Redis.
 ///
 /// # Errors
 ///
-/// As [`client`].
+/// As [`client`] (the TLS files are read again for the cluster's connections).
 pub(crate) fn source(
+    single: &redis::Client,
     url: &str,
     tls: &RedisTls,
     cluster: bool,
@@ -104,9 +111,8 @@ pub(crate) fn source(
     what: &str,
     host: &str,
 ) -> Result<Source> {
-    let single = client(url, tls, what, host)?;
     if !cluster {
-        return Ok(Source::Single(single));
+        return Ok(Source::Single(single.clone()));
     }
     let mut builder = ClusterClient::builder([single.get_connection_info().clone()])
         .connection_timeout(timeout)

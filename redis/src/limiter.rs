@@ -58,7 +58,9 @@ use llm_failover_core::ratelimit::{
     BucketSnapshot, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits,
     Per, Reservation, SharedSettings, Tightening, WhenDown, Window,
 };
-use llm_failover_core::wing::redis::{MemoryStore, config_error, url};
+use llm_failover_core::wing::redis::{MemoryStore, url};
+
+use crate::connect::config_error;
 
 /// How long a half-open probe holds the other processes back when its answer never comes
 /// (its process died): then the next reservation probes.
@@ -205,6 +207,7 @@ impl RedisStore {
         let host = settings.host();
         let client = crate::connect::client(url(&settings), &settings.tls, "shared limits", &host)?;
         let source = crate::connect::source(
+            &client,
             url(&settings),
             &settings.tls,
             settings.cluster,
@@ -886,13 +889,14 @@ impl LimiterStore for RedisStore {
         }
         let state = self.keys(key).0;
         let before = self.gates.before(&state);
+        let known = self.is_known(&state);
         let args = ReserveArgs {
             limits: limits.into(),
             cost: cost.into(),
             max_wait: micros(max_wait),
             probe_ttl: self.probe_ttl.map(|t| t.as_millis() as u64),
             probe_poll: PROBE_POLL.as_millis() as u64,
-            lost: self.is_known(&state),
+            lost: known,
         };
         let Some(a) = self
             .call::<ReserveAnswer>(key, "reserve", &args, now)
@@ -908,7 +912,7 @@ impl LimiterStore for RedisStore {
                 }),
             };
         };
-        if limits != &Limits::none() {
+        if !known && limits != &Limits::none() {
             // Configured limits: the script made the key's state if it had none.
             self.know(state.clone());
         }
