@@ -375,14 +375,6 @@ impl Router {
         report: Option<&LimitReport>,
         span: &tracing::Span,
     ) -> Step<T> {
-        let entry = run.candidates[ticket.slot].entry;
-        if let Some(report) = report
-            && let Err(e) = self
-                .learn(entry, &ticket.key, report, ticket.booking, 0)
-                .await
-        {
-            return ControlFlow::Break(Err(e));
-        }
         if let Some(s) = err.status() {
             span.record("status", s);
         }
@@ -402,16 +394,19 @@ impl Router {
         };
         tried.failures += 1;
         let action = decide(&outcome, &self.rules, now, self.rng.as_ref());
-        self.apply(run, ticket, err, action, now).await
+        self.apply(run, ticket, err, report, action, now).await
     }
 
     /// Does what the decision says: counts, tells the limiter and the breaker, backs the
-    /// provider off for this request, and ends the request or lets it go on.
+    /// provider off for this request, and ends the request or lets it go on. The limiter hears
+    /// the failure in one update: the response's report, the 429's drain and gate, and the
+    /// gate of a breaker it opened.
     async fn apply<T>(
         &self,
         run: &mut Run<'_>,
         ticket: &Ticket<'_>,
         err: Error,
+        report: Option<&LimitReport>,
         action: Action,
         now: Instant,
     ) -> Step<T> {
@@ -421,32 +416,21 @@ impl Router {
         if matches!(action.count, Count::Transient { .. }) {
             run.failed += 1;
         }
-        let gated = action.tighten.as_ref().and_then(|t| t.gate_until);
-        if let Some(mut t) = action.tighten {
-            t.booking = ticket.booking;
-            if let Err(e) = self.limiter.raise(&ticket.key, t).await {
-                return ControlFlow::Break(Err(e));
-            }
-        }
         let moved = breaker.get().apply(action.breaker, self.clock.now());
         if moved.opened {
             Counters::add(&entry.counters.here().breaker_opens, 1);
         }
         if let Some(until) = moved.open_until {
             self.log_open(entry.id(), until, moved.version);
-            if gated.is_none_or(|g| g < until) {
-                // An open breaker is a gate in the store until it reopens: the other
-                // processes on a shared store stop too (a gate only ever moves later, so a
-                // 429's own gate is not shortened).
-                let gate = Tightening {
-                    gate_until: Some(until),
-                    booking: ticket.booking,
-                    ..Tightening::default()
-                };
-                if let Err(e) = self.limiter.raise(&ticket.key, gate).await {
-                    return ControlFlow::Break(Err(e));
-                }
-            }
+        }
+        let told = failure_update(action.tighten, report, moved.open_until, ticket.booking);
+        if let Some(report) = report {
+            entry.learned(&ticket.key.model, report);
+        }
+        if let Some(t) = told
+            && let Err(e) = self.limiter.raise(&ticket.key, t).await
+        {
+            return ControlFlow::Break(Err(e));
         }
         if let Some(until) = action.back_off_until {
             run.tried_mut(ticket.slot).ready_at = Some(until);
@@ -496,6 +480,31 @@ impl Router {
             );
         }
     }
+}
+
+/// What the limiter hears of a failure, in one update (`None`: nothing): the response's
+/// `report`, the decision's `tighten` (a 429's drain and gate), and the gate of a breaker the
+/// failure opened until `open_until` — an open breaker is a gate in the store until it
+/// reopens, so the other processes on a shared store stop too; a gate only ever moves later,
+/// so a 429's own longer gate is kept.
+fn failure_update(
+    tighten: Option<Tightening>,
+    report: Option<&LimitReport>,
+    open_until: Option<Instant>,
+    booking: Option<u64>,
+) -> Option<Tightening> {
+    if tighten.is_none() && report.is_none() && open_until.is_none() {
+        return None;
+    }
+    let mut t = tighten.unwrap_or_default();
+    t.report = report.cloned();
+    t.booking = booking;
+    if let Some(until) = open_until
+        && t.gate_until.is_none_or(|g| g < until)
+    {
+        t.gate_until = Some(until);
+    }
+    Some(t)
 }
 
 /// Adds a failure to its counter.
@@ -551,4 +560,64 @@ fn invalid_answer<T>(run: &mut Run<'_>, slot: usize, err: Error) -> Step<T> {
 /// [`clock::wall_ms`] as the traces' unsigned field (never negative).
 fn wall_ms(t: std::time::SystemTime) -> u64 {
     clock::wall_ms(t).unsigned_abs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ratelimit::{Drain, Window};
+
+    /// A failure is one update: the report, the 429's drain and gate, the breaker's gate —
+    /// the later of the two gates kept.
+    #[test]
+    fn a_failure_is_told_in_one_update() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let report = LimitReport {
+            requests: Some(Window {
+                limit: Some(60),
+                remaining: Some(0),
+                ..Window::default()
+            }),
+            ..LimitReport::default()
+        };
+        let throttled = |gate: Instant| Tightening {
+            gate_until: Some(gate),
+            drain: Drain::every_minute(),
+            ..Tightening::default()
+        };
+        let told = |gate: Option<Instant>, drain: Drain, report: Option<&LimitReport>| {
+            let mut t = Tightening::default();
+            t.gate_until = gate;
+            t.drain = drain;
+            t.report = report.cloned();
+            t.booking = Some(7);
+            Some(t)
+        };
+        let every = Drain::every_minute();
+        #[rustfmt::skip]
+        let table: [(Option<Tightening>, Option<&LimitReport>, Option<Instant>, Option<Tightening>); 7] = [
+            // A failure that says nothing and opens nothing: no call.
+            (None, None, None, None),
+            // A 5xx with a report: the report alone.
+            (None, Some(&report), None, told(None, Drain::none(), Some(&report))),
+            // A 5xx that opened the breaker: its gate.
+            (None, None, Some(t0 + 30 * s), told(Some(t0 + 30 * s), Drain::none(), None)),
+            // A 429 with its report: both in one.
+            (Some(throttled(t0 + 5 * s)), Some(&report), None, told(Some(t0 + 5 * s), every, Some(&report))),
+            // A 429 that opened the breaker for longer: the breaker's gate.
+            (Some(throttled(t0 + 5 * s)), None, Some(t0 + 9 * s), told(Some(t0 + 9 * s), every, None)),
+            // ... for shorter: the 429's own gate is kept.
+            (Some(throttled(t0 + 5 * s)), None, Some(t0 + 2 * s), told(Some(t0 + 5 * s), every, None)),
+            // A drain without a gate, and a breaker: the breaker's gate with the drain.
+            (Some(Tightening { drain: every, ..Tightening::default() }), Some(&report), Some(t0 + s), told(Some(t0 + s), every, Some(&report))),
+        ];
+        for (i, (tighten, report, open_until, want)) in table.into_iter().enumerate() {
+            assert_eq!(
+                failure_update(tighten, report, open_until, Some(7)),
+                want,
+                "row {i}"
+            );
+        }
+    }
 }

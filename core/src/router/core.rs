@@ -137,6 +137,15 @@ impl Entry {
         }
     }
 
+    /// A response's `report` was read: from the first token window it states, this
+    /// provider's requests are priced in tokens.
+    pub(super) fn learned(&self, model: &str, report: &LimitReport) {
+        if report.tokens.is_some() || report.input_tokens.is_some() || report.output_tokens.is_some()
+        {
+            self.saw_token_limits(model);
+        }
+    }
+
     /// A response stated a token window: price in tokens from now on (and load the
     /// encoder, off the request path).
     fn saw_token_limits(&self, model: &str) {
@@ -342,12 +351,7 @@ impl Router {
         booking: Option<u64>,
         tokens_back: i64,
     ) -> Result<()> {
-        let states_tokens = report.tokens.is_some()
-            || report.input_tokens.is_some()
-            || report.output_tokens.is_some();
-        if states_tokens {
-            entry.saw_token_limits(&key.model);
-        }
+        entry.learned(&key.model, report);
         let learned = Tightening {
             report: Some(report.clone()),
             booking,
