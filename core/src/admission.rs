@@ -226,6 +226,8 @@ struct LineState {
     /// The instant the store last said the key frees up (a new first waits for it before
     /// asking: the store would only say it again).
     free_at: Option<Instant>,
+    /// The turn a shared store promised this line (its number), for the next ask.
+    promise: Option<u64>,
     /// The last grant, and whether others waited behind it: then the time to the next grant
     /// was continuous service.
     last_grant: Option<(Instant, bool)>,
@@ -364,6 +366,24 @@ impl Line {
     /// Notes when the store says the key frees up.
     pub(crate) fn set_free_at(&self, at: Instant) {
         self.lock().free_at = Some(at);
+    }
+
+    /// Notes the turn a shared store promised this line, at `at`: the next ask waits for it
+    /// and hands its number back.
+    pub(crate) fn promised(&self, number: u64, at: Instant) {
+        let mut s = self.lock();
+        s.free_at = Some(at);
+        s.promise = Some(number);
+    }
+
+    /// The promised turn's number, taken for an ask.
+    pub(crate) fn take_promise(&self) -> Option<u64> {
+        self.lock().promise.take()
+    }
+
+    /// Whether others wait behind the first.
+    pub(crate) fn others_waiting(&self) -> bool {
+        !self.lock().waiting.is_empty()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LineState> {

@@ -8,7 +8,7 @@
 -- KEYS[1] the state (one value: MessagePack, which keeps doubles exact), KEYS[2] the
 -- half-open probe token. Both share one hash tag, so one call is atomic and Redis Cluster
 -- routes it.
--- ARGV[1] operation: reserve | refund | raise | peek
+-- ARGV[1] operation: reserve | turn | refund | raise | check | peek
 -- ARGV[2] now in microseconds, or "" to read TIME (production: every host agrees on Redis's
 --         clock, never its own)
 -- ARGV[3] the state's TTL in milliseconds (refreshed on every write)
@@ -493,12 +493,127 @@ end
 
 local function none(l) return not (l.rpm or l.tpm or l.rpd or l.tpd or l.aud) end
 
+-- A raise: a response's report, a 429's drain and gate, the tokens an answer gives back or
+-- is charged, a probe's release. args: {gate (us from now), drain = {r, t, i, o, day},
+-- report = {r, t, i, o}, booking, tokens_back, channel (where a new gate is announced)},
+-- told at `at` (instants in it are from then).
+local function k_raise(S, a, at)
+  if a.report then k_apply(S, a.report, a.booking, at) end
+  local d = a.drain
+  if d and (d.r or d.t or d.i or d.o) then
+    k_throttled(S, a.booking, at)
+    k_drain(S, d, at)
+  end
+  if a.gate then
+    raise_gate(S, at + math.max(a.gate, 0))
+    S.probe = true
+    -- Tell every process: slots they booked before this gate are checked before they go.
+    if a.channel then redis.call('PUBLISH', a.channel, KEYS[1]) end
+  end
+  if a.tokens_back and a.tokens_back ~= 0 then
+    k_refund(S, 0, a.tokens_back, at)
+  end
+  if a.booking and redis.call('GET', KEYS[2]) == tostring(a.booking) then
+    -- The probe's own answer: released (compare-and-delete). A success closes the half-open
+    -- state; a throttled answer raised a new gate above, and the next probe comes after it.
+    redis.call('DEL', KEYS[2])
+    if not a.gate then S.probe = nil end
+  end
+end
+
+-- The raises a caller held back (answers' reports, told with its next call on the key),
+-- applied first, in the order they came, each at its own time (`ago` microseconds before
+-- this call; a bucket another process moved since stays where it is): `S` made if there was
+-- none.
+local function apply_before(S)
+  if not args.before then return S end
+  S = S or unconfigured(allowance)
+  for _, a in ipairs(args.before) do k_raise(S, a, now - math.max(a.ago or 0, 0)) end
+  return S
+end
+
+---------------------------------------------------------------------------------- turns
+-- A bulk request asks only for a slot it can use at once: interactive requests book ahead
+-- and come first (the admission order). So that the lines of several processes do not all
+-- ask at the instant the key frees up (one wins, the others ask again), a bulk ask that cannot
+-- go now is promised a turn: the instant the buckets could pay for it after every turn
+-- promised before it. A promise books nothing. A fresh bulk ask counts the promises; the
+-- holder of one asks at its turn with its number and goes if the buckets can pay for it
+-- alone; a grant to a line with others behind it promises the next one a turn the same way
+-- (so a line under saturation asks once per request). A promise is forgotten PROMISE_GRACE
+-- after its turn (its holder went elsewhere, or its process died); a promise is
+-- {id, at, r, i, o, a}.
+local PROMISE_GRACE, MAX_PROMISES = 1 * SEC, 256
+
+local function t_prune(S, at)
+  if not S.tn then return end
+  local keep = {}
+  for _, p in ipairs(S.tn) do
+    if p[2] + PROMISE_GRACE >= at then table.insert(keep, p) end
+  end
+  if #keep == 0 then S.tn = nil else S.tn = keep end
+end
+
+-- Takes promise `id` out: whether it was there.
+local function t_take(S, id)
+  if not (S.tn and id) then return false end
+  for k, p in ipairs(S.tn) do
+    if p[1] == id then
+      table.remove(S.tn, k)
+      if #S.tn == 0 then S.tn = nil end
+      return true
+    end
+  end
+  return false
+end
+
+-- Charges (sign 1) or gives back exactly (sign -1) `c` in every bucket, without the caps of
+-- a refund: the promised turns, counted for a moment.
+local function t_shift(S, c, sign, at)
+  for _, e in ipairs(buckets(S, c)) do
+    local b = e[1]
+    if b then b_refill(b, at); b.l = b.l - sign * e[2] end
+  end
+  for _, d in ipairs(DIMS) do
+    local s = S.st[d]
+    if s then s_roll(s, at); b_refill(s.b, at); s.b.l = s.b.l - sign * part(c, d) end
+  end
+end
+
+-- The wait for `c` after every turn promised.
+local function t_wait(S, c, at)
+  if not S.tn then return k_wait(S, c, at) end
+  local total = { r = 0, i = 0, o = 0, a = 0 }
+  for _, p in ipairs(S.tn) do
+    total.r, total.i, total.o, total.a = total.r + p[3], total.i + p[4], total.o + p[5], total.a + p[6]
+  end
+  t_shift(S, total, 1, at)
+  local wait = k_wait(S, c, at)
+  t_shift(S, total, -1, at)
+  return wait
+end
+
+-- Promises `c` a turn: its number and the wait until it.
+local function t_promise(S, c, at)
+  local wait = t_wait(S, c, at) or 0
+  local id = (S.tk or 0) + 1
+  S.tk = id
+  S.tn = S.tn or {}
+  if #S.tn >= MAX_PROMISES then table.remove(S.tn, 1) end
+  table.insert(S.tn, { id, at + wait, c.r, c.i, c.o, c.a })
+  return id, wait
+end
+
 ---------------------------------------------------------------------------------- operations
 
-if op == 'reserve' then
+if op == 'reserve' or op == 'turn' then
   -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl,
-  --        probe_poll (ms), lost (the caller saw this state before: made anew, it starts empty)}
-  local S = load()
+  --        probe_poll (ms), lost (the caller saw this state before: made anew, it starts empty),
+  --        before (raises held back)}
+  -- 'turn', a bulk ask (max_wait 0, see the turns above), also: turn (the number of the
+  -- promise the caller holds), more (others wait behind it in its line).
+  local is_turn = op == 'turn'
+  local S = apply_before(load())
   if not S then
     if none(args.limits) then
       -- Unknown: nothing would be booked, so nothing is created (as in memory).
@@ -516,6 +631,7 @@ if op == 'reserve' then
   if S.probe and args.probe_ttl and S.gate and S.gate > now then
     -- Half-open is pending: no slot is booked across the gate (they would all go at its
     -- reset, with no probe first). Ask again when it has passed.
+    save(S)
     return cjson.encode({ granted = false, wait = S.gate - now })
   end
   if S.probe and args.probe_ttl and not (S.gate and S.gate > now) then
@@ -526,6 +642,7 @@ if op == 'reserve' then
       -- or when its token expires, whichever comes first.
       local left = math.max(redis.call('PTTL', KEYS[2]), 1)
       local wait = math.min(left, args.probe_poll or left) * 1000
+      save(S)
       return cjson.encode({ granted = false, wait = wait, probing = true })
     end
     probe = true
@@ -536,57 +653,52 @@ if op == 'reserve' then
     save(S)
     return cjson.encode({ too_large = true, dimension = dim, cost = n, capacity = capacity })
   end
-  if wait > args.max_wait then
+  if is_turn then
+    t_prune(S, now)
+    if not t_take(S, args.turn) and S.tn then
+      -- A fresh ask goes after the turns promised before it.
+      wait = t_wait(S, args.cost, now)
+    end
+    if wait > 0 then
+      if probe then redis.call('DEL', KEYS[2]) end
+      local id, turn = t_promise(S, args.cost, now)
+      save(S)
+      return cjson.encode({ granted = false, wait = turn, turn = id })
+    end
+  elseif wait > args.max_wait then
     if probe then redis.call('DEL', KEYS[2]) end
     save(S)
     return cjson.encode({ granted = false, wait = wait })
   end
   local booking = k_book(S, args.cost, now)
+  local out = { granted = true, wait = wait, booking = booking,
+                token_room = k_token_room(S, now), probe = probe }
+  if is_turn and args.more then
+    out.turn, out.next = t_promise(S, args.cost, now)
+  end
   save(S)
-  return cjson.encode({ granted = true, wait = wait, booking = booking,
-                        token_room = k_token_room(S, now), probe = probe })
+  return cjson.encode(out)
 elseif op == 'refund' then
-  -- args: {requests, tokens}
-  local S = load()
+  -- args: {requests, tokens, before}
+  local S = apply_before(load())
   if not S then return cjson.encode({}) end
   k_refund(S, args.requests, args.tokens, now)
   save(S)
   return cjson.encode({})
 elseif op == 'raise' then
-  -- args: {gate (us from now), drain = {r, t, i, o, day}, report = {r, t, i, o}, booking,
-  --        tokens_back (the answer's usage against what was booked, as a refund),
-  --        channel (where a new gate is announced)}
-  local S = load() or unconfigured(allowance)
-  if args.report then k_apply(S, args.report, args.booking, now) end
-  local d = args.drain
-  if d and (d.r or d.t or d.i or d.o) then
-    k_throttled(S, args.booking, now)
-    k_drain(S, d, now)
-  end
-  if args.gate then
-    raise_gate(S, now + math.max(args.gate, 0))
-    S.probe = true
-    -- Tell every process: slots they booked before this gate are checked before they go.
-    if args.channel then redis.call('PUBLISH', args.channel, KEYS[1]) end
-  end
-  if args.tokens_back and args.tokens_back ~= 0 then
-    k_refund(S, 0, args.tokens_back, now)
-  end
-  if args.booking and redis.call('GET', KEYS[2]) == tostring(args.booking) then
-    -- The probe's own answer: released (compare-and-delete). A success closes the half-open
-    -- state; a throttled answer raised a new gate above, and the next probe comes after it.
-    redis.call('DEL', KEYS[2])
-    if not args.gate then S.probe = nil end
-  end
+  -- args: those of k_raise, and before
+  local S = apply_before(load()) or unconfigured(allowance)
+  k_raise(S, args, now)
   save(S)
   return cjson.encode({})
 elseif op == 'check' then
-  -- args: {booking, probe_ttl, probe_poll}. Whether a slot booked earlier may still be used
-  -- now: not during a gate raised since (a 429 or a breaker another process saw); after it,
-  -- only as the one half-open probe (taken here if nobody holds it), never while another
+  -- args: {booking, probe_ttl, probe_poll, before}. Whether a slot booked earlier may still be
+  -- used now: not during a gate raised since (a 429 or a breaker another process saw); after
+  -- it, only as the one half-open probe (taken here if nobody holds it), never while another
   -- booking's probe is out.
-  local S = load()
+  local S = apply_before(load())
   if not S then return cjson.encode({}) end
+  if args.before then save(S) end
   if S.gate and S.gate > now then return cjson.encode({ wait = S.gate - now }) end
   if S.probe and args.probe_ttl then
     local token = tostring(args.booking)
@@ -600,8 +712,8 @@ elseif op == 'check' then
   end
   return cjson.encode({})
 elseif op == 'peek' then
-  -- args: {cost}
-  local S = load()
+  -- args: {cost, before}
+  local S = apply_before(load())
   if not S then return cjson.encode({ wait = 0 }) end
   local wait = k_wait(S, args.cost, now)
   local req, tok = k_binding(S, now)

@@ -56,7 +56,7 @@ use tokio::time::Instant;
 use llm_failover_core::error::{Error, ErrorKind, Result};
 use llm_failover_core::ratelimit::{
     BucketSnapshot, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits,
-    Per, Reservation, SharedSettings, Tightening, WhenDown, Window,
+    Per, Reservation, SharedSettings, Tightening, Turn, WhenDown, Window,
 };
 use llm_failover_core::wing::redis::{MemoryStore, url};
 
@@ -95,6 +95,11 @@ const SCRIPT: &str = include_str!("limiter.lua");
 /// # Ok::<(), llm_failover::Error>(())
 /// ```
 pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+/// The store's state, shared with the task that sends the reports it holds back.
+struct Inner {
     settings: SharedSettings,
     /// One Redis, or a Redis Cluster ([`SharedSettings::cluster`]).
     source: Source,
@@ -120,7 +125,33 @@ pub struct RedisStore {
     /// The state keys this store has seen in Redis: one found missing later was lost (Redis
     /// restarted without it), and is made again with empty buckets, not full ones.
     known: Mutex<std::collections::HashSet<String>>,
+    /// Reports held back, per state key, to travel with the next call on it ([`LINGER`]).
+    held: Mutex<HashMap<String, Held>>,
+    /// A send of what is held is scheduled.
+    flushing: AtomicBool,
+    /// The latest instant a report was held back at: a send in the background is made at
+    /// that instant or later (on a virtual clock, the caller's now is not the runtime's).
+    held_at: Mutex<Option<Instant>>,
+    /// Slots this store booked that are not a half-open probe (state key, booking): only
+    /// their answers are held back — a probe's answer releases it for every process at once.
+    plain: Mutex<std::collections::HashSet<(String, u64)>>,
 }
+
+/// Answers' reports held back for one key.
+struct Held {
+    key: LimitKey,
+    /// Each with the instant it was told.
+    raises: Vec<(Tightening, Instant)>,
+}
+
+/// How long an answer's report (with its token reconciliation) is held back at most, to
+/// travel with the next call on its key — the next admission, mostly — rather than in a call
+/// of its own: one store call per attempt on the common path. The other processes hear it
+/// this much later at worst.
+const LINGER: Duration = Duration::from_millis(20);
+
+/// The most reports held back for one key: more are sent at once.
+const MAX_HELD: usize = 64;
 
 /// What the gate announcements say, so that a slot booked ahead is re-checked in Redis before
 /// it is sent only when a gate was raised on its key since it was booked (or when the
@@ -191,7 +222,7 @@ struct Down {
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("settings", &self.settings)
+            .field("settings", &self.inner.settings)
             .finish_non_exhaustive()
     }
 }
@@ -216,7 +247,7 @@ impl RedisStore {
             &host,
         )?;
         let local = MemoryStore::new();
-        Ok(RedisStore {
+        let inner = Inner {
             source,
             client,
             conn: Mutex::new(None),
@@ -229,16 +260,29 @@ impl RedisStore {
             gates: Arc::new(Gates::default()),
             known: Mutex::new(std::collections::HashSet::new()),
             listening: std::sync::Once::new(),
+            held: Mutex::new(HashMap::new()),
+            flushing: AtomicBool::new(false),
+            held_at: Mutex::new(None),
+            plain: Mutex::new(std::collections::HashSet::new()),
             settings,
+        };
+        Ok(RedisStore {
+            inner: Arc::new(inner),
         })
+    }
+
+    /// The state, to change while the store is being built (nothing else holds it yet).
+    fn building(&mut self) -> &mut Inner {
+        Arc::get_mut(&mut self.inner).expect("a store being built is not shared yet")
     }
 
     /// Keeps `allowance` of each bucket's refill in reserve, as the in-memory store does
     /// ([`Policy::latency_allowance`](llm_failover_core::config::Policy)).
     #[must_use]
     pub fn with_latency_allowance(mut self, allowance: Duration) -> Self {
-        self.allowance = allowance;
-        self.local = MemoryStore::with_latency_allowance(allowance);
+        let inner = self.building();
+        inner.allowance = allowance;
+        inner.local = MemoryStore::with_latency_allowance(allowance);
         self
     }
 
@@ -247,7 +291,7 @@ impl RedisStore {
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
     #[allow(dead_code)]
     pub(crate) fn on_virtual_clock(mut self, epoch: Instant) -> Self {
-        self.virtual_epoch = Some(epoch);
+        self.building().virtual_epoch = Some(epoch);
         self
     }
 
@@ -256,7 +300,7 @@ impl RedisStore {
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
     #[allow(dead_code)]
     pub(crate) fn without_probes(mut self) -> Self {
-        self.probe_ttl = None;
+        self.building().probe_ttl = None;
         self
     }
 
@@ -264,14 +308,14 @@ impl RedisStore {
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
     #[allow(dead_code)]
     pub(crate) fn is_listening(&self) -> bool {
-        self.gates.healthy.load(Ordering::Acquire)
+        self.inner.gates.healthy.load(Ordering::Acquire)
     }
 
     /// How many gate announcements were heard for `key` (tests).
     #[cfg_attr(feature = "test-util", visibility::make(pub))]
     #[allow(dead_code)]
     pub(crate) fn announcements(&self, key: &LimitKey) -> u64 {
-        self.gates.snapshot(&self.keys(key).0).1
+        self.inner.gates.snapshot(&self.inner.keys(key).0).1
     }
 
     /// Returns once `ready` holds of this store, woken by each change the listener makes (tests:
@@ -280,7 +324,7 @@ impl RedisStore {
     #[allow(dead_code)]
     pub(crate) async fn until(&self, ready: impl Fn(&Self) -> bool) {
         loop {
-            let changed = self.gates.changed.notified();
+            let changed = self.inner.gates.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             if ready(self) {
@@ -289,7 +333,9 @@ impl RedisStore {
             changed.await;
         }
     }
+}
 
+impl Inner {
     /// The state's and the probe's keys for `key`.
     fn keys(&self, key: &LimitKey) -> (String, String) {
         let tag = format!(
@@ -313,10 +359,19 @@ impl RedisStore {
         args: &impl Serialize,
         now: Instant,
     ) -> Result<Option<T>> {
+        let held = self.take_held(key);
         if self.resting(key, now) {
+            self.held_to_local(key, held).await?;
             return Ok(None);
         }
-        match self.invoke(key, op, args, now).await {
+        let before: Vec<HeldArgs> = held
+            .iter()
+            .map(|(t, at)| HeldArgs {
+                raise: self.raise_args(t, *at),
+                ago: micros(now.saturating_duration_since(*at)),
+            })
+            .collect();
+        match self.invoke(key, op, args, &before, now).await {
             Ok(text) => {
                 self.up(key, now);
                 serde_json::from_str(&text).map(Some).map_err(|e| {
@@ -328,6 +383,7 @@ impl RedisStore {
             }
             Err(Failure::Down(why)) => {
                 self.went_down(key, now, &why);
+                self.held_to_local(key, held).await?;
                 Ok(None)
             }
             Err(Failure::Refused(why)) => Err(self.refused(&why)),
@@ -338,6 +394,110 @@ impl RedisStore {
                     self.settings.host()
                 ),
             )),
+        }
+    }
+
+    /// Holds `t` back to travel with the next call on `key` (or within [`LINGER`]): an
+    /// answer's report and reconciliation, unless another process must hear it at once — a
+    /// gate or a drain (a 429, an opened breaker), a report that states a limit spent, the
+    /// answer to a half-open probe or to a slot this store did not book. Whether it was held.
+    fn hold(&self, key: &LimitKey, t: &Tightening, now: Instant) -> bool {
+        let spent = t.report.as_ref().is_some_and(|r| {
+            [&r.requests, &r.tokens, &r.input_tokens, &r.output_tokens]
+                .into_iter()
+                .flatten()
+                .any(|w| w.remaining == Some(0))
+        });
+        if t.gate_until.is_some() || t.drain.any() || spent {
+            return false;
+        }
+        let state = self.keys(key).0;
+        if let Some(booking) = t.booking {
+            let mut plain = self.plain.lock().unwrap_or_else(PoisonError::into_inner);
+            if !plain.remove(&(state.clone(), booking)) {
+                return false;
+            }
+        }
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = held.entry(state).or_insert_with(|| Held {
+            key: key.clone(),
+            raises: Vec::new(),
+        });
+        if entry.raises.len() >= MAX_HELD {
+            return false;
+        }
+        entry.raises.push((t.clone(), now));
+        let mut at = self.held_at.lock().unwrap_or_else(PoisonError::into_inner);
+        *at = Some(at.map_or(now, |a| a.max(now)));
+        true
+    }
+
+    /// Notes a slot this store booked that is not a half-open probe: its answer may be held
+    /// back.
+    fn booked_plain(&self, state: &str, booking: u64) {
+        let mut plain = self.plain.lock().unwrap_or_else(PoisonError::into_inner);
+        if plain.len() >= MAX_BOOKED {
+            plain.clear();
+        }
+        plain.insert((state.to_owned(), booking));
+    }
+
+    /// The reports held back for `key`, taken to be sent.
+    fn take_held(&self, key: &LimitKey) -> Vec<(Tightening, Instant)> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.is_empty() {
+            return Vec::new();
+        }
+        held.remove(&self.keys(key).0)
+            .map(|h| h.raises)
+            .unwrap_or_default()
+    }
+
+    /// Reports that could not be sent (Redis down): the local share hears them, as it hears
+    /// every raise while Redis is down.
+    async fn held_to_local(&self, key: &LimitKey, held: Vec<(Tightening, Instant)>) -> Result<()> {
+        if self.share().is_some() {
+            for (t, at) in held {
+                self.local.raise(key, t, at).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every report held back, a call per key: now, or at the latest instant one was
+    /// held at if the runtime's clock is behind it (a virtual clock).
+    async fn flush(&self) -> Result<()> {
+        let held_at = *self.held_at.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = held_at.map_or_else(Instant::now, |at| at.max(Instant::now()));
+        let keys: Vec<LimitKey> = {
+            let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+            held.values().map(|h| h.key.clone()).collect()
+        };
+        let nothing = self.raise_args(&Tightening::default(), now);
+        for key in keys {
+            self.call::<serde_json::Value>(&key, "raise", &nothing, now)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The script's arguments for a raise, instants from `now`.
+    fn raise_args(&self, t: &Tightening, now: Instant) -> RaiseArgs {
+        RaiseArgs {
+            gate: t
+                .gate_until
+                .map(|g| micros(g.saturating_duration_since(now))),
+            drain: WireDrain {
+                r: t.drain.requests,
+                t: t.drain.tokens,
+                i: t.drain.input_tokens,
+                o: t.drain.output_tokens,
+                day: t.drain.day,
+            },
+            report: t.report.as_ref().map(|r| wire_report(r, now)),
+            booking: t.booking,
+            tokens_back: t.tokens_back,
+            channel: self.channel(),
         }
     }
 
@@ -379,10 +539,19 @@ impl RedisStore {
         key: &LimitKey,
         op: &str,
         args: &impl Serialize,
+        before: &[HeldArgs],
         now: Instant,
     ) -> std::result::Result<String, Failure> {
-        let payload = serde_json::to_string(args)
-            .map_err(|e| Failure::Script(format!("cannot write the arguments: {e}")))?;
+        let unwritable =
+            |e: serde_json::Error| Failure::Script(format!("cannot write the arguments: {e}"));
+        let mut payload = serde_json::to_value(args).map_err(unwritable)?;
+        if let (false, Some(map)) = (before.is_empty(), payload.as_object_mut()) {
+            map.insert(
+                "before".to_owned(),
+                serde_json::to_value(before).map_err(unwritable)?,
+            );
+        }
+        let payload = payload.to_string();
         let (state, probe) = self.keys(key);
         let clock = self
             .virtual_epoch
@@ -718,6 +887,12 @@ struct ReserveArgs {
     /// This store saw the key's state before: if it is missing now, it was lost.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     lost: bool,
+    /// A bulk line's promised turn, handed back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u64>,
+    /// Others wait behind the asker in its line.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    more: bool,
 }
 
 #[derive(Deserialize)]
@@ -736,6 +911,13 @@ struct ReserveAnswer {
     cost: u64,
     #[serde(default)]
     capacity: u64,
+    /// The grant is the half-open probe.
+    #[serde(default)]
+    probe: bool,
+    /// A promised turn: the asker's own (not granted), or its line's next one (granted).
+    turn: Option<u64>,
+    /// The wait until the next one's turn (granted).
+    next: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -813,6 +995,14 @@ struct RaiseArgs {
     channel: String,
 }
 
+/// A raise held back: told `ago` microseconds before the call that carries it.
+#[derive(Serialize)]
+struct HeldArgs {
+    #[serde(flatten)]
+    raise: RaiseArgs,
+    ago: f64,
+}
+
 #[derive(Serialize)]
 struct PeekArgs {
     cost: WireCost,
@@ -850,8 +1040,7 @@ fn dimension(name: &str) -> Dimension {
     }
 }
 
-#[async_trait]
-impl LimiterStore for RedisStore {
+impl Inner {
     /// Connects and sends a PING now: `Config` when Redis refuses this client; `Ok` when
     /// it answers, and when it cannot be reached (the down mode governs requests then).
     async fn check(&self) -> Result<()> {
@@ -876,20 +1065,26 @@ impl LimiterStore for RedisStore {
         }
     }
 
-    async fn reserve(
+    /// A reservation (`Ask::Reserve`) or a bulk line's turn (`Ask::Turn`): one call of the
+    /// script, or the down mode's answer.
+    async fn ask(
         &self,
         key: &LimitKey,
         limits: &Limits,
         cost: Demand,
-        max_wait: Duration,
+        how: Ask,
         now: Instant,
-    ) -> Result<Reservation> {
+    ) -> Result<(Reservation, Option<Turn>)> {
         if self.probe_ttl.is_some() {
             self.listen();
         }
         let state = self.keys(key).0;
         let before = self.gates.before(&state);
         let known = self.is_known(&state);
+        let (op, max_wait, turn, more) = match how {
+            Ask::Reserve { max_wait } => ("reserve", max_wait, None, false),
+            Ask::Turn { held, more } => ("turn", Duration::ZERO, held, more),
+        };
         let args = ReserveArgs {
             limits: limits.into(),
             cost: cost.into(),
@@ -897,56 +1092,66 @@ impl LimiterStore for RedisStore {
             probe_ttl: self.probe_ttl.map(|t| t.as_millis() as u64),
             probe_poll: PROBE_POLL.as_millis() as u64,
             lost: known,
+            turn,
+            more,
         };
-        let Some(a) = self
-            .call::<ReserveAnswer>(key, "reserve", &args, now)
-            .await?
-        else {
-            return match self.share() {
+        let Some(a) = self.call::<ReserveAnswer>(key, op, &args, now).await? else {
+            let down = match self.share() {
                 Some(n) => {
                     let limits = share_of(limits, n);
-                    self.local.reserve(key, &limits, cost, max_wait, now).await
+                    self.local
+                        .reserve(key, &limits, cost, max_wait, now)
+                        .await?
                 }
-                None => Ok(Reservation::NotUntil {
+                None => Reservation::NotUntil {
                     wait: self.until_retry(key, now),
-                }),
+                },
             };
+            return Ok((down, None));
         };
         if !known && limits != &Limits::none() {
             // Configured limits: the script made the key's state if it had none.
             self.know(state.clone());
         }
-        Ok(if a.too_large {
-            Reservation::TooLarge {
+        let promised = a.turn.map(|number| Turn {
+            number,
+            wait: from_micros(a.next.unwrap_or(a.wait)),
+        });
+        if a.too_large {
+            let too_large = Reservation::TooLarge {
                 dimension: dimension(a.dimension.as_deref().unwrap_or_default()),
                 cost: a.cost,
                 capacity: a.capacity,
-            }
-        } else if a.granted {
-            let wait = from_micros(a.wait);
-            if !wait.is_zero() {
-                self.gates.booked_ahead(&state, a.booking, before);
-            }
-            if let Some(n) = self.share() {
-                // The local share follows this process's own use while Redis is up, so that
-                // an outage starts it from what this process had left, not full: a full
-                // share in every process at once would overshoot the quota they share. A
-                // share already spent books nothing here (its level stays at empty).
-                let share = share_of(limits, n);
-                self.local
-                    .reserve(key, &share, cost, Duration::ZERO, now)
-                    .await?;
-            }
-            Reservation::Granted {
-                wait,
-                token_room: a.token_room,
-                booking: a.booking,
-            }
-        } else {
-            Reservation::NotUntil {
-                wait: from_micros(a.wait).max(Duration::from_micros(1)),
-            }
-        })
+            };
+            return Ok((too_large, None));
+        }
+        if !a.granted {
+            let wait = from_micros(a.wait).max(Duration::from_micros(1));
+            return Ok((Reservation::NotUntil { wait }, promised));
+        }
+        let wait = from_micros(a.wait);
+        if !wait.is_zero() {
+            self.gates.booked_ahead(&state, a.booking, before);
+        }
+        if !a.probe {
+            self.booked_plain(&state, a.booking);
+        }
+        if let Some(n) = self.share() {
+            // The local share follows this process's own use while Redis is up, so that
+            // an outage starts it from what this process had left, not full: a full
+            // share in every process at once would overshoot the quota they share. A
+            // share already spent books nothing here (its level stays at empty).
+            let share = share_of(limits, n);
+            self.local
+                .reserve(key, &share, cost, Duration::ZERO, now)
+                .await?;
+        }
+        let granted = Reservation::Granted {
+            wait,
+            token_room: a.token_room,
+            booking: a.booking,
+        };
+        Ok((granted, promised))
     }
 
     async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
@@ -963,22 +1168,7 @@ impl LimiterStore for RedisStore {
     }
 
     async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
-        let args = RaiseArgs {
-            gate: t
-                .gate_until
-                .map(|g| micros(g.saturating_duration_since(now))),
-            drain: WireDrain {
-                r: t.drain.requests,
-                t: t.drain.tokens,
-                i: t.drain.input_tokens,
-                o: t.drain.output_tokens,
-                day: t.drain.day,
-            },
-            report: t.report.as_ref().map(|r| wire_report(r, now)),
-            booking: t.booking,
-            tokens_back: t.tokens_back,
-            channel: self.channel(),
-        };
+        let args = self.raise_args(&t, now);
         if self
             .call::<serde_json::Value>(key, "raise", &args, now)
             .await?
@@ -988,10 +1178,6 @@ impl LimiterStore for RedisStore {
             self.local.raise(key, t, now).await?;
         }
         Ok(())
-    }
-
-    fn is_shared(&self) -> bool {
-        true
     }
 
     async fn blocked(
@@ -1056,5 +1242,110 @@ impl LimiterStore for RedisStore {
         snapshot.wait = p.wait.map(from_micros);
         snapshot.token_room = p.token_room;
         Ok(snapshot)
+    }
+}
+
+/// How a slot is asked for.
+#[derive(Clone, Copy)]
+enum Ask {
+    /// Booked if it can start within `max_wait`.
+    Reserve { max_wait: Duration },
+    /// A bulk line's head, holding a promised turn or not, with others behind it or not.
+    Turn { held: Option<u64>, more: bool },
+}
+
+#[async_trait]
+impl LimiterStore for RedisStore {
+    /// Connects and sends a PING now: `Config` when Redis refuses this client; `Ok` when
+    /// it answers, and when it cannot be reached (the down mode governs requests then).
+    async fn check(&self) -> Result<()> {
+        self.inner.check().await
+    }
+
+    async fn reserve(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        let how = Ask::Reserve { max_wait };
+        Ok(self.inner.ask(key, limits, cost, how, now).await?.0)
+    }
+
+    /// Promised turns: see the script's "turns".
+    async fn take_turn(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        held: Option<u64>,
+        more: bool,
+        now: Instant,
+    ) -> Result<(Reservation, Option<Turn>)> {
+        let how = Ask::Turn { held, more };
+        self.inner.ask(key, limits, cost, how, now).await
+    }
+
+    async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
+        self.inner.refund(key, requests, tokens, now).await
+    }
+
+    /// An answer's report is held back to travel with the next call on its key, or sent
+    /// within [`LINGER`]; what another process must hear at once goes now (`Inner::hold`).
+    async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
+        if self.inner.hold(key, &t, now) {
+            self.flush_soon();
+            return Ok(());
+        }
+        self.inner.raise(key, t, now).await
+    }
+
+    async fn flush(&self) -> Result<()> {
+        self.inner.flush().await
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    async fn blocked(
+        &self,
+        key: &LimitKey,
+        booking: u64,
+        now: Instant,
+    ) -> Result<Option<Duration>> {
+        self.inner.blocked(key, booking, now).await
+    }
+
+    async fn peek(&self, key: &LimitKey, cost: Demand, now: Instant) -> Result<LimitSnapshot> {
+        self.inner.peek(key, cost, now).await
+    }
+}
+
+impl RedisStore {
+    /// Sends the reports held back after [`LINGER`], unless a send is scheduled already (in
+    /// the background; a report that finds the store dropped is not sent).
+    fn flush_soon(&self) {
+        if self.inner.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.inner.flushing.store(false, Ordering::Release);
+            return;
+        };
+        let inner = Arc::downgrade(&self.inner);
+        runtime.spawn(async move {
+            // A transport's batching delay, not a decision: nothing waits on it, and a test on a
+            // paused clock sees it pass with the clock.
+            #[allow(clippy::disallowed_methods)]
+            tokio::time::sleep(LINGER).await;
+            let Some(inner) = inner.upgrade() else { return };
+            inner.flushing.store(false, Ordering::Release);
+            if let Err(e) = inner.flush().await {
+                tracing::warn!(error = %e, "shared limits: could not send the answers' reports");
+            }
+        });
     }
 }

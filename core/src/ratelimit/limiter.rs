@@ -96,13 +96,17 @@ impl Limiter {
                 self.clock.sleep_until(free).await;
             }
             let at = self.clock.now();
-            match self
+            let (held, more) = (line.take_promise(), line.others_waiting());
+            let (answer, turn) = self
                 .store
-                .reserve(key, limits, cost, Duration::ZERO, at)
-                .await?
-            {
+                .take_turn(key, limits, cost, held, more, at)
+                .await?;
+            match answer {
                 Reservation::NotUntil { wait } => {
-                    line.set_free_at(at + wait);
+                    match turn {
+                        Some(t) => line.promised(t.number, at + t.wait),
+                        None => line.set_free_at(at + wait),
+                    }
                     if at + wait > until {
                         return Ok(Reservation::NotUntil {
                             wait: at + wait - now,
@@ -111,6 +115,9 @@ impl Limiter {
                 }
                 granted @ Reservation::Granted { .. } => {
                     line.granted(at);
+                    if let Some(t) = turn {
+                        line.promised(t.number, at + t.wait);
+                    }
                     return Ok(granted);
                 }
                 too_large => return Ok(too_large),

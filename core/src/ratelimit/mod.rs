@@ -114,7 +114,7 @@ pub(crate) mod wing {
 
 pub use store::{
     BucketSnapshot, Demand, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
-    Tightening,
+    Tightening, Turn,
 };
 
 // Internals, public with `test-util` for tests, benches and fuzzers.

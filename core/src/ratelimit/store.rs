@@ -246,6 +246,16 @@ pub enum Reservation {
     },
 }
 
+/// A turn a shared store promised a bulk line ([`LimiterStore::take_turn`]): its number, to
+/// hand back when asking at it, and the wait until it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// The promise's number.
+    pub number: u64,
+    /// The wait from the answer until the turn.
+    pub wait: Duration,
+}
+
 /// What the limiter is told about an answer: a 429's gate and drain, which only tighten, and
 /// the response's report, which states the truth and may loosen as well as tighten.
 ///
@@ -597,6 +607,39 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
     ) -> Result<Option<Duration>> {
         let _ = (key, booking, now);
         Ok(None)
+    }
+
+    /// A bulk request's ask for a slot it can use at once (the
+    /// [admission order](crate::admission): interactive requests book ahead, bulk ones wait in
+    /// their key's line and never hold a slot ahead of them), as the head of its process's line
+    /// for `key`: `held` is the turn the line was promised by an earlier answer, `more` whether
+    /// others wait behind it.
+    ///
+    /// A store shared by several processes answers with a promised [`Turn`] as well, so that
+    /// their lines do not all ask at the instant the key frees up (one would win, the others
+    /// ask again): with `NotUntil`, the asker's own turn (the wait is until it); with a grant
+    /// and `more`, the turn of the next one in its line. The default (a store of one process,
+    /// whose one line per key already takes turns): [`reserve`](Self::reserve) with no wait,
+    /// and no turn.
+    async fn take_turn(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        held: Option<u64>,
+        more: bool,
+        now: Instant,
+    ) -> Result<(Reservation, Option<Turn>)> {
+        let _ = (held, more);
+        let reservation = self.reserve(key, limits, cost, Duration::ZERO, now).await?;
+        Ok((reservation, None))
+    }
+
+    /// Sends what the store holds back now: a shared store tells each answer's report with
+    /// its next call on the key, or within a few milliseconds; a client about to stop
+    /// flushes. `Ok` (the default) for a store that holds nothing back.
+    async fn flush(&self) -> Result<()> {
+        Ok(())
     }
 
     /// Whether the store can serve this client, asked once before work starts (a batch

@@ -587,30 +587,65 @@ mod tests {
             ..Tightening::default()
         };
         let told = |gate: Option<Instant>, drain: Drain, report: Option<&LimitReport>| {
-            let mut t = Tightening::default();
-            t.gate_until = gate;
-            t.drain = drain;
-            t.report = report.cloned();
-            t.booking = Some(7);
-            Some(t)
+            Some(Tightening {
+                gate_until: gate,
+                drain,
+                report: report.cloned(),
+                booking: Some(7),
+                ..Tightening::default()
+            })
         };
         let every = Drain::every_minute();
         #[rustfmt::skip]
-        let table: [(Option<Tightening>, Option<&LimitReport>, Option<Instant>, Option<Tightening>); 7] = [
+        type Row<'a> = (Option<Tightening>, Option<&'a LimitReport>, Option<Instant>, Option<Tightening>);
+        let table: [Row<'_>; 7] = [
             // A failure that says nothing and opens nothing: no call.
             (None, None, None, None),
             // A 5xx with a report: the report alone.
-            (None, Some(&report), None, told(None, Drain::none(), Some(&report))),
+            (
+                None,
+                Some(&report),
+                None,
+                told(None, Drain::none(), Some(&report)),
+            ),
             // A 5xx that opened the breaker: its gate.
-            (None, None, Some(t0 + 30 * s), told(Some(t0 + 30 * s), Drain::none(), None)),
+            (
+                None,
+                None,
+                Some(t0 + 30 * s),
+                told(Some(t0 + 30 * s), Drain::none(), None),
+            ),
             // A 429 with its report: both in one.
-            (Some(throttled(t0 + 5 * s)), Some(&report), None, told(Some(t0 + 5 * s), every, Some(&report))),
+            (
+                Some(throttled(t0 + 5 * s)),
+                Some(&report),
+                None,
+                told(Some(t0 + 5 * s), every, Some(&report)),
+            ),
             // A 429 that opened the breaker for longer: the breaker's gate.
-            (Some(throttled(t0 + 5 * s)), None, Some(t0 + 9 * s), told(Some(t0 + 9 * s), every, None)),
+            (
+                Some(throttled(t0 + 5 * s)),
+                None,
+                Some(t0 + 9 * s),
+                told(Some(t0 + 9 * s), every, None),
+            ),
             // ... for shorter: the 429's own gate is kept.
-            (Some(throttled(t0 + 5 * s)), None, Some(t0 + 2 * s), told(Some(t0 + 5 * s), every, None)),
+            (
+                Some(throttled(t0 + 5 * s)),
+                None,
+                Some(t0 + 2 * s),
+                told(Some(t0 + 5 * s), every, None),
+            ),
             // A drain without a gate, and a breaker: the breaker's gate with the drain.
-            (Some(Tightening { drain: every, ..Tightening::default() }), Some(&report), Some(t0 + s), told(Some(t0 + s), every, Some(&report))),
+            (
+                Some(Tightening {
+                    drain: every,
+                    ..Tightening::default()
+                }),
+                Some(&report),
+                Some(t0 + s),
+                told(Some(t0 + s), every, Some(&report)),
+            ),
         ];
         for (i, (tighten, report, open_until, want)) in table.into_iter().enumerate() {
             assert_eq!(

@@ -140,7 +140,9 @@ impl Entry {
     /// A response's `report` was read: from the first token window it states, this
     /// provider's requests are priced in tokens.
     pub(super) fn learned(&self, model: &str, report: &LimitReport) {
-        if report.tokens.is_some() || report.input_tokens.is_some() || report.output_tokens.is_some()
+        if report.tokens.is_some()
+            || report.input_tokens.is_some()
+            || report.output_tokens.is_some()
         {
             self.saw_token_limits(model);
         }
