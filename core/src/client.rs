@@ -235,6 +235,35 @@ impl Client {
         self.router.check_stores().await
     }
 
+    /// Sends what the stores hold back now. A limiter store shared with other processes
+    /// tells each answer's report with its next call on the same limits (one call per
+    /// attempt), or within a few milliseconds; call this before the process exits, so the
+    /// others hear the last answers too. The batch runners do. Nothing to send in memory.
+    ///
+    /// # Errors
+    ///
+    /// When the store fails (a Redis that refuses this client; one that cannot be reached
+    /// is the store's down mode, not an error).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::provider::openai::OpenAi;
+    /// use llm_failover::{Client, ProviderId, ProviderSettings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> llm_failover::Result<()> {
+    /// let local = OpenAi::new(ProviderId::new("local"), "http://127.0.0.1:11434/v1".parse().unwrap());
+    /// let client = Client::builder().provider(Arc::new(local), ProviderSettings::new()).build()?;
+    /// // ... requests ...
+    /// client.flush().await?; // before exiting
+    /// # Ok(()) }
+    /// ```
+    pub async fn flush(&self) -> Result<()> {
+        self.router.flush().await
+    }
+
     /// What the limiter knows now about `provider`'s limits for `model`, configured or
     /// learned from its answers: the binding request and token buckets (level, capacity,
     /// window, when full again), a pace learned from 429s, a gate. `None` when nothing is

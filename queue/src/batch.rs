@@ -306,6 +306,11 @@ impl QueuedJob {
         };
         let served = Arc::new(Served::default());
         let worker = self.work(client, stop, &served).await?;
+        // The last answers' reports, for the other processes sharing the limits (every
+        // result is in the queue already: a warning, not an error).
+        if let Err(e) = client.flush().await {
+            tracing::warn!(error = %e, "could not send the last answers' limit reports");
+        }
         let export = self.export(clock.as_ref(), &output, &previous).await?;
         let mut run = RunReport::default();
         run.ok = worker.completed;

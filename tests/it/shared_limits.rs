@@ -798,3 +798,212 @@ async fn a_slot_booked_ahead_is_checked_in_redis_only_after_a_gate_was_announced
     );
     assert_eq!(evalsha(), calls + 2, "the raise and the check");
 }
+
+/// The script calls Redis ran since the last `CONFIG RESETSTAT` (`INFO commandstats`).
+fn script_calls(redis: &RedisServer) -> u64 {
+    cli(redis, &["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// One store call per attempt: an answer's report (and its token reconciliation) is held
+/// back and travels with the next reservation on its key; the other processes hear it then,
+/// or when the store flushes. A 429's drain and gate go at once.
+#[tokio::test]
+async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attempt() {
+    let redis = RedisServer::start();
+    let settings = SharedSettings::new(redis.url()).prefix("held");
+    let a = RedisStore::new(settings.clone()).unwrap();
+    let b = RedisStore::new(settings).unwrap();
+    let k = key(0);
+    let limits = Limits::none().with_rpm(6_000);
+    let one = Demand::one_request();
+    let stated = |remaining: u64, now: Instant| {
+        let mut r = LimitReport::default();
+        r.requests = Some(Window {
+            limit: Some(500),
+            remaining: Some(remaining),
+            reset_at: Some(now + Duration::from_secs(60)),
+            per: Per::Minute,
+        });
+        r
+    };
+    // The script loaded, the counts from zero.
+    a.peek(&key(1), one, Instant::now()).await.unwrap();
+    cli(&redis, &["CONFIG", "RESETSTAT"]);
+
+    const N: u64 = 20;
+    for i in 0..N {
+        let now = Instant::now();
+        let Reservation::Granted { booking, .. } = a
+            .reserve(&k, &limits, one, Duration::ZERO, now)
+            .await
+            .unwrap()
+        else {
+            panic!("granted")
+        };
+        let mut answered = Tightening::default();
+        answered.report = Some(stated(400 - i, now));
+        answered.booking = Some(booking);
+        answered.tokens_back = 5;
+        // Held: nothing is sent now (the raise does not even yield to the runtime).
+        a.raise(&k, answered, now).await.unwrap();
+    }
+    assert_eq!(
+        script_calls(&redis),
+        N,
+        "one call per attempt, its report held"
+    );
+    // Another process does not see the last report yet: it has A's 19th (400 - 18 = 382
+    // remaining, less the booking in flight since).
+    let seen = |s: LimitSnapshot| s.requests.map(|b| b.level.round() as u64);
+    let before = seen(b.peek(&k, one, Instant::now()).await.unwrap());
+    assert_eq!(before, Some(381));
+    // The next reservation carries it: 381 - 1 booked now.
+    a.reserve(&k, &limits, one, Duration::ZERO, Instant::now())
+        .await
+        .unwrap();
+    assert_eq!(script_calls(&redis), N + 2, "b's peek and a's reservation");
+    let after = seen(b.peek(&k, one, Instant::now()).await.unwrap());
+    assert_eq!(after, Some(380));
+
+    // A 429 goes at once, with what was held before it: b is stopped by its gate at once.
+    let now = Instant::now();
+    let Reservation::Granted { booking, .. } = a
+        .reserve(&k, &limits, one, Duration::ZERO, now)
+        .await
+        .unwrap()
+    else {
+        panic!("granted")
+    };
+    let mut throttled = Tightening::default();
+    throttled.gate_until = Some(now + Duration::from_secs(30));
+    throttled.drain = Drain::every_minute();
+    throttled.booking = Some(booking);
+    a.raise(&k, throttled, now).await.unwrap();
+    let gate = b.peek(&k, one, now).await.unwrap().gate_until;
+    assert!(
+        gate.is_some_and(|g| g > now + Duration::from_secs(29)),
+        "{gate:?}"
+    );
+
+    // What is held when the client stops is sent by its flush.
+    let k2 = key(2);
+    let now = Instant::now();
+    let Reservation::Granted { booking, .. } = a
+        .reserve(&k2, &limits, one, Duration::ZERO, now)
+        .await
+        .unwrap()
+    else {
+        panic!("granted")
+    };
+    let mut answered = Tightening::default();
+    answered.report = Some(stated(42, now));
+    answered.booking = Some(booking);
+    a.raise(&k2, answered, now).await.unwrap();
+    a.flush().await.unwrap();
+    assert_eq!(seen(b.peek(&k2, one, now).await.unwrap()), Some(42));
+}
+
+/// The bulk lines of several processes take promised turns: an ask that cannot go now is
+/// promised the instant the key can pay for it after every turn promised before it, the
+/// holder goes at its turn in one call, a grant to a line with others behind it promises the
+/// next one's turn; an interactive booking still comes first (the turn it took is promised
+/// again, behind the others); a promise nobody claims is forgotten a second after its turn.
+#[tokio::test]
+async fn bulk_lines_of_several_processes_take_promised_turns() {
+    let redis = RedisServer::start();
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let stores: Vec<RedisStore> = (0..4)
+        .map(|_| {
+            RedisStore::new(SharedSettings::new(redis.url()).prefix("turns"))
+                .unwrap()
+                .on_virtual_clock(t0)
+                .without_probes()
+        })
+        .collect();
+    let k = key(1);
+    // One request a second; the minute's bucket spent at t0.
+    let limits = Limits::none().with_rpm(60);
+    let one = Demand::one_request();
+    while let Reservation::Granted { .. } = stores[0]
+        .reserve(&k, &limits, one, Duration::ZERO, t0)
+        .await
+        .unwrap()
+    {}
+    let close = |got: Duration, want_ms: u64| got.as_millis().abs_diff(u128::from(want_ms)) <= 5;
+    // Four fresh asks at t0: four turns, a second apart.
+    let mut turns = Vec::new();
+    for (i, s) in stores.iter().enumerate() {
+        let (r, turn) = s.take_turn(&k, &limits, one, None, true, t0).await.unwrap();
+        let turn = turn.expect("a promised turn");
+        assert!(
+            matches!(r, Reservation::NotUntil { wait } if wait == turn.wait),
+            "{r:?}"
+        );
+        assert!(
+            close(turn.wait, 1_000 * (i as u64 + 1)),
+            "store {i}: {turn:?}"
+        );
+        turns.push(turn);
+    }
+    // The first goes at its turn, in one call, and its line's next is promised after the
+    // four: at 5 s.
+    let (r, next) = stores[0]
+        .take_turn(&k, &limits, one, Some(turns[0].number), true, at(1_000))
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Reservation::Granted { wait, .. } if wait.is_zero()),
+        "{r:?}"
+    );
+    let next = next.expect("the next one's turn");
+    assert!(close(next.wait, 4_000), "{next:?}");
+    // A fresh ask in between goes after every promise: at 6 s.
+    let (r, fresh) = stores[3]
+        .take_turn(&k, &limits, one, None, false, at(1_500))
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");
+    assert!(close(fresh.unwrap().wait, 4_500), "{fresh:?}");
+    // An interactive request books the slot at 2 s ahead of the second line ...
+    let r = stores[2]
+        .reserve(&k, &limits, one, Duration::from_secs(10), at(1_900))
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Reservation::Granted { wait, .. } if close(wait, 100)),
+        "{r:?}"
+    );
+    // ... which finds no room at its turn and is promised one behind the others (7 s).
+    let (r, again) = stores[1]
+        .take_turn(&k, &limits, one, Some(turns[1].number), false, at(2_000))
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");
+    assert!(close(again.unwrap().wait, 5_000), "{again:?}");
+    // The third line never comes back for its turn (3 s): forgotten a second after it. At
+    // 4.5 s the key holds 2.5 requests (4.5 refilled, 2 booked) and four live promises
+    // (4 s, 5 s, 6 s, 7 s): a fresh ask needs 5, so its turn is 2.5 s away — 3.5 s if the
+    // forgotten one still counted.
+    let (r, late) = stores[2]
+        .take_turn(&k, &limits, one, None, false, at(4_500))
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");
+    let late = late.unwrap();
+    assert!(
+        close(late.wait, 2_500),
+        "behind the live promises only: {late:?}"
+    );
+}

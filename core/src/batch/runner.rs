@@ -190,6 +190,11 @@ impl Runner {
             }
         }
 
+        // The last answers' reports, for the other processes sharing the limits (a store
+        // that fails here has every outcome kept already: a warning, not an error).
+        if let Err(e) = self.client.flush().await {
+            tracing::warn!(error = %e, "could not send the last answers' limit reports");
+        }
         report.input_exhausted = input_done;
         report.stopped = stop.is_stopped() && !input_done;
         report.elapsed = self.clock.now().saturating_duration_since(started);

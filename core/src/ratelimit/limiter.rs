@@ -147,6 +147,11 @@ impl Limiter {
         self.store.check().await
     }
 
+    /// Sends what the store holds back ([`LimiterStore::flush`]).
+    pub(crate) async fn flush(&self) -> Result<()> {
+        self.store.flush().await
+    }
+
     /// Whether other processes share the store ([`LimiterStore::is_shared`]).
     pub(crate) fn is_shared(&self) -> bool {
         self.store.is_shared()

@@ -328,6 +328,10 @@ impl Router {
         }
     }
 
+    pub(crate) async fn flush(&self) -> Result<()> {
+        self.limiter.flush().await
+    }
+
     pub(crate) async fn limits(&self, key: &LimitKey) -> Result<Option<LimitSnapshot>> {
         let snapshot = self.limiter.peek(key).await?;
         if !snapshot.is_empty() {
