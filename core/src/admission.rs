@@ -381,11 +381,6 @@ impl Line {
         self.lock().promise.take()
     }
 
-    /// Whether others wait behind the first.
-    pub(crate) fn others_waiting(&self) -> bool {
-        !self.lock().waiting.is_empty()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, LineState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

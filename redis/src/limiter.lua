@@ -78,6 +78,11 @@ local function b_charge(b, n, at) b_refill(b, at); b.l = b.l - n end
 local function b_tighten(b, rem, at) b_refill(b, at); b.l = math.min(b.l, rem) end
 local function b_set_level(b, lvl, at) b_refill(b, at); b.l = math.min(lvl, b.cap) end
 local function b_drain(b, at) b_refill(b, at); b.l = math.min(b.l, 0) end
+-- Sets the level to `lvl` as of `at`; a bucket another process's call has moved past `at`
+-- since (a report held back, told with a later call) keeps what refilled after `at`.
+local function b_set_level_since(b, lvl, at)
+  if at < b.t then b.l = math.min(lvl + (b.t - at) * b.r, b.cap) else b_set_level(b, lvl, at) end
+end
 local function b_set_limit(b, limit, window, at)
   b_refill(b, at)
   local c = math.max(limit, 1)
@@ -226,9 +231,9 @@ local function s_observe(s, w, booked, inflight, at)
   end
   local truth = w.remaining - inflight
   if not w.reset then s_classify(s, truth, limit, at) end
-  b_set_level(s.b, truth, at)
-  s.ltt = at
-  s.ltl = b_level(s.b, at)
+  b_set_level_since(s.b, truth, at)
+  s.ltt = math.max(at, s.b.t)
+  s.ltl = b_level(s.b, s.ltt)
   if not s.ft then s.ft = at end
   s.ch = 0
 end
@@ -539,9 +544,9 @@ end
 -- go now is promised a turn: the instant the buckets could pay for it after every turn
 -- promised before it. A promise books nothing. A fresh bulk ask counts the promises; the
 -- holder of one asks at its turn with its number and goes if the buckets can pay for it
--- alone; a grant to a line with others behind it promises the next one a turn the same way
--- (so a line under saturation asks once per request). A promise is forgotten PROMISE_GRACE
--- after its turn (its holder went elsewhere, or its process died); a promise is
+-- alone; a grant promises the next request of the asker's line a turn the same way (so a
+-- line under saturation asks once per request). A promise is forgotten PROMISE_GRACE after
+-- its turn (its holder went elsewhere, its line ran dry, or its process died); a promise is
 -- {id, at, r, i, o, a}.
 local PROMISE_GRACE, MAX_PROMISES = 1 * SEC, 256
 
@@ -609,13 +614,26 @@ end
 if op == 'reserve' or op == 'turn' then
   -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl,
   --        probe_poll (ms), lost (the caller saw this state before: made anew, it starts empty),
-  --        before (raises held back)}
+  --        before (raises held back), restate (the report the caller last heard, for a
+  --        state that is gone)}
   -- 'turn', a bulk ask (max_wait 0, see the turns above), also: turn (the number of the
-  -- promise the caller holds), more (others wait behind it in its line).
+  -- promise the caller holds).
   local is_turn = op == 'turn'
   local S = apply_before(load())
+  if not S and args.restate then
+    -- What the caller last heard its provider state, told again: the state starts from it.
+    S = unconfigured(allowance)
+    k_raise(S, args.restate, now - math.max(args.restate.ago or 0, 0))
+  end
   if not S then
     if none(args.limits) then
+      if args.lost then
+        -- The caller saw this key's state, learned from its provider's answers, and it is
+        -- gone (Redis restarted without it): nothing is granted from an empty view, which
+        -- would hand out what nobody stated. The caller tells what it last heard, and asks
+        -- again.
+        return cjson.encode({ granted = false, wait = 0, restate = true })
+      end
       -- Unknown: nothing would be booked, so nothing is created (as in memory).
       return cjson.encode({ granted = true, wait = 0, booking = 0 })
     end
@@ -655,7 +673,8 @@ if op == 'reserve' or op == 'turn' then
   end
   if is_turn then
     t_prune(S, now)
-    if not t_take(S, args.turn) and S.tn then
+    local mine = t_take(S, args.turn)
+    if not mine and S.tn then
       -- A fresh ask goes after the turns promised before it.
       wait = t_wait(S, args.cost, now)
     end
@@ -673,7 +692,7 @@ if op == 'reserve' or op == 'turn' then
   local booking = k_book(S, args.cost, now)
   local out = { granted = true, wait = wait, booking = booking,
                 token_room = k_token_room(S, now), probe = probe }
-  if is_turn and args.more then
+  if is_turn then
     out.turn, out.next = t_promise(S, args.cost, now)
   end
   save(S)

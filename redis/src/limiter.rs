@@ -135,6 +135,9 @@ struct Inner {
     /// Slots this store booked that are not a half-open probe (state key, booking): only
     /// their answers are held back — a probe's answer releases it for every process at once.
     plain: Mutex<std::collections::HashSet<(String, u64)>>,
+    /// The last report told per state key, and when: a state Redis lost (restarted without
+    /// it) starts again from it, not from nothing.
+    last_report: Mutex<HashMap<String, (LimitReport, Instant)>>,
 }
 
 /// Answers' reports held back for one key.
@@ -148,7 +151,7 @@ struct Held {
 /// travel with the next call on its key — the next admission, mostly — rather than in a call
 /// of its own: one store call per attempt on the common path. The other processes hear it
 /// this much later at worst.
-const LINGER: Duration = Duration::from_millis(20);
+const LINGER: Duration = Duration::from_millis(250);
 
 /// The most reports held back for one key: more are sent at once.
 const MAX_HELD: usize = 64;
@@ -264,6 +267,7 @@ impl RedisStore {
             flushing: AtomicBool::new(false),
             held_at: Mutex::new(None),
             plain: Mutex::new(std::collections::HashSet::new()),
+            last_report: Mutex::new(HashMap::new()),
             settings,
         };
         Ok(RedisStore {
@@ -399,16 +403,17 @@ impl Inner {
 
     /// Holds `t` back to travel with the next call on `key` (or within [`LINGER`]): an
     /// answer's report and reconciliation, unless another process must hear it at once — a
-    /// gate or a drain (a 429, an opened breaker), a report that states a limit spent, the
-    /// answer to a half-open probe or to a slot this store did not book. Whether it was held.
+    /// gate or a drain (a 429, an opened breaker), a report that closes a limit it does not
+    /// size (nothing left, no limit stated: a gate until its reset), the answer to a half-open
+    /// probe or to a slot this store did not book. Whether it was held.
     fn hold(&self, key: &LimitKey, t: &Tightening, now: Instant) -> bool {
-        let spent = t.report.as_ref().is_some_and(|r| {
+        let closes = t.report.as_ref().is_some_and(|r| {
             [&r.requests, &r.tokens, &r.input_tokens, &r.output_tokens]
                 .into_iter()
                 .flatten()
-                .any(|w| w.remaining == Some(0))
+                .any(|w| w.remaining == Some(0) && w.limit.is_none_or(|l| l == 0))
         });
-        if t.gate_until.is_some() || t.drain.any() || spent {
+        if t.gate_until.is_some() || t.drain.any() || closes {
             return false;
         }
         let state = self.keys(key).0;
@@ -418,6 +423,7 @@ impl Inner {
                 return false;
             }
         }
+        self.heard(&state, t, now);
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = held.entry(state).or_insert_with(|| Held {
             key: key.clone(),
@@ -440,6 +446,43 @@ impl Inner {
             plain.clear();
         }
         plain.insert((state.to_owned(), booking));
+    }
+
+    /// Notes the report `t` tells (if any) as the last one heard for `state`, which Redis now
+    /// has: if it loses it, the state starts again from this report.
+    fn heard(&self, state: &str, t: &Tightening, now: Instant) {
+        let Some(report) = &t.report else { return };
+        if *report == LimitReport::default() {
+            return;
+        }
+        {
+            let mut last = self
+                .last_report
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if last.len() >= MAX_BOOKED && !last.contains_key(state) {
+                last.clear();
+            }
+            last.insert(state.to_owned(), (report.clone(), now));
+        }
+        if !self.is_known(state) {
+            self.know(state.to_owned());
+        }
+    }
+
+    /// The report last heard for `state`, as the script's arguments for it at `now`.
+    fn restatement(&self, state: &str, now: Instant) -> Option<HeldArgs> {
+        let last = self
+            .last_report
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (report, at) = last.get(state)?;
+        let mut t = Tightening::default();
+        t.report = Some(report.clone());
+        Some(HeldArgs {
+            raise: self.raise_args(&t, *at),
+            ago: micros(now.saturating_duration_since(*at)),
+        })
     }
 
     /// The reports held back for `key`, taken to be sent.
@@ -890,9 +933,9 @@ struct ReserveArgs {
     /// A bulk line's promised turn, handed back.
     #[serde(skip_serializing_if = "Option::is_none")]
     turn: Option<u64>,
-    /// Others wait behind the asker in its line.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    more: bool,
+    /// The report last heard, for a state Redis lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restate: Option<HeldArgs>,
 }
 
 #[derive(Deserialize)]
@@ -918,6 +961,9 @@ struct ReserveAnswer {
     turn: Option<u64>,
     /// The wait until the next one's turn (granted).
     next: Option<f64>,
+    /// The state this store saw is gone: tell the last report heard.
+    #[serde(default)]
+    restate: bool,
 }
 
 #[derive(Serialize)]
@@ -1081,11 +1127,11 @@ impl Inner {
         let state = self.keys(key).0;
         let before = self.gates.before(&state);
         let known = self.is_known(&state);
-        let (op, max_wait, turn, more) = match how {
-            Ask::Reserve { max_wait } => ("reserve", max_wait, None, false),
-            Ask::Turn { held, more } => ("turn", Duration::ZERO, held, more),
+        let (op, max_wait, turn) = match how {
+            Ask::Reserve { max_wait } => ("reserve", max_wait, None),
+            Ask::Turn { held } => ("turn", Duration::ZERO, held),
         };
-        let args = ReserveArgs {
+        let mut args = ReserveArgs {
             limits: limits.into(),
             cost: cost.into(),
             max_wait: micros(max_wait),
@@ -1093,9 +1139,17 @@ impl Inner {
             probe_poll: PROBE_POLL.as_millis() as u64,
             lost: known,
             turn,
-            more,
+            restate: None,
         };
-        let Some(a) = self.call::<ReserveAnswer>(key, op, &args, now).await? else {
+        let mut answer = self.call::<ReserveAnswer>(key, op, &args, now).await?;
+        if answer.as_ref().is_some_and(|a| a.restate) {
+            // Redis lost the state this store saw: it starts again from the last report
+            // heard (a second call, once per loss).
+            args.restate = self.restatement(&state, now);
+            args.lost = args.restate.is_some();
+            answer = self.call::<ReserveAnswer>(key, op, &args, now).await?;
+        }
+        let Some(a) = answer else {
             let down = match self.share() {
                 Some(n) => {
                     let limits = share_of(limits, n);
@@ -1168,6 +1222,7 @@ impl Inner {
     }
 
     async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
+        self.heard(&self.keys(key).0, &t, now);
         let args = self.raise_args(&t, now);
         if self
             .call::<serde_json::Value>(key, "raise", &args, now)
@@ -1250,8 +1305,8 @@ impl Inner {
 enum Ask {
     /// Booked if it can start within `max_wait`.
     Reserve { max_wait: Duration },
-    /// A bulk line's head, holding a promised turn or not, with others behind it or not.
-    Turn { held: Option<u64>, more: bool },
+    /// A bulk line's head, holding a promised turn or not.
+    Turn { held: Option<u64> },
 }
 
 #[async_trait]
@@ -1281,10 +1336,9 @@ impl LimiterStore for RedisStore {
         limits: &Limits,
         cost: Demand,
         held: Option<u64>,
-        more: bool,
         now: Instant,
     ) -> Result<(Reservation, Option<Turn>)> {
-        let how = Ask::Turn { held, more };
+        let how = Ask::Turn { held };
         self.inner.ask(key, limits, cost, how, now).await
     }
 

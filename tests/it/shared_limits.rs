@@ -916,8 +916,7 @@ async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attemp
 
 /// The bulk lines of several processes take promised turns: an ask that cannot go now is
 /// promised the instant the key can pay for it after every turn promised before it, the
-/// holder goes at its turn in one call, a grant to a line with others behind it promises the
-/// next one's turn; an interactive booking still comes first (the turn it took is promised
+/// holder goes at its turn in one call, a grant promises its line's next request a turn; an interactive booking still comes first (the turn it took is promised
 /// again, behind the others); a promise nobody claims is forgotten a second after its turn.
 #[tokio::test]
 async fn bulk_lines_of_several_processes_take_promised_turns() {
@@ -945,7 +944,7 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
     // Four fresh asks at t0: four turns, a second apart.
     let mut turns = Vec::new();
     for (i, s) in stores.iter().enumerate() {
-        let (r, turn) = s.take_turn(&k, &limits, one, None, true, t0).await.unwrap();
+        let (r, turn) = s.take_turn(&k, &limits, one, None, t0).await.unwrap();
         let turn = turn.expect("a promised turn");
         assert!(
             matches!(r, Reservation::NotUntil { wait } if wait == turn.wait),
@@ -960,7 +959,7 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
     // The first goes at its turn, in one call, and its line's next is promised after the
     // four: at 5 s.
     let (r, next) = stores[0]
-        .take_turn(&k, &limits, one, Some(turns[0].number), true, at(1_000))
+        .take_turn(&k, &limits, one, Some(turns[0].number), at(1_000))
         .await
         .unwrap();
     assert!(
@@ -971,7 +970,7 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
     assert!(close(next.wait, 4_000), "{next:?}");
     // A fresh ask in between goes after every promise: at 6 s.
     let (r, fresh) = stores[3]
-        .take_turn(&k, &limits, one, None, false, at(1_500))
+        .take_turn(&k, &limits, one, None, at(1_500))
         .await
         .unwrap();
     assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");
@@ -987,7 +986,7 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
     );
     // ... which finds no room at its turn and is promised one behind the others (7 s).
     let (r, again) = stores[1]
-        .take_turn(&k, &limits, one, Some(turns[1].number), false, at(2_000))
+        .take_turn(&k, &limits, one, Some(turns[1].number), at(2_000))
         .await
         .unwrap();
     assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");
@@ -997,7 +996,7 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
     // (4 s, 5 s, 6 s, 7 s): a fresh ask needs 5, so its turn is 2.5 s away — 3.5 s if the
     // forgotten one still counted.
     let (r, late) = stores[2]
-        .take_turn(&k, &limits, one, None, false, at(4_500))
+        .take_turn(&k, &limits, one, None, at(4_500))
         .await
         .unwrap();
     assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");

@@ -74,6 +74,11 @@ struct Provider {
 
 impl Provider {
     fn start(script: Vec<Fault>) -> Provider {
+        Provider::start_with(script, MINUTE_MS, RPM)
+    }
+
+    /// The provider stating `rpm` per "minute" of `minute_ms`.
+    fn start_with(script: Vec<Fault>, minute_ms: u64, rpm: u64) -> Provider {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -85,11 +90,11 @@ impl Provider {
             .block_on(
                 Emulator::builder()
                     .config(cfg)
-                    .minute_ms(MINUTE_MS)
+                    .minute_ms(minute_ms)
                     .provider(
                         ProviderConfig::openai(PROVIDER)
                             .with_key(KEY)
-                            .with_limits(Limits::per_minute(RPM, TPM))
+                            .with_limits(Limits::per_minute(rpm, TPM))
                             .with_latency(LATENCY_MS, 0),
                     )
                     .start(),
@@ -179,6 +184,18 @@ fn started_now() -> std::time::Instant {
 impl Fleet {
     fn start(dir: &Dir, emu: &Emulator, redis_url: &str, items: usize) -> Fleet {
         let config = write_config(dir, emu);
+        Fleet::start_with(dir, &config, Some(redis_url), WORKERS, items)
+    }
+
+    /// `workers` workers on `config`, with `LLM_FAILOVER_REDIS_URL` set to `redis_url` (or
+    /// unset: `config` has a `[shared]` table).
+    fn start_with(
+        dir: &Dir,
+        config: &std::path::Path,
+        redis_url: Option<&str>,
+        workers: usize,
+        items: usize,
+    ) -> Fleet {
         let bin = batch_bin(); // built before the clock starts
         let (tx, events) = mpsc::channel();
         let mut fleet = Fleet {
@@ -187,17 +204,22 @@ impl Fleet {
             outputs: Vec::new(),
             summaries: Vec::new(),
             ids: Vec::new(),
-            stderr: vec![String::new(); WORKERS],
-            codes: vec![None; WORKERS],
+            stderr: vec![String::new(); workers],
+            codes: vec![None; workers],
             started: started_now(),
         };
-        for w in 0..WORKERS {
+        for w in 0..workers {
             let (input, ids) = write_input(dir, w, items);
             let output = dir.path(&format!("out-{w}.jsonl"));
             let summary = dir.path(&format!("summary-{w}.json"));
-            let mut child = Command::new(bin)
+            let mut cmd = Command::new(bin);
+            match redis_url {
+                Some(url) => cmd.env("LLM_FAILOVER_REDIS_URL", url),
+                None => cmd.env_remove("LLM_FAILOVER_REDIS_URL"),
+            };
+            let mut child = cmd
                 .arg("--config")
-                .arg(&config)
+                .arg(config)
                 .args(["--env", "shared", "--input"])
                 .arg(&input)
                 .arg("--output")
@@ -209,7 +231,6 @@ impl Fleet {
                 .env_remove("LLM_FAILOVER_ENV")
                 .env("NO_COLOR", "1")
                 .env(KEY_VAR, KEY)
-                .env("LLM_FAILOVER_REDIS_URL", redis_url)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
@@ -245,15 +266,7 @@ impl Fleet {
         }
         let left = CHILD_LIMIT.saturating_sub(self.started.elapsed());
         match self.events.recv_timeout(left) {
-            Ok(Event::Line(w, line)) => {
-                self.stderr[w].push_str(&line);
-                self.stderr[w].push('\n');
-                Some(Event::Line(w, line))
-            }
-            Ok(Event::Exit(w, code)) => {
-                self.codes[w] = Some(code);
-                Some(Event::Exit(w, code))
-            }
+            Ok(event) => Some(self.note(event)),
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
                 self.kill();
                 panic!(
@@ -262,6 +275,18 @@ impl Fleet {
                 );
             }
         }
+    }
+
+    /// Keeps what `event` says (a line of stderr, an exit code).
+    fn note(&mut self, event: Event) -> Event {
+        match &event {
+            Event::Line(w, line) => {
+                self.stderr[*w].push_str(line);
+                self.stderr[*w].push('\n');
+            }
+            Event::Exit(w, code) => self.codes[*w] = Some(*code),
+        }
+        event
     }
 
     /// Waits for every worker to exit.
@@ -280,7 +305,7 @@ impl Fleet {
     /// After [`wait`](Self::wait): every worker exited 0, and each answered every item of its
     /// input once, ok. Returns the summaries (requests and 429s each worker counted).
     fn check_every_item_ok_once(&self) -> Vec<Value> {
-        for w in 0..WORKERS {
+        for w in 0..self.outputs.len() {
             assert_eq!(
                 self.codes[w],
                 Some(Some(0)),
@@ -629,5 +654,277 @@ fn redis_killed_and_restarted_mid_run_loses_no_item() {
         sent.iter().all(|&ms| ms <= booked_ahead_ms + 500),
         "requests arrived while Redis was down ({} ms), at these ms after the kill: {sent:?}",
         up - down
+    );
+}
+
+/// The worker that sent a request, told by the tokens the emulator charged it
+/// ([`write_input`]): `None` for an entry no worker's prompt explains.
+fn worker_of(entry: &LogEntry, base: u64) -> Option<usize> {
+    let extra = entry.tokens.checked_sub(base)?;
+    let w = (extra + TOKENS_APART / 2) / TOKENS_APART;
+    Some(w as usize)
+}
+
+/// Requests per minute in the outage tests (a real minute, as configured limits count),
+/// configured and stated alike.
+const OUTAGE_RPM: u64 = 600;
+/// How long Redis stays down.
+const OUTAGE: Duration = Duration::from_secs(8);
+/// Workers in the outage tests.
+const OUTAGE_WORKERS: usize = 3;
+
+/// Redis killed for 8 s under three processes, then back (restarted, without its data): in
+/// `mode` while it is down — `wait` admits nothing, `local_share` a third of the configured
+/// limits each, from what each had left — and after it returns no bucket starts full: at most
+/// one 429 per process from its return on, nothing lost, no panic. (The attack that found
+/// the overshoot: 16 × 429 in the outage from full local shares, 12 in the 5 s after a
+/// restart that handed out a full shared bucket.)
+fn redis_down_for_8_s_under_three_processes(mode: &str) {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut redis = RedisServer::start();
+    // A real minute: the configured limit counts the same minute as the emulator.
+    let provider = Provider::start_with(Vec::new(), 60_000, OUTAGE_RPM);
+    let emu = &provider.emu;
+    let dir = Dir::new(&format!("outage-8s-{mode}"));
+    let config = dir.path("providers.toml");
+    write_one_provider_config(
+        &config,
+        "shared",
+        PROVIDER,
+        emu.base_url(PROVIDER).as_ref(),
+        KEY_VAR,
+    );
+    let processes = if mode == "local_share" {
+        format!("processes = {OUTAGE_WORKERS}\n")
+    } else {
+        String::new()
+    };
+    let extra = format!(
+        "\n[providers.{PROVIDER}.limits]\nrpm = {OUTAGE_RPM}\n\n[shared]\nredis_url = \"{}\"\n\
+         when_down = \"{mode}\"\n{processes}timeout_ms = 200\nretry_interval_ms = 500\n",
+        redis.url()
+    );
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str(&extra);
+    std::fs::write(&config, toml).unwrap();
+    // The minute's burst (600), then 10 a second: Redis goes down once the burst is spent
+    // (the second progress line, about 4 s in) and the run goes on well past its return.
+    let items = 300;
+    let mut fleet = Fleet::start_with(&dir, &config, None, OUTAGE_WORKERS, items);
+    let mut lines = 0;
+    let mut down: Option<(u64, std::time::Instant)> = None;
+    let mut up: Option<u64> = None;
+    loop {
+        if let Some((_, at)) = down
+            && up.is_none()
+            && at.elapsed() >= OUTAGE
+        {
+            redis.restart();
+            up = Some(unix_ms());
+        }
+        // While Redis is down, look up at least every 100 ms (a bound on the outage's
+        // length, not a wait for logic).
+        let event = if down.is_some() && up.is_none() {
+            match fleet.events.recv_timeout(Duration::from_millis(100)) {
+                Ok(e) => Some(fleet.note(e)),
+                Err(_) => continue,
+            }
+        } else {
+            fleet.next()
+        };
+        let Some(event) = event else { break };
+        if let (None, Event::Line(0, line)) = (down, &event)
+            && line.starts_with('[')
+        {
+            lines += 1;
+            if lines == 2 {
+                redis.kill();
+                down = Some((unix_ms(), now_wall()));
+            }
+        }
+    }
+    let (Some((down, _)), Some(up)) = (down, up) else {
+        panic!("Redis was not killed and brought back mid-run");
+    };
+    fleet.check_every_item_ok_once();
+    fleet.check_no_secret_printed();
+    for (w, err) in fleet.stderr.iter().enumerate() {
+        assert!(!err.contains("panicked"), "worker {w}:\n{err}");
+    }
+    let log = provider.log();
+    let base = log
+        .iter()
+        .filter(|e| e.status == Some(200))
+        .map(|e| e.tokens)
+        .min()
+        .unwrap_or(0);
+    let mut after = [0u32; OUTAGE_WORKERS];
+    let mut during = 0;
+    let mut sent_during = 0;
+    for e in &log {
+        if e.unix_ms >= down && e.unix_ms < up {
+            sent_during += 1;
+            during += u32::from(e.status == Some(429));
+        }
+        if e.unix_ms >= up && e.status == Some(429) {
+            let w = worker_of(e, base).unwrap_or(0).min(OUTAGE_WORKERS - 1);
+            after[w] += 1;
+        }
+    }
+    eprintln!(
+        "{mode}: Redis down {} ms; {sent_during} requests sent meanwhile ({during} × 429); \
+         429s after its return per process {after:?}",
+        up - down
+    );
+    assert!(
+        after.iter().all(|n| *n <= 1),
+        "{mode}: more than one 429 per process after Redis returned: {after:?}"
+    );
+    if mode == "wait" {
+        // Fail closed: what went out meanwhile was booked before the kill (16 in flight per
+        // process at most).
+        assert!(
+            sent_during <= 16 * OUTAGE_WORKERS,
+            "{sent_during} sent while down"
+        );
+    } else {
+        // A third of the limit each, from what each had left: at most the limit's rate over
+        // the outage, plus the slots booked before it.
+        let allowed = OUTAGE_RPM * (up - down) / 60_000 + 16 * OUTAGE_WORKERS as u64;
+        assert!(
+            sent_during as u64 <= allowed,
+            "{sent_during} sent while down, over {allowed}"
+        );
+        // Each share starts from what its process had left, not full: a few 429s at most
+        // where the shares' levels and the provider's disagree at the kill (the attack saw
+        // 16 from full shares).
+        assert!(
+            during <= 2 * OUTAGE_WORKERS as u32,
+            "{during} × 429 while down"
+        );
+    }
+}
+
+/// Now on the wall clock, to time the outage by (the scenario's length, not the logic's).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "how long Redis stays down in the scenario; no logic waits on it"
+)]
+fn now_wall() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+#[test]
+fn redis_down_for_8_s_under_three_processes_fail_closed() {
+    redis_down_for_8_s_under_three_processes("wait");
+}
+
+#[test]
+fn redis_down_for_8_s_under_three_processes_in_local_shares() {
+    redis_down_for_8_s_under_three_processes("local_share");
+}
+
+/// A primary of a three-primary Redis Cluster killed mid-run under four processes, then
+/// started again (its slots' data gone): while it is down the documented mode holds (fail
+/// closed: with every slot required, the cluster refuses every call, so nothing is admitted),
+/// and after it returns each process starts the lost state from the report it last heard —
+/// at most one 429 per process, nothing lost, no panic.
+#[test]
+fn a_cluster_primary_killed_mid_run_under_four_processes_loses_nothing() {
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut cluster = crate::support::redis::RedisCluster::start();
+    let provider = Provider::start(Vec::new());
+    let dir = Dir::new("cluster-kill");
+    let config = write_config(&dir, &provider.emu);
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str(&format!(
+        "\n[shared]\nredis_url = \"{}\"\ncluster = true\ntimeout_ms = 200\nretry_interval_ms = 500\n",
+        cluster.url()
+    ));
+    std::fs::write(&config, toml).unwrap();
+    let mut fleet = Fleet::start_with(&dir, &config, None, WORKERS, ITEMS);
+    let mut killed: Option<(usize, u64)> = None;
+    let mut up: Option<u64> = None;
+    let mut warned = [false; WORKERS];
+    let mut alive_since = [false; WORKERS];
+    let mut exited = [false; WORKERS];
+    while let Some(event) = fleet.next() {
+        match (killed, up, event) {
+            (_, _, Event::Exit(w, _)) if killed.is_none() || up.is_some() => exited[w] = true,
+            (None, _, Event::Line(_, line)) if line.starts_with('[') => {
+                // The primary that holds the target's state.
+                let node = cluster
+                    .keys_per_node()
+                    .iter()
+                    .position(|n| *n > 0)
+                    .expect("the limiter's state is on a node");
+                cluster.nodes[node].kill();
+                killed = Some((node, unix_ms()));
+            }
+            (Some((node, _)), None, event) => {
+                match event {
+                    Event::Line(w, line) if line.contains("Redis is unreachable") => {
+                        warned[w] = true;
+                    }
+                    Event::Line(w, line) if warned[w] && line.starts_with('[') => {
+                        alive_since[w] = true;
+                    }
+                    Event::Exit(w, Some(0)) => exited[w] = true,
+                    Event::Exit(w, code) => panic!(
+                        "worker {w} exited ({code:?}) while a primary was down; its stderr:\n{}",
+                        fleet.stderr[w]
+                    ),
+                    Event::Line(..) => {}
+                }
+                if alive_since.iter().zip(&exited).all(|(a, e)| *a || *e) {
+                    cluster.nodes[node].restart();
+                    up = Some(unix_ms());
+                }
+            }
+            _ => {}
+        }
+    }
+    let (Some((_, down)), Some(up)) = (killed, up) else {
+        panic!("no primary was killed and started again mid-run");
+    };
+    fleet.check_every_item_ok_once();
+    fleet.check_no_secret_printed();
+    for (w, err) in fleet.stderr.iter().enumerate() {
+        assert!(!err.contains("panicked"), "worker {w}:\n{err}");
+    }
+    let c = provider.counters();
+    assert_eq!(
+        c.ok,
+        (WORKERS * ITEMS) as u64,
+        "every item answered once: {c:?}"
+    );
+    let log = provider.log();
+    let base = log
+        .iter()
+        .filter(|e| e.status == Some(200))
+        .map(|e| e.tokens)
+        .min()
+        .unwrap_or(0);
+    let mut after = [0u32; WORKERS];
+    for e in log
+        .iter()
+        .filter(|e| e.unix_ms >= up && e.status == Some(429))
+    {
+        after[worker_of(e, base).unwrap_or(0).min(WORKERS - 1)] += 1;
+    }
+    let during = log
+        .iter()
+        .filter(|e| e.unix_ms >= down && e.unix_ms < up)
+        .count();
+    eprintln!(
+        "primary down {} ms: {during} requests arrived meanwhile; 429s after it returned per \
+         process {after:?}; {} × 429 in all of {} requests",
+        up - down,
+        c.rate_limited,
+        c.requests
+    );
+    assert!(
+        after.iter().all(|n| *n <= 1),
+        "more than one 429 per process after the primary returned: {after:?}"
     );
 }

@@ -96,15 +96,15 @@ impl Limiter {
                 self.clock.sleep_until(free).await;
             }
             let at = self.clock.now();
-            let (held, more) = (line.take_promise(), line.others_waiting());
-            let (answer, turn) = self
-                .store
-                .take_turn(key, limits, cost, held, more, at)
-                .await?;
+            let held = line.take_promise();
+            let (answer, turn) = self.store.take_turn(key, limits, cost, held, at).await?;
+            // A promised turn is counted from the answer: from the ask, the line would come
+            // back as early as the answer took, and find the key not yet free.
+            let answered = self.clock.now();
             match answer {
                 Reservation::NotUntil { wait } => {
                     match turn {
-                        Some(t) => line.promised(t.number, at + t.wait),
+                        Some(t) => line.promised(t.number, answered + t.wait),
                         None => line.set_free_at(at + wait),
                     }
                     if at + wait > until {
@@ -116,7 +116,7 @@ impl Limiter {
                 granted @ Reservation::Granted { .. } => {
                     line.granted(at);
                     if let Some(t) = turn {
-                        line.promised(t.number, at + t.wait);
+                        line.promised(t.number, answered + t.wait);
                     }
                     return Ok(granted);
                 }

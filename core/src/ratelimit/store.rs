@@ -612,25 +612,23 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
     /// A bulk request's ask for a slot it can use at once (the
     /// [admission order](crate::admission): interactive requests book ahead, bulk ones wait in
     /// their key's line and never hold a slot ahead of them), as the head of its process's line
-    /// for `key`: `held` is the turn the line was promised by an earlier answer, `more` whether
-    /// others wait behind it.
+    /// for `key`: `held` is the turn the line was promised by an earlier answer.
     ///
     /// A store shared by several processes answers with a promised [`Turn`] as well, so that
     /// their lines do not all ask at the instant the key frees up (one would win, the others
-    /// ask again): with `NotUntil`, the asker's own turn (the wait is until it); with a grant
-    /// and `more`, the turn of the next one in its line. The default (a store of one process,
-    /// whose one line per key already takes turns): [`reserve`](Self::reserve) with no wait,
-    /// and no turn.
+    /// ask again): with `NotUntil`, the asker's own turn (the wait is until it); with a grant,
+    /// the turn of the next request of its line. The default (a store of one process, whose
+    /// one line per key already takes turns): [`reserve`](Self::reserve) with no wait, and no
+    /// turn.
     async fn take_turn(
         &self,
         key: &LimitKey,
         limits: &Limits,
         cost: Demand,
         held: Option<u64>,
-        more: bool,
         now: Instant,
     ) -> Result<(Reservation, Option<Turn>)> {
-        let _ = (held, more);
+        let _ = held;
         let reservation = self.reserve(key, limits, cost, Duration::ZERO, now).await?;
         Ok((reservation, None))
     }
