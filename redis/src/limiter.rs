@@ -1347,7 +1347,7 @@ impl LimiterStore for RedisStore {
     }
 
     /// An answer's report is held back to travel with the next call on its key, or sent
-    /// within [`LINGER`]; what another process must hear at once goes now (`Inner::hold`).
+    /// within 250 ms; what another process must hear at once goes now (`Inner::hold`).
     async fn raise(&self, key: &LimitKey, t: Tightening, now: Instant) -> Result<()> {
         if self.inner.hold(key, &t, now) {
             self.flush_soon();
