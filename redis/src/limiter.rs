@@ -1183,12 +1183,33 @@ impl Inner {
             let wait = from_micros(a.wait).max(Duration::from_micros(1));
             return Ok((Reservation::NotUntil { wait }, promised));
         }
+        let booked = Booked {
+            state: &state,
+            before,
+            probe: a.probe,
+        };
+        let granted = self.granted(key, limits, cost, &a, booked, now).await?;
+        Ok((granted, promised))
+    }
+
+    /// A grant the script answered: remembered for the checks before its send and the answer
+    /// it gets, and mirrored in the local share.
+    async fn granted(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        a: &ReserveAnswer,
+        booked: Booked<'_>,
+        now: Instant,
+    ) -> Result<Reservation> {
         let wait = from_micros(a.wait);
         if !wait.is_zero() {
-            self.gates.booked_ahead(&state, a.booking, before);
+            self.gates
+                .booked_ahead(booked.state, a.booking, booked.before);
         }
-        if !a.probe {
-            self.booked_plain(&state, a.booking);
+        if !booked.probe {
+            self.booked_plain(booked.state, a.booking);
         }
         if let Some(n) = self.share() {
             // The local share follows this process's own use while Redis is up, so that
@@ -1200,12 +1221,11 @@ impl Inner {
                 .reserve(key, &share, cost, Duration::ZERO, now)
                 .await?;
         }
-        let granted = Reservation::Granted {
+        Ok(Reservation::Granted {
             wait,
             token_room: a.token_room,
             booking: a.booking,
-        };
-        Ok((granted, promised))
+        })
     }
 
     async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
@@ -1298,6 +1318,14 @@ impl Inner {
         snapshot.token_room = p.token_room;
         Ok(snapshot)
     }
+}
+
+/// A grant's state key, what was heard of its gates before it was asked for, and whether it
+/// is the half-open probe.
+struct Booked<'a> {
+    state: &'a str,
+    before: Option<(u64, u64)>,
+    probe: bool,
 }
 
 /// How a slot is asked for.
