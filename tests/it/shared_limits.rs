@@ -799,22 +799,6 @@ async fn a_slot_booked_ahead_is_checked_in_redis_only_after_a_gate_was_announced
     assert_eq!(evalsha(), calls + 2, "the raise and the check");
 }
 
-/// The script calls Redis ran since the last `CONFIG RESETSTAT` (`INFO commandstats`).
-fn script_calls(redis: &RedisServer) -> u64 {
-    cli(redis, &["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// One store call per attempt: an answer's report (and its token reconciliation) is held
 /// back and travels with the next reservation on its key; the other processes hear it then,
 /// or when the store flushes. A 429's drain and gate go at once.
@@ -859,7 +843,7 @@ async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attemp
         a.raise(&k, answered, now).await.unwrap();
     }
     assert_eq!(
-        script_calls(&redis),
+        redis.script_calls(),
         N,
         "one call per attempt, its report held"
     );
@@ -872,7 +856,7 @@ async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attemp
     a.reserve(&k, &limits, one, Duration::ZERO, Instant::now())
         .await
         .unwrap();
-    assert_eq!(script_calls(&redis), N + 2, "b's peek and a's reservation");
+    assert_eq!(redis.script_calls(), N + 2, "b's peek and a's reservation");
     let after = seen(b.peek(&k, one, Instant::now()).await.unwrap());
     assert_eq!(after, Some(380));
 

@@ -362,22 +362,6 @@ fn cli(redis: &RedisServer, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The script calls Redis has run (`EVALSHA` and `EVAL`), from `INFO commandstats`.
-fn script_calls(redis: &RedisServer) -> u64 {
-    cli(redis, &["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// The share of requests the emulator answered 429.
 fn rate_limited_share(c: &Counters) -> f64 {
     c.rate_limited as f64 / c.requests.max(1) as f64
@@ -417,7 +401,7 @@ fn four_processes_keep_together_to_the_quota_they_share_through_redis() {
         keys.contains(":limits"),
         "the limiter's state is in Redis: {keys:?}"
     );
-    let calls = script_calls(&redis);
+    let calls = redis.script_calls();
     assert!(
         calls >= c.requests,
         "{calls} script calls for {} requests",
@@ -657,6 +641,24 @@ fn redis_killed_and_restarted_mid_run_loses_no_item() {
     );
 }
 
+/// The 429s each of `workers` workers got from `from_ms` (Unix ms) on.
+fn rate_limited_from(log: &[LogEntry], from_ms: u64, workers: usize) -> Vec<u32> {
+    let base = log
+        .iter()
+        .filter(|e| e.status == Some(200))
+        .map(|e| e.tokens)
+        .min()
+        .unwrap_or(0);
+    let mut per = vec![0u32; workers];
+    for e in log
+        .iter()
+        .filter(|e| e.unix_ms >= from_ms && e.status == Some(429))
+    {
+        per[worker_of(e, base).unwrap_or(0).min(workers - 1)] += 1;
+    }
+    per
+}
+
 /// The worker that sent a request, told by the tokens the emulator charged it
 /// ([`write_input`]): `None` for an entry no worker's prompt explains.
 fn worker_of(entry: &LogEntry, base: u64) -> Option<usize> {
@@ -752,24 +754,12 @@ fn redis_down_for_8_s_under_three_processes(mode: &str) {
         assert!(!err.contains("panicked"), "worker {w}:\n{err}");
     }
     let log = provider.log();
-    let base = log
-        .iter()
-        .filter(|e| e.status == Some(200))
-        .map(|e| e.tokens)
-        .min()
-        .unwrap_or(0);
-    let mut after = [0u32; OUTAGE_WORKERS];
+    let after = rate_limited_from(&log, up, OUTAGE_WORKERS);
     let mut during = 0;
     let mut sent_during = 0;
-    for e in &log {
-        if e.unix_ms >= down && e.unix_ms < up {
-            sent_during += 1;
-            during += u32::from(e.status == Some(429));
-        }
-        if e.unix_ms >= up && e.status == Some(429) {
-            let w = worker_of(e, base).unwrap_or(0).min(OUTAGE_WORKERS - 1);
-            after[w] += 1;
-        }
+    for e in log.iter().filter(|e| e.unix_ms >= down && e.unix_ms < up) {
+        sent_during += 1;
+        during += u32::from(e.status == Some(429));
     }
     eprintln!(
         "{mode}: Redis down {} ms; {sent_during} requests sent meanwhile ({during} × 429); \
@@ -895,19 +885,7 @@ fn a_cluster_primary_killed_mid_run_under_four_processes_loses_nothing() {
         "every item answered once: {c:?}"
     );
     let log = provider.log();
-    let base = log
-        .iter()
-        .filter(|e| e.status == Some(200))
-        .map(|e| e.tokens)
-        .min()
-        .unwrap_or(0);
-    let mut after = [0u32; WORKERS];
-    for e in log
-        .iter()
-        .filter(|e| e.unix_ms >= up && e.status == Some(429))
-    {
-        after[worker_of(e, base).unwrap_or(0).min(WORKERS - 1)] += 1;
-    }
+    let after = rate_limited_from(&log, up, WORKERS);
     let during = log
         .iter()
         .filter(|e| e.unix_ms >= down && e.unix_ms < up)

@@ -112,6 +112,27 @@ impl RedisServer {
         self.port
     }
 
+    /// The script calls it has run (`EVALSHA` and `EVAL`) since it started or the last
+    /// `CONFIG RESETSTAT`, from `redis-cli INFO commandstats` (a plain server).
+    pub fn script_calls(&self) -> u64 {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "INFO", "commandstats"])
+            .output()
+            .expect("redis-cli (apt-get install redis-server)");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// `127.0.0.1:PORT`.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
