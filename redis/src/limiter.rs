@@ -25,6 +25,13 @@
 //!   a token (`SET …:probe <booking> NX PX`); the others look again every 250 ms until its
 //!   answer releases it by compare-and-delete (or the token expires, [`PROBE_TTL`], if its
 //!   process died).
+//! * **One call per attempt**: an answer's report and token reconciliation are held back and
+//!   travel with the next call on their key (applied at their own time), or go within 250 ms;
+//!   a gate, a drain, a probe's answer go at once. A state Redis lost starts again from the
+//!   last report this store heard, not from "unknown, admit freely".
+//! * **Bulk lines take promised turns** (`turn`): a bulk ask that cannot go now is promised the
+//!   instant the key can pay for it after the turns promised before it, so the lines of several
+//!   processes do not all ask at once; a promise books nothing (interactive requests come first).
 //! * **Keys**: `<prefix>:{<provider>|<model>|<account>}:limits` and `…:probe`, one hash tag per
 //!   (provider, model, account) so a call is atomic and Redis Cluster routes it; the state
 //!   expires two days after its last write. Nothing secret is written: no key, no prompt —
