@@ -799,6 +799,18 @@ async fn a_slot_booked_ahead_is_checked_in_redis_only_after_a_gate_was_announced
     assert_eq!(evalsha(), calls + 2, "the raise and the check");
 }
 
+/// Books one request on `k` now: the booking's number (it must be granted).
+async fn booked(store: &RedisStore, k: &LimitKey, limits: &Limits, now: Instant) -> u64 {
+    match store
+        .reserve(k, limits, Demand::one_request(), Duration::ZERO, now)
+        .await
+        .unwrap()
+    {
+        Reservation::Granted { booking, .. } => booking,
+        other => panic!("granted, not {other:?}"),
+    }
+}
+
 /// One store call per attempt: an answer's report (and its token reconciliation) is held
 /// back and travels with the next reservation on its key; the other processes hear it then,
 /// or when the store flushes. A 429's drain and gate go at once.
@@ -828,13 +840,7 @@ async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attemp
     const N: u64 = 20;
     for i in 0..N {
         let now = Instant::now();
-        let Reservation::Granted { booking, .. } = a
-            .reserve(&k, &limits, one, Duration::ZERO, now)
-            .await
-            .unwrap()
-        else {
-            panic!("granted")
-        };
+        let booking = booked(&a, &k, &limits, now).await;
         let mut answered = Tightening::default();
         answered.report = Some(stated(400 - i, now));
         answered.booking = Some(booking);
@@ -862,13 +868,7 @@ async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attemp
 
     // A 429 goes at once, with what was held before it: b is stopped by its gate at once.
     let now = Instant::now();
-    let Reservation::Granted { booking, .. } = a
-        .reserve(&k, &limits, one, Duration::ZERO, now)
-        .await
-        .unwrap()
-    else {
-        panic!("granted")
-    };
+    let booking = booked(&a, &k, &limits, now).await;
     let mut throttled = Tightening::default();
     throttled.gate_until = Some(now + Duration::from_secs(30));
     throttled.drain = Drain::every_minute();
@@ -883,13 +883,7 @@ async fn an_answers_report_travels_with_the_next_reservation_one_call_per_attemp
     // What is held when the client stops is sent by its flush.
     let k2 = key(2);
     let now = Instant::now();
-    let Reservation::Granted { booking, .. } = a
-        .reserve(&k2, &limits, one, Duration::ZERO, now)
-        .await
-        .unwrap()
-    else {
-        panic!("granted")
-    };
+    let booking = booked(&a, &k2, &limits, now).await;
     let mut answered = Tightening::default();
     answered.report = Some(stated(42, now));
     answered.booking = Some(booking);

@@ -333,6 +333,13 @@ impl Fleet {
             .collect()
     }
 
+    /// No worker panicked.
+    fn check_no_panic(&self) {
+        for (w, err) in self.stderr.iter().enumerate() {
+            assert!(!err.contains("panicked"), "worker {w}:\n{err}");
+        }
+    }
+
     /// No worker printed a secret or a prompt.
     fn check_no_secret_printed(&self) {
         for (w, err) in self.stderr.iter().enumerate() {
@@ -750,9 +757,7 @@ fn redis_down_for_8_s_under_three_processes(mode: &str) {
     };
     fleet.check_every_item_ok_once();
     fleet.check_no_secret_printed();
-    for (w, err) in fleet.stderr.iter().enumerate() {
-        assert!(!err.contains("panicked"), "worker {w}:\n{err}");
-    }
+    fleet.check_no_panic();
     let log = provider.log();
     let after = rate_limited_from(&log, up, OUTAGE_WORKERS);
     let mut during = 0;
@@ -875,9 +880,7 @@ fn a_cluster_primary_killed_mid_run_under_four_processes_loses_nothing() {
     };
     fleet.check_every_item_ok_once();
     fleet.check_no_secret_printed();
-    for (w, err) in fleet.stderr.iter().enumerate() {
-        assert!(!err.contains("panicked"), "worker {w}:\n{err}");
-    }
+    fleet.check_no_panic();
     let c = provider.counters();
     assert_eq!(
         c.ok,
