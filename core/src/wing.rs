@@ -96,7 +96,9 @@ pub mod redis {
     use crate::ratelimit::SharedSettings;
 
     pub use crate::cache::wing::{Key, REDIS_CACHES, RedisCaches, Store, Stored};
-    pub use crate::ratelimit::wing::{MemoryStore, REDIS_LIMITERS, RedisLimiters};
+    pub use crate::ratelimit::wing::{
+        ConfiguredLevels, MemoryStore, REDIS_LIMITERS, RedisLimiters,
+    };
     /// For the wing's `#[distributed_slice(…)]` (`#[linkme(crate = …)]`).
     pub use linkme;
 

@@ -615,7 +615,7 @@ if op == 'reserve' or op == 'turn' then
   -- args: {limits = {rpm, tpm, rpd, tpd, aud}, cost = {r, i, o, a}, max_wait, probe_ttl,
   --        probe_poll (ms), lost (the caller saw this state before: made anew, it starts empty),
   --        before (raises held back), restate (the report the caller last heard, for a
-  --        state that is gone)}
+  --        state that is gone), share (answer a grant with the configured buckets' levels)}
   -- 'turn', a bulk ask (max_wait 0, see the turns above), also: turn (the number of the
   -- promise the caller holds).
   local is_turn = op == 'turn'
@@ -692,6 +692,13 @@ if op == 'reserve' or op == 'turn' then
   local booking = k_book(S, args.cost, now)
   local out = { granted = true, wait = wait, booking = booking,
                 token_room = k_token_room(S, now), probe = probe }
+  if args.share then
+    -- The configured buckets' levels after this booking (negative: booked ahead), which the
+    -- caller's local share follows: an outage starts it from its part of what is left.
+    local levels = {}
+    for name, b in pairs(S.cfg) do levels[name] = b_level(b, now) end
+    out.levels = levels
+  end
   if is_turn then
     out.turn, out.next = t_promise(S, args.cost, now)
   end

@@ -65,7 +65,7 @@ use llm_failover_core::ratelimit::{
     BucketSnapshot, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits,
     Per, Reservation, SharedSettings, Tightening, Turn, WhenDown, Window,
 };
-use llm_failover_core::wing::redis::{MemoryStore, url};
+use llm_failover_core::wing::redis::{ConfiguredLevels, MemoryStore, url};
 
 use crate::connect::config_error;
 
@@ -943,6 +943,33 @@ struct ReserveArgs {
     /// The report last heard, for a state Redis lost.
     #[serde(skip_serializing_if = "Option::is_none")]
     restate: Option<HeldArgs>,
+    /// Answer a grant with the configured buckets' levels (for the local share).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    share: bool,
+}
+
+/// The configured buckets' levels after a grant (`share`).
+#[derive(Deserialize, Default)]
+struct WireLevels {
+    rpm: Option<f64>,
+    tpm: Option<f64>,
+    rpd: Option<f64>,
+    tpd: Option<f64>,
+    aud: Option<f64>,
+}
+
+impl WireLevels {
+    /// A `processes`th part of each.
+    fn part(&self, processes: u32) -> ConfiguredLevels {
+        let part = |v: Option<f64>| v.map(|l| l / f64::from(processes));
+        ConfiguredLevels {
+            rpm: part(self.rpm),
+            tpm: part(self.tpm),
+            rpd: part(self.rpd),
+            tpd: part(self.tpd),
+            audio_seconds_per_hour: part(self.aud),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -971,6 +998,8 @@ struct ReserveAnswer {
     /// The state this store saw is gone: tell the last report heard.
     #[serde(default)]
     restate: bool,
+    /// The configured buckets' levels after the grant (asked with `share`).
+    levels: Option<WireLevels>,
 }
 
 #[derive(Serialize)]
@@ -1147,6 +1176,7 @@ impl Inner {
             lost: known,
             turn,
             restate: None,
+            share: self.share().is_some(),
         };
         let mut answer = self.call::<ReserveAnswer>(key, op, &args, now).await?;
         if answer.as_ref().is_some_and(|a| a.restate) {
@@ -1219,14 +1249,18 @@ impl Inner {
             self.booked_plain(booked.state, a.booking);
         }
         if let Some(n) = self.share() {
-            // The local share follows this process's own use while Redis is up, so that
-            // an outage starts it from what this process had left, not full: a full
-            // share in every process at once would overshoot the quota they share. A
-            // share already spent books nothing here (its level stays at empty).
+            // The local share follows this process's own use and its part of the shared
+            // levels while Redis is up, and keeps the lower: an outage starts every
+            // process's share from there (negative: booked ahead), not full. Full shares in
+            // every process at once overshoot the quota they share; own use alone does not
+            // count what the others took, nor the shared level alone what this process took
+            // (a process that never booked starts from its full share).
             let share = share_of(limits, n);
             self.local
                 .reserve(key, &share, cost, Duration::ZERO, now)
                 .await?;
+            let levels = a.levels.as_ref().map(|l| l.part(n)).unwrap_or_default();
+            self.local.follow(key, &share, &levels, now);
         }
         Ok(Reservation::Granted {
             wait,

@@ -534,41 +534,43 @@ async fn an_outage_starts_a_share_from_what_was_left_and_a_restart_hands_out_no_
         )
         .unwrap()
     };
-    let (a, b) = (share(4), share(4));
+    let (a, b, c) = (share(4), share(4), share(4));
     let k = key(7);
     let limits = Limits::none().with_rpm(40);
     let one = Demand::one_request();
     let t = Instant::now();
-    // While Redis is up, `a` takes its share of the 40 (10) and `b` nothing.
-    let mut up = 0;
-    for _ in 0..10 {
-        if let Reservation::Granted { .. } = a
-            .reserve(&k, &limits, one, Duration::ZERO, t)
-            .await
-            .unwrap()
-        {
-            up += 1;
-        }
-    }
-    assert_eq!(up, 10);
-    redis.kill();
-    // Down: `a` spent its share already; `b`, which used nothing, has its whole share.
-    let mut down = [0, 0];
-    for (i, s) in [&a, &b].into_iter().enumerate() {
-        for _ in 0..20 {
-            if let Reservation::Granted { .. } = s
-                .reserve(&k, &limits, one, Duration::ZERO, t)
-                .await
-                .unwrap()
-            {
-                down[i] += 1;
+    async fn take(s: &RedisStore, k: &LimitKey, limits: &Limits, n: usize, t: Instant) -> usize {
+        let mut granted = 0;
+        for _ in 0..n {
+            let r = s.reserve(k, limits, Demand::one_request(), Duration::ZERO, t);
+            if let Reservation::Granted { .. } = r.await.unwrap() {
+                granted += 1;
             }
         }
+        granted
+    }
+    // While Redis is up, `a` takes 26 of the 40 (more than its share of 10), then `c` one;
+    // `b` nothing. 13 are left.
+    assert_eq!(
+        (
+            take(&a, &k, &limits, 26, t).await,
+            take(&c, &k, &limits, 1, t).await
+        ),
+        (26, 1)
+    );
+    redis.kill();
+    // Down: `a` spent its share and more; `c` has the lower of its own share's rest (9) and
+    // its part of what was left at its grant (13 / 4: 3); `b`, which never booked, knows
+    // nothing else and has its whole share. 13 in all, what was left.
+    let mut down = [0, 0, 0];
+    for (i, s) in [&a, &b, &c].into_iter().enumerate() {
+        down[i] = take(s, &k, &limits, 20, t).await;
     }
     assert_eq!(
         down,
-        [0, 10],
-        "a local share starts from what this process had left"
+        [0, 10, 3],
+        "a local share starts from the lower of what its process had left and its part of \
+         the shared level"
     );
     // Redis restarted without the state: `a` saw it, so it is made anew empty.
     redis.restart();

@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::bucket::{Bucket, InsufficientCapacity};
+use super::memory::ConfiguredLevels;
 use super::paced::Paced;
 use super::stated::Stated;
 use super::store::{BucketSnapshot, Demand, Dimension, Drain, Reservation};
@@ -186,6 +187,24 @@ impl KeyState {
             self.log.push_back((booking, cost, now));
         }
         booking
+    }
+
+    /// Lowers each configured bucket named in `levels` to at most that level (a share of
+    /// what a shared store holds; negative: booked ahead). Never raises one: a share follows
+    /// its own use too, and keeps the lower of the two.
+    pub(crate) fn follow(&mut self, levels: &ConfiguredLevels, now: Instant) {
+        for (bucket, level) in [
+            (self.rpm.as_mut(), levels.rpm),
+            (self.tpm.as_mut(), levels.tpm),
+            (self.rpd.as_mut(), levels.rpd),
+            (self.tpd.as_mut(), levels.tpd),
+            (self.audio_hour.as_mut(), levels.audio_seconds_per_hour),
+        ] {
+            if let (Some(b), Some(level)) = (bucket, level) {
+                let own = b.level(now);
+                b.set_level(level.min(own), now);
+            }
+        }
     }
 
     /// Gives back `requests` request slots and gives back (`tokens > 0`) or charges (`< 0`)
@@ -424,6 +443,59 @@ mod tests {
         assert!(r.window > 30 * S && r.window < 34 * S, "{r:?}");
         let off = r.reset.map(|at| (at - now).as_secs_f64() - 20.0);
         assert!(off.is_some_and(|off| off.abs() < 1e-6), "{r:?}");
+    }
+
+    /// A local share following a shared store's levels: each named configured bucket is
+    /// lowered to the level it is given — below zero for slots booked ahead — never raised,
+    /// and the others keep theirs.
+    #[tokio::test(start_paused = true)]
+    async fn a_share_follows_the_levels_it_is_given() {
+        let now = Instant::now();
+        let limits = Limits::none().with_rpm(200).with_tpm(10_000);
+        // (rpm level, tpm level given) → (requests level, tokens level) after.
+        let table = [
+            ((Some(50.0), None), (50.0, 10_000.0)),
+            ((Some(-6.5), Some(2_500.0)), (-6.5, 2_500.0)),
+            ((Some(900.0), Some(0.0)), (200.0, 0.0)),
+            ((None, None), (200.0, 10_000.0)),
+        ];
+        for ((rpm, tpm), (r, t)) in table {
+            let mut s = KeyState::from_limits(&limits, Duration::ZERO, now);
+            let levels = ConfiguredLevels {
+                rpm,
+                tpm,
+                ..ConfiguredLevels::default()
+            };
+            s.follow(&levels, now);
+            let [req, tok] = s.binding(now);
+            let got = (req.map(|b| b.level), tok.map(|b| b.level));
+            assert_eq!(got, (Some(r), Some(t)), "given {rpm:?}, {tpm:?}");
+        }
+        // A share below zero admits nothing until it has refilled past the cost: 6.5
+        // requests at 200 a minute is 1.95 s, then one more is 0.3 s.
+        let mut s = KeyState::from_limits(&limits, Duration::ZERO, now);
+        s.follow(
+            &ConfiguredLevels {
+                rpm: Some(-6.5),
+                ..ConfiguredLevels::default()
+            },
+            now,
+        );
+        let wait = s.wait(Demand::one_request(), now).ok();
+        assert_eq!(wait.map(|w| w.as_millis()), Some(2_250));
+        // Lower already (its own use): a higher shared level does not raise it.
+        let mut s = KeyState::from_limits(&limits, Duration::ZERO, now);
+        for _ in 0..150 {
+            s.book(Demand::one_request(), now);
+        }
+        s.follow(
+            &ConfiguredLevels {
+                rpm: Some(120.0),
+                ..ConfiguredLevels::default()
+            },
+            now,
+        );
+        assert_eq!(s.binding(now)[0].map(|b| b.level), Some(50.0));
     }
 
     fn window(

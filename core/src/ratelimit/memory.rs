@@ -202,3 +202,30 @@ impl LimiterStore for MemoryStore {
         })
     }
 }
+
+/// Levels for a key's configured buckets, each named one a ceiling set by
+/// [`MemoryStore::follow`]: for a shared store's wing, whose local share follows its part of
+/// the shared levels.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConfiguredLevels {
+    pub rpm: Option<f64>,
+    pub tpm: Option<f64>,
+    pub rpd: Option<f64>,
+    pub tpd: Option<f64>,
+    pub audio_seconds_per_hour: Option<f64>,
+}
+
+impl MemoryStore {
+    /// Lowers the configured buckets of `key` (made with `limits` if new) to `levels`, where
+    /// named and lower: a shared store's local share following its part of what the shared
+    /// store holds as well as its own use, so that an outage starts the share from the lower
+    /// of the two.
+    #[doc(hidden)]
+    pub fn follow(&self, key: &LimitKey, limits: &Limits, levels: &ConfiguredLevels, now: Instant) {
+        if *limits == Limits::none() {
+            return;
+        }
+        self.with(key, Some(limits), now, |s| s.follow(levels, now));
+    }
+}
