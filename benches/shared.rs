@@ -197,9 +197,13 @@ impl Backend {
 
     /// The store's settings in code.
     fn settings(&self, prefix: String) -> SharedSettings {
+        // A generous timeout: the loop measures the calls, not the down mode (a first connect
+        // on a loaded machine, a TLS handshake or a cluster's slots under 64 tasks, can take
+        // longer than the default 250 ms, and the store would then rest for a second).
         let mut s = SharedSettings::new(self.url())
             .prefix(prefix)
-            .cluster(self.kind == Redis::Cluster);
+            .cluster(self.kind == Redis::Cluster)
+            .timeout(Duration::from_secs(2));
         if let Some(c) = &self.certs {
             s = s.tls(RedisTls::new().ca_file(&c.ca));
         }

@@ -373,15 +373,15 @@ local function k_refund(S, requests, tokens, at)
   give(S.cfg.tpd, tokens)
 end
 
-local function unanswered(S, booking, d)
-  local sum = 0
+-- What the bookings other than `booking` still in the log spend of each dimension: one pass,
+-- nothing allocated (an answer is applied on every call: the log is as long as the requests
+-- in flight plus the answers held back).
+local function unanswered(S, booking)
+  local r, i, o = 0, 0, 0
   for _, e in ipairs(S.log) do
-    if e[1] ~= booking then
-      local c = { r = e[2], i = e[3], o = e[4] }
-      sum = sum + part(c, d)
-    end
+    if e[1] ~= booking then r, i, o = r + e[2], i + e[3], o + e[4] end
   end
-  return sum
+  return { r = r, t = i + o, i = i, o = o }
 end
 
 local function raise_gate(S, until_at)
@@ -392,6 +392,7 @@ local PER = { m = MINUTE, d = DAY }
 
 local function k_apply(S, report, booking, at)
   while #S.log > 0 and at - S.log[1][5] > MAX_AGE do table.remove(S.log, 1) end
+  local flying = nil
   for _, d in ipairs(DIMS) do
     local w = report[d]
     if w then
@@ -407,7 +408,10 @@ local function k_apply(S, report, booking, at)
       if not skip then
         S.pc = nil
         local inflight = 0
-        if booking then inflight = unanswered(S, booking, d) end
+        if booking then
+          flying = flying or unanswered(S, booking)
+          inflight = flying[d]
+        end
         s_observe(S.st[d], w, booking, inflight, at)
       end
     end
