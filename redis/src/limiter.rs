@@ -38,7 +38,9 @@
 //!   provider, model and account names, numbers and times only.
 //! * **Redis down or slow** (a call over [`SharedSettings::timeout`]) is a mode, not an
 //!   accident ([`WhenDown`]): fail closed (nothing admitted; requests wait within their
-//!   deadline, then end retryable) or a local share of the configured limits. A warning says
+//!   deadline, then end retryable) or a local share of the configured limits, which starts
+//!   from the lower of what this process had left of it and its part of the shared levels at
+//!   its last grant (each grant answers with them), never full. A warning says
 //!   so once per outage; Redis is tried again every [`SharedSettings::retry_interval`] and
 //!   used again as soon as it answers.
 //!
