@@ -23,7 +23,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::bucket::{Bucket, InsufficientCapacity};
-use super::memory::ConfiguredLevels;
 use super::paced::Paced;
 use super::stated::Stated;
 use super::store::{BucketSnapshot, Demand, Dimension, Drain, Reservation};
@@ -66,6 +65,19 @@ fn part(cost: &Demand, i: usize) -> u64 {
         OUTPUT => cost.output_tokens,
         _ => 0,
     }
+}
+
+/// Levels for a key's configured buckets, each named one a ceiling set by
+/// [`MemoryStore::follow`](super::MemoryStore::follow): for a shared store's wing, whose local share follows its part of
+/// the shared levels.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConfiguredLevels {
+    pub rpm: Option<f64>,
+    pub tpm: Option<f64>,
+    pub rpd: Option<f64>,
+    pub tpd: Option<f64>,
+    pub audio_seconds_per_hour: Option<f64>,
 }
 
 /// The buckets of one key.

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::Limits;
-use super::key_state::KeyState;
+use super::key_state::{ConfiguredLevels, KeyState};
 use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use crate::error::Result;
 
@@ -201,19 +201,6 @@ impl LimiterStore for MemoryStore {
             token_room: s.token_room(now),
         })
     }
-}
-
-/// Levels for a key's configured buckets, each named one a ceiling set by
-/// [`MemoryStore::follow`]: for a shared store's wing, whose local share follows its part of
-/// the shared levels.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ConfiguredLevels {
-    pub rpm: Option<f64>,
-    pub tpm: Option<f64>,
-    pub rpd: Option<f64>,
-    pub tpd: Option<f64>,
-    pub audio_seconds_per_hour: Option<f64>,
 }
 
 impl MemoryStore {

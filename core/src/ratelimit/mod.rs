@@ -108,7 +108,8 @@ pub use shared::{REDIS_URL_VAR, RedisTls, SharedSettings, WhenDown};
 /// What the Redis wing's limiter store uses of the limiter's insides, and where it adds
 /// itself (`crate::wing::redis`).
 pub(crate) mod wing {
-    pub use super::memory::{ConfiguredLevels, MemoryStore};
+    pub use super::key_state::ConfiguredLevels;
+    pub use super::memory::MemoryStore;
     pub use super::shared::{REDIS_LIMITERS, RedisLimiters};
 }
 
