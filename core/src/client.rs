@@ -16,6 +16,7 @@ use crate::config::{
 use crate::error::{Error, Result};
 use crate::http::{ClientChoice, Transport};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
+use crate::observe::Observer;
 use crate::provider::Provider;
 use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore, REDIS_URL_VAR, SharedSettings};
 use crate::rng::{Rng, SeededRng};
@@ -363,6 +364,7 @@ pub struct ClientBuilder {
     credentials: HashMap<String, Credential>,
     base_urls: HashMap<String, Url>,
     env_lookup: Option<EnvLookup>,
+    observers: Vec<Arc<dyn Observer>>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -372,6 +374,7 @@ impl fmt::Debug for ClientBuilder {
             .field("providers", &self.providers.len())
             .field("credentials", &self.credentials.keys().collect::<Vec<_>>())
             .field("shared", &self.shared)
+            .field("observers", &self.observers.len())
             .finish_non_exhaustive()
     }
 }
@@ -410,6 +413,42 @@ impl ClientBuilder {
     /// Injects the jitter source (tests: a seeded or fixed one).
     pub fn rng(mut self, rng: Arc<dyn Rng>) -> Self {
         self.rng = Some(rng);
+        self
+    }
+
+    /// Adds an observer: it is told what every request does ([`observe`](crate::observe)),
+    /// after the client's [`Stats`](crate::Stats) and the observers added before it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::observe::{Event, Observer};
+    ///
+    /// /// Logs every failover.
+    /// #[derive(Debug)]
+    /// struct Failovers;
+    ///
+    /// impl Observer for Failovers {
+    ///     fn observe(&self, event: &Event<'_>) {
+    ///         if let Event::FailedOver(f) = event {
+    ///             eprintln!("{} -> {}", f.from, f.to.provider());
+    ///         }
+    ///     }
+    /// }
+    /// # let local = llm_failover::provider::openai::OpenAi::new(
+    /// #     llm_failover::ProviderId::new("local"),
+    /// #     "http://127.0.0.1:9/v1".parse()?,
+    /// # ).with_chat_model("llama3.2");
+    /// let client = llm_failover::Client::builder()
+    ///     .provider(Arc::new(local), llm_failover::ProviderSettings::new())
+    ///     .observer(Arc::new(Failovers))
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observers.push(observer);
         self
     }
 
@@ -664,6 +703,7 @@ impl ClientBuilder {
             transport: self.transport.take(),
             http: std::mem::take(&mut self.http),
             cache: self.cache.take().or(file_cache),
+            observers: std::mem::take(&mut self.observers),
         })?;
         Ok(Client {
             router: Arc::new(router),

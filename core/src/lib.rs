@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 mod id;
+pub mod observe;
 pub mod provider;
 pub mod ratelimit;
 #[cfg(feature = "test-util")]

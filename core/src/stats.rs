@@ -26,7 +26,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cache::CacheStats;
+use crate::error::Disposition;
 use crate::id::ProviderId;
+use crate::observe::{AttemptOutcome, Event, Observer, Pricing, Target};
 use crate::striped::Striped;
 
 /// One thread stripe of a provider's counters (see [`Counters`]).
@@ -66,10 +68,6 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Relaxed);
-    }
-
     /// The calling thread's stripe.
     pub(crate) fn here(&self) -> &Tally {
         self.stripes.here()
@@ -98,6 +96,105 @@ impl Counters {
             output_tokens: sum(|t| &t.output_tokens),
             priced_by_count: sum(|t| &t.priced_by_count),
             priced_by_bound: sum(|t| &t.priced_by_bound),
+        }
+    }
+}
+
+/// The [`Stats`] observer: each provider's [`Counters`], by its place among the client's
+/// providers ([`Target`]'s slot). The default observer, always told first.
+#[derive(Debug, Default)]
+pub(crate) struct Tallies {
+    providers: Box<[Counters]>,
+}
+
+impl Tallies {
+    pub(crate) fn new(providers: usize) -> Self {
+        Tallies {
+            providers: (0..providers).map(|_| Counters::default()).collect(),
+        }
+    }
+
+    /// The calling thread's stripe of `target`'s counters.
+    fn of(&self, target: &Target<'_>) -> Option<&Tally> {
+        self.providers.get(target.slot).map(Counters::here)
+    }
+
+    /// Each provider's snapshot, with its id.
+    pub(crate) fn snapshots<'a>(
+        &'a self,
+        ids: impl Iterator<Item = &'a ProviderId> + 'a,
+    ) -> impl Iterator<Item = (&'a ProviderId, &'a Counters)> + 'a {
+        ids.zip(self.providers.iter())
+    }
+}
+
+impl Observer for Tallies {
+    fn observe(&self, event: &Event<'_>) {
+        let add = |counter: &AtomicU64, n: u64| {
+            counter.fetch_add(n, Relaxed);
+        };
+        match event {
+            Event::Sent(s) => {
+                let Some(t) = self.of(&s.target) else { return };
+                add(&t.sent, 1);
+                match s.pricing {
+                    Pricing::Bound => add(&t.priced_by_bound, 1),
+                    Pricing::Counted => add(&t.priced_by_count, 1),
+                    _ => {}
+                }
+            }
+            Event::AttemptEnded(a) => {
+                let Some(t) = self.of(&a.target) else { return };
+                match a.outcome {
+                    AttemptOutcome::Answered => add(&t.ok, 1),
+                    AttemptOutcome::RateLimited => add(&t.rate_limited, 1),
+                    AttemptOutcome::QuotaExhausted => add(&t.quota_exhausted, 1),
+                    AttemptOutcome::Transient { server_error } => {
+                        add(&t.transient, 1);
+                        if server_error {
+                            add(&t.server_errors, 1);
+                        }
+                    }
+                    _ => add(&t.terminal, 1),
+                }
+                if let Some(u) = a.usage {
+                    add(&t.input_tokens, u.input_tokens);
+                    add(&t.output_tokens, u.output_tokens);
+                }
+            }
+            Event::InvalidAnswer(target) => {
+                if let Some(t) = self.of(target) {
+                    add(&t.invalid_answers, 1);
+                }
+            }
+            Event::AdmissionWaited(w) => {
+                if let Some(t) = self.of(&w.target) {
+                    t.add_wait(w.wait);
+                }
+            }
+            Event::FailedOver(f) => {
+                if let Some(t) = self.providers.get(f.from_slot).map(Counters::here) {
+                    add(&t.failovers, 1);
+                }
+            }
+            Event::BreakerOpened(b) => {
+                if let Some(t) = self.of(&b.target) {
+                    add(&t.breaker_opens, 1);
+                }
+            }
+            Event::StreamEnded(s) => {
+                let Some(t) = self.of(&s.target) else { return };
+                if let Some(u) = s.usage {
+                    add(&t.input_tokens, u.input_tokens);
+                    add(&t.output_tokens, u.output_tokens);
+                }
+                if s.error
+                    .is_some_and(|k| k.disposition() == Disposition::Transient)
+                {
+                    add(&t.transient, 1);
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -21,9 +21,13 @@ use crate::cache::{Fill, Lookup};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Credential, CredentialSource, ProviderId};
+use crate::observe::{
+    AdmissionWaited, AttemptEnded, AttemptOutcome, BreakerOpened, CacheLooked, Event, FailedOver,
+    RequestEnded, Sent,
+};
 use crate::provider::RequestContext;
 use crate::ratelimit::{LimitReport, Permit, Tightening};
-use crate::stats::Counters;
+use crate::types::Usage;
 
 /// The loop goes on, or the request ends with this.
 type Step<T> = ControlFlow<Result<T>>;
@@ -44,7 +48,15 @@ impl Router {
             outcome = field::Empty,
         );
         async move {
+            let started = self.clock.now();
             let (result, sends) = self.attempts(&job, opts).instrument(span.clone()).await;
+            self.tell(&Event::RequestEnded(RequestEnded {
+                capability: job.request().capability(),
+                provider: result.as_ref().ok().map(J::answered_by),
+                error: result.as_ref().err().map(Error::kind),
+                sends,
+                latency: self.clock.now().saturating_duration_since(started),
+            }));
             span.record("attempts", sends);
             match &result {
                 Ok(_) => span.record("outcome", "ok"),
@@ -108,10 +120,17 @@ impl Router {
             } => {
                 let (out, tokens) = J::replay(answer, stored_at_ms);
                 cache.hit(tokens);
+                self.tell(&Event::Cache(CacheLooked { hit: true, tokens }));
                 tracing::debug!(?key, "served from the response cache");
                 ControlFlow::Break(out)
             }
-            Lookup::Miss(fill) => ControlFlow::Continue(fill),
+            Lookup::Miss(fill) => {
+                self.tell(&Event::Cache(CacheLooked {
+                    hit: false,
+                    tokens: 0,
+                }));
+                ControlFlow::Continue(fill)
+            }
         }
     }
 
@@ -158,8 +177,9 @@ impl Router {
     ) -> Step<J::Output> {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
+        let index = c.index;
         let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost);
-        let Some(verdict) = self.claim(entry, &breaker, ticket).await else {
+        let Some(verdict) = self.claim(index, &breaker, ticket).await else {
             // The slot goes back with the permit; pick again.
             return ControlFlow::Continue(());
         };
@@ -175,6 +195,7 @@ impl Router {
                 breaker.to_arc(),
             )
         };
+        run.attempt_at = self.clock.now();
         let exchange = job
             .send(Attempt {
                 adapter: entry.adapter.as_ref(),
@@ -190,7 +211,7 @@ impl Router {
             .await;
         if exchange.sent {
             permit.commit();
-            run.record_send(ticket.slot, ticket.reckoning);
+            self.sent(run, ticket, index);
         } else {
             // Could not even be built: nothing went out, the slot goes back.
             drop(permit);
@@ -198,7 +219,19 @@ impl Router {
         let (report, probe) = (exchange.report, verdict.is_probe());
         match exchange.result {
             Ok(out) => {
-                let (out, used) = self.succeeded(job, run, ticket, probe, out, &span);
+                let (out, usage) = self.succeeded::<J>(run, ticket, probe, out, &span);
+                self.tell(&Event::AttemptEnded(AttemptEnded {
+                    target: self.target(index, &ticket.key),
+                    outcome: AttemptOutcome::Answered,
+                    error: None,
+                    status: None,
+                    latency: self.clock.now().saturating_duration_since(run.attempt_at),
+                    usage,
+                    response_model: Some(J::answered_model(&out)),
+                    report: report.as_deref(),
+                }));
+                let booked = Booking::new(ticket.cost, || job.request().floor());
+                let used = usage.and_then(|u| booked.spend(u));
                 if report.is_some() || used.is_some() {
                     let settled = self.settle_limits(job, run, ticket, report.as_deref(), used);
                     if let Err(e) = Box::pin(settled).await {
@@ -207,7 +240,11 @@ impl Router {
                 }
                 match job.check(&out) {
                     Ok(()) => ControlFlow::Break(Ok(out)),
-                    Err(e) => invalid_answer(run, ticket.slot, e),
+                    Err(e) => {
+                        let target = self.target(index, &ticket.key);
+                        self.tell(&Event::InvalidAnswer(target));
+                        invalid_answer(run, ticket.slot, e)
+                    }
                 }
             }
             // Rare, and its state is large: boxed.
@@ -258,18 +295,25 @@ impl Router {
     /// goes back when the caller drops its permit).
     async fn claim(
         &self,
-        entry: &Entry,
+        index: usize,
         breaker: &BreakerRef<'_>,
         ticket: &Ticket<'_>,
     ) -> Option<Verdict> {
+        let waited = |wait, in_line| {
+            self.tell(&Event::AdmissionWaited(AdmissionWaited {
+                target: self.target(index, &ticket.key),
+                wait,
+                in_line,
+            }));
+        };
         if !ticket.lined.is_zero() {
-            entry.counters.here().add_wait(ticket.lined);
+            waited(ticket.lined, true);
         } else if ticket.wait.is_zero() {
             return Some(ticket.verdict);
         }
         if !ticket.wait.is_zero() {
             self.clock.sleep_until(ticket.ready_at).await;
-            entry.counters.here().add_wait(ticket.wait);
+            waited(ticket.wait, false);
         }
         if let (false, true, Some(booking)) = (
             ticket.wait.is_zero(),
@@ -339,30 +383,44 @@ impl Router {
         )
     }
 
-    /// A success: the breaker hears of it, the answer is counted and stamped. Returns it
-    /// with the tokens to reconcile the booking with (`Some` only where tokens were booked
-    /// and the answer reports its usage).
-    fn succeeded<J: Job>(
+    /// A success: the breaker hears of it, the answer is stamped. Returns it with the usage
+    /// it reports.
+    fn succeeded<T: Job>(
         &self,
-        job: &J,
         run: &Run<'_>,
         ticket: &Ticket<'_>,
         probe: bool,
-        mut out: J::Output,
+        mut out: T::Output,
         span: &tracing::Span,
-    ) -> (J::Output, Option<u64>) {
+    ) -> (T::Output, Option<Usage>) {
         span.record("status", "ok");
         let c = &run.candidates[ticket.slot];
         c.breaker
             .get()
             .apply(BreakerEvent::Answered { probe }, self.clock.now());
-        Counters::add(&c.entry.counters.here().ok, 1);
-        let booked = Booking::new(ticket.cost, || job.request().floor());
-        let used = J::finish(&mut out, run.sends).and_then(|u| {
+        let usage = T::finish(&mut out, run.sends);
+        if let Some(u) = usage {
             span.record("actual_tokens", u.total());
-            booked.spend(c.entry, u)
-        });
-        (out, used)
+        }
+        (out, usage)
+    }
+
+    /// Notes a send of `ticket` to the provider at `index`: a failover when the send before
+    /// it went elsewhere.
+    fn sent(&self, run: &mut Run<'_>, ticket: &Ticket<'_>, index: usize) {
+        let to = self.target(index, &ticket.key);
+        if let Some(from_slot) = run.record_send(ticket.slot) {
+            self.tell(&Event::FailedOver(FailedOver {
+                from: self.entries[from_slot].id(),
+                to,
+                from_slot,
+            }));
+        }
+        self.tell(&Event::Sent(Sent {
+            target: to,
+            pricing: ticket.reckoning.pricing(),
+            send: run.sends,
+        }));
     }
 
     /// A failure: the limiter learns what the response stated, then the decision is applied.
@@ -412,13 +470,28 @@ impl Router {
     ) -> Step<T> {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
-        count(entry, action.count);
+        let target = self.target(c.index, &ticket.key);
+        self.tell(&Event::AttemptEnded(AttemptEnded {
+            target,
+            outcome: action.count.outcome(),
+            error: Some(err.kind()),
+            status: err.status(),
+            latency: now.saturating_duration_since(run.attempt_at),
+            usage: None,
+            response_model: None,
+            report,
+        }));
         if matches!(action.count, Count::Transient { .. }) {
             run.failed += 1;
         }
         let moved = breaker.get().apply(action.breaker, self.clock.now());
         if moved.opened {
-            Counters::add(&entry.counters.here().breaker_opens, 1);
+            self.tell(&Event::BreakerOpened(BreakerOpened {
+                target,
+                open_for: moved
+                    .open_until
+                    .map_or(Duration::ZERO, |u| u.saturating_duration_since(now)),
+            }));
         }
         if let Some(until) = moved.open_until {
             self.log_open(entry.id(), until, moved.version);
@@ -507,22 +580,6 @@ fn failure_update(
     Some(t)
 }
 
-/// Adds a failure to its counter.
-fn count(entry: &Entry, count: Count) {
-    let tally = entry.counters.here();
-    match count {
-        Count::Terminal => Counters::add(&tally.terminal, 1),
-        Count::RateLimited => Counters::add(&tally.rate_limited, 1),
-        Count::QuotaExhausted => Counters::add(&tally.quota_exhausted, 1),
-        Count::Transient { server_error } => {
-            Counters::add(&tally.transient, 1);
-            if server_error {
-                Counters::add(&tally.server_errors, 1);
-            }
-        }
-    }
-}
-
 /// An `Auth` error names where the key came from (never the key).
 fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
     if err.kind() != ErrorKind::Auth {
@@ -536,14 +593,10 @@ fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
 }
 
 /// Milliseconds since the Unix epoch, for log fields.
-/// An answer that arrived in the wrong shape (counted apart): the request ends with it, or
+/// An answer that arrived in the wrong shape (told apart): the request ends with it, or
 /// (when it asked to) goes on at a provider it has not asked yet — this one is not asked
 /// again, and its breaker heard a success.
 fn invalid_answer<T>(run: &mut Run<'_>, slot: usize, err: Error) -> Step<T> {
-    Counters::add(
-        &run.candidates[slot].entry.counters.here().invalid_answers,
-        1,
-    );
     let untried = (0..run.candidates.len()).any(|i| i != slot && run.tried(i).failures == 0);
     if !(run.fail_over_invalid && untried) {
         return ControlFlow::Break(Err(run.ends_with(err)));

@@ -17,6 +17,7 @@ use crate::config::{Policy, ProviderSettings};
 use crate::error::{Disposition, Error, ErrorKind, Result};
 use crate::http::{ClientChoice, Transport, TransportOptions};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
+use crate::observe::{BreakerOpened, Event, Observer, Observers, StreamEnded, Target};
 use crate::provider::{Provider, check_extra_body};
 use crate::ratelimit::{
     Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits, MemoryStore,
@@ -24,7 +25,7 @@ use crate::ratelimit::{
 };
 use crate::retry::{Backoff, RetryBudget, SharedBudget};
 use crate::rng::Rng;
-use crate::stats::{Counters, Stats};
+use crate::stats::{Stats, Tallies};
 use crate::types::Usage;
 
 /// Everything the router is built from, resolved by the client's builder.
@@ -44,6 +45,8 @@ pub(crate) struct Parts {
     pub(crate) http: ClientChoice,
     /// The response cache, if any.
     pub(crate) cache: Option<Cache>,
+    /// The observers the application added.
+    pub(crate) observers: Vec<Arc<dyn Observer>>,
 }
 
 /// One provider, as the router sees it.
@@ -56,7 +59,6 @@ pub(crate) struct Entry {
     pub(crate) credential: Option<Credential>,
     /// Fields merged into each chat request's body (checked at build: no reserved field).
     pub(crate) extra_body: serde_json::Map<String, serde_json::Value>,
-    pub(crate) counters: Counters,
     /// Set once a response of this provider states a token window: from then on its requests
     /// are priced in tokens even where no token limit is configured.
     token_limits_seen: AtomicBool,
@@ -86,7 +88,6 @@ impl Entry {
             timeout: s.timeout,
             credential: s.credential,
             extra_body: s.extra_body,
-            counters: Counters::default(),
             token_limits_seen: AtomicBool::new(false),
             room: AtomicU64::new(u64::MAX),
         }
@@ -175,13 +176,9 @@ impl Booking {
         Booking { cost, floor }
     }
 
-    /// Counts `usage` on `entry` and returns the tokens to reconcile the booking with:
-    /// `None` where no tokens were booked (the response's own headers, if any, already set
-    /// the level).
-    pub(crate) fn spend(self, entry: &Entry, usage: Usage) -> Option<u64> {
-        let tally = entry.counters.here();
-        Counters::add(&tally.input_tokens, usage.input_tokens);
-        Counters::add(&tally.output_tokens, usage.output_tokens);
+    /// The tokens to reconcile the booking with after `usage`: `None` where no tokens were
+    /// booked (the response's own headers, if any, already set the level).
+    pub(crate) fn spend(self, usage: Usage) -> Option<u64> {
         (self.cost.tokens() > 0).then(|| usage.input_tokens.max(self.floor) + usage.output_tokens)
     }
 }
@@ -200,6 +197,10 @@ pub(crate) struct Router {
     pub(super) rules: Rules,
     pub(super) budget: SharedBudget,
     pub(super) cache: Option<Cache>,
+    /// The [`Stats`] observer, told first.
+    tallies: Tallies,
+    /// The application's observers.
+    observers: Observers,
     request_ids: AtomicU64,
 }
 
@@ -227,6 +228,7 @@ impl Router {
             transport,
             http,
             cache,
+            observers,
         } = parts;
         if providers.is_empty() {
             return Err(Error::config(
@@ -261,12 +263,11 @@ impl Router {
             check_extra_body(&s.extra_body, &whose)
                 .map_err(|e| Error::config(e.message().to_owned()))?;
         }
-        let entries = providers
+        let entries: Vec<Entry> = providers
             .into_iter()
             .map(|(adapter, s)| Entry::new(adapter, s, breakers.as_ref()))
             .collect();
         Ok(Router {
-            entries,
             orders: indices,
             limiter: Limiter::new(store, clock.clone()),
             breakers,
@@ -281,15 +282,33 @@ impl Router {
             },
             policy,
             cache,
+            tallies: Tallies::new(entries.len()),
+            observers: Observers::new(observers),
+            entries,
             request_ids: AtomicU64::new(0),
         })
     }
 
     /// Per-provider counters, and the cache's.
     pub(crate) fn stats(&self) -> Stats {
-        let mut stats = Stats::collect(self.entries.iter().map(|e| (e.id(), &e.counters)));
+        let mut stats = Stats::collect(self.tallies.snapshots(self.entries.iter().map(Entry::id)));
         stats.cache = self.cache.as_ref().map(Cache::stats);
         stats
+    }
+
+    /// Tells the observers `event`: the [`Stats`] tallies, then the application's.
+    pub(super) fn tell(&self, event: &Event<'_>) {
+        self.tallies.observe(event);
+        self.observers.tell(event);
+    }
+
+    /// `entry`'s target for `key`, for an event.
+    pub(super) fn target<'a>(&'a self, entry: usize, key: &'a LimitKey) -> Target<'a> {
+        Target {
+            key,
+            kind: self.entries[entry].adapter.kind(),
+            slot: entry,
+        }
     }
 
     /// The response cache, if any.
@@ -409,18 +428,26 @@ impl Router {
         usage: Option<Usage>,
         error: Option<ErrorKind>,
     ) {
-        let e = &self.entries[entry];
-        if let Some(used) = usage.and_then(|u| booked.spend(e, u)) {
-            self.reconcile(&key, booked, used).await;
-        }
+        let target = self.target(entry, &key);
+        self.tell(&Event::StreamEnded(StreamEnded {
+            target,
+            usage,
+            error,
+        }));
         if error.is_some_and(|k| k.disposition() == Disposition::Transient) {
-            Counters::add(&e.counters.here().transient, 1);
-            if breaker
-                .apply(BreakerEvent::Transient, self.clock.now())
-                .opened
-            {
-                Counters::add(&e.counters.here().breaker_opens, 1);
+            let now = self.clock.now();
+            let moved = breaker.apply(BreakerEvent::Transient, now);
+            if moved.opened {
+                self.tell(&Event::BreakerOpened(BreakerOpened {
+                    target,
+                    open_for: moved
+                        .open_until
+                        .map_or(Duration::ZERO, |u| u.saturating_duration_since(now)),
+                }));
             }
+        }
+        if let Some(used) = usage.and_then(|u| booked.spend(u)) {
+            self.reconcile(&key, booked, used).await;
         }
     }
 }

@@ -49,6 +49,19 @@ pub(crate) enum Count {
     },
 }
 
+impl Count {
+    /// As an event tells it.
+    pub(crate) fn outcome(self) -> crate::observe::AttemptOutcome {
+        use crate::observe::AttemptOutcome;
+        match self {
+            Count::Terminal => AttemptOutcome::Terminal,
+            Count::RateLimited => AttemptOutcome::RateLimited,
+            Count::QuotaExhausted => AttemptOutcome::QuotaExhausted,
+            Count::Transient { server_error } => AttemptOutcome::Transient { server_error },
+        }
+    }
+}
+
 /// How the request goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {

@@ -15,6 +15,7 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::http::Transport;
 use crate::id::Capability;
+use crate::id::ProviderId;
 use crate::provider::{
     ChunkStream, Exchange, Provider, RequestContext, chat_once, chat_stream_once, transcribe_once,
 };
@@ -43,6 +44,18 @@ pub(crate) enum Reckoning {
     Bound,
     /// The tiktoken count ([`estimate_chat`]).
     Count,
+}
+
+impl Reckoning {
+    /// As an event tells it.
+    pub(crate) fn pricing(self) -> crate::observe::Pricing {
+        use crate::observe::Pricing;
+        match self {
+            Reckoning::Requests => Pricing::Requests,
+            Reckoning::Bound => Pricing::Bound,
+            Reckoning::Count => Pricing::Counted,
+        }
+    }
 }
 
 /// The tiktoken estimate of one request, counted at most once per model however many
@@ -190,6 +203,12 @@ pub(crate) trait Job: Sync {
     /// Stamps the answer with the number of requests sent; returns the usage it reports.
     fn finish(out: &mut Self::Output, sends: u32) -> Option<Usage>;
 
+    /// The model the answer names.
+    fn answered_model(out: &Self::Output) -> &str;
+
+    /// The provider that answered.
+    fn answered_by(out: &Self::Output) -> &ProviderId;
+
     /// Whether the answer has the shape the request asked for (a structured answer's JSON
     /// and schema); `InvalidAnswer` when not. A stream is not checked: it is the caller's
     /// as it arrives.
@@ -246,6 +265,14 @@ impl Job for Chat {
             a.timeout,
             move || clock.both(),
         )
+    }
+
+    fn answered_model(out: &ChatResponse) -> &str {
+        &out.model
+    }
+
+    fn answered_by(out: &ChatResponse) -> &ProviderId {
+        &out.provider
     }
 
     fn finish(out: &mut ChatResponse, sends: u32) -> Option<Usage> {
@@ -325,6 +352,14 @@ impl Job for Stream {
         }
     }
 
+    fn answered_model(out: &ChatStream) -> &str {
+        out.model()
+    }
+
+    fn answered_by(out: &ChatStream) -> &ProviderId {
+        out.provider()
+    }
+
     fn finish(out: &mut ChatStream, sends: u32) -> Option<Usage> {
         out.set_attempts(sends);
         // Usage arrives at the stream's end; the stream reconciles it then.
@@ -374,6 +409,14 @@ impl Job for Transcribe {
             a.timeout,
             move || clock.both(),
         )
+    }
+
+    fn answered_model(out: &Transcript) -> &str {
+        &out.model
+    }
+
+    fn answered_by(out: &Transcript) -> &ProviderId {
+        &out.provider
     }
 
     fn finish(out: &mut Transcript, sends: u32) -> Option<Usage> {

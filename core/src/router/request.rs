@@ -10,13 +10,12 @@ use tokio::time::Instant;
 use super::breaker::Allow;
 use super::breaker_store::BreakerCell;
 use super::core::{Entry, Router};
-use super::job::{Admissible, Reckoning, TokenCounts};
+use super::job::{Admissible, TokenCounts};
 use super::options::RequestOptions;
 use crate::admission::Place;
 use crate::cache::Answerer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Capability, Credential};
-use crate::stats::Counters;
 
 /// A breaker lent by the router (the configured account's) or owned (a tenant's).
 #[derive(Clone, Debug)]
@@ -78,6 +77,8 @@ pub(crate) struct Run<'r> {
     errors: Vec<Error>,
     /// The candidate of the last send (a send to another one after it is a failover).
     previous: Option<usize>,
+    /// When the current attempt went to its provider (its latency is counted from then).
+    pub(crate) attempt_at: Instant,
     /// Requests sent so far.
     pub(crate) sends: u32,
     /// Sends that failed for reasons other than throttling (what `max_attempts` bounds).
@@ -154,6 +155,7 @@ impl<'r> Run<'r> {
             tried: Vec::new(),
             errors: Vec::new(),
             previous: None,
+            attempt_at: started,
             sends: 0,
             failed: 0,
             costs: TokenCounts::default(),
@@ -219,20 +221,13 @@ impl<'r> Run<'r> {
         &mut self.tried[slot]
     }
 
-    /// Counts a request sent to `slot`, priced as `reckoning`.
-    pub(crate) fn record_send(&mut self, slot: usize, reckoning: Reckoning) {
+    /// Notes a request sent to candidate `slot`: the candidate of the send before it when
+    /// that was another one (a failover), as the router's index of its provider.
+    pub(crate) fn record_send(&mut self, slot: usize) -> Option<usize> {
         self.sends += 1;
-        if let Some(prev) = self.previous.filter(|p| *p != slot) {
-            Counters::add(&self.candidates[prev].entry.counters.here().failovers, 1);
-        }
+        let from = self.previous.filter(|p| *p != slot);
         self.previous = Some(slot);
-        let tally = self.candidates[slot].entry.counters.here();
-        Counters::add(&tally.sent, 1);
-        match reckoning {
-            Reckoning::Requests => {}
-            Reckoning::Bound => Counters::add(&tally.priced_by_bound, 1),
-            Reckoning::Count => Counters::add(&tally.priced_by_count, 1),
-        }
+        from.map(|p| self.candidates[p].index)
     }
 
     /// Keeps a failure for the final error.

@@ -11,6 +11,7 @@ use crate::config::{Policy, ProviderSettings};
 use crate::error::ErrorKind;
 use crate::http::{Script, ScriptedTransport};
 use crate::id::{Credential, ProviderId};
+use crate::observe::{Event, Observer};
 use crate::provider::openai::OpenAi;
 use crate::ratelimit::Limits;
 use crate::rng::FixedRng;
@@ -48,6 +49,16 @@ fn policy() -> Policy {
 /// A client over OpenAI-format providers named by `hosts` (each answering at
 /// `http://{host}/v1`), in that failover order, on tokio's clock.
 fn client(hosts: &[&str], policy: Policy, limits: Limits) -> (Client, ScriptedTransport) {
+    let (b, transport) = builder(hosts, policy, limits);
+    (b.build().unwrap(), transport)
+}
+
+/// [`client`]'s builder.
+fn builder(
+    hosts: &[&str],
+    policy: Policy,
+    limits: Limits,
+) -> (crate::ClientBuilder, ScriptedTransport) {
     let transport = ScriptedTransport::new();
     let mut b = Client::builder()
         .clock(Arc::new(TokioClock))
@@ -67,7 +78,7 @@ fn client(hosts: &[&str], policy: Policy, limits: Limits) -> (Client, ScriptedTr
                 .credential(Credential::new("sk-test")),
         );
     }
-    (b.build().unwrap(), transport)
+    (b, transport)
 }
 
 fn req() -> ChatRequest {
@@ -607,4 +618,121 @@ async fn a_deadline_passed_while_every_provider_hung_is_a_timeout_with_each_atte
     let tried: Vec<_> = err.attempts().iter().map(|e| e.kind()).collect();
     assert_eq!(tried, [ErrorKind::Timeout, ErrorKind::Timeout], "{err:?}");
     assert!(err.to_string().contains("deadline of 10.000s"), "{err}");
+}
+
+/// Writes down what it is told, one line per event.
+#[derive(Debug, Default)]
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl Observer for Recorder {
+    fn observe(&self, event: &Event<'_>) {
+        let line = match event {
+            Event::Sent(s) => format!("sent {} #{} {:?}", s.target.provider(), s.send, s.pricing),
+            Event::AttemptEnded(a) => format!(
+                "ended {} {:?} {:?} {:?} in {:?}, tokens {:?}, model {:?}, stated {:?}",
+                a.target.provider(),
+                a.outcome,
+                a.error,
+                a.status,
+                a.latency,
+                a.usage.map(|u| (u.input_tokens, u.output_tokens)),
+                a.response_model,
+                a.report.and_then(|r| r.requests).and_then(|w| w.remaining),
+            ),
+            Event::FailedOver(f) => format!("failover {} -> {}", f.from, f.to.provider()),
+            Event::AdmissionWaited(w) => {
+                format!(
+                    "waited {} {:?} in line {}",
+                    w.target.provider(),
+                    w.wait,
+                    w.in_line
+                )
+            }
+            Event::BreakerOpened(b) => {
+                format!("breaker {} open for {:?}", b.target.provider(), b.open_for)
+            }
+            Event::RequestEnded(r) => format!(
+                "request {:?} by {:?}: {:?}, {} sends in {:?}",
+                r.capability,
+                r.provider.map(ProviderId::as_str),
+                r.error,
+                r.sends,
+                r.latency
+            ),
+            other => format!("{other:?}"),
+        };
+        self.0.lock().unwrap().push(line);
+    }
+}
+
+/// The event seam: a 429 (its breaker opens until the stated reset) and a failover, then an
+/// answer, told in the order they happened,
+/// and the client's `Stats` (the default observer) count the same.
+#[tokio::test(start_paused = true)]
+async fn an_observer_is_told_each_send_answer_failure_and_failover_in_order() {
+    let recorder = Arc::new(Recorder::default());
+    let (b, t) = builder(&["a", "b"], policy(), Limits::none());
+    let c = b.observer(recorder.clone()).build().unwrap();
+    t.push(
+        "a",
+        error(429, "requests")
+            .header("retry-after", "30")
+            .header("x-ratelimit-limit-requests", "100")
+            .header("x-ratelimit-remaining-requests", "0"),
+    )
+    .push("b", ok("b1"));
+    assert_eq!(c.chat(req()).await.unwrap().text, "b1");
+    let z = Duration::ZERO;
+    assert_eq!(
+        *recorder.0.lock().unwrap(),
+        [
+            "sent a #1 Requests".to_owned(),
+            format!(
+                "ended a RateLimited Some(RateLimited) Some(429) in {z:?}, tokens None, \
+                 model None, stated Some(0)"
+            ),
+            "breaker a open for 30s".to_owned(),
+            "failover a -> b".to_owned(),
+            "sent b #2 Requests".to_owned(),
+            format!(
+                "ended b Answered None None in {z:?}, tokens Some((10, 5)), model Some(\"m\"), \
+                 stated None"
+            ),
+            format!("request Chat by Some(\"b\"): None, 2 sends in {z:?}"),
+        ]
+    );
+    let stats = c.stats();
+    let (a, b) = (stats.provider("a").unwrap(), stats.provider("b").unwrap());
+    assert_eq!(
+        (a.sent, a.rate_limited, a.breaker_opens, a.failovers, a.ok),
+        (1, 1, 1, 1, 0),
+        "{a:?}"
+    );
+    assert_eq!(
+        (b.sent, b.ok, b.input_tokens, b.output_tokens, b.failovers),
+        (1, 1, 10, 5, 0),
+        "{b:?}"
+    );
+}
+
+/// A wait for admission is told with its length, and the request's latency includes it.
+#[tokio::test(start_paused = true)]
+async fn an_observer_is_told_how_long_a_request_waited_for_admission() {
+    let recorder = Arc::new(Recorder::default());
+    let (b, t) = builder(&["a"], policy(), Limits::none().with_rpm(1));
+    let c = b.observer(recorder.clone()).build().unwrap();
+    t.push("a", ok("first")).push("a", ok("second"));
+    c.chat(req()).await.unwrap();
+    recorder.0.lock().unwrap().clear();
+    c.chat(req()).await.unwrap();
+    let told = recorder.0.lock().unwrap().clone();
+    assert_eq!(
+        told.first().map(String::as_str),
+        Some("waited a 60s in line false")
+    );
+    assert_eq!(
+        told.last().map(String::as_str),
+        Some("request Chat by Some(\"a\"): None, 1 sends in 60s")
+    );
+    assert_eq!(c.stats().provider("a").unwrap().admission_wait, 60 * S);
 }
