@@ -22,6 +22,9 @@
 //! B2_LAYERS=1 cargo bench --bench overhead
 //! # The sizes of the futures each side's caller holds (and moves) per request, then exit.
 //! B2_SIZES=1 cargo bench --bench overhead
+//! # The event seam with an observer subscribed (one that counts each event) on the SDK's
+//! # client: with B2_ONLY=sdk under callgrind, its instructions per request against without.
+//! B2_OBSERVER=1 cargo bench --bench overhead
 //! ```
 
 mod common;
@@ -236,13 +239,15 @@ fn main() {
     let clients = client_rt.block_on(async {
         let adapter = OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
             .with_chat_model(MODEL);
-        let sdk = Client::builder()
-            .provider(
-                Arc::new(adapter),
-                ProviderSettings::new().credential(Credential::new(emu.key("openai"))),
-            )
-            .build()
-            .expect("the client builds");
+        let mut sdk = Client::builder().provider(
+            Arc::new(adapter),
+            ProviderSettings::new().credential(Credential::new(emu.key("openai"))),
+        );
+        if std::env::var_os("B2_OBSERVER").is_some() {
+            // An observer that counts every event, as a metrics subscriber does at least.
+            sdk = sdk.observer(Arc::new(Counting::default()));
+        }
+        let sdk = sdk.build().expect("the client builds");
         let raw = || {
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
@@ -496,4 +501,23 @@ fn compare(
         }));
     }
     (t, rows)
+}
+
+/// `B2_OBSERVER`: an observer added to the SDK's client that counts each event it is told
+/// (one relaxed atomic add per event, by its kind): the event seam's cost to an application
+/// that subscribes.
+#[derive(Debug, Default)]
+struct Counting([AtomicU64; 4]);
+
+impl llm_failover::observe::Observer for Counting {
+    fn observe(&self, event: &llm_failover::observe::Event<'_>) {
+        use llm_failover::observe::Event;
+        let i = match event {
+            Event::Sent(_) => 0,
+            Event::AttemptEnded(_) => 1,
+            Event::RequestEnded(_) => 2,
+            _ => 3,
+        };
+        self.0[i].fetch_add(1, Ordering::Relaxed);
+    }
 }

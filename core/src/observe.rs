@@ -190,6 +190,9 @@ pub struct AttemptEnded<'a> {
     /// From the send to the answer (for a stream: to its first content) or the failure, on
     /// the client's clock.
     pub latency: Duration,
+    /// The request asked for a stream: an answer's `latency` is its time to first content,
+    /// and [`Event::StreamEnded`] follows when the caller has read it.
+    pub streamed: bool,
     /// The tokens the answer reports (a stream reports them when it ends:
     /// [`StreamEnded::usage`]).
     pub usage: Option<Usage>,

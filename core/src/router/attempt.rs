@@ -77,6 +77,7 @@ impl Router {
             Ok(run) => run,
             Err(e) => return (Err(e), 0),
         };
+        run.streams = J::STREAMS;
         let fill = match self.look_up(job, &run, opts).await {
             ControlFlow::Break(kept) => return (Ok(kept), 0),
             ControlFlow::Continue(fill) => fill,
@@ -226,6 +227,7 @@ impl Router {
                     error: None,
                     status: None,
                     latency: self.clock.now().saturating_duration_since(run.attempt_at),
+                    streamed: J::STREAMS,
                     usage,
                     response_model: Some(J::answered_model(&out)),
                     report: report.as_deref(),
@@ -477,6 +479,7 @@ impl Router {
             error: Some(err.kind()),
             status: err.status(),
             latency: now.saturating_duration_since(run.attempt_at),
+            streamed: run.streams,
             usage: None,
             response_model: None,
             report,

@@ -189,6 +189,9 @@ pub(crate) trait Job: Sync {
     /// bounds the whole answer as it arrives, which a share would cut short.
     const SHARES_DEADLINE: bool = true;
 
+    /// The answer is a stream: an attempt ends at its first content, the stream later.
+    const STREAMS: bool = false;
+
     /// The request, as admission sees it.
     type Request: Admissible;
 
@@ -318,6 +321,7 @@ pub(crate) struct Stream(pub(crate) ChatRequest);
 impl Job for Stream {
     const SHARES_DEADLINE: bool = false;
     type Output = ChatStream;
+    const STREAMS: bool = true;
     type Request = ChatRequest;
 
     fn request(&self) -> &ChatRequest {

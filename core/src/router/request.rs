@@ -79,6 +79,8 @@ pub(crate) struct Run<'r> {
     previous: Option<usize>,
     /// When the current attempt went to its provider (its latency is counted from then).
     pub(crate) attempt_at: Instant,
+    /// The request asks for a stream (its events say so).
+    pub(crate) streams: bool,
     /// Requests sent so far.
     pub(crate) sends: u32,
     /// Sends that failed for reasons other than throttling (what `max_attempts` bounds).
@@ -156,6 +158,7 @@ impl<'r> Run<'r> {
             errors: Vec::new(),
             previous: None,
             attempt_at: started,
+            streams: false,
             sends: 0,
             failed: 0,
             costs: TokenCounts::default(),
