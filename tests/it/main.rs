@@ -38,6 +38,7 @@ mod jobs_postgres_tls;
 mod jobs_soak;
 mod layers;
 mod limiter_props;
+mod metrics;
 mod proptests;
 mod rate_limits;
 mod secrets;

@@ -95,6 +95,19 @@ pub fn client_with(
     policy: Policy,
     limits: Limits,
 ) -> Harness {
+    let (b, clock) = builder_with(providers, policy, limits);
+    Harness {
+        client: b.build().unwrap(),
+        clock,
+    }
+}
+
+/// [`client_with`]'s builder, and its clock.
+pub fn builder_with(
+    providers: &[(&str, &ScriptedServer)],
+    policy: Policy,
+    limits: Limits,
+) -> (llm_failover::ClientBuilder, ManualClock) {
     let clock = ManualClock::new();
     let mut b = Client::builder()
         .clock(Arc::new(clock.clone()))
@@ -108,8 +121,5 @@ pub fn client_with(
                 .credential(Credential::new(SENTINEL)),
         );
     }
-    Harness {
-        client: b.build().unwrap(),
-        clock,
-    }
+    (b, clock)
 }

@@ -20,7 +20,7 @@ use super::request::{BreakerRef, Run};
 use crate::cache::{Fill, Lookup};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::id::{Credential, CredentialSource, ProviderId};
+use crate::id::{Capability, Credential, CredentialSource, ProviderId};
 use crate::observe::{
     AdmissionWaited, AttemptEnded, AttemptOutcome, BreakerOpened, CacheLooked, Event, FailedOver,
     RequestEnded, Sent,
@@ -180,7 +180,7 @@ impl Router {
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         let index = c.index;
         let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost);
-        let Some(verdict) = self.claim(index, &breaker, ticket).await else {
+        let Some(verdict) = self.claim(index, run.capability, &breaker, ticket).await else {
             // The slot goes back with the permit; pick again.
             return ControlFlow::Continue(());
         };
@@ -222,7 +222,7 @@ impl Router {
             Ok(out) => {
                 let (out, usage) = self.succeeded::<J>(run, ticket, probe, out, &span);
                 self.tell(&Event::AttemptEnded(AttemptEnded {
-                    target: self.target(index, &ticket.key),
+                    target: self.target(index, &ticket.key, run.capability),
                     outcome: AttemptOutcome::Answered,
                     error: None,
                     status: None,
@@ -243,7 +243,7 @@ impl Router {
                 match job.check(&out) {
                     Ok(()) => ControlFlow::Break(Ok(out)),
                     Err(e) => {
-                        let target = self.target(index, &ticket.key);
+                        let target = self.target(index, &ticket.key, run.capability);
                         self.tell(&Event::InvalidAnswer(target));
                         invalid_answer(run, ticket.slot, e)
                     }
@@ -298,12 +298,13 @@ impl Router {
     async fn claim(
         &self,
         index: usize,
+        capability: Capability,
         breaker: &BreakerRef<'_>,
         ticket: &Ticket<'_>,
     ) -> Option<Verdict> {
         let waited = |wait, in_line| {
             self.tell(&Event::AdmissionWaited(AdmissionWaited {
-                target: self.target(index, &ticket.key),
+                target: self.target(index, &ticket.key, capability),
                 wait,
                 in_line,
             }));
@@ -410,7 +411,7 @@ impl Router {
     /// Notes a send of `ticket` to the provider at `index`: a failover when the send before
     /// it went elsewhere.
     fn sent(&self, run: &mut Run<'_>, ticket: &Ticket<'_>, index: usize) {
-        let to = self.target(index, &ticket.key);
+        let to = self.target(index, &ticket.key, run.capability);
         if let Some(from_slot) = run.record_send(ticket.slot) {
             self.tell(&Event::FailedOver(FailedOver {
                 from: self.entries[from_slot].id(),
@@ -472,7 +473,7 @@ impl Router {
     ) -> Step<T> {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
-        let target = self.target(c.index, &ticket.key);
+        let target = self.target(c.index, &ticket.key, run.capability);
         self.tell(&Event::AttemptEnded(AttemptEnded {
             target,
             outcome: action.count.outcome(),

@@ -303,9 +303,15 @@ impl Router {
     }
 
     /// `entry`'s target for `key`, for an event.
-    pub(super) fn target<'a>(&'a self, entry: usize, key: &'a LimitKey) -> Target<'a> {
+    pub(super) fn target<'a>(
+        &'a self,
+        entry: usize,
+        key: &'a LimitKey,
+        capability: Capability,
+    ) -> Target<'a> {
         Target {
             key,
+            capability,
             kind: self.entries[entry].adapter.kind(),
             slot: entry,
         }
@@ -428,7 +434,7 @@ impl Router {
         usage: Option<Usage>,
         error: Option<ErrorKind>,
     ) {
-        let target = self.target(entry, &key);
+        let target = self.target(entry, &key, Capability::Chat);
         self.tell(&Event::StreamEnded(StreamEnded {
             target,
             usage,

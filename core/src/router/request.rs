@@ -81,6 +81,8 @@ pub(crate) struct Run<'r> {
     pub(crate) attempt_at: Instant,
     /// The request asks for a stream (its events say so).
     pub(crate) streams: bool,
+    /// Chat or transcription (its events say so).
+    pub(crate) capability: Capability,
     /// Requests sent so far.
     pub(crate) sends: u32,
     /// Sends that failed for reasons other than throttling (what `max_attempts` bounds).
@@ -159,6 +161,7 @@ impl<'r> Run<'r> {
             previous: None,
             attempt_at: started,
             streams: false,
+            capability: req.capability(),
             sends: 0,
             failed: 0,
             costs: TokenCounts::default(),

@@ -50,6 +50,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(feature = "otel")]
+pub mod otel;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,6 +104,8 @@ pub enum Event<'a> {
 pub struct Target<'a> {
     /// The provider, model and account (the account's name, never its key).
     pub key: &'a LimitKey,
+    /// Chat (streamed or not) or transcription.
+    pub capability: Capability,
     /// The adapter's kind (`openai`, `azure`, `anthropic`, `gemini`, `deepgram`, …).
     pub kind: &'static str,
     /// The provider's place among the client's providers (the [`Stats`](crate::Stats)

@@ -1,0 +1,364 @@
+//! OpenTelemetry metrics from the event seam (feature `otel`): the client metrics of
+//! OpenTelemetry's GenAI semantic conventions, and ours where no convention covers what
+//! operators need.
+//!
+//! [`GenAiMetrics`] is an [`Observer`]: add it to a client and every attempt, wait, 429,
+//! failover, breaker opening and cache look-up is recorded on a [`Meter`] the application
+//! gives. This crate depends on the `opentelemetry` API only, as OpenTelemetry asks of a
+//! library: the application installs the SDK, its exporter (OTLP, Prometheus) and a
+//! `MeterProvider`. Without one, the global meter records nothing, at the cost of a call.
+//!
+//! Every name is in [`names`], with the version of the conventions it follows
+//! ([`names::SEMCONV_VERSION`]): the GenAI conventions are in Development and their names may
+//! still move. No attribute holds a prompt, an answer, a key or a job id: providers, models,
+//! account names, outcomes and kinds of error only.
+//!
+//! | instrument | kind, unit | recorded |
+//! |---|---|---|
+//! | `gen_ai.client.operation.duration` | histogram, `s` | every attempt sent, from its send to its answer or failure (`error.type` on a failure) |
+//! | `gen_ai.client.token.usage` | histogram, `{token}` | the input and output tokens an answer (or a stream, at its end) reports (`gen_ai.token.type`) |
+//! | `gen_ai.client.operation.time_to_first_chunk` | histogram, `s` | a streamed answer's first content |
+//! | `llm_failover.rate_limit.remaining` | gauge, `{request}` / `{token}` | what a provider's answer stated is left (`llm_failover.limit.unit`) |
+//! | `llm_failover.admission.wait` | histogram, `s` | a request's wait for admission before its send |
+//! | `llm_failover.rate_limited` | counter, `{response}` | the 429s received |
+//! | `llm_failover.failovers` | counter, `{request}` | requests that left a provider for another (`llm_failover.failover.from`) |
+//! | `llm_failover.breaker.openings` | counter, `{opening}` | breakers that opened |
+//! | `llm_failover.cache.lookups` | counter, `{lookup}` | response-cache look-ups (`llm_failover.cache.hit`) |
+//!
+//! The GenAI instruments carry `gen_ai.operation.name` (`chat`, or `speech_to_text` for a
+//! transcription: the conventions name none), `gen_ai.provider.name` (the conventions' value
+//! for the adapter: `openai`, `azure.ai.openai`, `anthropic`, `gcp.gemini`; an
+//! OpenAI-compatible provider named after a host the conventions list, such as `groq`, takes
+//! that host's value; `deepgram` has none and is written as is), `gen_ai.request.model` and,
+//! for an answer, `gen_ai.response.model`. Ours carry `llm_failover.provider` (the
+//! configured name), the model, and the account where a request brought its own.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use llm_failover::observe::otel::GenAiMetrics;
+//!
+//! # let local = llm_failover::provider::openai::OpenAi::new(
+//! #     llm_failover::ProviderId::new("local"),
+//! #     "http://127.0.0.1:9/v1".parse()?,
+//! # ).with_chat_model("llama3.2");
+//! // The application's MeterProvider (opentelemetry_sdk), installed globally or passed on.
+//! let meter = opentelemetry::global::meter("llm-failover");
+//! let client = llm_failover::Client::builder()
+//!     .provider(Arc::new(local), llm_failover::ProviderSettings::new())
+//!     .observer(Arc::new(GenAiMetrics::new(&meter)))
+//!     .build()?;
+//! # let _ = client;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
+
+use super::{Event, Observer, Target};
+use crate::id::Capability;
+use crate::observe::AttemptOutcome;
+
+/// Every metric and attribute name, and the boundaries the conventions advise.
+pub mod names {
+    /// The version of OpenTelemetry's semantic conventions these names follow
+    /// (`docs/gen-ai/gen-ai-metrics.md` of `open-telemetry/semantic-conventions`).
+    pub const SEMCONV_VERSION: &str = "1.41.0";
+
+    /// GenAI operation duration (histogram, seconds). Required by the conventions.
+    pub const OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
+    /// Input and output tokens used (histogram, tokens).
+    pub const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+    /// Time to a streamed answer's first chunk (histogram, seconds).
+    pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai.client.operation.time_to_first_chunk";
+
+    /// What a provider stated is left of a limit (gauge).
+    pub const REMAINING: &str = "llm_failover.rate_limit.remaining";
+    /// A request's wait for admission (histogram, seconds).
+    pub const ADMISSION_WAIT: &str = "llm_failover.admission.wait";
+    /// 429s received (counter).
+    pub const RATE_LIMITED: &str = "llm_failover.rate_limited";
+    /// Requests that left a provider for another (counter).
+    pub const FAILOVERS: &str = "llm_failover.failovers";
+    /// Breakers that opened (counter).
+    pub const BREAKER_OPENINGS: &str = "llm_failover.breaker.openings";
+    /// Response-cache look-ups (counter).
+    pub const CACHE_LOOKUPS: &str = "llm_failover.cache.lookups";
+
+    /// `chat`, `speech_to_text`.
+    pub const OPERATION_NAME: &str = "gen_ai.operation.name";
+    /// The conventions' provider value.
+    pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
+    /// The model asked for.
+    pub const REQUEST_MODEL: &str = "gen_ai.request.model";
+    /// The model that answered.
+    pub const RESPONSE_MODEL: &str = "gen_ai.response.model";
+    /// `input`, `output`.
+    pub const TOKEN_TYPE: &str = "gen_ai.token.type";
+    /// The kind of error an attempt ended with (`rate_limited`, `timeout`, …).
+    pub const ERROR_TYPE: &str = "error.type";
+    /// The provider's configured name (ours: several may share a `gen_ai.provider.name`).
+    pub const PROVIDER: &str = "llm_failover.provider";
+    /// The account whose limits a request spent, when it brought its own key.
+    pub const ACCOUNT: &str = "llm_failover.account";
+    /// `requests`, `tokens` (for [`REMAINING`]).
+    pub const LIMIT_UNIT: &str = "llm_failover.limit.unit";
+    /// The provider a failover left.
+    pub const FAILOVER_FROM: &str = "llm_failover.failover.from";
+    /// Whether a cache look-up found the answer.
+    pub const CACHE_HIT: &str = "llm_failover.cache.hit";
+
+    /// [`OPERATION_DURATION`]'s and [`TIME_TO_FIRST_CHUNK`]'s advised boundaries (seconds).
+    pub const DURATION_BUCKETS: [f64; 14] = [
+        0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    ];
+    /// [`TOKEN_USAGE`]'s advised boundaries.
+    pub const TOKEN_BUCKETS: [f64; 14] = [
+        1.0,
+        4.0,
+        16.0,
+        64.0,
+        256.0,
+        1024.0,
+        4096.0,
+        16384.0,
+        65536.0,
+        262_144.0,
+        1_048_576.0,
+        4_194_304.0,
+        16_777_216.0,
+        67_108_864.0,
+    ];
+}
+
+/// The conventions' `gen_ai.provider.name` for a provider of adapter `kind` named `id`.
+///
+/// An OpenAI-format provider takes the value of the host the conventions list when its name
+/// is one (`groq`, `deepseek`, …), else `openai`; a kind the conventions do not list is
+/// written as is.
+pub fn provider_name(kind: &str, id: &str) -> &'static str {
+    const HOSTS: [(&str, &str); 8] = [
+        ("groq", "groq"),
+        ("deepseek", "deepseek"),
+        ("perplexity", "perplexity"),
+        ("mistral", "mistral_ai"),
+        ("mistral_ai", "mistral_ai"),
+        ("xai", "x_ai"),
+        ("x_ai", "x_ai"),
+        ("cohere", "cohere"),
+    ];
+    match kind {
+        "azure" => "azure.ai.openai",
+        "anthropic" => "anthropic",
+        "gemini" => "gcp.gemini",
+        "deepgram" => "deepgram",
+        "openai" => HOSTS
+            .iter()
+            .find(|(name, _)| id.eq_ignore_ascii_case(name))
+            .map_or("openai", |(_, value)| value),
+        _ => "unknown",
+    }
+}
+
+/// The conventions' `gen_ai.operation.name` for `capability`.
+pub fn operation_name(capability: Capability) -> &'static str {
+    match capability {
+        Capability::Transcription => "speech_to_text",
+        _ => "chat",
+    }
+}
+
+/// The GenAI client metrics and ours, recorded from the events a client tells
+/// ([module docs](self)).
+#[derive(Debug, Clone)]
+pub struct GenAiMetrics {
+    duration: Histogram<f64>,
+    tokens: Histogram<u64>,
+    first_chunk: Histogram<f64>,
+    remaining: Gauge<u64>,
+    admission_wait: Histogram<f64>,
+    rate_limited: Counter<u64>,
+    failovers: Counter<u64>,
+    breaker_openings: Counter<u64>,
+    cache_lookups: Counter<u64>,
+}
+
+impl GenAiMetrics {
+    /// The instruments, made on `meter`.
+    pub fn new(meter: &Meter) -> Self {
+        GenAiMetrics {
+            duration: meter
+                .f64_histogram(names::OPERATION_DURATION)
+                .with_unit("s")
+                .with_description("GenAI operation duration.")
+                .with_boundaries(names::DURATION_BUCKETS.to_vec())
+                .build(),
+            tokens: meter
+                .u64_histogram(names::TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Number of input and output tokens used.")
+                .with_boundaries(names::TOKEN_BUCKETS.to_vec())
+                .build(),
+            first_chunk: meter
+                .f64_histogram(names::TIME_TO_FIRST_CHUNK)
+                .with_unit("s")
+                .with_description("Time to receive the first chunk of a streamed answer.")
+                .with_boundaries(names::DURATION_BUCKETS.to_vec())
+                .build(),
+            remaining: meter
+                .u64_gauge(names::REMAINING)
+                .with_description("What a provider's last answer stated is left of a limit.")
+                .build(),
+            admission_wait: meter
+                .f64_histogram(names::ADMISSION_WAIT)
+                .with_unit("s")
+                .with_description("How long a request waited for admission before its send.")
+                .with_boundaries(names::DURATION_BUCKETS.to_vec())
+                .build(),
+            rate_limited: meter
+                .u64_counter(names::RATE_LIMITED)
+                .with_unit("{response}")
+                .with_description("Responses 429 (rate limited) received.")
+                .build(),
+            failovers: meter
+                .u64_counter(names::FAILOVERS)
+                .with_unit("{request}")
+                .with_description("Requests that left a provider for another.")
+                .build(),
+            breaker_openings: meter
+                .u64_counter(names::BREAKER_OPENINGS)
+                .with_unit("{opening}")
+                .with_description("Breakers that opened.")
+                .build(),
+            cache_lookups: meter
+                .u64_counter(names::CACHE_LOOKUPS)
+                .with_unit("{lookup}")
+                .with_description("Response-cache look-ups.")
+                .build(),
+        }
+    }
+}
+
+/// The GenAI attributes of an attempt at `target`.
+fn gen_ai(target: &Target<'_>) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new(names::OPERATION_NAME, operation_name(target.capability)),
+        KeyValue::new(
+            names::PROVIDER_NAME,
+            provider_name(target.kind, target.key.provider.as_str()),
+        ),
+        KeyValue::new(names::REQUEST_MODEL, target.key.model.clone()),
+    ]
+}
+
+/// Our attributes of `target`: the configured provider, the model, the account if any.
+fn ours(target: &Target<'_>) -> Vec<KeyValue> {
+    let mut attrs = vec![
+        KeyValue::new(names::PROVIDER, target.key.provider.as_str().to_owned()),
+        KeyValue::new(names::REQUEST_MODEL, target.key.model.clone()),
+    ];
+    if let Some(account) = &target.key.account {
+        attrs.push(KeyValue::new(names::ACCOUNT, account.to_string()));
+    }
+    attrs
+}
+
+impl GenAiMetrics {
+    fn tokens(&self, attrs: &mut Vec<KeyValue>, usage: crate::types::Usage) {
+        for (kind, n) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            attrs.push(KeyValue::new(names::TOKEN_TYPE, kind));
+            self.tokens.record(n, attrs);
+            attrs.pop();
+        }
+    }
+
+    fn attempt_ended(&self, a: &super::AttemptEnded<'_>) {
+        let mut attrs = gen_ai(&a.target);
+        if let Some(model) = a.response_model.filter(|m| !m.is_empty()) {
+            attrs.push(KeyValue::new(names::RESPONSE_MODEL, model.to_owned()));
+        }
+        if let Some(usage) = a.usage {
+            self.tokens(&mut attrs, usage);
+        }
+        if a.streamed && a.outcome == AttemptOutcome::Answered {
+            self.first_chunk.record(a.latency.as_secs_f64(), &attrs);
+        }
+        if let Some(kind) = a.error {
+            attrs.push(KeyValue::new(names::ERROR_TYPE, kind.as_str()));
+        }
+        self.duration.record(a.latency.as_secs_f64(), &attrs);
+        let mut attrs = ours(&a.target);
+        if a.outcome == AttemptOutcome::RateLimited {
+            self.rate_limited.add(1, &attrs);
+        }
+        if let Some(report) = a.report {
+            for (unit, window) in [("requests", report.requests), ("tokens", report.tokens)] {
+                if let Some(left) = window.and_then(|w| w.remaining) {
+                    attrs.push(KeyValue::new(names::LIMIT_UNIT, unit));
+                    self.remaining.record(left, &attrs);
+                    attrs.pop();
+                }
+            }
+        }
+    }
+}
+
+impl Observer for GenAiMetrics {
+    fn observe(&self, event: &Event<'_>) {
+        match event {
+            Event::AttemptEnded(a) => self.attempt_ended(a),
+            Event::StreamEnded(s) => {
+                if let Some(usage) = s.usage {
+                    self.tokens(&mut gen_ai(&s.target), usage);
+                }
+            }
+            Event::AdmissionWaited(w) => {
+                self.admission_wait
+                    .record(w.wait.as_secs_f64(), &ours(&w.target));
+            }
+            Event::FailedOver(f) => {
+                let mut attrs = ours(&f.to);
+                attrs.push(KeyValue::new(
+                    names::FAILOVER_FROM,
+                    f.from.as_str().to_owned(),
+                ));
+                self.failovers.add(1, &attrs);
+            }
+            Event::BreakerOpened(b) => self.breaker_openings.add(1, &ours(&b.target)),
+            Event::Cache(c) => self
+                .cache_lookups
+                .add(1, &[KeyValue::new(names::CACHE_HIT, c.hit)]),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The conventions' provider values, by adapter kind and name.
+    #[test]
+    fn provider_names_follow_the_conventions_list() {
+        let table = [
+            (("openai", "openai"), "openai"),
+            (("openai", "my-local-llama"), "openai"),
+            (("openai", "groq"), "groq"),
+            (("openai", "Mistral"), "mistral_ai"),
+            (("openai", "xai"), "x_ai"),
+            (("azure", "azure-east"), "azure.ai.openai"),
+            (("anthropic", "claude"), "anthropic"),
+            (("gemini", "google"), "gcp.gemini"),
+            (("deepgram", "dg"), "deepgram"),
+        ];
+        for ((kind, id), want) in table {
+            assert_eq!(provider_name(kind, id), want, "{kind} {id}");
+        }
+        assert_eq!(operation_name(Capability::Chat), "chat");
+        assert_eq!(operation_name(Capability::Transcription), "speech_to_text");
+    }
+}

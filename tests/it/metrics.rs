@@ -1,0 +1,235 @@
+//! OpenTelemetry metrics from the event seam (feature `otel`), read back through the
+//! OpenTelemetry SDK's own in-memory exporter: the names, units and bucket boundaries of the
+//! GenAI conventions (v1.41.0, `docs/gen-ai/gen-ai-metrics.md`), counts that match what the
+//! servers saw, and no key or prompt in any attribute.
+
+use std::sync::Arc;
+
+use crate::support::*;
+use llm_failover::ChatRequest;
+use llm_failover::observe::otel::{GenAiMetrics, names};
+use llm_failover_emulator::scripted::ScriptedServer;
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+/// A marker in every prompt: it must never reach a metric.
+const PROMPT: &str = "MARKER-PROMPT-5e1d";
+
+/// One data point as read back: the metric, its unit, the attributes (sorted), and the value
+/// (a histogram's: count, sum, bounds).
+#[derive(Debug, Clone, PartialEq)]
+struct Point {
+    metric: String,
+    unit: String,
+    attrs: Vec<(String, String)>,
+    value: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Number(f64),
+    Histogram {
+        count: u64,
+        sum: f64,
+        bounds: Vec<f64>,
+    },
+}
+
+/// Everything the provider's reader exported, flattened.
+fn points(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Vec<Point> {
+    provider.force_flush().expect("the SDK flushes");
+    let exported = exporter.get_finished_metrics().expect("metrics");
+    let mut out = Vec::new();
+    let last = exported.last().expect("one export at least");
+    for scope in last.scope_metrics() {
+        for m in scope.metrics() {
+            let attrs = |kvs: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
+                let mut v: Vec<(String, String)> = kvs
+                    .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                    .collect();
+                v.sort();
+                v
+            };
+            let mut push = |a: Vec<(String, String)>, value: Value| {
+                out.push(Point {
+                    metric: m.name().to_owned(),
+                    unit: m.unit().to_owned(),
+                    attrs: a,
+                    value,
+                });
+            };
+            match m.data() {
+                AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                    for p in h.data_points() {
+                        let value = Value::Histogram {
+                            count: p.count(),
+                            sum: p.sum(),
+                            bounds: p.bounds().collect(),
+                        };
+                        push(attrs(&mut p.attributes()), value);
+                    }
+                }
+                AggregatedMetrics::U64(MetricData::Histogram(h)) => {
+                    for p in h.data_points() {
+                        let value = Value::Histogram {
+                            count: p.count(),
+                            sum: p.sum() as f64,
+                            bounds: p.bounds().collect(),
+                        };
+                        push(attrs(&mut p.attributes()), value);
+                    }
+                }
+                AggregatedMetrics::U64(MetricData::Sum(s)) => {
+                    for p in s.data_points() {
+                        push(attrs(&mut p.attributes()), Value::Number(p.value() as f64));
+                    }
+                }
+                AggregatedMetrics::U64(MetricData::Gauge(g)) => {
+                    for p in g.data_points() {
+                        push(attrs(&mut p.attributes()), Value::Number(p.value() as f64));
+                    }
+                }
+                other => panic!(
+                    "{}: an aggregation this test does not read: {other:?}",
+                    m.name()
+                ),
+            }
+        }
+    }
+    out
+}
+
+fn attr<'a>(p: &'a Point, key: &str) -> Option<&'a str> {
+    p.attrs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn histogram(p: &Point) -> (u64, f64, &[f64]) {
+    match &p.value {
+        Value::Histogram { count, sum, bounds } => (*count, *sum, bounds),
+        Value::Number(n) => panic!("{}: a number ({n}), not a histogram", p.metric),
+    }
+}
+
+fn number(p: &Point) -> f64 {
+    match &p.value {
+        Value::Number(n) => *n,
+        Value::Histogram { .. } => panic!("{}: a histogram, not a number", p.metric),
+    }
+}
+
+/// A 429 at `a` (its headers stating 0 of 100 left), a failover to `b`, and two answers from
+/// `b` (stating 41, then 40 left): every series the issue names, as the conventions name it.
+#[tokio::test]
+async fn a_429_a_failover_and_two_answers_are_recorded_as_the_conventions_name_them() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let meter = provider.meter("llm-failover-test");
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(
+        CHAT,
+        rate_limited()
+            .header("retry-after", "30")
+            .header("x-ratelimit-limit-requests", "100")
+            .header("x-ratelimit-remaining-requests", "0"),
+    );
+    for left in ["41", "40"] {
+        b.push(
+            CHAT,
+            ok("fine")
+                .header("x-ratelimit-limit-requests", "50")
+                .header("x-ratelimit-remaining-requests", left),
+        );
+    }
+    let (builder, _clock) = builder_with(&[("a", &a), ("groq", &b)], policy(), Default::default());
+    let client = builder
+        .observer(Arc::new(GenAiMetrics::new(&meter)))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let req = ChatRequest::from_prompt(PROMPT).max_tokens(16);
+        assert_eq!(client.chat(req).await.unwrap().provider.as_str(), "groq");
+    }
+    let points = points(&provider, &exporter);
+    let of = |name: &str| -> Vec<&Point> { points.iter().filter(|p| p.metric == name).collect() };
+
+    // Duration: one point per (provider, outcome), counts equal to what each server saw.
+    let duration = of(names::OPERATION_DURATION);
+    let count_at = |provider: &str| -> u64 {
+        duration
+            .iter()
+            .filter(|p| attr(p, names::PROVIDER_NAME) == Some(provider))
+            .map(|p| histogram(p).0)
+            .sum()
+    };
+    assert_eq!(
+        (count_at("openai"), count_at("groq")),
+        (a.count(CHAT) as u64, b.count(CHAT) as u64),
+        "{duration:#?}"
+    );
+    for p in &duration {
+        assert_eq!(p.unit, "s");
+        assert_eq!(histogram(p).2, names::DURATION_BUCKETS);
+        assert_eq!(attr(p, names::OPERATION_NAME), Some("chat"));
+        assert_eq!(attr(p, names::REQUEST_MODEL), Some("gpt-4o-mini"));
+        let failed = attr(p, names::PROVIDER_NAME) == Some("openai");
+        assert_eq!(
+            attr(p, names::ERROR_TYPE),
+            failed.then_some("rate_limited"),
+            "{p:?}"
+        );
+        assert_eq!(
+            attr(p, names::RESPONSE_MODEL),
+            (!failed).then_some("gpt-4o-mini"),
+            "{p:?}"
+        );
+    }
+
+    // Tokens: the usage each answer reported (10 in, 5 out), per type, billable.
+    let tokens = of(names::TOKEN_USAGE);
+    let sum_of = |kind: &str| -> (u64, f64) {
+        let p = tokens
+            .iter()
+            .find(|p| attr(p, names::TOKEN_TYPE) == Some(kind))
+            .unwrap_or_else(|| panic!("no {kind} tokens: {tokens:#?}"));
+        assert_eq!(p.unit, "{token}");
+        assert_eq!(histogram(p).2, names::TOKEN_BUCKETS);
+        let (count, sum, _) = histogram(p);
+        (count, sum)
+    };
+    assert_eq!((sum_of("input"), sum_of("output")), ((2, 20.0), (2, 10.0)));
+
+    // Ours: the 429, the failover, the breaker it opened, what each provider stated is left.
+    let one = |name: &str| -> f64 { of(name).iter().map(|p| number(p)).sum() };
+    assert_eq!(one(names::RATE_LIMITED), 1.0);
+    assert_eq!(one(names::FAILOVERS), 1.0);
+    assert_eq!(one(names::BREAKER_OPENINGS), 1.0);
+    let failover = of(names::FAILOVERS)[0];
+    assert_eq!(
+        (
+            attr(failover, names::FAILOVER_FROM),
+            attr(failover, names::PROVIDER)
+        ),
+        (Some("a"), Some("groq"))
+    );
+    let remaining = |provider: &str| {
+        of(names::REMAINING)
+            .into_iter()
+            .find(|p| {
+                attr(p, names::PROVIDER) == Some(provider)
+                    && attr(p, names::LIMIT_UNIT) == Some("requests")
+            })
+            .map(number)
+    };
+    assert_eq!((remaining("a"), remaining("groq")), (Some(0.0), Some(40.0)));
+
+    // Nothing secret or personal in any of it.
+    let all = format!("{points:?}");
+    assert!(!all.contains(SENTINEL), "a key in the metrics");
+    assert!(!all.contains(PROMPT), "a prompt in the metrics");
+}
