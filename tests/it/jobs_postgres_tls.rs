@@ -5,13 +5,12 @@
 //! why; nothing goes on in plain text; and the password, in any form of connection string,
 //! appears in no error, log line, `Debug` or output of the command.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::Capture;
 use llm_failover::ErrorKind;
 use llm_failover_queue::{Fenced, JobState, NewJob, Queue};
 
@@ -22,40 +21,6 @@ const LEASE: Duration = Duration::from_secs(10);
 
 /// A password that is not the server's: it must appear in no output either.
 const WRONG: &str = "pw-WRONG-SENTINEL-2718";
-
-/// What tracing wrote while a test ran (at TRACE, `log` records included).
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    /// Captures this thread's tracing until the guard drops.
-    fn start() -> (Capture, tracing::subscriber::DefaultGuard) {
-        let capture = Capture::default();
-        let writer = capture.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        let guard = tracing_subscriber::util::SubscriberInitExt::set_default(subscriber);
-        (capture, guard)
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// Fails when `text` holds a password; names only `what` (never the text's secret).
 fn assert_no_password(what: &str, text: &str) {

@@ -233,3 +233,33 @@ async fn a_429_a_failover_and_two_answers_are_recorded_as_the_conventions_name_t
     assert!(!all.contains(SENTINEL), "a key in the metrics");
     assert!(!all.contains(PROMPT), "a prompt in the metrics");
 }
+
+/// The attempt's span carries the GenAI span attributes (what `tracing-opentelemetry` turns
+/// into span attributes as they are): the operation, the models, the stream flag and the
+/// usage — and neither the prompt nor the key.
+#[tokio::test]
+async fn the_attempt_span_carries_the_gen_ai_attributes_and_no_prompt() {
+    let (capture, _guard) = Capture::start_with_span_closes();
+    let a = ScriptedServer::start().await;
+    a.push(CHAT, ok("fine"));
+    let h = client(&[("a", &a)], policy());
+    let req = ChatRequest::from_prompt(PROMPT).max_tokens(16);
+    h.client.chat(req).await.unwrap();
+    let text = capture.text();
+    let closed = text
+        .lines()
+        .find(|l| l.contains("attempt{") && l.contains("close"))
+        .unwrap_or_else(|| panic!("no attempt span closed:\n{text}"));
+    for field in [
+        "gen_ai.operation.name=\"chat\"",
+        "gen_ai.request.model=gpt-4o-mini",
+        "gen_ai.request.stream=false",
+        "gen_ai.response.model=\"gpt-4o-mini\"",
+        "gen_ai.usage.input_tokens=10",
+        "gen_ai.usage.output_tokens=5",
+    ] {
+        assert!(closed.contains(field), "{field} is not in {closed}");
+    }
+    assert!(!text.contains(PROMPT), "a prompt in the trace");
+    assert!(!text.contains(SENTINEL), "a key in the trace");
+}

@@ -1,10 +1,9 @@
 //! Secret hygiene: a sentinel key passes through config, requests, every error path, `Debug`,
 //! results and tracing at TRACE, and appears nowhere. Prompts and answers never reach logs.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::support::{CHAT, SENTINEL, error_body, ok_body};
+use crate::support::{CHAT, Capture, SENTINEL, error_body, ok_body};
 use futures_util::StreamExt;
 use llm_failover::clock::ManualClock;
 use llm_failover::rng::FixedRng;
@@ -16,20 +15,6 @@ const ANSWER: &str = "ANSWER-SENTINEL-the model's private words";
 const ANTHROPIC_KEY: &str = "sk-ant-SENTINEL-9876543210fedcba";
 const AUDIO: &str = "AUDIO-SENTINEL-the user's recorded voice";
 const TRANSCRIPT: &str = "TRANSCRIPT-SENTINEL-what the user said";
-
-/// A writer collecting everything the subscriber prints.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn config(openai: &ScriptedServer, anthropic: &ScriptedServer) -> Config {
     Config::from_toml_str(&format!(
@@ -63,15 +48,7 @@ const MESSAGES: &str = "/v1/messages";
 
 #[tokio::test]
 async fn the_key_prompt_and_answer_never_appear_in_output() {
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    // `set_default` from SubscriberInitExt also routes `log` records (reqwest's) here.
-    let _guard = tracing_subscriber::util::SubscriberInitExt::set_default(subscriber);
+    let (capture, _guard) = Capture::start();
 
     let (openai, anthropic) = (ScriptedServer::start().await, ScriptedServer::start().await);
     // Each provider echoes its own key back, in the message and in the code.
@@ -219,7 +196,7 @@ async fn the_key_prompt_and_answer_never_appear_in_output() {
     shown.push(serde_json::to_string(&client.stats()).unwrap());
 
     drop(_guard);
-    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let log = capture.text();
     assert!(
         log.contains("attempt"),
         "tracing captured the attempts: {log}"

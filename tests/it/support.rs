@@ -123,3 +123,51 @@ pub fn builder_with(
     }
     (b, clock)
 }
+
+/// What tracing wrote while a test ran (at TRACE, `log` records included).
+#[derive(Clone, Default)]
+pub struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    /// Captures this thread's tracing until the guard drops.
+    pub fn start() -> (Capture, tracing::subscriber::DefaultGuard) {
+        Self::start_with(tracing_subscriber::fmt::format::FmtSpan::NONE)
+    }
+
+    /// The same, with a line for each span that closes, every field it recorded on it.
+    pub fn start_with_span_closes() -> (Capture, tracing::subscriber::DefaultGuard) {
+        Self::start_with(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+    }
+
+    fn start_with(
+        spans: tracing_subscriber::fmt::format::FmtSpan,
+    ) -> (Capture, tracing::subscriber::DefaultGuard) {
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_span_events(spans)
+            .finish();
+        // `set_default` from SubscriberInitExt also routes `log` records (reqwest's) here.
+        let guard = tracing_subscriber::util::SubscriberInitExt::set_default(subscriber);
+        (capture, guard)
+    }
+
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}

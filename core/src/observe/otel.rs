@@ -161,12 +161,10 @@ pub fn provider_name(kind: &str, id: &str) -> &'static str {
     }
 }
 
-/// The conventions' `gen_ai.operation.name` for `capability`.
+/// The conventions' `gen_ai.operation.name` for `capability` (`chat`; `speech_to_text` for a
+/// transcription, which the conventions do not name).
 pub fn operation_name(capability: Capability) -> &'static str {
-    match capability {
-        Capability::Transcription => "speech_to_text",
-        _ => "chat",
-    }
+    super::operation_name(capability)
 }
 
 /// The GenAI client metrics and ours, recorded from the events a client tells

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Capability, Credential, CredentialSource, ProviderId};
 use crate::observe::{
     AdmissionWaited, AttemptEnded, AttemptOutcome, BreakerOpened, CacheLooked, Event, FailedOver,
-    RequestEnded, Sent,
+    RequestEnded, Sent, operation_name,
 };
 use crate::provider::RequestContext;
 use crate::ratelimit::{LimitReport, Permit, Tightening};
@@ -383,6 +383,14 @@ impl Router {
             status = field::Empty,
             retry_after_ms = field::Empty,
             actual_tokens = field::Empty,
+            // OpenTelemetry's GenAI span attributes (semantic conventions v1.41.0), which
+            // tracing-opentelemetry carries over as they are: no prompt, no answer.
+            gen_ai.operation.name = operation_name(run.capability),
+            gen_ai.request.model = %ticket.key.model,
+            gen_ai.request.stream = run.streams,
+            gen_ai.response.model = field::Empty,
+            gen_ai.usage.input_tokens = field::Empty,
+            gen_ai.usage.output_tokens = field::Empty,
         )
     }
 
@@ -404,7 +412,10 @@ impl Router {
         let usage = T::finish(&mut out, run.sends);
         if let Some(u) = usage {
             span.record("actual_tokens", u.total());
+            span.record("gen_ai.usage.input_tokens", u.input_tokens);
+            span.record("gen_ai.usage.output_tokens", u.output_tokens);
         }
+        span.record("gen_ai.response.model", T::answered_model(&out));
         (out, usage)
     }
 
