@@ -25,6 +25,8 @@
 //! # The event seam with an observer subscribed (one that counts each event) on the SDK's
 //! # client: with B2_ONLY=sdk under callgrind, its instructions per request against without.
 //! B2_OBSERVER=1 cargo bench --bench overhead
+//! # The same with OpenTelemetry's GenAI metrics recorded (observe::otel, the SDK's meter).
+//! B2_METRICS=1 cargo bench --bench overhead
 //! ```
 
 mod common;
@@ -246,6 +248,21 @@ fn main() {
         if std::env::var_os("B2_OBSERVER").is_some() {
             // An observer that counts every event, as a metrics subscriber does at least.
             sdk = sdk.observer(Arc::new(Counting::default()));
+        }
+        if std::env::var_os("B2_METRICS").is_some() {
+            // OpenTelemetry's metrics on, as an application installs them: the SDK's meter
+            // provider, its periodic reader into an in-memory exporter (every 60 s: the
+            // recording on the request path is what is measured).
+            use opentelemetry::metrics::MeterProvider as _;
+            use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader};
+            let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+                .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
+                .build();
+            let meter = provider.meter("b2");
+            sdk = sdk.observer(Arc::new(llm_failover::observe::otel::GenAiMetrics::new(
+                &meter,
+            )));
+            std::mem::forget(provider);
         }
         let sdk = sdk.build().expect("the client builds");
         let raw = || {
