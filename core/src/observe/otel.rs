@@ -185,55 +185,57 @@ pub struct GenAiMetrics {
 impl GenAiMetrics {
     /// The instruments, made on `meter`.
     pub fn new(meter: &Meter) -> Self {
-        GenAiMetrics {
-            duration: meter
-                .f64_histogram(names::OPERATION_DURATION)
+        let seconds = |name, description| {
+            meter
+                .f64_histogram(name)
                 .with_unit("s")
-                .with_description("GenAI operation duration.")
+                .with_description(description)
                 .with_boundaries(names::DURATION_BUCKETS.to_vec())
-                .build(),
+                .build()
+        };
+        let counter = |name, unit, description| {
+            meter
+                .u64_counter(name)
+                .with_unit(unit)
+                .with_description(description)
+                .build()
+        };
+        GenAiMetrics {
+            duration: seconds(names::OPERATION_DURATION, "GenAI operation duration."),
             tokens: meter
                 .u64_histogram(names::TOKEN_USAGE)
                 .with_unit("{token}")
                 .with_description("Number of input and output tokens used.")
                 .with_boundaries(names::TOKEN_BUCKETS.to_vec())
                 .build(),
-            first_chunk: meter
-                .f64_histogram(names::TIME_TO_FIRST_CHUNK)
-                .with_unit("s")
-                .with_description("Time to receive the first chunk of a streamed answer.")
-                .with_boundaries(names::DURATION_BUCKETS.to_vec())
-                .build(),
+            first_chunk: seconds(
+                names::TIME_TO_FIRST_CHUNK,
+                "Time to receive the first chunk of a streamed answer.",
+            ),
             remaining: meter
                 .u64_gauge(names::REMAINING)
                 .with_description("What a provider's last answer stated is left of a limit.")
                 .build(),
-            admission_wait: meter
-                .f64_histogram(names::ADMISSION_WAIT)
-                .with_unit("s")
-                .with_description("How long a request waited for admission before its send.")
-                .with_boundaries(names::DURATION_BUCKETS.to_vec())
-                .build(),
-            rate_limited: meter
-                .u64_counter(names::RATE_LIMITED)
-                .with_unit("{response}")
-                .with_description("Responses 429 (rate limited) received.")
-                .build(),
-            failovers: meter
-                .u64_counter(names::FAILOVERS)
-                .with_unit("{request}")
-                .with_description("Requests that left a provider for another.")
-                .build(),
-            breaker_openings: meter
-                .u64_counter(names::BREAKER_OPENINGS)
-                .with_unit("{opening}")
-                .with_description("Breakers that opened.")
-                .build(),
-            cache_lookups: meter
-                .u64_counter(names::CACHE_LOOKUPS)
-                .with_unit("{lookup}")
-                .with_description("Response-cache look-ups.")
-                .build(),
+            admission_wait: seconds(
+                names::ADMISSION_WAIT,
+                "How long a request waited for admission before its send.",
+            ),
+            rate_limited: counter(
+                names::RATE_LIMITED,
+                "{response}",
+                "Responses 429 (rate limited) received.",
+            ),
+            failovers: counter(
+                names::FAILOVERS,
+                "{request}",
+                "Requests that left a provider for another.",
+            ),
+            breaker_openings: counter(
+                names::BREAKER_OPENINGS,
+                "{opening}",
+                "Breakers that opened.",
+            ),
+            cache_lookups: counter(names::CACHE_LOOKUPS, "{lookup}", "Response-cache look-ups."),
         }
     }
 }

@@ -22,8 +22,8 @@ use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Capability, Credential, CredentialSource, ProviderId};
 use crate::observe::{
-    AdmissionWaited, AttemptEnded, AttemptOutcome, BreakerOpened, CacheLooked, Event, FailedOver,
-    RequestEnded, Sent, operation_name,
+    AdmissionWaited, AttemptEnded, AttemptOutcome, CacheLooked, Event, FailedOver, RequestEnded,
+    Sent, operation_name,
 };
 use crate::provider::RequestContext;
 use crate::ratelimit::{LimitReport, Permit, Tightening};
@@ -500,14 +500,7 @@ impl Router {
             run.failed += 1;
         }
         let moved = breaker.get().apply(action.breaker, self.clock.now());
-        if moved.opened {
-            self.tell(&Event::BreakerOpened(BreakerOpened {
-                target,
-                open_for: moved
-                    .open_until
-                    .map_or(Duration::ZERO, |u| u.saturating_duration_since(now)),
-            }));
-        }
+        self.tell_opened(target, moved, now);
         if let Some(until) = moved.open_until {
             self.log_open(entry.id(), until, moved.version);
         }

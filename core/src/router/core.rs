@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::breaker::{BreakerEvent, BreakerSettings};
-use super::breaker_store::{BreakerCell, BreakerStore, MemoryBreakers};
+use super::breaker_store::{BreakerCell, BreakerStore, MemoryBreakers, Transition};
 use super::decide::Rules;
 use super::stream::StreamEnd;
 use crate::cache::Cache;
@@ -302,6 +304,18 @@ impl Router {
         self.observers.tell(event);
     }
 
+    /// Tells the observers that `target`'s breaker opened, if `moved` says it did (at `now`).
+    pub(super) fn tell_opened(&self, target: Target<'_>, moved: Transition, now: Instant) {
+        if moved.opened {
+            self.tell(&Event::BreakerOpened(BreakerOpened {
+                target,
+                open_for: moved
+                    .open_until
+                    .map_or(Duration::ZERO, |u| u.saturating_duration_since(now)),
+            }));
+        }
+    }
+
     /// `entry`'s target for `key`, for an event.
     pub(super) fn target<'a>(
         &'a self,
@@ -443,14 +457,7 @@ impl Router {
         if error.is_some_and(|k| k.disposition() == Disposition::Transient) {
             let now = self.clock.now();
             let moved = breaker.apply(BreakerEvent::Transient, now);
-            if moved.opened {
-                self.tell(&Event::BreakerOpened(BreakerOpened {
-                    target,
-                    open_for: moved
-                        .open_until
-                        .map_or(Duration::ZERO, |u| u.saturating_duration_since(now)),
-                }));
-            }
+            self.tell_opened(target, moved, now);
         }
         if let Some(used) = usage.and_then(|u| booked.spend(u)) {
             self.reconcile(&key, booked, used).await;
