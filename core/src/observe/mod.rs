@@ -106,6 +106,8 @@ pub struct Target<'a> {
     pub key: &'a LimitKey,
     /// Chat (streamed or not) or transcription.
     pub capability: Capability,
+    /// The host and port the provider is reached at, where its adapter says.
+    pub server: Option<(&'a str, u16)>,
     /// The adapter's kind (`openai`, `azure`, `anthropic`, `gemini`, `deepgram`, …).
     pub kind: &'static str,
     /// The provider's place among the client's providers (the [`Stats`](crate::Stats)

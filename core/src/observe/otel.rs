@@ -30,7 +30,8 @@
 //! for the adapter: `openai`, `azure.ai.openai`, `anthropic`, `gcp.gemini`; an
 //! OpenAI-compatible provider named after a host the conventions list, such as `groq`, takes
 //! that host's value; `deepgram` has none and is written as is), `gen_ai.request.model` and,
-//! for an answer, `gen_ai.response.model`. Ours carry `llm_failover.provider` (the
+//! for an answer, `gen_ai.response.model`, and `server.address` / `server.port` (the host and
+//! port of the provider's base URL, where its adapter says: [`Provider::base_url`]). Ours carry `llm_failover.provider` (the
 //! configured name), the model, and the account where a request brought its own.
 //!
 //! # Examples
@@ -59,6 +60,8 @@ use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use super::{Event, Observer, Target};
 use crate::id::Capability;
 use crate::observe::AttemptOutcome;
+#[cfg(doc)]
+use crate::provider::Provider;
 
 /// Every metric and attribute name, and the boundaries the conventions advise.
 pub mod names {
@@ -98,6 +101,10 @@ pub mod names {
     pub const TOKEN_TYPE: &str = "gen_ai.token.type";
     /// The kind of error an attempt ended with (`rate_limited`, `timeout`, …).
     pub const ERROR_TYPE: &str = "error.type";
+    /// The host the provider is reached at (from its base URL).
+    pub const SERVER_ADDRESS: &str = "server.address";
+    /// The port the provider is reached at.
+    pub const SERVER_PORT: &str = "server.port";
     /// The provider's configured name (ours: several may share a `gen_ai.provider.name`).
     pub const PROVIDER: &str = "llm_failover.provider";
     /// The account whose limits a request spent, when it brought its own key.
@@ -242,14 +249,19 @@ impl GenAiMetrics {
 
 /// The GenAI attributes of an attempt at `target`.
 fn gen_ai(target: &Target<'_>) -> Vec<KeyValue> {
-    vec![
+    let mut attrs = vec![
         KeyValue::new(names::OPERATION_NAME, operation_name(target.capability)),
         KeyValue::new(
             names::PROVIDER_NAME,
             provider_name(target.kind, target.key.provider.as_str()),
         ),
         KeyValue::new(names::REQUEST_MODEL, target.key.model.clone()),
-    ]
+    ];
+    if let Some((host, port)) = target.server {
+        attrs.push(KeyValue::new(names::SERVER_ADDRESS, host.to_owned()));
+        attrs.push(KeyValue::new(names::SERVER_PORT, i64::from(port)));
+    }
+    attrs
 }
 
 /// Our attributes of `target`: the configured provider, the model, the account if any.

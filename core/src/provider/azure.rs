@@ -295,6 +295,10 @@ impl Provider for Azure {
         PROVIDER_TYPE
     }
 
+    fn base_url(&self) -> Option<&Url> {
+        Some(&self.base_url)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,

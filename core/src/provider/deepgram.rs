@@ -188,6 +188,10 @@ impl Provider for Deepgram {
         PROVIDER_TYPE
     }
 
+    fn base_url(&self) -> Option<&Url> {
+        Some(&self.base_url)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: false,

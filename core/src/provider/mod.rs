@@ -342,6 +342,13 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// ```
     fn kind(&self) -> &'static str;
 
+    /// Where this provider is reached, if it says: its host and port become the
+    /// `server.address` and `server.port` of the metrics
+    /// ([`observe::otel`](crate::observe)). `None` by default.
+    fn base_url(&self) -> Option<&url::Url> {
+        None
+    }
+
     /// What this provider offers.
     ///
     /// # Examples

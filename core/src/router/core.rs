@@ -69,6 +69,8 @@ pub(crate) struct Entry {
     /// The limit key of the adapter's default model and the configured account, per
     /// capability: what most requests are keyed by, lent rather than built per request.
     default_keys: PerCapability<Option<LimitKey>>,
+    /// The host and port the adapter reaches (`server.address`, `server.port` of events).
+    server: Option<(String, u16)>,
     /// The token room the store reported after the last booking of the default chat key
     /// (`u64::MAX`: none known), so reckoning needs no store call of its own.
     room: AtomicU64,
@@ -81,7 +83,11 @@ impl Entry {
                 .default_model(c)
                 .map(|m| LimitKey::new(adapter.id().clone(), m))
         });
+        let server = adapter
+            .base_url()
+            .and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default()?)));
         Entry {
+            server,
             breaker: breakers.breaker(adapter.id(), None),
             default_keys,
             adapter,
@@ -326,6 +332,10 @@ impl Router {
         Target {
             key,
             capability,
+            server: self.entries[entry]
+                .server
+                .as_ref()
+                .map(|(host, port)| (host.as_str(), *port)),
             kind: self.entries[entry].adapter.kind(),
             slot: entry,
         }

@@ -234,6 +234,10 @@ impl Provider for Anthropic {
         PROVIDER_TYPE
     }
 
+    fn base_url(&self) -> Option<&Url> {
+        Some(&self.base_url)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,

@@ -215,6 +215,10 @@ impl Provider for Gemini {
         PROVIDER_TYPE
     }
 
+    fn base_url(&self) -> Option<&Url> {
+        Some(&self.base_url)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,

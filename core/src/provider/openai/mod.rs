@@ -309,6 +309,10 @@ impl Provider for OpenAi {
         PROVIDER_TYPE
     }
 
+    fn base_url(&self) -> Option<&Url> {
+        Some(&self.base_url)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,
