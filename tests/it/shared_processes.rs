@@ -334,6 +334,14 @@ impl Fleet {
     }
 
     /// No worker panicked.
+    /// What every run through an outage must show: each item answered once, no secret
+    /// printed, no worker panicked.
+    fn check_survived(&self) {
+        self.check_every_item_ok_once();
+        self.check_no_secret_printed();
+        self.check_no_panic();
+    }
+
     fn check_no_panic(&self) {
         for (w, err) in self.stderr.iter().enumerate() {
             assert!(!err.contains("panicked"), "worker {w}:\n{err}");
@@ -604,8 +612,7 @@ fn redis_killed_and_restarted_mid_run_loses_no_item() {
     let Some((down, Some(up))) = outage else {
         panic!("Redis was not killed and restarted mid-run: {outage:?}");
     };
-    fleet.check_every_item_ok_once();
-    fleet.check_no_secret_printed();
+    fleet.check_survived();
     let through = warned.iter().filter(|w| **w).count();
     assert!(
         through >= 2,
@@ -755,9 +762,7 @@ fn redis_down_for_8_s_under_three_processes(mode: &str) {
     let (Some((down, _)), Some(up)) = (down, up) else {
         panic!("Redis was not killed and brought back mid-run");
     };
-    fleet.check_every_item_ok_once();
-    fleet.check_no_secret_printed();
-    fleet.check_no_panic();
+    fleet.check_survived();
     let log = provider.log();
     let after = rate_limited_from(&log, up, OUTAGE_WORKERS);
     let mut during = 0;
@@ -883,9 +888,7 @@ fn a_cluster_primary_killed_mid_run_under_four_processes_loses_nothing() {
     let (Some((_, down)), Some(up)) = (killed, up) else {
         panic!("no primary was killed and started again mid-run");
     };
-    fleet.check_every_item_ok_once();
-    fleet.check_no_secret_printed();
-    fleet.check_no_panic();
+    fleet.check_survived();
     let c = provider.counters();
     assert_eq!(
         c.ok,
