@@ -29,7 +29,9 @@
 //! [`LimiterStore`](ratelimit::LimiterStore) of your own can hold them elsewhere);
 //! [`provider`] has one adapter per wire format (and the [`Provider`](provider::Provider)
 //! trait for your own); [`config`] reads `providers.toml` or takes settings in code;
-//! [`batch`] runs prompt files that resume where they stopped.
+//! [`batch`] runs prompt files that resume where they stopped; [`observe`] tells observers
+//! (the client's [`Stats`], your metrics: OpenTelemetry's with the `otel` feature) what every
+//! request does.
 //!
 //! Errors are one opaque [`Error`] with a [`kind`](Error::kind): a request that can only
 //! fail again (`400`, `401`, `403`, `404`, `413`, `422`, context too long, content

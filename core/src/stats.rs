@@ -1,4 +1,6 @@
-//! Counters a caller can read: what each provider was sent and answered.
+//! Counters a caller can read: what each provider was sent and answered, counted from the
+//! events the request path tells its observers ([`observe`](crate::observe): `Stats` is the
+//! default observer, always told first).
 //!
 //! # Examples
 //!
