@@ -9,7 +9,8 @@
 //! application adds its own with [`ClientBuilder::observer`](crate::ClientBuilder::observer):
 //! metrics, logs, an audit. Observing never changes a decision: an observer is told after the
 //! fact, gets borrowed data it cannot change, and nothing it does is read back. It is called
-//! on the request's task: keep it short and never block (count, or send to a channel).
+//! on the request's task (a stream's end: on the task that settles it): keep it short and
+//! never block (count, or send to a channel).
 //!
 //! No event holds a prompt, an answer, audio, a transcript or a key: providers, models,
 //! accounts (names, never secrets), statuses, durations, token counts and what providers
@@ -192,7 +193,7 @@ pub struct AttemptEnded<'a> {
     pub outcome: AttemptOutcome,
     /// The error's kind, for a failure.
     pub error: Option<ErrorKind>,
-    /// The HTTP status, where one came back.
+    /// The HTTP status of a failure, where one came back (`None` for an answer).
     pub status: Option<u16>,
     /// From the send to the answer (for a stream: to its first content) or the failure, on
     /// the client's clock.
@@ -259,7 +260,8 @@ pub struct CacheLooked {
 pub struct RequestEnded<'a> {
     /// Chat or transcription.
     pub capability: Capability,
-    /// Who answered (`None`: it failed, or the cache answered).
+    /// Who answered (`None`: it failed). An answer the cache kept names the provider that
+    /// first gave it, with no send ([`sends`](Self::sends) 0).
     pub provider: Option<&'a ProviderId>,
     /// `None` for an answer, else the kind of the error it ended with.
     pub error: Option<ErrorKind>,
