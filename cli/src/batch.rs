@@ -12,6 +12,7 @@ use llm_failover::cache::Cache;
 use llm_failover_queue::{Ended, Queue};
 use llm_failover_queue::{QueuedJob, QueuedReport};
 
+use crate::metrics::Metrics;
 use crate::progress::{
     chat_models, count_input, count_lines, handle_ctrl_c, progress_bar, show_duration,
     show_progress, show_queue,
@@ -76,6 +77,8 @@ pub(crate) struct Args {
     /// in the providers file). A question it has the answer to is not sent again.
     #[arg(long, value_name = "SPEC")]
     cache: Option<String>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 /// A batch item's deadline when neither `--item-deadline-s` nor the providers file sets one:
@@ -105,6 +108,10 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Erro
     if let Some(spec) = &args.cache {
         builder = builder.cache(Cache::open(spec).map_err(|e| format!("--cache: {e}"))?);
     }
+    let metrics = Metrics::start(&args.metrics).await?;
+    if let Some(m) = &metrics {
+        builder = builder.observer(m.observer());
+    }
     let client: Client = builder.build()?;
     eprintln!(
         "environment {}: chat via {} (in failover order)",
@@ -128,11 +135,15 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Erro
         );
     }
 
-    if args.no_queue {
+    let code = if args.no_queue {
         run_file(&args, &input, &config, &client).await
     } else {
-        run_queued(&args, &input, &config, &client).await
+        run_queued(&args, &input, &config, &client, metrics.as_ref()).await
+    };
+    if let Some(m) = metrics {
+        m.finish().await;
     }
+    code
 }
 
 /// The batch without the queue (--no-queue): the results file is its only state.
@@ -196,6 +207,7 @@ async fn run_queued(
     input: &Path,
     config: &llm_failover::Config,
     client: &Client,
+    metrics: Option<&Metrics>,
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
     // Before a queue file is made beside it.
     QueuedJob::check_files(input, &args.output)?;
@@ -218,8 +230,9 @@ async fn run_queued(
         chat_models(client, config),
         bar.clone(),
         (total, invalid),
+        metrics.cloned(),
     ));
-    let job = QueuedJob::new(input, &args.output, queue)
+    let job = QueuedJob::new(input, &args.output, queue.clone())
         .retry_failed(args.retry_failed)
         .concurrency(args.concurrency)
         .deadline(args.item_deadline(config))
@@ -233,6 +246,9 @@ async fn run_queued(
     ticker.abort();
     bar.finish_and_clear();
     let report = report?;
+    if let (Some(m), Ok(stats)) = (metrics, queue.stats(now_ms()).await) {
+        m.record_queue(&stats);
+    }
     let summary = report.summary(client, Some(config)).await;
     eprint!("{summary}");
     print_queued(args, &report);

@@ -16,6 +16,7 @@
 
 mod batch;
 mod eta;
+mod metrics;
 mod progress;
 mod queue;
 mod setup;

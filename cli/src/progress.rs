@@ -11,6 +11,7 @@ use llm_failover::clock::{Clock, TokioClock};
 use llm_failover_queue::Queue;
 
 use crate::eta::{Pace, eta};
+use crate::metrics::Metrics;
 use crate::queue::now_ms;
 
 /// The model each chat provider is paced for, to read its limits.
@@ -121,6 +122,7 @@ pub(crate) async fn show_queue(
     models: Vec<(String, String)>,
     bar: ProgressBar,
     (total, invalid): (u64, u64),
+    metrics: Option<Metrics>,
 ) {
     let tty = !bar.is_hidden();
     let period = Duration::from_millis(if tty { 500 } else { 2_000 });
@@ -133,6 +135,9 @@ pub(crate) async fn show_queue(
         let Ok(s) = queue.stats(now).await else {
             continue;
         };
+        if let Some(m) = &metrics {
+            m.record_queue(&s);
+        }
         let settled = s.done + s.dead + s.review;
         let observed = rate.add(TokioClock.now(), settled);
         let left = s.ready + s.running;

@@ -187,6 +187,29 @@ impl Client {
         self.router.clock()
     }
 
+    /// Tells this client's observers (its [`Stats`] first, then those added with
+    /// [`ClientBuilder::observer`]) an event that happened outside its request path: a queue
+    /// wing's worker tells [`Event::JobSettled`](crate::observe::Event::JobSettled) this way.
+    /// Observing changes nothing the client decides.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::observe::{Event, JobSettled, Settled};
+    /// # let local = llm_failover::provider::openai::OpenAi::new(
+    /// #     llm_failover::ProviderId::new("local"),
+    /// #     "http://127.0.0.1:9/v1".parse()?,
+    /// # ).with_chat_model("llama3.2");
+    /// # let client = llm_failover::Client::builder()
+    /// #     .provider(std::sync::Arc::new(local), llm_failover::ProviderSettings::new())
+    /// #     .build()?;
+    /// client.observe(&Event::JobSettled(JobSettled::new("chat", Settled::Completed)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn observe(&self, event: &crate::observe::Event<'_>) {
+        self.router.tell(event);
+    }
+
     /// Per-provider counters since the client was built.
     pub fn stats(&self) -> Stats {
         self.router.stats()

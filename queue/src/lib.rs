@@ -105,6 +105,8 @@
 
 mod batch;
 mod job;
+#[cfg(feature = "otel")]
+mod metrics;
 mod policy;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -117,6 +119,8 @@ mod worker;
 
 pub use batch::{QueuedJob, QueuedReport};
 pub use job::{Failed, Fenced, Job, JobState, NewJob, QueueStats, Reaped, wall_ms};
+#[cfg(feature = "otel")]
+pub use metrics::QueueMetrics;
 pub use policy::FailPolicy;
 pub use queue::Queue;
 pub(crate) use queue::patiently;

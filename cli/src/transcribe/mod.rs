@@ -34,6 +34,7 @@ use self::files::{
 };
 use self::handler::Transcribe;
 use self::results::{Export, export};
+use crate::metrics::Metrics;
 use crate::progress::{handle_ctrl_c, progress_bar, show_queue};
 use crate::queue::{now_ms, shown};
 use crate::setup;
@@ -94,6 +95,8 @@ pub(crate) struct Args {
     /// Put the dead job of this file back in the queue and exit.
     #[arg(long, value_name = "FILE")]
     requeue: Option<String>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 /// The job kind.
@@ -130,6 +133,11 @@ pub(crate) async fn run(mut args: Args) -> Result<ExitCode, Box<dyn std::error::
         builder,
         emulator: _emulator,
     } = args.target.setup(script_demo).await?;
+    let metrics = Metrics::start(&args.metrics).await?;
+    let builder = match &metrics {
+        Some(m) => builder.observer(m.observer()),
+        None => builder,
+    };
     let client = builder.build()?;
     eprintln!(
         "environment {}: transcription via {} (in failover order)",
@@ -144,10 +152,16 @@ pub(crate) async fn run(mut args: Args) -> Result<ExitCode, Box<dyn std::error::
     if args.retry_failed {
         requeue_dead(&queue, &ids).await?;
     }
-    let report = work(&args, &config, &client, &queue, &entries).await?;
+    let report = work(&args, &config, &client, &queue, &entries, metrics.as_ref()).await?;
 
     let export = export(&queue, &entries, &args.output).await?;
     print_report(&client, &report, &export, &args.output);
+    if let Some(m) = metrics {
+        if let Ok(stats) = queue.stats(crate::queue::now_ms()).await {
+            m.record_queue(&stats);
+        }
+        m.finish().await;
+    }
     Ok(match report.ended {
         Ended::Stopped => ExitCode::from(130),
         Ended::OutOfPatience => {
@@ -169,6 +183,7 @@ async fn work(
     client: &Client,
     queue: &Queue,
     entries: &[Entry],
+    metrics: Option<&Metrics>,
 ) -> llm_failover::Result<WorkerReport> {
     let handler = Transcribe {
         language: args.language.clone(),
@@ -194,6 +209,7 @@ async fn work(
         Vec::new(),
         bar.clone(),
         (entries.len() as u64, invalid),
+        metrics.cloned(),
     ));
     let report = worker.run(&stop).await;
     ticker.abort();

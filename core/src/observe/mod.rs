@@ -91,12 +91,67 @@ pub enum Event<'a> {
     FailedOver(FailedOver<'a>),
     /// A provider's breaker opened: nothing goes to it until `until`.
     BreakerOpened(BreakerOpened<'a>),
+    /// A provider's breaker closed: its probe was answered.
+    BreakerClosed(Target<'a>),
     /// A stream handed to the caller ended (or was dropped).
     StreamEnded(StreamEnded<'a>),
     /// The response cache was asked for a request's answer.
     Cache(CacheLooked),
     /// A request ended.
     RequestEnded(RequestEnded<'a>),
+    /// A durable job was settled by a worker of a queue (told by the queue's worker through
+    /// [`Client::observe`](crate::Client::observe), not by the request path).
+    JobSettled(JobSettled<'a>),
+}
+
+/// A worker settled a durable job ([`Event::JobSettled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobSettled<'a> {
+    /// The job's kind (`chat`, `transcribe`, …): a name the application chose, never its id.
+    pub kind: &'a str,
+    /// How.
+    pub settled: Settled,
+}
+
+impl<'a> JobSettled<'a> {
+    /// A job of `kind` settled `settled`.
+    pub fn new(kind: &'a str, settled: Settled) -> Self {
+        JobSettled { kind, settled }
+    }
+}
+
+/// How a worker settled a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Settled {
+    /// Its result was accepted (`done`).
+    Completed,
+    /// Its result failed its contract and waits for a person (`review`).
+    Reviewed,
+    /// Put back until a provider's stated reset, no failure counted.
+    Snoozed,
+    /// Failed, and will be tried again after a backoff.
+    Retried,
+    /// Dead-lettered: a terminal error, or the policy's last failure.
+    Dead,
+    /// Its result was refused: the claim was stale (reaped and claimed again meanwhile).
+    Refused,
+}
+
+impl Settled {
+    /// The name metrics use: `completed`, `reviewed`, `snoozed`, `retried`, `dead`,
+    /// `refused`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settled::Completed => "completed",
+            Settled::Reviewed => "reviewed",
+            Settled::Snoozed => "snoozed",
+            Settled::Retried => "retried",
+            Settled::Dead => "dead",
+            Settled::Refused => "refused",
+        }
+    }
 }
 
 /// Where an attempt goes: the provider, model and account whose limits it spends.
@@ -162,6 +217,9 @@ pub struct Sent<'a> {
     pub pricing: Pricing,
     /// The request's sends so far, this one included (1 for its first).
     pub send: u32,
+    /// Whether it is its provider's breaker's probe: the one request let through a breaker
+    /// whose open time has passed (half-open), whose answer closes it.
+    pub probe: bool,
 }
 
 /// How an attempt ended.

@@ -24,6 +24,11 @@
 //! | `llm_failover.failovers` | counter, `{request}` | requests that left a provider for another (`llm_failover.failover.from`) |
 //! | `llm_failover.breaker.openings` | counter, `{opening}` | breakers that opened |
 //! | `llm_failover.cache.lookups` | counter, `{lookup}` | response-cache look-ups (`llm_failover.cache.hit`) |
+//! | `llm_failover.cache.tokens_saved` | counter, `{token}` | the tokens of the answers the cache gave (not sent again) |
+//! | `llm_failover.breaker.state` | gauge | 1 for a provider's breaker's state, 0 for the other two (`llm_failover.breaker.state`: `closed`, `open`, `half_open`), from its first move |
+//! | `llm_failover.queue.settlements` | counter, `{job}` | durable jobs a worker settled (`llm_failover.job.kind`, `llm_failover.job.settled`: `completed`, `reviewed`, `snoozed`, `retried`, `dead`, `refused`) |
+//! | `llm_failover.queue.jobs` | gauge, `{job}` | jobs in the queue by state (`llm_failover.job.state`), recorded by the queue wing's `QueueMetrics` |
+//! | `llm_failover.queue.oldest_eligible_age` | gauge, `s` | how long the oldest eligible job has waited (0 when none), recorded by the queue wing |
 //!
 //! The GenAI instruments carry `gen_ai.operation.name` (`chat`, or `speech_to_text` for a
 //! transcription: the conventions name none), `gen_ai.provider.name` (the conventions' value
@@ -88,6 +93,16 @@ pub mod names {
     pub const BREAKER_OPENINGS: &str = "llm_failover.breaker.openings";
     /// Response-cache look-ups (counter).
     pub const CACHE_LOOKUPS: &str = "llm_failover.cache.lookups";
+    /// Tokens of the answers the cache gave (counter).
+    pub const CACHE_TOKENS_SAVED: &str = "llm_failover.cache.tokens_saved";
+    /// A provider's breaker's state (gauge: 1 for the state it is in, 0 for the others).
+    pub const BREAKER_STATE: &str = "llm_failover.breaker.state";
+    /// Durable jobs settled by a worker (counter).
+    pub const QUEUE_SETTLEMENTS: &str = "llm_failover.queue.settlements";
+    /// Jobs in a queue by state (gauge).
+    pub const QUEUE_JOBS: &str = "llm_failover.queue.jobs";
+    /// How long a queue's oldest eligible job has waited (gauge, seconds).
+    pub const QUEUE_OLDEST_ELIGIBLE_AGE: &str = "llm_failover.queue.oldest_eligible_age";
 
     /// `chat`, `speech_to_text`.
     pub const OPERATION_NAME: &str = "gen_ai.operation.name";
@@ -115,6 +130,17 @@ pub mod names {
     pub const FAILOVER_FROM: &str = "llm_failover.failover.from";
     /// Whether a cache look-up found the answer.
     pub const CACHE_HIT: &str = "llm_failover.cache.hit";
+    /// `closed`, `open`, `half_open` (for [`BREAKER_STATE`]).
+    pub const BREAKER_STATE_VALUE: &str = "llm_failover.breaker.state";
+    /// A durable job's kind (`chat`, `transcribe`, …).
+    pub const JOB_KIND: &str = "llm_failover.job.kind";
+    /// How a worker settled a job (for [`QUEUE_SETTLEMENTS`]).
+    pub const JOB_SETTLED: &str = "llm_failover.job.settled";
+    /// A job's state in its queue: `ready`, `running`, `done`, `dead`, `review` (for
+    /// [`QUEUE_JOBS`]).
+    pub const JOB_STATE: &str = "llm_failover.job.state";
+    /// The breaker states, in the order [`BREAKER_STATE`] records them.
+    pub const BREAKER_STATES: [&str; 3] = ["closed", "open", "half_open"];
 
     /// [`OPERATION_DURATION`]'s and [`TIME_TO_FIRST_CHUNK`]'s advised boundaries (seconds).
     pub const DURATION_BUCKETS: [f64; 14] = [
@@ -186,7 +212,10 @@ pub struct GenAiMetrics {
     rate_limited: Counter<u64>,
     failovers: Counter<u64>,
     breaker_openings: Counter<u64>,
+    breaker_state: Gauge<u64>,
     cache_lookups: Counter<u64>,
+    cache_tokens_saved: Counter<u64>,
+    settlements: Counter<u64>,
 }
 
 impl GenAiMetrics {
@@ -242,7 +271,24 @@ impl GenAiMetrics {
                 "{opening}",
                 "Breakers that opened.",
             ),
+            breaker_state: meter
+                .u64_gauge(names::BREAKER_STATE)
+                .with_description(
+                    "1 for the state a provider's breaker is in (closed, open, half_open), 0 for \
+                     the others.",
+                )
+                .build(),
             cache_lookups: counter(names::CACHE_LOOKUPS, "{lookup}", "Response-cache look-ups."),
+            cache_tokens_saved: counter(
+                names::CACHE_TOKENS_SAVED,
+                "{token}",
+                "Tokens of the answers the response cache gave instead of a provider.",
+            ),
+            settlements: counter(
+                names::QUEUE_SETTLEMENTS,
+                "{job}",
+                "Durable jobs settled by a worker, by how.",
+            ),
         }
     }
 }
@@ -319,6 +365,22 @@ impl GenAiMetrics {
     }
 }
 
+impl GenAiMetrics {
+    /// Records `target`'s breaker in `state`: 1 for it, 0 for the two others.
+    fn breaker_state(&self, target: &Target<'_>, state: &str) {
+        let provider = KeyValue::new(names::PROVIDER, target.key.provider.as_str().to_owned());
+        for s in names::BREAKER_STATES {
+            self.breaker_state.record(
+                u64::from(s == state),
+                &[
+                    provider.clone(),
+                    KeyValue::new(names::BREAKER_STATE_VALUE, s),
+                ],
+            );
+        }
+    }
+}
+
 impl Observer for GenAiMetrics {
     fn observe(&self, event: &Event<'_>) {
         match event {
@@ -340,10 +402,26 @@ impl Observer for GenAiMetrics {
                 ));
                 self.failovers.add(1, &attrs);
             }
-            Event::BreakerOpened(b) => self.breaker_openings.add(1, &ours(&b.target)),
-            Event::Cache(c) => self
-                .cache_lookups
-                .add(1, &[KeyValue::new(names::CACHE_HIT, c.hit)]),
+            Event::BreakerOpened(b) => {
+                self.breaker_openings.add(1, &ours(&b.target));
+                self.breaker_state(&b.target, "open");
+            }
+            Event::Sent(s) if s.probe => self.breaker_state(&s.target, "half_open"),
+            Event::BreakerClosed(target) => self.breaker_state(target, "closed"),
+            Event::Cache(c) => {
+                self.cache_lookups
+                    .add(1, &[KeyValue::new(names::CACHE_HIT, c.hit)]);
+                if c.hit {
+                    self.cache_tokens_saved.add(c.tokens, &[]);
+                }
+            }
+            Event::JobSettled(j) => self.settlements.add(
+                1,
+                &[
+                    KeyValue::new(names::JOB_KIND, j.kind.to_owned()),
+                    KeyValue::new(names::JOB_SETTLED, j.settled.as_str()),
+                ],
+            ),
             _ => {}
         }
     }

@@ -212,7 +212,7 @@ impl Router {
             .await;
         if exchange.sent {
             permit.commit();
-            self.sent(run, ticket, index);
+            self.sent(run, ticket, index, verdict.is_probe());
         } else {
             // Could not even be built: nothing went out, the slot goes back.
             drop(permit);
@@ -409,6 +409,10 @@ impl Router {
         c.breaker
             .get()
             .apply(BreakerEvent::Answered { probe }, self.clock.now());
+        if probe {
+            let target = self.target(c.index, &ticket.key, run.capability);
+            self.tell(&Event::BreakerClosed(target));
+        }
         let usage = T::finish(&mut out, run.sends);
         if let Some(u) = usage {
             span.record("actual_tokens", u.total());
@@ -421,7 +425,7 @@ impl Router {
 
     /// Notes a send of `ticket` to the provider at `index`: a failover when the send before
     /// it went elsewhere.
-    fn sent(&self, run: &mut Run<'_>, ticket: &Ticket<'_>, index: usize) {
+    fn sent(&self, run: &mut Run<'_>, ticket: &Ticket<'_>, index: usize, probe: bool) {
         let to = self.target(index, &ticket.key, run.capability);
         if let Some(from_slot) = run.record_send(ticket.slot) {
             self.tell(&Event::FailedOver(FailedOver {
@@ -434,6 +438,7 @@ impl Router {
             target: to,
             pricing: ticket.reckoning.pricing(),
             send: run.sends,
+            probe,
         }));
     }
 

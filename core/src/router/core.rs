@@ -305,7 +305,7 @@ impl Router {
     }
 
     /// Tells the observers `event`: the [`Stats`] tallies, then the application's.
-    pub(super) fn tell(&self, event: &Event<'_>) {
+    pub(crate) fn tell(&self, event: &Event<'_>) {
         self.tallies.observe(event);
         self.observers.tell(event);
     }

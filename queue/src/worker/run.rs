@@ -20,6 +20,7 @@ use super::{Inner, Running, run_job};
 use crate::job::{Failed, Fenced, Job, wall_ms};
 use llm_failover_core::Result;
 use llm_failover_core::batch::Stop;
+use llm_failover_core::observe::{Event, JobSettled, Settled};
 
 type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
 
@@ -251,7 +252,7 @@ impl<'a> Run<'a> {
             instant: self.inner.clock.now(),
             wall_ms: self.wall_ms(),
         };
-        let mut completions = Vec::new();
+        let (mut completions, mut kinds) = (Vec::new(), Vec::new());
         for (id, done) in std::mem::take(&mut self.finished) {
             self.claims.remove(&id);
             let Ok((job, answer)) = done else {
@@ -263,8 +264,11 @@ impl<'a> Run<'a> {
                 .get(&job.kind)
                 .and_then(|k| k.contract.as_ref());
             match decide::settle(answer.as_ref().map(String::clone), contract, &job, at) {
-                Settle::Complete(result) => completions.push((job.id, job.attempt, result)),
-                other => self.apply(&job, other, at).await?,
+                Settle::Complete(result) => {
+                    kinds.push(job.kind);
+                    completions.push((job.id, job.attempt, result));
+                }
+                other => self.apply(&job, other).await?,
             }
         }
         if !completions.is_empty() {
@@ -272,15 +276,15 @@ impl<'a> Run<'a> {
             let outcomes = self
                 .retrying(|_| queue.complete_all(completions.clone()))
                 .await?;
-            for outcome in outcomes {
-                self.count(outcome, |r| &mut r.completed);
+            for (outcome, kind) in outcomes.into_iter().zip(&kinds) {
+                self.count(outcome, kind, Settled::Completed);
             }
         }
         Ok(())
     }
 
     /// Applies one settlement other than a completion.
-    async fn apply(&mut self, job: &Job, settle: Settle, at: At) -> Result<()> {
+    async fn apply(&mut self, job: &Job, settle: Settle) -> Result<()> {
         let queue = &self.inner.queue.clone();
         let (id, attempt) = (job.id.as_str(), job.attempt);
         match settle {
@@ -288,56 +292,70 @@ impl<'a> Run<'a> {
                 let outcome = self
                     .retrying(|_| queue.complete(id, attempt, &result))
                     .await?;
-                self.count(outcome, |r| &mut r.completed);
+                self.count(outcome, &job.kind, Settled::Completed);
             }
             Settle::Review { result, reason } => {
                 let outcome = self
                     .retrying(|_| queue.review(id, attempt, &result, &reason))
                     .await?;
-                self.count(outcome, |r| &mut r.reviewed);
+                self.count(outcome, &job.kind, Settled::Reviewed);
             }
             Settle::Snooze { until_ms } => {
                 let outcome = self
                     .retrying(|_| queue.snooze(id, attempt, until_ms))
                     .await?;
-                if outcome.is_lost() {
-                    self.report.lost += 1;
-                } else {
-                    self.report.snoozed += 1;
-                }
+                self.count(outcome, &job.kind, Settled::Snoozed);
             }
             Settle::Dead(reason) => {
                 let outcome = self
                     .retrying(|_| queue.dead_now(id, attempt, &reason))
                     .await?;
-                self.count(outcome, |r| &mut r.dead);
+                self.count(outcome, &job.kind, Settled::Dead);
             }
             Settle::Fail(reason) => {
                 let policy = self.inner.policy;
                 let failed = self
                     .retrying(|now| queue.fail(id, attempt, &reason, now, &policy))
                     .await?;
-                match failed {
-                    Failed::Lost => self.report.lost += 1,
-                    Failed::Retry { .. } => self.report.failed += 1,
-                    Failed::Dead => {
-                        self.report.dead += 1;
-                        self.last_progress = at.instant;
-                    }
-                }
+                let (outcome, settled) = match failed {
+                    Failed::Lost => (Fenced::Lost, Settled::Retried),
+                    Failed::Retry { .. } => (Fenced::Applied, Settled::Retried),
+                    Failed::Dead => (Fenced::Applied, Settled::Dead),
+                };
+                self.count(outcome, &job.kind, settled);
             }
         }
         Ok(())
     }
 
-    /// Counts a settlement that ends a job: into `field` when applied, as lost when not.
-    fn count(&mut self, outcome: Fenced, field: fn(&mut WorkerReport) -> &mut u64) {
-        if outcome.is_lost() {
-            self.report.lost += 1;
+    /// Counts a settlement of a job of `kind` (`settled` when applied, refused when `outcome`
+    /// says the claim was stale) and tells the client's observers. A job that ended (done,
+    /// review, dead) is progress; a snooze or a retry is not.
+    fn count(&mut self, outcome: Fenced, kind: &str, settled: Settled) {
+        let settled = if outcome.is_lost() {
+            Settled::Refused
         } else {
-            *field(&mut self.report) += 1;
+            settled
+        };
+        let r = &mut self.report;
+        let field = match settled {
+            Settled::Completed => &mut r.completed,
+            Settled::Reviewed => &mut r.reviewed,
+            Settled::Snoozed => &mut r.snoozed,
+            Settled::Retried => &mut r.failed,
+            Settled::Dead => &mut r.dead,
+            _ => &mut r.lost,
+        };
+        *field += 1;
+        if matches!(
+            settled,
+            Settled::Completed | Settled::Reviewed | Settled::Dead
+        ) {
             self.last_progress = self.inner.clock.now();
         }
+        self.inner
+            .client
+            .observe(&Event::JobSettled(JobSettled::new(kind, settled)));
     }
 
     /// On abort: drops what runs and gives its leases back (no failure counted).
