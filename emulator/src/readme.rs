@@ -265,6 +265,8 @@ fn every_counter_and_log_field_is_named() {
         stream: false,
         tokens: 0,
         request_id: None,
+        usage: None,
+        stated: Vec::new(),
     };
     for f in fields(entry) {
         assert!(

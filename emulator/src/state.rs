@@ -46,6 +46,12 @@ pub struct LogEntry {
     pub tokens: u64,
     /// The request id sent back.
     pub request_id: Option<String>,
+    /// The usage the answer reported, `[input, output]` tokens (a chat answer; `None` for
+    /// anything else, a refusal included).
+    pub usage: Option<[u64; 2]>,
+    /// The limit headers sent (`x-ratelimit-*`, `anthropic-ratelimit-*`, `retry-after`, …),
+    /// as sent, in name order.
+    pub stated: Vec<(String, String)>,
 }
 
 /// Counters of one provider.

@@ -39,6 +39,7 @@ mod jobs_soak;
 mod layers;
 mod limiter_props;
 mod metrics;
+mod metrics_export;
 mod proptests;
 mod rate_limits;
 mod secrets;

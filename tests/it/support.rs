@@ -8,6 +8,7 @@ pub mod adapter;
 pub mod certs;
 pub mod examples;
 pub mod postgres;
+pub mod prometheus;
 pub mod redis;
 
 use std::sync::Arc;

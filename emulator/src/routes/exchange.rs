@@ -52,6 +52,8 @@ struct Rec {
     fault: Option<&'static str>,
     stream: bool,
     tokens: u64,
+    usage: Option<[u64; 2]>,
+    stated: Vec<(String, String)>,
     dropped: bool,
     logged: bool,
 }
@@ -166,6 +168,8 @@ impl Ex<'_> {
             stream: self.rec.stream,
             tokens: self.rec.tokens,
             request_id: status.map(|_| self.cx.request_id.clone()),
+            usage: self.rec.usage.take(),
+            stated: std::mem::take(&mut self.rec.stated),
         });
     }
 
@@ -193,12 +197,13 @@ impl Ex<'_> {
         r
     }
 
-    fn limited(&self, l: Limited, snap: &Snapshot) -> Response {
+    fn limited(&mut self, l: Limited, snap: &Snapshot) -> Response {
         let header = l.header.clone();
         let mut r = self.fail(&ApiError::RateLimited(Box::new(l)));
         let style = self.p.cfg.header_style();
         rate_limit_headers(style, snap, self.cx.wall, r.headers_mut());
         retry_headers(style, &header, r.headers_mut());
+        self.rec.stated = stated(r.headers());
         r
     }
 
@@ -488,6 +493,7 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
         input,
         output: a.tokens(),
     };
+    x.rec.usage = Some([input, a.tokens()]);
     let mut h = HeaderMap::new();
     let body = if req.stream {
         let ct = if req.sse {
@@ -555,7 +561,7 @@ async fn count(x: &mut Ex<'_>, req: CountReq, fault: Option<Fault>) -> Response 
 }
 
 fn finish(
-    x: &Ex<'_>,
+    x: &mut Ex<'_>,
     body: Body,
     mut h: HeaderMap,
     snapshot: Option<Snapshot>,
@@ -568,7 +574,25 @@ fn finish(
     if fault == Some(&Fault::MalformedHeaders) {
         malformed_headers(style, &mut h);
     }
+    x.rec.stated = stated(&h);
     let mut r = Response::new(body);
     *r.headers_mut() = h;
     r
+}
+
+/// The limit headers in `h`, for the log: name and value, in name order.
+fn stated(h: &HeaderMap) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = h
+        .iter()
+        .filter(|(name, _)| {
+            let n = name.as_str();
+            n.contains("ratelimit") || n.contains("rate-limit") || n == "retry-after"
+        })
+        .map(|(name, v)| {
+            let value = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect();
+    out.sort();
+    out
 }

@@ -29,7 +29,7 @@ pub fn build_cli(profile: Option<&str>) -> PathBuf {
         "--bin",
         "llm-failover",
         "--features",
-        "postgres,redis",
+        "postgres,redis,metrics",
         "--message-format=json",
     ]);
     if let Some(profile) = profile {
