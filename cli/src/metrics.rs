@@ -134,12 +134,14 @@ mod on {
         linger: Duration,
     }
 
-    /// The `/metrics` endpoint: its address and the scrapes it answered.
+    /// The `/metrics` endpoint: its address, and its scrapes: each takes a number as it starts
+    /// reading the metrics, and `answered` is one more than the highest number answered.
     #[derive(Debug)]
     struct Endpoint {
         addr: SocketAddr,
         registry: prometheus::Registry,
-        scrapes: AtomicU64,
+        started: AtomicU64,
+        answered: AtomicU64,
         scraped: Notify,
     }
 
@@ -195,15 +197,21 @@ mod on {
         /// pushes what is left over OTLP and stops.
         pub(crate) async fn finish(self) {
             if let Some(e) = &self.endpoint {
-                let before = e.scrapes.load(Ordering::Acquire);
+                // A scrape that read the metrics before now may have missed the last counts:
+                // wait for one numbered from now on.
+                let first = e.started.load(Ordering::Acquire);
                 eprintln!(
                     "metrics: waiting for a last scrape of http://{}/metrics (at most {} s)",
                     e.addr,
                     self.linger.as_secs()
                 );
                 let scraped = async {
-                    while e.scrapes.load(Ordering::Acquire) == before {
-                        e.scraped.notified().await;
+                    loop {
+                        let notified = e.scraped.notified();
+                        if e.answered.load(Ordering::Acquire) > first {
+                            break;
+                        }
+                        notified.await;
                     }
                 };
                 if tokio::time::timeout(self.linger, scraped).await.is_err() {
@@ -232,7 +240,8 @@ mod on {
             let endpoint = Arc::new(Endpoint {
                 addr: listener.local_addr()?,
                 registry,
-                scrapes: AtomicU64::new(0),
+                started: AtomicU64::new(0),
+                answered: AtomicU64::new(0),
                 scraped: Notify::new(),
             });
             let app = axum::Router::new()
@@ -253,6 +262,7 @@ mod on {
     ) -> axum::response::Response {
         use axum::response::IntoResponse;
         use prometheus::Encoder;
+        let number = e.started.fetch_add(1, Ordering::AcqRel);
         let encoder = prometheus::TextEncoder::new();
         let mut body = Vec::new();
         let answer = match encoder.encode(&e.registry.gather(), &mut body) {
@@ -267,7 +277,7 @@ mod on {
             )
                 .into_response(),
         };
-        e.scrapes.fetch_add(1, Ordering::AcqRel);
+        e.answered.fetch_max(number + 1, Ordering::AcqRel);
         e.scraped.notify_waiters();
         answer
     }

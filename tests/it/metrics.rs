@@ -247,6 +247,112 @@ async fn a_429_a_failover_and_two_answers_are_recorded_as_the_conventions_name_t
     assert!(!all.contains(PROMPT), "a prompt in the metrics");
 }
 
+/// A stream's chunks: one time to the first, and one time per output chunk for each chunk
+/// after it (the spec's `time_per_output_chunk`), each the clock's time since the one before.
+#[tokio::test]
+async fn a_stream_records_its_first_chunk_and_the_time_per_output_chunk() {
+    use futures_util::StreamExt;
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let a = ScriptedServer::start().await;
+    let delta = |t: &str| {
+        format!(
+            "data: {{\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}},\"finish_reason\":null}}]}}\n\n"
+        )
+    };
+    let mut events: Vec<String> = ["Hel", "lo", " the", "re"].map(delta).into();
+    events.push("data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n".into());
+    events.push("data: [DONE]\n\n".into());
+    a.push(CHAT, llm_failover_emulator::scripted::Reply::sse(events));
+    let (builder, clock) = builder_with(&[("a", &a)], policy(), Default::default());
+    let client = builder
+        .observer(Arc::new(GenAiMetrics::new(&provider.meter("t"))))
+        .build()
+        .unwrap();
+    let mut stream = client
+        .chat_stream(ChatRequest::from_prompt(PROMPT).max_tokens(16))
+        .await
+        .unwrap();
+    let gap = std::time::Duration::from_millis(40);
+    let mut chunks = 0u64;
+    while let Some(chunk) = stream.next().await {
+        chunk.unwrap();
+        chunks += 1;
+        clock.advance(gap);
+    }
+    drop(stream);
+    let points = points(&provider, &exporter);
+    let of = |name: &str| -> Vec<&Point> { points.iter().filter(|p| p.metric == name).collect() };
+    let first = of(names::TIME_TO_FIRST_CHUNK);
+    assert_eq!(first.len(), 1, "{points:#?}");
+    assert_eq!(histogram(first[0]).0, 1);
+    let per = of(names::TIME_PER_OUTPUT_CHUNK);
+    assert_eq!(per.len(), 1, "{points:#?}");
+    let (count, sum, bounds) = histogram(per[0]);
+    assert_eq!(bounds, names::DURATION_BUCKETS);
+    assert_eq!(per[0].unit, "s");
+    assert_eq!(attr(per[0], names::OPERATION_NAME), Some("chat"));
+    // Every chunk but the first came from the provider after the stream was handed out (the
+    // router reads up to the first content before it hands it out).
+    assert!(chunks >= 3, "{chunks} chunks");
+    assert_eq!(count, chunks - 1, "one per chunk after the first");
+    assert!(
+        (sum - gap.as_secs_f64() * count as f64).abs() < 1e-9,
+        "{sum}"
+    );
+}
+
+/// A breaker's state: `open` at its 429, `half_open` while its probe is out, `closed` when
+/// the probe is answered — 1 for the state, 0 for the two others.
+#[tokio::test]
+async fn the_breaker_state_gauge_follows_open_half_open_and_closed() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    a.push(CHAT, rate_limited().header("retry-after", "30"));
+    a.push(CHAT, ok("back"));
+    b.push(CHAT, ok("fine"));
+    let (builder, clock) = builder_with(&[("a", &a), ("b", &b)], policy(), Default::default());
+    let client = builder
+        .observer(Arc::new(GenAiMetrics::new(&provider.meter("t"))))
+        .build()
+        .unwrap();
+    let state = |points: &[Point]| -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> = points
+            .iter()
+            .filter(|p| p.metric == names::BREAKER_STATE && attr(p, names::PROVIDER) == Some("a"))
+            .map(|p| {
+                (
+                    attr(p, names::BREAKER_STATE_VALUE).unwrap().to_owned(),
+                    number(p),
+                )
+            })
+            .collect();
+        v.sort_by(|x, y| x.0.cmp(&y.0));
+        v
+    };
+    let req = || ChatRequest::from_prompt(PROMPT).max_tokens(16);
+    assert_eq!(client.chat(req()).await.unwrap().provider.as_str(), "b");
+    let open = [
+        ("closed".into(), 0.0),
+        ("half_open".into(), 0.0),
+        ("open".into(), 1.0),
+    ];
+    assert_eq!(state(&points(&provider, &exporter)), open);
+    clock.advance(std::time::Duration::from_secs(31));
+    assert_eq!(client.chat(req()).await.unwrap().provider.as_str(), "a");
+    let closed = [
+        ("closed".into(), 1.0),
+        ("half_open".into(), 0.0),
+        ("open".into(), 0.0),
+    ];
+    assert_eq!(state(&points(&provider, &exporter)), closed);
+}
+
 /// The attempt's span carries the GenAI span attributes (what `tracing-opentelemetry` turns
 /// into span attributes as they are): the operation, the models, the stream flag and the
 /// usage — and neither the prompt nor the key.

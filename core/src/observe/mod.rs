@@ -93,6 +93,9 @@ pub enum Event<'a> {
     BreakerOpened(BreakerOpened<'a>),
     /// A provider's breaker closed: its probe was answered.
     BreakerClosed(Target<'a>),
+    /// A chunk of a stream handed to the caller arrived from its provider (each after the
+    /// first content; told on the task reading the stream).
+    ChunkReceived(ChunkReceived<'a>),
     /// A stream handed to the caller ended (or was dropped).
     StreamEnded(StreamEnded<'a>),
     /// The response cache was asked for a request's answer.
@@ -300,6 +303,17 @@ pub struct StreamEnded<'a> {
     pub usage: Option<Usage>,
     /// The kind of the error that ended it, if one did.
     pub error: Option<ErrorKind>,
+}
+
+/// A stream's chunk arrived ([`Event::ChunkReceived`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ChunkReceived<'a> {
+    /// Where the stream comes from.
+    pub target: Target<'a>,
+    /// The time since the chunk before (the first: since the stream, with its first content,
+    /// was handed out).
+    pub since_previous: Duration,
 }
 
 /// The response cache was asked ([`Event::Cache`]).

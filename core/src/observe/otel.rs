@@ -18,7 +18,8 @@
 //! | `gen_ai.client.operation.duration` | histogram, `s` | every attempt sent, from its send to its answer or failure (`error.type` on a failure) |
 //! | `gen_ai.client.token.usage` | histogram, `{token}` | the input and output tokens an answer (or a stream, at its end) reports (`gen_ai.token.type`) |
 //! | `gen_ai.client.operation.time_to_first_chunk` | histogram, `s` | a streamed answer's first content |
-//! | `llm_failover.rate_limit.remaining` | gauge, `{request}` / `{token}` | what a provider's answer stated is left (`llm_failover.limit.unit`) |
+//! | `gen_ai.client.operation.time_per_output_chunk` | histogram, `s` | each chunk of a streamed answer after the first: the time since the chunk before |
+//! | `llm_failover.rate_limit.remaining` | gauge | what a provider's last answer stated is left (`llm_failover.limit.unit`: `requests`, `tokens`), read when the metrics are collected |
 //! | `llm_failover.admission.wait` | histogram, `s` | a request's wait for admission before its send |
 //! | `llm_failover.rate_limited` | counter, `{response}` | the 429s received |
 //! | `llm_failover.failovers` | counter, `{request}` | requests that left a provider for another (`llm_failover.failover.from`) |
@@ -59,14 +60,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use opentelemetry::metrics::{AsyncInstrument, Counter, Gauge, Histogram, Meter, ObservableGauge};
+use opentelemetry::{KeyValue, StringValue};
 
 use super::{Event, Observer, Target};
 use crate::id::Capability;
 use crate::observe::AttemptOutcome;
 #[cfg(doc)]
 use crate::provider::Provider;
+use crate::ratelimit::LimitKey;
 
 /// Every metric and attribute name, and the boundaries the conventions advise.
 pub mod names {
@@ -80,6 +86,9 @@ pub mod names {
     pub const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
     /// Time to a streamed answer's first chunk (histogram, seconds).
     pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai.client.operation.time_to_first_chunk";
+    /// Time from the end of a streamed answer's previous chunk to the end of the next, for
+    /// each chunk after the first (histogram, seconds).
+    pub const TIME_PER_OUTPUT_CHUNK: &str = "gen_ai.client.operation.time_per_output_chunk";
 
     /// What a provider stated is left of a limit (gauge).
     pub const REMAINING: &str = "llm_failover.rate_limit.remaining";
@@ -142,7 +151,8 @@ pub mod names {
     /// The breaker states, in the order [`BREAKER_STATE`] records them.
     pub const BREAKER_STATES: [&str; 3] = ["closed", "open", "half_open"];
 
-    /// [`OPERATION_DURATION`]'s and [`TIME_TO_FIRST_CHUNK`]'s advised boundaries (seconds).
+    /// [`OPERATION_DURATION`]'s, [`TIME_TO_FIRST_CHUNK`]'s and [`TIME_PER_OUTPUT_CHUNK`]'s
+    /// advised boundaries (seconds).
     pub const DURATION_BUCKETS: [f64; 14] = [
         0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
     ];
@@ -202,12 +212,16 @@ pub fn operation_name(capability: Capability) -> &'static str {
 
 /// The GenAI client metrics and ours, recorded from the events a client tells
 /// ([module docs](self)).
+///
+/// Each target's attribute sets are made once, at its first event, and kept: an answer
+/// records on sets it finds with one look-up, allocating nothing, and what a provider stated
+/// is left is read when the metrics are collected, not recorded per answer.
 #[derive(Debug, Clone)]
 pub struct GenAiMetrics {
     duration: Histogram<f64>,
     tokens: Histogram<u64>,
     first_chunk: Histogram<f64>,
-    remaining: Gauge<u64>,
+    per_chunk: Histogram<f64>,
     admission_wait: Histogram<f64>,
     rate_limited: Counter<u64>,
     failovers: Counter<u64>,
@@ -216,6 +230,9 @@ pub struct GenAiMetrics {
     cache_lookups: Counter<u64>,
     cache_tokens_saved: Counter<u64>,
     settlements: Counter<u64>,
+    targets: Arc<Targets>,
+    /// Kept so that the remaining-quota gauge's callback lives as long as this.
+    _remaining: ObservableGauge<u64>,
 }
 
 impl GenAiMetrics {
@@ -236,6 +253,8 @@ impl GenAiMetrics {
                 .with_description(description)
                 .build()
         };
+        let targets = Arc::new(Targets::default());
+        let read = targets.clone();
         GenAiMetrics {
             duration: seconds(names::OPERATION_DURATION, "GenAI operation duration."),
             tokens: meter
@@ -248,9 +267,14 @@ impl GenAiMetrics {
                 names::TIME_TO_FIRST_CHUNK,
                 "Time to receive the first chunk of a streamed answer.",
             ),
-            remaining: meter
-                .u64_gauge(names::REMAINING)
+            per_chunk: seconds(
+                names::TIME_PER_OUTPUT_CHUNK,
+                "Time from the end of the previous chunk of a streamed answer to the end of this one.",
+            ),
+            _remaining: meter
+                .u64_observable_gauge(names::REMAINING)
                 .with_description("What a provider's last answer stated is left of a limit.")
+                .with_callback(move |observer| read.observe_remaining(observer))
                 .build(),
             admission_wait: seconds(
                 names::ADMISSION_WAIT,
@@ -289,94 +313,214 @@ impl GenAiMetrics {
                 "{job}",
                 "Durable jobs settled by a worker, by how.",
             ),
+            targets,
         }
     }
 }
 
-/// The GenAI attributes of an attempt at `target`.
-fn gen_ai(target: &Target<'_>) -> Vec<KeyValue> {
-    let mut attrs = vec![
-        KeyValue::new(names::OPERATION_NAME, operation_name(target.capability)),
-        KeyValue::new(
-            names::PROVIDER_NAME,
-            provider_name(target.kind, target.key.provider.as_str()),
-        ),
-        KeyValue::new(names::REQUEST_MODEL, target.key.model.clone()),
-    ];
-    if let Some((host, port)) = target.server {
-        attrs.push(KeyValue::new(names::SERVER_ADDRESS, host.to_owned()));
-        attrs.push(KeyValue::new(names::SERVER_PORT, i64::from(port)));
-    }
-    attrs
+/// The attribute sets of every target seen, per capability, made once each.
+#[derive(Debug, Default)]
+struct Targets {
+    by_capability: [RwLock<HashMap<LimitKey, Arc<Sets>>>; 2],
 }
 
-/// Our attributes of `target`: the configured provider, the model, the account if any.
-fn ours(target: &Target<'_>) -> Vec<KeyValue> {
-    let mut attrs = vec![
-        KeyValue::new(names::PROVIDER, target.key.provider.as_str().to_owned()),
-        KeyValue::new(names::REQUEST_MODEL, target.key.model.clone()),
-    ];
-    if let Some(account) = &target.key.account {
-        attrs.push(KeyValue::new(names::ACCOUNT, account.to_string()));
-    }
-    attrs
-}
-
-impl GenAiMetrics {
-    fn tokens(&self, attrs: &mut Vec<KeyValue>, usage: crate::types::Usage) {
-        for (kind, n) in [
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-        ] {
-            attrs.push(KeyValue::new(names::TOKEN_TYPE, kind));
-            self.tokens.record(n, attrs);
-            attrs.pop();
+impl Targets {
+    /// `target`'s sets, made at its first event.
+    fn of(&self, target: &Target<'_>) -> Arc<Sets> {
+        let map = &self.by_capability[target.capability.index()];
+        if let Some(sets) = map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(target.key)
+        {
+            return sets.clone();
         }
+        map.write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(target.key.clone())
+            .or_insert_with(|| Arc::new(Sets::new(target)))
+            .clone()
     }
 
-    fn attempt_ended(&self, a: &super::AttemptEnded<'_>) {
-        let mut attrs = gen_ai(&a.target);
-        if let Some(model) = a.response_model.filter(|m| !m.is_empty()) {
-            attrs.push(KeyValue::new(names::RESPONSE_MODEL, model.to_owned()));
-        }
-        if let Some(usage) = a.usage {
-            self.tokens(&mut attrs, usage);
-        }
-        if a.streamed && a.outcome == AttemptOutcome::Answered {
-            self.first_chunk.record(a.latency.as_secs_f64(), &attrs);
-        }
-        if let Some(kind) = a.error {
-            attrs.push(KeyValue::new(names::ERROR_TYPE, kind.as_str()));
-        }
-        self.duration.record(a.latency.as_secs_f64(), &attrs);
-        let mut attrs = ours(&a.target);
-        if a.outcome == AttemptOutcome::RateLimited {
-            self.rate_limited.add(1, &attrs);
-        }
-        if let Some(report) = a.report {
-            for (unit, window) in [("requests", report.requests), ("tokens", report.tokens)] {
-                if let Some(left) = window.and_then(|w| w.remaining) {
-                    attrs.push(KeyValue::new(names::LIMIT_UNIT, unit));
-                    self.remaining.record(left, &attrs);
-                    attrs.pop();
+    /// The remaining-quota gauge's callback: what each target's last answer stated.
+    fn observe_remaining(&self, observer: &dyn AsyncInstrument<u64>) {
+        for map in &self.by_capability {
+            for sets in map.read().unwrap_or_else(PoisonError::into_inner).values() {
+                for (i, left) in sets.remaining.iter().enumerate() {
+                    let left = left.load(Ordering::Relaxed);
+                    if left != NOT_STATED {
+                        observer.observe(left, &sets.remaining_attrs[i]);
+                    }
                 }
             }
         }
     }
 }
 
+/// A remaining count no answer has stated yet.
+const NOT_STATED: u64 = u64::MAX;
+
+/// One target's attribute sets, and what its provider last stated is left.
+#[derive(Debug)]
+struct Sets {
+    /// The GenAI attributes: operation, provider, request model, server.
+    gen_ai: Box<[KeyValue]>,
+    /// Those with each `gen_ai.token.type`: input, output.
+    tokens: [Box<[KeyValue]>; 2],
+    /// Ours: configured provider, model, account.
+    ours: Box<[KeyValue]>,
+    /// Ours with each `llm_failover.limit.unit`: requests, tokens.
+    remaining_attrs: [Box<[KeyValue]>; 2],
+    /// The requests and tokens left as last stated ([`NOT_STATED`] before).
+    remaining: [AtomicU64; 2],
+    /// The sets of an answer, per model that answered (usually one).
+    answered: RwLock<Vec<(Box<str>, Arc<Answered>)>>,
+}
+
+/// The sets an answer by one model records on.
+#[derive(Debug)]
+struct Answered {
+    /// The GenAI attributes with `gen_ai.response.model`.
+    duration: Box<[KeyValue]>,
+    /// Those with each `gen_ai.token.type`.
+    tokens: [Box<[KeyValue]>; 2],
+}
+
+/// `attrs` with `more` after them.
+fn with(attrs: &[KeyValue], more: KeyValue) -> Box<[KeyValue]> {
+    attrs.iter().cloned().chain([more]).collect()
+}
+
+/// `attrs` with each `gen_ai.token.type`.
+fn token_sets(attrs: &[KeyValue]) -> [Box<[KeyValue]>; 2] {
+    ["input", "output"].map(|t| with(attrs, KeyValue::new(names::TOKEN_TYPE, t)))
+}
+
+impl Sets {
+    fn new(target: &Target<'_>) -> Sets {
+        let model: StringValue = Arc::<str>::from(target.key.model.as_str()).into();
+        let mut gen_ai = vec![
+            KeyValue::new(names::OPERATION_NAME, operation_name(target.capability)),
+            KeyValue::new(
+                names::PROVIDER_NAME,
+                provider_name(target.kind, target.key.provider.as_str()),
+            ),
+            KeyValue::new(names::REQUEST_MODEL, model.clone()),
+        ];
+        if let Some((host, port)) = target.server {
+            gen_ai.push(KeyValue::new(names::SERVER_ADDRESS, host.to_owned()));
+            gen_ai.push(KeyValue::new(names::SERVER_PORT, i64::from(port)));
+        }
+        let mut ours = vec![
+            KeyValue::new(names::PROVIDER, target.key.provider.as_str().to_owned()),
+            KeyValue::new(names::REQUEST_MODEL, model),
+        ];
+        if let Some(account) = &target.key.account {
+            ours.push(KeyValue::new(names::ACCOUNT, account.to_string()));
+        }
+        Sets {
+            tokens: token_sets(&gen_ai),
+            remaining_attrs: ["requests", "tokens"]
+                .map(|unit| with(&ours, KeyValue::new(names::LIMIT_UNIT, unit))),
+            gen_ai: gen_ai.into(),
+            ours: ours.into(),
+            remaining: [AtomicU64::new(NOT_STATED), AtomicU64::new(NOT_STATED)],
+            answered: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// The sets of an answer by `model`, made at its first.
+    fn answered(&self, model: &str) -> Arc<Answered> {
+        let find = |v: &[(Box<str>, Arc<Answered>)]| {
+            v.iter()
+                .find(|(m, _)| &**m == model)
+                .map(|(_, a)| a.clone())
+        };
+        if let Some(a) = find(&self.answered.read().unwrap_or_else(PoisonError::into_inner)) {
+            return a;
+        }
+        let mut all = self
+            .answered
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(a) = find(&all) {
+            return a;
+        }
+        let duration = with(
+            &self.gen_ai,
+            KeyValue::new(names::RESPONSE_MODEL, model.to_owned()),
+        );
+        let a = Arc::new(Answered {
+            tokens: token_sets(&duration),
+            duration,
+        });
+        // A provider that names a new model in every answer would grow this without end:
+        // past a few, the answers share the sets of the first.
+        if all.len() < MAX_RESPONSE_MODELS {
+            all.push((model.into(), a.clone()));
+            a
+        } else {
+            all[0].1.clone()
+        }
+    }
+}
+
+/// The response models kept per target ([`Sets::answered`]).
+const MAX_RESPONSE_MODELS: usize = 8;
+
 impl GenAiMetrics {
+    fn tokens(&self, sets: &[Box<[KeyValue]>; 2], usage: crate::types::Usage) {
+        self.tokens.record(usage.input_tokens, &sets[0]);
+        self.tokens.record(usage.output_tokens, &sets[1]);
+    }
+
+    fn attempt_ended(&self, a: &super::AttemptEnded<'_>) {
+        let sets = self.targets.of(&a.target);
+        let seconds = a.latency.as_secs_f64();
+        match (a.error, a.response_model.filter(|m| !m.is_empty())) {
+            (Some(kind), _) => {
+                let attrs = with(
+                    &sets.gen_ai,
+                    KeyValue::new(names::ERROR_TYPE, kind.as_str()),
+                );
+                self.duration.record(seconds, &attrs);
+            }
+            (None, model) => {
+                let answered;
+                let (duration, tokens) = match model {
+                    Some(m) => {
+                        answered = sets.answered(m);
+                        (&answered.duration, &answered.tokens)
+                    }
+                    None => (&sets.gen_ai, &sets.tokens),
+                };
+                if let Some(usage) = a.usage {
+                    self.tokens(tokens, usage);
+                }
+                if a.streamed && a.outcome == AttemptOutcome::Answered {
+                    self.first_chunk.record(seconds, duration);
+                }
+                self.duration.record(seconds, duration);
+            }
+        }
+        if a.outcome == AttemptOutcome::RateLimited {
+            self.rate_limited.add(1, &sets.ours);
+        }
+        if let Some(report) = a.report {
+            for (i, window) in [report.requests, report.tokens].into_iter().enumerate() {
+                if let Some(left) = window.and_then(|w| w.remaining) {
+                    sets.remaining[i].store(left.min(NOT_STATED - 1), Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// Records `target`'s breaker in `state`: 1 for it, 0 for the two others.
     fn breaker_state(&self, target: &Target<'_>, state: &str) {
-        let provider = KeyValue::new(names::PROVIDER, target.key.provider.as_str().to_owned());
+        let ours = &self.targets.of(target).ours;
         for s in names::BREAKER_STATES {
-            self.breaker_state.record(
-                u64::from(s == state),
-                &[
-                    provider.clone(),
-                    KeyValue::new(names::BREAKER_STATE_VALUE, s),
-                ],
-            );
+            let attrs = with(&ours[..1], KeyValue::new(names::BREAKER_STATE_VALUE, s));
+            self.breaker_state.record(u64::from(s == state), &attrs);
         }
     }
 }
@@ -385,25 +529,31 @@ impl Observer for GenAiMetrics {
     fn observe(&self, event: &Event<'_>) {
         match event {
             Event::AttemptEnded(a) => self.attempt_ended(a),
+            Event::ChunkReceived(c) => {
+                let sets = self.targets.of(&c.target);
+                self.per_chunk
+                    .record(c.since_previous.as_secs_f64(), &sets.gen_ai);
+            }
             Event::StreamEnded(s) => {
                 if let Some(usage) = s.usage {
-                    self.tokens(&mut gen_ai(&s.target), usage);
+                    self.tokens(&self.targets.of(&s.target).tokens, usage);
                 }
             }
             Event::AdmissionWaited(w) => {
-                self.admission_wait
-                    .record(w.wait.as_secs_f64(), &ours(&w.target));
+                let sets = self.targets.of(&w.target);
+                self.admission_wait.record(w.wait.as_secs_f64(), &sets.ours);
             }
             Event::FailedOver(f) => {
-                let mut attrs = ours(&f.to);
-                attrs.push(KeyValue::new(
-                    names::FAILOVER_FROM,
-                    f.from.as_str().to_owned(),
-                ));
+                let sets = self.targets.of(&f.to);
+                let attrs = with(
+                    &sets.ours,
+                    KeyValue::new(names::FAILOVER_FROM, f.from.as_str().to_owned()),
+                );
                 self.failovers.add(1, &attrs);
             }
             Event::BreakerOpened(b) => {
-                self.breaker_openings.add(1, &ours(&b.target));
+                self.breaker_openings
+                    .add(1, &self.targets.of(&b.target).ours);
                 self.breaker_state(&b.target, "open");
             }
             Event::Sent(s) if s.probe => self.breaker_state(&s.target, "half_open"),

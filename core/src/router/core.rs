@@ -3,6 +3,7 @@
 //! and the few operations on it that the attempt loop and a stream share.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,14 +13,15 @@ use tokio::time::Instant;
 use super::breaker::{BreakerEvent, BreakerSettings};
 use super::breaker_store::{BreakerCell, BreakerStore, MemoryBreakers, Transition};
 use super::decide::Rules;
-use super::stream::StreamEnd;
 use crate::cache::Cache;
 use crate::clock::Clock;
 use crate::config::{Policy, ProviderSettings};
 use crate::error::{Disposition, Error, ErrorKind, Result};
 use crate::http::{ClientChoice, Transport, TransportOptions};
 use crate::id::{Capability, Credential, PerCapability, ProviderId};
-use crate::observe::{BreakerOpened, Event, Observer, Observers, StreamEnded, Target};
+use crate::observe::{
+    BreakerOpened, ChunkReceived, Event, Observer, Observers, StreamEnded, Target,
+};
 use crate::provider::{Provider, check_extra_body};
 use crate::ratelimit::{
     Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits, MemoryStore,
@@ -428,25 +430,23 @@ impl Router {
         }
     }
 
-    /// What a stream of `entry` calls when it ends: reconcile its usage; a transient error
-    /// mid-stream counts toward the breaker.
+    /// What a stream of `entry` calls as its chunks arrive and when it ends (reconcile its
+    /// usage; a transient error mid-stream counts toward the breaker).
     pub(super) fn stream_end(
         self: &Arc<Self>,
         entry: usize,
         key: LimitKey,
         booked: Booking,
         breaker: Arc<dyn BreakerCell>,
-    ) -> StreamEnd {
-        let router = self.clone();
-        Box::new(move |usage, error| {
-            if let Ok(h) = tokio::runtime::Handle::try_current() {
-                h.spawn(async move {
-                    router
-                        .stream_ended(entry, key, booked, breaker, usage, error)
-                        .await
-                });
-            }
-        })
+    ) -> StreamWatch {
+        StreamWatch {
+            last: self.clock.now(),
+            router: self.clone(),
+            entry,
+            key,
+            booked,
+            breaker,
+        }
     }
 
     async fn stream_ended(
@@ -529,6 +529,63 @@ fn preload_configured(providers: &[(Arc<dyn Provider>, ProviderSettings)]) {
             if l.limits_tokens() {
                 preload(m);
             }
+        }
+    }
+}
+
+/// A stream's link back to the router: each chunk after the first is told with the time since
+/// the one before ([`Event::ChunkReceived`]); its end reconciles the booking and tells the
+/// breaker.
+pub(crate) struct StreamWatch {
+    router: Arc<Router>,
+    entry: usize,
+    key: LimitKey,
+    booked: Booking,
+    breaker: Arc<dyn BreakerCell>,
+    /// When the chunk before arrived (at first: when the stream was handed out, with its
+    /// first content).
+    last: Instant,
+}
+
+impl fmt::Debug for StreamWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamWatch")
+            .field("entry", &self.entry)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamWatch {
+    /// A chunk arrived from the provider.
+    pub(crate) fn chunk(&mut self) {
+        let now = self.router.clock.now();
+        let since_previous = now.saturating_duration_since(self.last);
+        self.last = now;
+        let target = self.router.target(self.entry, &self.key, Capability::Chat);
+        self.router.tell(&Event::ChunkReceived(ChunkReceived {
+            target,
+            since_previous,
+        }));
+    }
+
+    /// The stream ended (or was dropped), with the usage it reported and the kind of the
+    /// error that ended it, if one did.
+    pub(crate) fn end(self, usage: Option<Usage>, error: Option<ErrorKind>) {
+        let StreamWatch {
+            router,
+            entry,
+            key,
+            booked,
+            breaker,
+            ..
+        } = self;
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            h.spawn(async move {
+                router
+                    .stream_ended(entry, key, booked, breaker, usage, error)
+                    .await
+            });
         }
     }
 }

@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use super::stream::{ChatStream, StreamEnd, whole};
+use super::core::StreamWatch;
+use super::stream::{ChatStream, whole};
 use crate::cache::{Answerer, Fill, Key, chat_key, transcription_key};
 use crate::clock::Clock;
 use crate::error::Result;
@@ -87,7 +88,7 @@ pub(crate) struct Attempt<'a> {
     pub(crate) clock: &'a dyn Clock,
     pub(crate) span: &'a tracing::Span,
     /// Makes what a stream calls when it ends (only a stream job calls it).
-    pub(crate) on_end: &'a (dyn Fn() -> StreamEnd + Sync),
+    pub(crate) on_end: &'a (dyn Fn() -> StreamWatch + Sync),
 }
 
 /// What admission and limit keys need of a request, whatever kind of answer it asks for.

@@ -7,16 +7,12 @@ use std::task::{Context, Poll};
 
 use futures_util::Stream;
 
+use super::core::StreamWatch;
 use crate::cache::Fill;
 use crate::error::{ErrorKind, Result};
 use crate::id::ProviderId;
 use crate::provider::ChunkStream;
 use crate::types::{ChatChunk, ChatResponse, FinishReason, Origin, Usage};
-
-/// Called once when a stream ends (or is dropped): the usage it reported, and the kind of
-/// the error that ended it, if one did. The router reconciles the booking and tells the
-/// breaker.
-pub(crate) type StreamEnd = Box<dyn FnOnce(Option<Usage>, Option<ErrorKind>) + Send>;
 
 /// The chunks of a streamed chat answer.
 ///
@@ -44,8 +40,8 @@ pub struct ChatStream {
     model: String,
     attempts: u32,
     usage: Option<Usage>,
-    /// `None` once ended.
-    on_end: Option<StreamEnd>,
+    /// Told of each chunk from the provider, and of the end; `None` once ended.
+    on_end: Option<StreamWatch>,
     origin: Origin,
     /// Assembles the answer for the cache, which keeps it if the stream reaches its end.
     recorder: Option<Recorder>,
@@ -75,7 +71,7 @@ impl ChatStream {
         rest: ChunkStream,
         provider: ProviderId,
         model: &str,
-        on_end: StreamEnd,
+        on_end: StreamWatch,
     ) -> Self {
         ChatStream {
             buffered: buffered.into(),
@@ -155,7 +151,7 @@ impl ChatStream {
 
     fn end(&mut self, error: Option<ErrorKind>) {
         if let Some(on_end) = self.on_end.take() {
-            on_end(self.usage, error);
+            on_end.end(self.usage, error);
         }
     }
 
@@ -231,6 +227,9 @@ impl Stream for ChatStream {
         match Pin::new(rest).poll_next(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(chunk))) => {
+                if let Some(watch) = &mut this.on_end {
+                    watch.chunk();
+                }
                 this.seen(&chunk, false);
                 Poll::Ready(Some(Ok(chunk)))
             }
