@@ -61,8 +61,8 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, mpsc};
 
 use opentelemetry::metrics::{AsyncInstrument, Counter, Gauge, Histogram, Meter, ObservableGauge};
 use opentelemetry::{KeyValue, StringValue};
@@ -218,11 +218,7 @@ pub fn operation_name(capability: Capability) -> &'static str {
 /// is left is read when the metrics are collected, not recorded per answer.
 #[derive(Debug, Clone)]
 pub struct GenAiMetrics {
-    duration: Histogram<f64>,
-    tokens: Histogram<u64>,
-    first_chunk: Histogram<f64>,
-    per_chunk: Histogram<f64>,
-    admission_wait: Histogram<f64>,
+    histograms: Arc<Deferred>,
     rate_limited: Counter<u64>,
     failovers: Counter<u64>,
     breaker_openings: Counter<u64>,
@@ -254,32 +250,47 @@ impl GenAiMetrics {
                 .build()
         };
         let targets = Arc::new(Targets::default());
-        let read = targets.clone();
-        GenAiMetrics {
-            duration: seconds(names::OPERATION_DURATION, "GenAI operation duration."),
+        let (send, receive) = mpsc::channel();
+        let histograms = Arc::new(Deferred {
+            seconds: [
+                seconds(names::OPERATION_DURATION, "GenAI operation duration."),
+                seconds(
+                    names::TIME_TO_FIRST_CHUNK,
+                    "Time to receive the first chunk of a streamed answer.",
+                ),
+                seconds(
+                    names::TIME_PER_OUTPUT_CHUNK,
+                    "Time from the end of the previous chunk of a streamed answer to the end of \
+                     this one.",
+                ),
+                seconds(
+                    names::ADMISSION_WAIT,
+                    "How long a request waited for admission before its send.",
+                ),
+            ],
             tokens: meter
                 .u64_histogram(names::TOKEN_USAGE)
                 .with_unit("{token}")
                 .with_description("Number of input and output tokens used.")
                 .with_boundaries(names::TOKEN_BUCKETS.to_vec())
                 .build(),
-            first_chunk: seconds(
-                names::TIME_TO_FIRST_CHUNK,
-                "Time to receive the first chunk of a streamed answer.",
-            ),
-            per_chunk: seconds(
-                names::TIME_PER_OUTPUT_CHUNK,
-                "Time from the end of the previous chunk of a streamed answer to the end of this one.",
-            ),
+            send,
+            receive: Mutex::new(receive),
+            pending: AtomicUsize::new(0),
+        });
+        let (read, apply) = (targets.clone(), histograms.clone());
+        GenAiMetrics {
+            histograms,
             _remaining: meter
                 .u64_observable_gauge(names::REMAINING)
                 .with_description("What a provider's last answer stated is left of a limit.")
-                .with_callback(move |observer| read.observe_remaining(observer))
+                .with_callback(move |observer| {
+                    // Collection: first the recordings the request path left, then the
+                    // stated quotas.
+                    apply.apply(true);
+                    read.observe_remaining(observer);
+                })
                 .build(),
-            admission_wait: seconds(
-                names::ADMISSION_WAIT,
-                "How long a request waited for admission before its send.",
-            ),
             rate_limited: counter(
                 names::RATE_LIMITED,
                 "{response}",
@@ -314,6 +325,80 @@ impl GenAiMetrics {
                 "Durable jobs settled by a worker, by how.",
             ),
             targets,
+        }
+    }
+}
+
+/// The histograms, and the recordings the request path made on them since the metrics were
+/// last collected.
+///
+/// A histogram recording costs the OpenTelemetry SDK about 3,000 instructions (it hashes
+/// the recording's attributes to find its series, under a lock): three per answer would add
+/// about 3 µs to every request. So the request path only queues them (a send on a lock-free
+/// channel: a value and a shared attribute set), and they are recorded when the metrics are
+/// collected, in the collection's callback, before the histograms are read: what is exported
+/// is exact, and the SDK's work moves to the reader's thread. When nothing collects (no
+/// reader, or the global no-op meter), the queue is applied on the request path every
+/// [`MAX_PENDING`] recordings, so it stays bounded.
+#[derive(Debug)]
+struct Deferred {
+    /// By [`Seconds`].
+    seconds: [Histogram<f64>; 4],
+    tokens: Histogram<u64>,
+    send: mpsc::Sender<Recording>,
+    receive: Mutex<mpsc::Receiver<Recording>>,
+    /// Recordings queued and not yet applied.
+    pending: AtomicUsize,
+}
+
+/// The most recordings queued before the request path applies them itself.
+const MAX_PENDING: usize = 1 << 14;
+
+/// The histograms in seconds.
+#[derive(Debug, Clone, Copy)]
+enum Seconds {
+    Duration = 0,
+    FirstChunk = 1,
+    PerChunk = 2,
+    AdmissionWait = 3,
+}
+
+/// A histogram recording, queued.
+#[derive(Debug)]
+enum Recording {
+    Seconds(Seconds, f64, Attrs),
+    Tokens(u64, Attrs),
+}
+
+impl Deferred {
+    /// Queues `r`; past [`MAX_PENDING`] queued, applies the queue.
+    fn push(&self, r: Recording) {
+        if self.send.send(r).is_ok() && self.pending.fetch_add(1, Ordering::Relaxed) >= MAX_PENDING
+        {
+            self.apply(false);
+        }
+    }
+
+    /// Records what is queued. `wait`: for the lock if another thread is applying (a
+    /// collection must see everything queued before it); else leaves it to that thread.
+    fn apply(&self, wait: bool) {
+        let receive = if wait {
+            self.receive.lock().unwrap_or_else(PoisonError::into_inner)
+        } else {
+            match self.receive.try_lock() {
+                Ok(r) => r,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        };
+        while let Ok(r) = receive.try_recv() {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            match r {
+                Recording::Seconds(which, value, attrs) => {
+                    self.seconds[which as usize].record(value, &attrs);
+                }
+                Recording::Tokens(n, attrs) => self.tokens.record(n, &attrs),
+            }
         }
     }
 }
@@ -364,13 +449,13 @@ const NOT_STATED: u64 = u64::MAX;
 #[derive(Debug)]
 struct Sets {
     /// The GenAI attributes: operation, provider, request model, server.
-    gen_ai: Box<[KeyValue]>,
+    gen_ai: Attrs,
     /// Those with each `gen_ai.token.type`: input, output.
-    tokens: [Box<[KeyValue]>; 2],
+    tokens: [Attrs; 2],
     /// Ours: configured provider, model, account.
-    ours: Box<[KeyValue]>,
+    ours: Attrs,
     /// Ours with each `llm_failover.limit.unit`: requests, tokens.
-    remaining_attrs: [Box<[KeyValue]>; 2],
+    remaining_attrs: [Attrs; 2],
     /// The requests and tokens left as last stated ([`NOT_STATED`] before).
     remaining: [AtomicU64; 2],
     /// The sets of an answer, per model that answered (usually one).
@@ -381,18 +466,21 @@ struct Sets {
 #[derive(Debug)]
 struct Answered {
     /// The GenAI attributes with `gen_ai.response.model`.
-    duration: Box<[KeyValue]>,
+    duration: Attrs,
     /// Those with each `gen_ai.token.type`.
-    tokens: [Box<[KeyValue]>; 2],
+    tokens: [Attrs; 2],
 }
 
+/// An attribute set, shared by the recordings made on it.
+type Attrs = Arc<[KeyValue]>;
+
 /// `attrs` with `more` after them.
-fn with(attrs: &[KeyValue], more: KeyValue) -> Box<[KeyValue]> {
+fn with(attrs: &[KeyValue], more: KeyValue) -> Attrs {
     attrs.iter().cloned().chain([more]).collect()
 }
 
 /// `attrs` with each `gen_ai.token.type`.
-fn token_sets(attrs: &[KeyValue]) -> [Box<[KeyValue]>; 2] {
+fn token_sets(attrs: &[KeyValue]) -> [Attrs; 2] {
     ["input", "output"].map(|t| with(attrs, KeyValue::new(names::TOKEN_TYPE, t)))
 }
 
@@ -469,9 +557,10 @@ impl Sets {
 const MAX_RESPONSE_MODELS: usize = 8;
 
 impl GenAiMetrics {
-    fn tokens(&self, sets: &[Box<[KeyValue]>; 2], usage: crate::types::Usage) {
-        self.tokens.record(usage.input_tokens, &sets[0]);
-        self.tokens.record(usage.output_tokens, &sets[1]);
+    fn tokens(&self, sets: &[Attrs; 2], usage: crate::types::Usage) {
+        let h = &self.histograms;
+        h.push(Recording::Tokens(usage.input_tokens, sets[0].clone()));
+        h.push(Recording::Tokens(usage.output_tokens, sets[1].clone()));
     }
 
     fn attempt_ended(&self, a: &super::AttemptEnded<'_>) {
@@ -483,7 +572,8 @@ impl GenAiMetrics {
                     &sets.gen_ai,
                     KeyValue::new(names::ERROR_TYPE, kind.as_str()),
                 );
-                self.duration.record(seconds, &attrs);
+                self.histograms
+                    .push(Recording::Seconds(Seconds::Duration, seconds, attrs));
             }
             (None, model) => {
                 let answered;
@@ -498,9 +588,17 @@ impl GenAiMetrics {
                     self.tokens(tokens, usage);
                 }
                 if a.streamed && a.outcome == AttemptOutcome::Answered {
-                    self.first_chunk.record(seconds, duration);
+                    self.histograms.push(Recording::Seconds(
+                        Seconds::FirstChunk,
+                        seconds,
+                        duration.clone(),
+                    ));
                 }
-                self.duration.record(seconds, duration);
+                self.histograms.push(Recording::Seconds(
+                    Seconds::Duration,
+                    seconds,
+                    duration.clone(),
+                ));
             }
         }
         if a.outcome == AttemptOutcome::RateLimited {
@@ -531,8 +629,11 @@ impl Observer for GenAiMetrics {
             Event::AttemptEnded(a) => self.attempt_ended(a),
             Event::ChunkReceived(c) => {
                 let sets = self.targets.of(&c.target);
-                self.per_chunk
-                    .record(c.since_previous.as_secs_f64(), &sets.gen_ai);
+                self.histograms.push(Recording::Seconds(
+                    Seconds::PerChunk,
+                    c.since_previous.as_secs_f64(),
+                    sets.gen_ai.clone(),
+                ));
             }
             Event::StreamEnded(s) => {
                 if let Some(usage) = s.usage {
@@ -541,7 +642,11 @@ impl Observer for GenAiMetrics {
             }
             Event::AdmissionWaited(w) => {
                 let sets = self.targets.of(&w.target);
-                self.admission_wait.record(w.wait.as_secs_f64(), &sets.ours);
+                self.histograms.push(Recording::Seconds(
+                    Seconds::AdmissionWait,
+                    w.wait.as_secs_f64(),
+                    sets.ours.clone(),
+                ));
             }
             Event::FailedOver(f) => {
                 let sets = self.targets.of(&f.to);
@@ -580,6 +685,24 @@ impl Observer for GenAiMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With nothing collecting (here the global no-op meter), the request path applies the
+    /// queue itself: it never holds more than [`MAX_PENDING`] recordings.
+    #[test]
+    fn with_nothing_collecting_the_queue_stays_bounded() {
+        let m = GenAiMetrics::new(&opentelemetry::global::meter("test"));
+        let attrs: Attrs = Arc::from(vec![KeyValue::new("k", "v")]);
+        let mut most = 0;
+        for _ in 0..3 * MAX_PENDING {
+            m.histograms.push(Recording::Tokens(1, attrs.clone()));
+            most = most.max(m.histograms.pending.load(Ordering::Relaxed));
+        }
+        assert!(most <= MAX_PENDING + 1, "{most}");
+        assert!(Arc::strong_count(&attrs) <= MAX_PENDING + 2);
+        m.histograms.apply(true);
+        assert_eq!(m.histograms.pending.load(Ordering::Relaxed), 0);
+        assert_eq!(Arc::strong_count(&attrs), 1, "every recording applied and dropped");
+    }
 
     /// The conventions' provider values, by adapter kind and name.
     #[test]
