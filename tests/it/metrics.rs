@@ -324,13 +324,8 @@ async fn the_breaker_state_gauge_follows_open_half_open_and_closed() {
     let state = |points: &[Point]| -> Vec<(String, f64)> {
         let mut v: Vec<(String, f64)> = points
             .iter()
-            .filter(|p| p.metric == names::BREAKER_STATE && attr(p, names::PROVIDER) == Some("a"))
-            .map(|p| {
-                (
-                    attr(p, names::BREAKER_STATE_VALUE).unwrap().to_owned(),
-                    number(p),
-                )
-            })
+            .filter(|p| p.metric == names::BREAKER_STATUS && attr(p, names::PROVIDER) == Some("a"))
+            .map(|p| (attr(p, names::BREAKER_STATE).unwrap().to_owned(), number(p)))
             .collect();
         v.sort_by(|x, y| x.0.cmp(&y.0));
         v

@@ -18,7 +18,7 @@ use llm_failover_emulator::{Emulator, Fault, Limits, LogEntry, ProviderConfig, R
 use serde_json::{Value, json};
 
 use crate::support::examples::{TempDir, batch_bin, free_port, output_within};
-use crate::support::prometheus::Prometheus;
+use crate::support::prometheus::{Prometheus, until_the_server};
 
 /// The providers' keys: they must never reach a metric.
 const KEYS: [(&str, &str); 2] = [
@@ -232,16 +232,15 @@ fn a_real_prometheus_scrapes_what_the_emulator_saw() {
             label(names::JOB_STATE)
         ))
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while prom.scalar(&done) != ITEMS as f64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Prometheus never stored done = {ITEMS}: {:?}\n{}",
-            prom.query(&done),
-            prom.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let stored = until_the_server(Duration::from_secs(15), || {
+        prom.scalar(&done) == ITEMS as f64
+    });
+    assert!(
+        stored,
+        "Prometheus never stored done = {ITEMS}: {:?}\n{}",
+        prom.query(&done),
+        prom.log()
+    );
 
     let sum = |m: &str| prom.scalar(&format!("sum({})", last(m)));
     assert_eq!(

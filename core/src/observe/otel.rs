@@ -8,6 +8,13 @@
 //! library: the application installs the SDK, its exporter (OTLP, Prometheus) and a
 //! `MeterProvider`. Without one, the global meter records nothing, at the cost of a call.
 //!
+//! On the request path an answer costs a look-up of its target's attribute sets (made once
+//! per provider, model and account) and three sends on a lock-free queue: the histogram
+//! recordings are made when the metrics are collected, in the collection's callback, before
+//! the histograms are read, so what is exported is exact and the SDK's work (it hashes each
+//! recording's attributes to find its series) runs on the collecting thread. What a provider
+//! stated is left is read at collection too. BENCHMARKS.md (B2) has the measurements.
+//!
 //! Every name is in [`names`], with the version of the conventions it follows
 //! ([`names::SEMCONV_VERSION`]): the GenAI conventions are in Development and their names may
 //! still move. No attribute holds a prompt, an answer, a key or a job id: providers, models,
@@ -26,7 +33,7 @@
 //! | `llm_failover.breaker.openings` | counter, `{opening}` | breakers that opened |
 //! | `llm_failover.cache.lookups` | counter, `{lookup}` | response-cache look-ups (`llm_failover.cache.hit`) |
 //! | `llm_failover.cache.tokens_saved` | counter, `{token}` | the tokens of the answers the cache gave (not sent again) |
-//! | `llm_failover.breaker.state` | gauge | 1 for a provider's breaker's state, 0 for the other two (`llm_failover.breaker.state`: `closed`, `open`, `half_open`), from its first move |
+//! | `llm_failover.breaker.status` | gauge | 1 for the state a provider's breaker is in, 0 for the other two (`llm_failover.breaker.state`: `closed`, `open`, `half_open`), from its first move |
 //! | `llm_failover.queue.settlements` | counter, `{job}` | durable jobs a worker settled (`llm_failover.job.kind`, `llm_failover.job.settled`: `completed`, `reviewed`, `snoozed`, `retried`, `dead`, `refused`) |
 //! | `llm_failover.queue.jobs` | gauge, `{job}` | jobs in the queue by state (`llm_failover.job.state`), recorded by the queue wing's `QueueMetrics` |
 //! | `llm_failover.queue.oldest_eligible_age` | gauge, `s` | how long the oldest eligible job has waited (0 when none), recorded by the queue wing |
@@ -104,8 +111,9 @@ pub mod names {
     pub const CACHE_LOOKUPS: &str = "llm_failover.cache.lookups";
     /// Tokens of the answers the cache gave (counter).
     pub const CACHE_TOKENS_SAVED: &str = "llm_failover.cache.tokens_saved";
-    /// A provider's breaker's state (gauge: 1 for the state it is in, 0 for the others).
-    pub const BREAKER_STATE: &str = "llm_failover.breaker.state";
+    /// A provider's breaker's state (gauge: 1 for the state it is in, 0 for the others; the
+    /// pattern of the conventions' `hw.status` and `hw.state`).
+    pub const BREAKER_STATUS: &str = "llm_failover.breaker.status";
     /// Durable jobs settled by a worker (counter).
     pub const QUEUE_SETTLEMENTS: &str = "llm_failover.queue.settlements";
     /// Jobs in a queue by state (gauge).
@@ -139,8 +147,8 @@ pub mod names {
     pub const FAILOVER_FROM: &str = "llm_failover.failover.from";
     /// Whether a cache look-up found the answer.
     pub const CACHE_HIT: &str = "llm_failover.cache.hit";
-    /// `closed`, `open`, `half_open` (for [`BREAKER_STATE`]).
-    pub const BREAKER_STATE_VALUE: &str = "llm_failover.breaker.state";
+    /// `closed`, `open`, `half_open` (for [`BREAKER_STATUS`]).
+    pub const BREAKER_STATE: &str = "llm_failover.breaker.state";
     /// A durable job's kind (`chat`, `transcribe`, …).
     pub const JOB_KIND: &str = "llm_failover.job.kind";
     /// How a worker settled a job (for [`QUEUE_SETTLEMENTS`]).
@@ -148,7 +156,7 @@ pub mod names {
     /// A job's state in its queue: `ready`, `running`, `done`, `dead`, `review` (for
     /// [`QUEUE_JOBS`]).
     pub const JOB_STATE: &str = "llm_failover.job.state";
-    /// The breaker states, in the order [`BREAKER_STATE`] records them.
+    /// The breaker states, in the order [`BREAKER_STATUS`] records them.
     pub const BREAKER_STATES: [&str; 3] = ["closed", "open", "half_open"];
 
     /// [`OPERATION_DURATION`]'s, [`TIME_TO_FIRST_CHUNK`]'s and [`TIME_PER_OUTPUT_CHUNK`]'s
@@ -307,7 +315,7 @@ impl GenAiMetrics {
                 "Breakers that opened.",
             ),
             breaker_state: meter
-                .u64_gauge(names::BREAKER_STATE)
+                .u64_gauge(names::BREAKER_STATUS)
                 .with_description(
                     "1 for the state a provider's breaker is in (closed, open, half_open), 0 for \
                      the others.",
@@ -617,7 +625,7 @@ impl GenAiMetrics {
     fn breaker_state(&self, target: &Target<'_>, state: &str) {
         let ours = &self.targets.of(target).ours;
         for s in names::BREAKER_STATES {
-            let attrs = with(&ours[..1], KeyValue::new(names::BREAKER_STATE_VALUE, s));
+            let attrs = with(&ours[..1], KeyValue::new(names::BREAKER_STATE, s));
             self.breaker_state.record(u64::from(s == state), &attrs);
         }
     }
@@ -701,7 +709,11 @@ mod tests {
         assert!(Arc::strong_count(&attrs) <= MAX_PENDING + 2);
         m.histograms.apply(true);
         assert_eq!(m.histograms.pending.load(Ordering::Relaxed), 0);
-        assert_eq!(Arc::strong_count(&attrs), 1, "every recording applied and dropped");
+        assert_eq!(
+            Arc::strong_count(&attrs),
+            1,
+            "every recording applied and dropped"
+        );
     }
 
     /// The conventions' provider values, by adapter kind and name.

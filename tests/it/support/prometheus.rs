@@ -58,17 +58,12 @@ impl Prometheus {
         std::fs::read_to_string(self.dir.path("prometheus.log")).unwrap_or_default()
     }
 
-    /// Polls `/-/ready` (Prometheus starts in a second or two: a readiness wait on a real
-    /// server, not on our logic).
+    /// Polls `/-/ready` (Prometheus starts in a second or two).
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if get(self.port, "/-/ready").is_some_and(|(status, _)| status == 200) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        let ready = || get(self.port, "/-/ready").is_some_and(|(status, _)| status == 200);
+        if !until_the_server(Duration::from_secs(30), ready) {
+            panic!("prometheus not ready within 30 s:\n{}", self.log());
         }
-        panic!("prometheus not ready within 30 s:\n{}", self.log());
     }
 
     /// `GET path` on the API, as JSON; panics unless it answers `status: success`.
@@ -114,6 +109,25 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Asks `done` every 100 ms until it says yes (true) or `limit` has passed (false): a wait
+/// on a real server (its start, its storing a scrape), which no test logic is timed by.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a bound on waiting for a real server; no logic is timed by it"
+)]
+pub fn until_the_server(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
