@@ -43,6 +43,19 @@ const TOOLS_SINCE: &str = "2023-12-01";
 /// ("first added in API version `2024-08-01-preview`").
 const JSON_SCHEMA_SINCE: &str = "2024-08-01";
 
+/// The first preview api-version that takes `stream_options` (a stream's usage in its last
+/// chunk): 2024-09-01-preview. The GA version 2024-10-21 does not: its
+/// `createChatCompletionRequest` lists `stop`, `stream`, `temperature`, … and no
+/// `stream_options` (`specification/cognitiveservices/data-plane/AzureOpenAI/inference/
+/// stable/2024-10-21/inference.json` of `Azure/azure-rest-api-specs`). So it is sent to a
+/// preview version from that date on, to a GA version after 2024-10-21, and to a version that
+/// is not a date (`preview`, `latest`); elsewhere a stream's booking is reconciled from the
+/// estimate.
+const STREAM_OPTIONS_SINCE: &str = "2024-09-01";
+
+/// The last GA api-version without `stream_options` ([`STREAM_OPTIONS_SINCE`]).
+const LAST_GA_WITHOUT_STREAM_OPTIONS: &str = "2024-10-21";
+
 /// The wire format's name, as written in `providers.toml` (`kind = "azure"`).
 pub(crate) const PROVIDER_TYPE: &str = "azure";
 
@@ -251,18 +264,30 @@ impl Azure {
 
     /// Whether the api-version is a date (`2024-10-21`, `2024-08-01-preview`) before `date`.
     fn predates(&self, date: &str) -> bool {
-        let v = self.api_version.trim();
-        let is_date = |d: &str| {
-            d.len() == 10
-                && d.bytes().enumerate().all(|(i, b)| {
-                    if i == 4 || i == 7 {
-                        b == b'-'
-                    } else {
-                        b.is_ascii_digit()
-                    }
-                })
-        };
-        v.get(..10).is_some_and(|d| is_date(d) && d < date)
+        self.date().is_some_and(|d| d < date)
+    }
+
+    /// The api-version's date, when it is one (`2024-10-21`, `2024-08-01-preview`).
+    fn date(&self) -> Option<&str> {
+        let d = self.api_version.trim().get(..10)?;
+        let date = d.len() == 10
+            && d.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
+        date.then_some(d)
+    }
+
+    /// Whether the api-version takes `stream_options` ([`STREAM_OPTIONS_SINCE`]).
+    fn takes_stream_options(&self) -> bool {
+        match self.date() {
+            None => true, // `preview`, `latest`
+            Some(d) if self.api_version.trim().ends_with("-preview") => d >= STREAM_OPTIONS_SINCE,
+            Some(d) => d > LAST_GA_WITHOUT_STREAM_OPTIONS,
+        }
     }
 
     fn too_old(&self, what: &str, since: &str) -> Error {
@@ -315,7 +340,9 @@ impl Provider for Azure {
 
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
         let url = self.url(ctx.model, ["chat", "completions"], "model")?;
-        self.api_key(chat_http(&self.id, PROVIDER_TYPE, url, req, ctx)?, ctx)
+        let stream_usage = self.takes_stream_options();
+        let http = chat_http(&self.id, PROVIDER_TYPE, url, req, ctx, stream_usage)?;
+        self.api_key(http, ctx)
     }
 
     /// What the OpenAI format refuses (see [`OpenAi`](super::openai::OpenAi)'s `check_chat`),
@@ -520,6 +547,28 @@ mod tests {
         }
         for new in ["2024-08-01-preview", "2024-10-21", "2025-04-01-preview"] {
             assert!(at(new).check_chat(&schema).is_ok(), "{new}");
+        }
+        // A stream asks for its usage only where the api-version takes `stream_options`.
+        let stream = RequestContext::new("d", None).streaming();
+        let sent = |v: &str| {
+            let http = at(v)
+                .chat_request(&ChatRequest::from_prompt("x"), &stream)
+                .unwrap();
+            let body: serde_json::Value =
+                serde_json::from_slice(http.json_body().unwrap()).unwrap();
+            body.get("stream_options").is_some()
+        };
+        for without in ["2024-06-01", "2024-08-01-preview", "2024-10-21"] {
+            assert!(!sent(without), "{without}");
+        }
+        for with in [
+            "2024-09-01-preview",
+            "2025-04-01-preview",
+            "2025-06-01",
+            "preview",
+            "latest",
+        ] {
+            assert!(sent(with), "{with}");
         }
         // The format's own checks come first, named for Azure.
         let orphan = ChatRequest::new().message(Message::tool_result("c", "1"));

@@ -40,7 +40,8 @@ fn guide_tools() -> [Tool; 2] {
                 "required": ["location"],
                 "additionalProperties": false
             }),
-        ),
+        )
+        .description("Gets the current temperature for a given location."),
     ]
 }
 
@@ -93,7 +94,11 @@ async fn declares_tools_with_their_json_schema_and_writes_each_tool_choice() {
                     "description": "Schedules a meeting with specified attendees at a given time and date.",
                     "parametersJsonSchema": meeting.parameters
                 },
-                {"name": "get_current_temperature", "parametersJsonSchema": temperature.parameters}
+                {
+                    "name": "get_current_temperature",
+                    "description": "Gets the current temperature for a given location.",
+                    "parametersJsonSchema": temperature.parameters
+                }
             ]}]),
             "{choice:?}"
         );
@@ -133,7 +138,8 @@ async fn a_tool_conversation_started_on_openai_goes_on_with_results_named_by_cal
     let weather = Tool::new(
         "get_current_weather",
         json!({"type": "object", "properties": {"location": {"type": "string"}}}),
-    );
+    )
+    .description("Gets the current weather in a city.");
     let req = ChatRequest::new()
         .system("Answer in one line.")
         .user("What's the weather like in Boston and Paris?")

@@ -59,7 +59,21 @@ enum WireToolChoice<'a> {
 /// `Unsupported` or `InvalidRequest`, naming the part.
 pub(super) fn check(req: &ChatRequest) -> Result<()> {
     check_tools(req)?;
+    check_temperature(req)?;
     conversation(req).map(drop)
+}
+
+/// A temperature in Anthropic's range: "Ranges from 0.0 to 1.0" (the Messages API
+/// reference, `temperature`; OpenAI's and Gemini's go to 2). Outside it the API answers 400:
+/// refused before sending, so the router asks another provider.
+fn check_temperature(req: &ChatRequest) -> Result<()> {
+    match req.temperature {
+        Some(t) if !(0.0..=1.0).contains(&t) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("{PROVIDER_TYPE} cannot carry temperature {t}: it takes 0.0 to 1.0"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_tools(req: &ChatRequest) -> Result<()> {
@@ -84,6 +98,7 @@ pub(super) fn request_body<'a>(
 ) -> Result<RequestBody<'a>> {
     check_conversation(req, PROVIDER_TYPE)?;
     check_tools(req)?;
+    check_temperature(req)?;
     let Conversation { system, messages } = conversation(req)?;
     if messages.is_empty() {
         return Err(Error::new(
@@ -286,6 +301,30 @@ pub(super) fn finish_reason(stop_reason: &str) -> FinishReason {
 
 #[cfg(test)]
 mod tests {
+
+    /// A temperature of 1.5 went out where Anthropic takes 0.0 to 1.0: refused before
+    /// sending (the router asks another provider), by the check and by the body's builder.
+    #[test]
+    fn a_temperature_over_one_is_refused() {
+        for ok in [0.0, 0.7, 1.0] {
+            assert!(
+                check(&ChatRequest::from_prompt("x").temperature(ok)).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [1.5, 2.0, -0.1] {
+            let req = ChatRequest::from_prompt("x").temperature(bad);
+            let err = check(&req).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{bad}");
+            assert!(err.message().contains("it takes 0.0 to 1.0"), "{err}");
+            let ctx = RequestContext::new("claude", None);
+            assert_eq!(
+                request_body(&req, &ctx).unwrap_err().kind(),
+                ErrorKind::Unsupported
+            );
+        }
+    }
+
     use super::*;
     use crate::types::{Message, Tool};
 

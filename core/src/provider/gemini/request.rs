@@ -179,6 +179,7 @@ impl GenerationConfig<'_> {
 /// `InvalidRequest` from the shared checks; `Unsupported` naming the message and the part.
 pub(super) fn check(req: &ChatRequest) -> Result<()> {
     check_conversation(req, PROVIDER_TYPE)?;
+    check_fields(req)?;
     for (i, m) in req.messages.iter().enumerate() {
         image_parts(i, m)?;
         if m.role == Role::Assistant {
@@ -188,6 +189,40 @@ pub(super) fn check(req: &ChatRequest) -> Result<()> {
     Ok(())
 }
 
+/// What Gemini's reference requires of the request's own fields: a function declaration's
+/// `description` ("Required. A brief description of the function", `FunctionDeclaration`)
+/// and at most 5 `stopSequences` ("The set of character sequences (up to 5)",
+/// `GenerationConfig`). Refused before sending, so the router asks another provider.
+fn check_fields(req: &ChatRequest) -> Result<()> {
+    let refuse = |what: String| {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("{PROVIDER_TYPE} cannot carry {what}"),
+        ))
+    };
+    if let Some(t) = req
+        .tools
+        .iter()
+        .find(|t| t.description.as_deref().is_none_or(|d| d.trim().is_empty()))
+    {
+        return refuse(format!(
+            "tool `{}` without a description: a function declaration's `description` is \
+             required",
+            t.name
+        ));
+    }
+    if req.stop.len() > MAX_STOP {
+        return refuse(format!(
+            "{} stop sequences: `stopSequences` takes at most {MAX_STOP}",
+            req.stop.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The most stop sequences Gemini takes.
+const MAX_STOP: usize = 5;
+
 /// Translates a neutral request into a `GenerateContentRequest`.
 ///
 /// # Errors
@@ -195,6 +230,7 @@ pub(super) fn check(req: &ChatRequest) -> Result<()> {
 /// `InvalidRequest` for a request with no conversation, a tool result whose call is not in
 /// it, or a temperature JSON cannot hold; `Unsupported` for a part Gemini cannot carry.
 pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
+    check_fields(req)?;
     let mut system = Vec::new();
     let mut contents: Vec<Content<'_>> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
@@ -443,6 +479,40 @@ fn tool_config(choice: &ToolChoice) -> ToolConfig<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A function declaration without its required `description`, and six stop sequences
+    /// (Gemini takes five), are refused before sending, naming what and why.
+    #[test]
+    fn what_gemini_requires_of_the_fields_is_checked_before_sending() {
+        let described = Tool::new("f", json!({"type": "object"})).description("does f");
+        let bare = Tool::new("g", json!({"type": "object"}));
+        assert!(check(&ChatRequest::from_prompt("x").tool(described.clone())).is_ok());
+        for tool in [bare.clone(), bare.description("  ")] {
+            let req = ChatRequest::from_prompt("x")
+                .tool(described.clone())
+                .tool(tool);
+            let err = check(&req).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported);
+            assert!(
+                err.message().contains("tool `g` without a description"),
+                "{err}"
+            );
+            assert_eq!(
+                request_body(&req).unwrap_err().kind(),
+                ErrorKind::Unsupported
+            );
+        }
+        let five = ["a", "b", "c", "d", "e"]
+            .into_iter()
+            .fold(ChatRequest::from_prompt("x"), |r, s| r.stop(s));
+        assert!(check(&five).is_ok());
+        let err = check(&five.stop("f")).unwrap_err();
+        assert!(
+            err.message().contains("`stopSequences` takes at most 5"),
+            "{err}"
+        );
+    }
+
     use serde_json::json;
 
     use super::*;
@@ -543,7 +613,7 @@ mod tests {
     fn calls_with_arguments_that_are_not_objects_are_refused() {
         let call = ToolCall::new("c1", "f", json!([1, 2]));
         let req = ChatRequest::from_prompt("x")
-            .tool(Tool::new("f", json!({"type": "object"})))
+            .tool(Tool::new("f", json!({"type": "object"})).description("f"))
             .message(Message::assistant_calls("", vec![call]));
         let err = check(&req).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported);

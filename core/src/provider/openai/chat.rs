@@ -17,11 +17,18 @@ use crate::http::{HttpRequest, RawResponse};
 use crate::id::ProviderId;
 use crate::provider::RequestContext;
 use crate::provider::body::json_f32;
-use crate::provider::tools::{made_up_call_id, parse_arguments};
+use crate::provider::tools::{made_up_call_id, parse_arguments, portable_id};
 use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseFormat, ToolCall, Usage};
 
 /// Builds `POST url` with the Chat Completions body (no credential header: the caller adds
 /// the one its host expects); `kind` (`openai`, `azure`) names the format in a refusal.
+/// `stream_usage`: a stream asks for its usage (`stream_options.include_usage`), which an
+/// Azure api-version before 2024-09-01-preview refuses.
+///
+/// A `json_schema` answer's `name` is sent in the characters the API accepts
+/// (`^[a-zA-Z0-9_-]{1,64}$`, OpenAI's API reference for `response_format.json_schema.name`):
+/// others become `_`, and it is cut to 64 (an empty one is `response`). It is a label the
+/// model sees, not a key the answer is matched by.
 ///
 /// System messages stay where they are. `max_tokens` is sent, not `max_completion_tokens`:
 /// every OpenAI-compatible host (Groq, Together, vLLM, Ollama, Azure api-versions before
@@ -39,6 +46,7 @@ pub(crate) fn build_request(
     url: Url,
     req: &ChatRequest,
     ctx: &RequestContext<'_>,
+    stream_usage: bool,
 ) -> Result<HttpRequest> {
     if ctx.model.trim().is_empty() {
         return Err(Error::config(format!(
@@ -56,7 +64,10 @@ pub(crate) fn build_request(
         ResponseFormat::Text => None,
         ResponseFormat::JsonObject => Some(WireResponseFormat::JsonObject),
         ResponseFormat::JsonSchema { name, schema } => Some(WireResponseFormat::JsonSchema {
-            json_schema: JsonSchema { name, schema },
+            json_schema: JsonSchema {
+                name: schema_name(name),
+                schema,
+            },
         }),
     };
     let body = ChatBody {
@@ -72,11 +83,28 @@ pub(crate) fn build_request(
         tools: req.tools.iter().map(wire_tool).collect(),
         tool_choice: wire_tool_choice(req),
         stream: ctx.stream,
-        stream_options: ctx.stream.then_some(StreamOptions {
+        stream_options: (ctx.stream && stream_usage).then_some(StreamOptions {
             include_usage: true,
         }),
     };
     HttpRequest::post_json(url, &body)
+}
+
+/// The most characters OpenAI takes in a `json_schema` name.
+const MAX_SCHEMA_NAME: usize = 64;
+
+/// `name` as OpenAI accepts a `json_schema` name (see [`build_request`]).
+fn schema_name(name: &str) -> Cow<'_, str> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !name.is_empty() && name.len() <= MAX_SCHEMA_NAME && name.chars().all(fits) {
+        return Cow::Borrowed(name);
+    }
+    if name.is_empty() {
+        return Cow::Borrowed("response");
+    }
+    let mut mended = portable_id(name);
+    mended.truncate(MAX_SCHEMA_NAME); // ASCII after `portable_id`: a char boundary
+    Cow::Owned(mended)
 }
 
 /// Parses a 2xx `chat.completion` body: the first choice's text and tool calls.
@@ -266,7 +294,7 @@ mod tests {
 
     fn body_of(req: &ChatRequest, ctx: &RequestContext<'_>) -> Value {
         let url: Url = "http://127.0.0.1:1/v1/chat/completions".parse().unwrap();
-        let http = build_request(&id(), "openai", url, req, ctx).unwrap();
+        let http = build_request(&id(), "openai", url, req, ctx, true).unwrap();
         serde_json::from_slice(http.json_body().unwrap()).unwrap()
     }
 
@@ -325,6 +353,52 @@ mod tests {
         assert!(body.get("stream").is_none());
     }
 
+    /// A `json_schema` name outside `^[a-zA-Z0-9_-]{1,64}$` (OpenAI's API reference) was sent
+    /// as written, and refused 400: it is sent in those characters, cut to 64.
+    #[test]
+    fn a_schema_name_is_sent_in_the_characters_openai_takes() {
+        let long = "n".repeat(70);
+        let table = [
+            ("answer", "answer".to_owned()),
+            ("Calendar-Event_2", "Calendar-Event_2".to_owned()),
+            ("my schema!", "my_schema_".to_owned()),
+            ("día", "d_a".to_owned()),
+            ("", "response".to_owned()),
+            (long.as_str(), "n".repeat(64)),
+        ];
+        for (name, want) in table {
+            let req = ChatRequest::from_prompt("x").response_format(ResponseFormat::JsonSchema {
+                name: name.into(),
+                schema: serde_json::json!({"type": "object"}),
+            });
+            let body = body_of(&req, &RequestContext::new("m", None));
+            assert_eq!(
+                body["response_format"]["json_schema"]["name"], want,
+                "{name}"
+            );
+        }
+    }
+
+    /// Five stop sequences went out, where the API takes four (`maxItems: 4`): refused
+    /// before sending, naming the field and the rule.
+    #[test]
+    fn more_than_four_stop_sequences_are_refused_before_sending() {
+        let url: Url = "http://127.0.0.1:1/".parse().unwrap();
+        let ctx = RequestContext::new("m", None);
+        let four = ["a", "b", "c", "d"]
+            .into_iter()
+            .fold(ChatRequest::from_prompt("x"), |r, s| r.stop(s));
+        assert_eq!(body_of(&four, &ctx)["stop"].as_array().unwrap().len(), 4);
+        let five = four.stop("e");
+        let err = build_request(&id(), "openai", url, &five, &ctx, true).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(
+            err.message()
+                .contains("5 stop sequences: `stop` takes at most 4"),
+            "{err}"
+        );
+    }
+
     /// Found by the router's scripted tests: an infinite temperature went out as `null` (a
     /// silent default), and `0.7` as `0.699999988079071`.
     #[test]
@@ -335,7 +409,7 @@ mod tests {
         let url: Url = "http://127.0.0.1:1/".parse().unwrap();
         for bad in [f32::INFINITY, f32::NAN] {
             let req = ChatRequest::from_prompt("x").temperature(bad);
-            let err = build_request(&id(), "openai", url.clone(), &req, &ctx).unwrap_err();
+            let err = build_request(&id(), "openai", url.clone(), &req, &ctx, true).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert!(err.message().contains("temperature"), "{err}");
         }
@@ -350,6 +424,7 @@ mod tests {
             url.clone(),
             &ChatRequest::new(),
             &RequestContext::new("m", None),
+            true,
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
@@ -359,6 +434,7 @@ mod tests {
             url,
             &ChatRequest::from_prompt("x"),
             &RequestContext::new(" ", None),
+            true,
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Config);
@@ -562,8 +638,15 @@ mod tests {
                 serde_json::json!({}),
             )],
         ));
-        let err =
-            build_request(&id(), "openai", url, &cut, &RequestContext::new("m", None)).unwrap_err();
+        let err = build_request(
+            &id(),
+            "openai",
+            url,
+            &cut,
+            &RequestContext::new("m", None),
+            true,
+        )
+        .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported);
     }
 }

@@ -35,7 +35,9 @@ const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/
 ///   the API answers 400 otherwise ("Messages with role 'tool' must be a response to a
 ///   preceding message with 'tool_calls'"; "An assistant message with 'tool_calls' must be
 ///   followed by tool messages responding to each 'tool_call_id'");
-/// - a `required` tool choice comes with tools.
+/// - a `required` tool choice comes with tools;
+/// - at most 4 stop sequences (`stop`: "Up to 4 sequences", `maxItems: 4` in OpenAI's
+///   OpenAPI spec and Azure's 2024-10-21 `inference.json`).
 ///
 /// # Errors
 ///
@@ -67,8 +69,17 @@ pub(crate) fn check(id: &ProviderId, req: &ChatRequest, kind: &str) -> Result<()
     if let Some(what) = misplaced_result(&req.messages) {
         return refuse(what);
     }
+    if req.stop.len() > MAX_STOP {
+        return refuse(format!(
+            "{} stop sequences: `stop` takes at most {MAX_STOP}",
+            req.stop.len()
+        ));
+    }
     Ok(())
 }
+
+/// The most stop sequences the Chat Completions API takes.
+const MAX_STOP: usize = 4;
 
 /// The first tool result that does not follow its call's turn, or the first call left
 /// unanswered before the conversation goes on, described.

@@ -261,8 +261,9 @@ pub(crate) fn chat_http(
     url: Url,
     req: &ChatRequest,
     ctx: &RequestContext<'_>,
+    stream_usage: bool,
 ) -> Result<HttpRequest> {
-    chat::build_request(id, kind, url, req, ctx)
+    chat::build_request(id, kind, url, req, ctx, stream_usage)
 }
 
 /// Whether the OpenAI format can carry `req` (shared with Azure): see [`message::check`].
@@ -332,7 +333,10 @@ impl Provider for OpenAi {
             Some(url) => url.clone(),
             None => endpoint(&self.id, &self.base_url, &["chat", "completions"])?,
         };
-        self.bearer(chat_http(&self.id, PROVIDER_TYPE, url, req, ctx)?, ctx)
+        self.bearer(
+            chat_http(&self.id, PROVIDER_TYPE, url, req, ctx, true)?,
+            ctx,
+        )
     }
 
     /// Refuses what the Chat Completions format cannot carry: image types other than PNG,

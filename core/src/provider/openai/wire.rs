@@ -130,7 +130,7 @@ pub(super) enum WireResponseFormat<'a> {
 
 #[derive(Debug, Serialize)]
 pub(super) struct JsonSchema<'a> {
-    pub(super) name: &'a str,
+    pub(super) name: Cow<'a, str>,
     pub(super) schema: &'a Value,
 }
 
