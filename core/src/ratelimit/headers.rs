@@ -212,32 +212,65 @@ fn relative_window(
 fn openai(headers: &HeaderMap, now: Now, requests_per: Per) -> LimitReport {
     let tokens = relative_window(headers, OPENAI_TOKENS, None, Per::Minute, now);
     let usage_based = relative_window(headers, OPENAI_TOKENS_USAGE_BASED, None, Per::Minute, now);
+    let daily = |w: Option<Window>| w.map(|w| daily_if_reset_beyond_an_hour(w, now));
     LimitReport {
-        requests: relative_window(headers, OPENAI_REQUESTS, None, requests_per, now),
-        tokens: match (tokens, usage_based) {
+        requests: daily(relative_window(
+            headers,
+            OPENAI_REQUESTS,
+            None,
+            requests_per,
+            now,
+        )),
+        tokens: daily(match (tokens, usage_based) {
             (Some(a), Some(b)) => Some(tighter(a, b)),
             (a, b) => a.or(b),
-        },
+        }),
         ..LimitReport::default()
     }
 }
 
+/// A window whose reset is more than an hour away is not the minute the headers usually
+/// state but the day (OpenAI's only other window: "RPD", "TPD" in its rate-limit guide, which
+/// the headers report when they bind, e.g. `x-ratelimit-reset-tokens: 23h59m`). Within the
+/// hour the window stays a minute: the guide's own example states a per-minute token limit
+/// resetting in `6m0s`.
+fn daily_if_reset_beyond_an_hour(mut w: Window, now: Now) -> Window {
+    const HOUR: std::time::Duration = std::time::Duration::from_secs(3_600);
+    if w.per == Per::Minute
+        && w.reset_at
+            .is_some_and(|at| at.saturating_duration_since(now.instant) > HOUR)
+    {
+        w.per = Per::Day;
+    }
+    w
+}
+
+/// Azure: like OpenAI's, but a reset of `0` says nothing. Azure sends it with `-1` limits
+/// (the Responses API: learn.microsoft.com/en-us/answers/questions/5625878) and on answers
+/// that leave tokens: read as "full again now", it handed out a bucket the deployment did not
+/// have. Only a reset in the future is a reset.
 fn azure(headers: &HeaderMap, now: Now) -> LimitReport {
+    let future = |w: Option<Window>| {
+        w.and_then(|mut w| {
+            w.reset_at = w.reset_at.filter(|at| *at > now.instant);
+            window(w)
+        })
+    };
     LimitReport {
-        requests: relative_window(
+        requests: future(relative_window(
             headers,
             OPENAI_REQUESTS,
             Some(AZURE_RESET_REQUESTS),
             Per::Unknown,
             now,
-        ),
-        tokens: relative_window(
+        )),
+        tokens: future(relative_window(
             headers,
             OPENAI_TOKENS,
             Some(AZURE_RESET_TOKENS),
             Per::Minute,
             now,
-        ),
+        )),
         ..LimitReport::default()
     }
 }

@@ -52,6 +52,47 @@ fn openai_headers_from_the_docs_give_minute_windows() {
     assert_eq!(report.should_retry, None);
 }
 
+/// A window that resets more than an hour away is the day's, not a minute's: OpenAI's
+/// headers state the binding limit, and a daily one resets like `23h59m` (the window was
+/// labelled `Minute`). Within the hour it stays a minute (the guide's own `6m0s` above).
+#[test]
+fn an_openai_window_resetting_beyond_an_hour_is_a_day() {
+    let now = fixed_now();
+    let table = [
+        ("1s", Per::Minute),
+        ("6m0s", Per::Minute),
+        ("59m59s", Per::Minute),
+        ("1h0m1s", Per::Day),
+        ("23h0m0s", Per::Day),
+    ];
+    for (reset, want) in table {
+        let report = parse(
+            HeaderDialect::OpenAi,
+            &[
+                ("x-ratelimit-limit-tokens", "2000000"),
+                ("x-ratelimit-remaining-tokens", "10"),
+                ("x-ratelimit-reset-tokens", reset),
+                ("x-ratelimit-limit-requests", "10000"),
+                ("x-ratelimit-remaining-requests", "9"),
+                ("x-ratelimit-reset-requests", reset),
+            ],
+            now,
+        );
+        assert_eq!(report.tokens.unwrap().per, want, "{reset}");
+        assert_eq!(report.requests.unwrap().per, want, "{reset}");
+    }
+    // Groq's request window is the day already.
+    let groq = parse(
+        HeaderDialect::Groq,
+        &[
+            ("x-ratelimit-limit-requests", "14400"),
+            ("x-ratelimit-reset-requests", "2m59.56s"),
+        ],
+        now,
+    );
+    assert_eq!(groq.requests.unwrap().per, Per::Day);
+}
+
 #[test]
 fn openai_usage_based_token_headers_tighten_the_token_window() {
     let now = fixed_now();
@@ -171,7 +212,7 @@ fn azure_headers_read_bare_seconds_and_ignore_minus_one() {
             Some(Duration::from_secs(37)),
         ),
         // https://learn.microsoft.com/en-us/answers/questions/5625878/azure-openai-responses-api-x-ratelimit-headers-val
-        // (-1 means unknown; a zero reset is "now")
+        // (-1 means unknown; a zero reset says nothing either: it is not "full again now")
         (
             &[
                 ("x-ratelimit-limit-tokens", "-1"),
@@ -189,7 +230,18 @@ fn azure_headers_read_bare_seconds_and_ignore_minus_one() {
                 ("x-ratelimit-reset-tokens", "0"),
             ],
             None,
-            win(None, None, at(0), Per::Minute),
+            None,
+            None,
+        ),
+        // A zero reset on an answer that leaves tokens: the remaining count, no reset.
+        (
+            &[
+                ("x-ratelimit-limit-tokens", "30000"),
+                ("x-ratelimit-remaining-tokens", "29000"),
+                ("x-ratelimit-reset-tokens", "0"),
+            ],
+            None,
+            win(Some(30_000), Some(29_000), None, Per::Minute),
             None,
         ),
     ];
