@@ -205,7 +205,10 @@ pub(crate) fn kind_of(status: Option<u16>, e: &ApiError) -> ErrorKind {
 /// * "Your credit balance is too low" (Anthropic's wording, also used by proxies);
 /// * OpenRouter's daily allowance of free-model requests, "Rate limit exceeded:
 ///   free-models-per-day" (openrouter.ai/docs/api-reference/limits: 50 `:free` requests a day,
-///   1000 with credits bought; its per-minute sibling `free-models-per-min` is a rate limit).
+///   1000 with credits bought; its per-minute sibling `free-models-per-min` is a rate limit);
+/// * a body whose code is `quota_exceeded`, whatever its status: hosts answer 401 with it when
+///   an account's quota is spent, and taken as a rejected key (`Auth`, terminal) a valid key
+///   was never used again.
 fn is_quota(e: &ApiError, msg: &str) -> bool {
     // OpenAI's codes under `insufficient_quota` for a prepaid balance used up and a monthly
     // spend limit reached (developers.openai.com/api/docs/guides/error-codes).
@@ -213,6 +216,7 @@ fn is_quota(e: &ApiError, msg: &str) -> bool {
         "insufficient_quota",
         "credit_balance_exhausted",
         "organization_spend_limit_exceeded",
+        "quota_exceeded",
     ]
     .iter()
     .any(|n| e.names(n))
@@ -539,6 +543,26 @@ mod tests {
         ];
         for (body, kind) in cases {
             assert_eq!(kind_of(None, &api(body)), kind, "{body}");
+        }
+    }
+
+    /// A 401 whose body says the quota is spent is not a rejected key: the key is valid and
+    /// comes back when the quota does. A 401 that rejects the key stays `Auth`.
+    #[test]
+    fn a_401_that_says_quota_exceeded_is_a_spent_quota_not_a_bad_key() {
+        let cases = [
+            (
+                r#"{"error":{"message":"You have exceeded your quota.","type":"invalid_request_error","code":"quota_exceeded"}}"#,
+                ErrorKind::QuotaExhausted,
+            ),
+            (
+                r#"{"error":{"message":"Incorrect API key provided: sk-****.","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+                ErrorKind::Auth,
+            ),
+            (r#"{"error":{"message":"Unauthorized"}}"#, ErrorKind::Auth),
+        ];
+        for (body, kind) in cases {
+            assert_eq!(kind_of(Some(401), &api(body)), kind, "{body}");
         }
     }
 
