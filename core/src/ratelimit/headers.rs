@@ -108,6 +108,65 @@ pub(crate) const RATE_LIMIT_HEADERS: [&str; 38] = [
 /// assert_eq!(report.requests, None); // absent is unknown, never zero
 /// ```
 pub fn parse_limit_headers(dialect: HeaderDialect, headers: &HeaderMap, now: Now) -> LimitReport {
+    match scan(headers) {
+        Scan::Nothing => LimitReport::default(),
+        Scan::Own => parse_own(dialect, headers, now),
+        Scan::Gateway => parse_own(dialect, &with_upstream(headers), now),
+    }
+}
+
+/// What a response's header names hold, read in one pass.
+enum Scan {
+    /// No header the parsers read.
+    Nothing,
+    /// Limit headers of the host's own.
+    Own,
+    /// Headers a LiteLLM gateway forwarded from the provider behind it.
+    Gateway,
+}
+
+/// The prefix under which a LiteLLM proxy forwards the upstream provider's own response
+/// headers (`llm_provider-x-ratelimit-remaining-requests`, `llm_provider-retry-after`; the
+/// "Response headers from LLM providers" section of docs.litellm.ai/docs/proxy/response_headers).
+/// A proxy enforcing its own rpm states only its limit and remaining on its 200s, and on its
+/// 429s only `llm_provider-retry-after`.
+const UPSTREAM: &str = "llm_provider-";
+
+fn scan(headers: &HeaderMap) -> Scan {
+    let mut found = Scan::Nothing;
+    for name in headers.keys() {
+        let n = name.as_str();
+        if n.starts_with(UPSTREAM) {
+            return Scan::Gateway;
+        }
+        if is_limit_header(n) {
+            found = Scan::Own;
+        }
+    }
+    found
+}
+
+/// `headers` with the upstream's forwarded headers under their own names where the gateway
+/// stated none of its own: the gateway's limits bind first (they are the ones its 200s state),
+/// and what it left out — the delay on its 429, a window it does not state — is the
+/// upstream's.
+fn with_upstream(headers: &HeaderMap) -> HeaderMap {
+    let mut merged = headers.clone();
+    for (name, value) in headers {
+        let Some(own) = name.as_str().strip_prefix(UPSTREAM) else {
+            continue;
+        };
+        if let Ok(own) = reqwest::header::HeaderName::from_bytes(own.as_bytes())
+            && !headers.contains_key(&own)
+        {
+            merged.append(own, value.clone());
+        }
+    }
+    merged
+}
+
+/// The headers a host states of its own limits, parsed as `dialect` reads them.
+fn parse_own(dialect: HeaderDialect, headers: &HeaderMap, now: Now) -> LimitReport {
     if !any_limit_header(headers) {
         return LimitReport::default();
     }
@@ -135,15 +194,17 @@ pub fn parse_limit_headers(dialect: HeaderDialect, headers: &HeaderMap, now: Now
 /// one pass over the names, so a response without rate-limit headers (a local host, a
 /// provider with limits off) skips the two dozen lookups below.
 fn any_limit_header(headers: &HeaderMap) -> bool {
-    headers.keys().any(|name| {
-        let n = name.as_str();
-        n.starts_with("x-ratelimit-")
-            || n.starts_with("x-rate-limit-")
-            || n.starts_with("anthropic-ratelimit-")
-            || n.starts_with("ratelimit")
-            || n.starts_with("retry-after")
-            || n == "x-should-retry"
-    })
+    headers.keys().any(|name| is_limit_header(name.as_str()))
+}
+
+/// Whether `n` (lowercase) is a header the parsers here read.
+fn is_limit_header(n: &str) -> bool {
+    n.starts_with("x-ratelimit-")
+        || n.starts_with("x-rate-limit-")
+        || n.starts_with("anthropic-ratelimit-")
+        || n.starts_with("ratelimit")
+        || n.starts_with("retry-after")
+        || n == "x-should-retry"
 }
 
 /// The three header names of one window: limit, remaining, reset.

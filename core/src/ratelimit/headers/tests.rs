@@ -586,3 +586,51 @@ fn non_utf8_header_values_are_ignored() {
     let report = parse_limit_headers(HeaderDialect::OpenAi, &map, now);
     assert_eq!(report.requests, win(Some(60), None, None, Per::Minute));
 }
+
+/// Behind a LiteLLM proxy: its own headers bind, and what it leaves out is read from the
+/// upstream's, which it forwards under `llm_provider-` (the proxy's 429 carries only
+/// `llm_provider-retry-after`; its 200s state its own limit and remaining).
+#[test]
+fn a_litellm_gateway_s_forwarded_upstream_headers_fill_what_it_leaves_out() {
+    let now = fixed_now();
+    let refused = parse(
+        HeaderDialect::OpenAi,
+        &[
+            ("llm_provider-retry-after", "17"),
+            ("x-litellm-version", "1.80.0"),
+        ],
+        now,
+    );
+    assert_eq!(refused.retry_after, Some(Duration::from_secs(17)));
+    let answered = parse(
+        HeaderDialect::OpenAi,
+        &[
+            ("x-ratelimit-limit-requests", "60"),
+            ("x-ratelimit-remaining-requests", "41"),
+            ("llm_provider-x-ratelimit-limit-requests", "10000"),
+            ("llm_provider-x-ratelimit-remaining-requests", "9999"),
+            ("llm_provider-x-ratelimit-limit-tokens", "2000000"),
+            ("llm_provider-x-ratelimit-remaining-tokens", "1999000"),
+            ("llm_provider-x-ratelimit-reset-tokens", "30ms"),
+        ],
+        now,
+    );
+    // The gateway's request window, not the upstream's.
+    assert_eq!(
+        answered.requests,
+        win(Some(60), Some(41), None, Per::Minute)
+    );
+    // The token window it does not state: the upstream's.
+    let tokens = answered.tokens.unwrap();
+    assert_eq!(
+        (tokens.limit, tokens.remaining),
+        (Some(2_000_000), Some(1_999_000))
+    );
+    // Without the gateway's prefix nothing changes.
+    let plain = parse(HeaderDialect::OpenAi, &[("retry-after", "3")], now);
+    assert_eq!(plain.retry_after, Some(Duration::from_secs(3)));
+    assert_eq!(
+        parse(HeaderDialect::OpenAi, &[("x-other", "1")], now),
+        LimitReport::default()
+    );
+}
