@@ -372,10 +372,13 @@ async fn a_per_day_quota_is_exhausted_whatever_retry_info_says() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::QuotaExhausted);
     assert_eq!(err.disposition(), Disposition::QuotaExhausted);
+    // Not the 26 s of its RetryInfo: the daily quota reopens at midnight Pacific time
+    // (ai.google.dev/gemini-api/docs/rate-limits). The manual clock's wall time is
+    // 2026-01-01T00:00Z, 16:00 the day before in Pacific standard time: 8 hours to midnight.
     assert_eq!(
         err.retry_after(),
-        None,
-        "a 26s RetryInfo must not reopen a daily quota"
+        Some(std::time::Duration::from_secs(8 * 3_600)),
+        "a 26s RetryInfo must not reopen a daily quota before midnight Pacific time"
     );
     assert!(
         err.message()

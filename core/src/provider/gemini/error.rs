@@ -6,7 +6,9 @@
 //! `details` may hold `google.rpc.QuotaFailure` (violated quota ids), `google.rpc.RetryInfo`
 //! (`retryDelay: "26s"`) and `google.rpc.ErrorInfo` (`reason: "API_KEY_INVALID"`).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use time::{Month, OffsetDateTime, PrimitiveDateTime, Time};
 
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
@@ -15,7 +17,9 @@ use serde_json::Value;
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind};
 use crate::provider::body::{kind_for_status, snippet};
-use crate::ratelimit::{MAX_SANE_RETRY_AFTER, delay_in_message, go_duration, retry_after};
+use crate::ratelimit::{
+    LimitReport, MAX_SANE_RETRY_AFTER, Per, Window, delay_in_message, go_duration, retry_after,
+};
 
 /// Classifies a non-2xx response. A `Retry-After` header (from a proxy) takes precedence over
 /// the body's `RetryInfo`.
@@ -107,6 +111,124 @@ fn read_details(details: &[Value]) -> Details {
     out
 }
 
+/// The limits a Gemini error body states: each `QuotaFailure` violation with a positive
+/// `quotaValue` is a window of that many requests or tokens (by its `quotaId`:
+/// `GenerateRequestsPerMinutePerProjectPerModel-FreeTier` → 10 requests a minute), which the
+/// error says is used up. A per-minute window resets when `RetryInfo` says; a per-day one at
+/// the next midnight Pacific time ("Requests per day (RPD) quotas reset at midnight Pacific
+/// time", ai.google.dev/gemini-api/docs/rate-limits), not after a fixed cooldown.
+pub(super) fn body_report(body: &[u8], now: Now) -> LimitReport {
+    let mut report = LimitReport::default();
+    if !body.windows(12).any(|w| w == b"QuotaFailure") {
+        return report;
+    }
+    let Some(error) = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| match v {
+            Value::Array(items) => items.into_iter().next(),
+            v => Some(v),
+        })
+        .and_then(|mut v| v.get_mut("error").map(Value::take))
+    else {
+        return report;
+    };
+    let status: Status = serde_json::from_value(error).unwrap_or_default();
+    let retry = read_details(&status.details).retry_delay;
+    for d in &status.details {
+        let kind = d.get("@type").and_then(Value::as_str).unwrap_or_default();
+        if !kind.ends_with("google.rpc.QuotaFailure") {
+            continue;
+        }
+        for v in d
+            .get("violations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let id = v.get("quotaId").and_then(Value::as_str).unwrap_or_default();
+            let Some(limit) = quota_value(v.get("quotaValue")).filter(|n| *n > 0) else {
+                continue;
+            };
+            let (per, reset_at) = if id.contains("PerDay") {
+                (
+                    Per::Day,
+                    Some(now.instant_at(next_midnight_pacific(now.wall))),
+                )
+            } else if id.contains("PerMinute") {
+                (Per::Minute, retry.map(|d| now.instant + d))
+            } else {
+                (Per::Unknown, retry.map(|d| now.instant + d))
+            };
+            let window = Some(Window {
+                limit: Some(limit),
+                remaining: reset_at.map(|_| 0),
+                reset_at,
+                per,
+            });
+            let slot = if id.contains("InputTokens") {
+                &mut report.input_tokens
+            } else if id.contains("OutputTokens") {
+                &mut report.output_tokens
+            } else if id.contains("Tokens") {
+                &mut report.tokens
+            } else if id.contains("Requests") {
+                &mut report.requests
+            } else {
+                continue;
+            };
+            // Two violations of one kind (a minute's and a day's): the one that reopens later.
+            *slot = match (slot.take(), window) {
+                (Some(a), Some(b)) if a.reset_at >= b.reset_at => Some(a),
+                (_, b) => b,
+            };
+        }
+    }
+    report
+}
+
+/// A `quotaValue`: a number, or a number in a string (the API sends both).
+fn quota_value(v: Option<&Value>) -> Option<u64> {
+    match v? {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The first midnight in US Pacific time after `now`: 07:00 UTC while daylight time is in
+/// effect there, else 08:00 UTC. Daylight time runs from the second Sunday of March at 02:00
+/// standard time (10:00 UTC) to the first Sunday of November at 02:00 daylight time (09:00
+/// UTC), as US law has it since 2007 (15 U.S.C. § 260a).
+pub(crate) fn next_midnight_pacific(now: SystemTime) -> SystemTime {
+    let utc = OffsetDateTime::from(now);
+    let local_date = (utc - hours(pacific_hours_behind(utc))).date();
+    let next = local_date.next_day().unwrap_or(local_date);
+    let midnight = PrimitiveDateTime::new(next, Time::MIDNIGHT).assume_utc();
+    // Midnight is before the 02:00 change: its offset is the one of 00:00 standard time.
+    let behind = pacific_hours_behind(midnight + hours(8));
+    (midnight + hours(behind)).into()
+}
+
+fn hours(n: u8) -> time::Duration {
+    time::Duration::hours(i64::from(n))
+}
+
+/// How many hours US Pacific time is behind UTC at `utc`: 7 in daylight time, else 8.
+fn pacific_hours_behind(utc: OffsetDateTime) -> u8 {
+    let year = utc.year();
+    // The `nth` Sunday of `month`, at `hour` UTC.
+    let sunday = |month: Month, nth: u8, hour: u8| {
+        let first = time::Date::from_calendar_date(year, month, 1).ok()?;
+        let ahead = (7 - first.weekday().number_days_from_sunday()) % 7;
+        let day = first + time::Duration::days(i64::from(ahead) + 7 * i64::from(nth - 1));
+        Some(PrimitiveDateTime::new(day, Time::MIDNIGHT).assume_utc() + hours(hour))
+    };
+    match (sunday(Month::March, 2, 10), sunday(Month::November, 1, 9)) {
+        (Some(start), Some(end)) if utc >= start && utc < end => 7,
+        _ => 8,
+    }
+}
+
 /// Classifies one Google error object; `status` is the HTTP status when there was one (an
 /// error inside a `200` stream has none, and its `code` stands in).
 pub(super) fn from_value(status: Option<u16>, error: &Value) -> Error {
@@ -186,6 +308,115 @@ fn kind_for_grpc(status: &str) -> Option<ErrorKind> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The next midnight Pacific time, across both daylight-time changes (2026: daylight
+    /// from Sunday 8 March 10:00 UTC to Sunday 1 November 09:00 UTC).
+    #[test]
+    fn the_next_midnight_pacific_follows_daylight_time() {
+        let at = |s: &str| -> SystemTime {
+            OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+                .unwrap()
+                .into()
+        };
+        let table = [
+            // Winter: midnight is 08:00 UTC.
+            ("2026-01-15T12:00:00Z", "2026-01-16T08:00:00Z"),
+            ("2026-01-15T07:59:59Z", "2026-01-15T08:00:00Z"),
+            ("2026-01-15T08:00:00Z", "2026-01-16T08:00:00Z"),
+            // The day daylight time starts (Sunday 8 March): its midnight is still standard
+            // time; the next one is daylight time, 07:00 UTC.
+            ("2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z"),
+            ("2026-03-08T12:00:00Z", "2026-03-09T07:00:00Z"),
+            // Summer.
+            ("2026-07-04T06:59:59Z", "2026-07-04T07:00:00Z"),
+            ("2026-07-04T07:00:00Z", "2026-07-05T07:00:00Z"),
+            // The day daylight time ends (Sunday 1 November): its midnight is still daylight
+            // time; the next is standard time.
+            ("2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T12:00:00Z", "2026-11-02T08:00:00Z"),
+            // New Year's Eve in Pacific time is New Year's Day in UTC.
+            ("2026-12-31T20:00:00Z", "2027-01-01T08:00:00Z"),
+            ("2027-01-01T03:00:00Z", "2027-01-01T08:00:00Z"),
+        ];
+        for (now, want) in table {
+            assert_eq!(next_midnight_pacific(at(now)), at(want), "{now}");
+        }
+    }
+
+    /// A 429's `QuotaFailure` with values reaches the report: a per-minute quota of 10
+    /// requests resetting when `RetryInfo` says, a per-day quota of 250 resetting at midnight
+    /// Pacific time; a quota without a value or of 0 states no window.
+    #[test]
+    fn the_quotas_a_429_names_become_windows_with_their_values_and_resets() {
+        let now = Now {
+            instant: tokio::time::Instant::now(),
+            wall: OffsetDateTime::parse(
+                "2026-07-04T12:00:00Z",
+                &time::format_description::well_known::Rfc3339,
+            )
+            .unwrap()
+            .into(),
+        };
+        let body = |violations: serde_json::Value, retry: Option<&str>| {
+            let mut details = vec![
+                json!({"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": violations}),
+            ];
+            if let Some(r) = retry {
+                details.push(
+                    json!({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": r}),
+                );
+            }
+            json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota", "details": details}})
+                .to_string()
+        };
+        let minute = body(
+            json!([{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "quotaValue": "10"}]),
+            Some("26s"),
+        );
+        let r = body_report(minute.as_bytes(), now);
+        let w = r.requests.unwrap();
+        assert_eq!(
+            (w.limit, w.remaining, w.per),
+            (Some(10), Some(0), Per::Minute)
+        );
+        assert_eq!(w.reset_at, Some(now.instant + Duration::from_secs(26)));
+
+        let day = body(
+            json!([{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quotaValue": 250},
+                   {"quotaId": "GenerateContentInputTokensPerModelPerMinute-FreeTier", "quotaValue": "250000"}]),
+            None,
+        );
+        let r = body_report(day.as_bytes(), now);
+        let w = r.requests.unwrap();
+        assert_eq!(
+            (w.limit, w.remaining, w.per),
+            (Some(250), Some(0), Per::Day)
+        );
+        // 12:00 UTC on 4 July is 05:00 PDT: the quota reopens at 07:00 UTC on 5 July.
+        assert_eq!(
+            w.reset_at,
+            Some(now.instant + Duration::from_secs(19 * 3_600))
+        );
+        assert_eq!(
+            r.exhausted_until(),
+            Some(now.instant + Duration::from_secs(19 * 3_600))
+        );
+        // The token quota without a RetryInfo: its value, no reset, nothing said to be left.
+        let t = r.input_tokens.unwrap();
+        assert_eq!(
+            (t.limit, t.remaining, t.reset_at),
+            (Some(250_000), None, None)
+        );
+
+        let none = body(
+            json!([{"quotaId": "GenerateRequestsPerDayPerProjectPerModel"},
+                               {"quotaId": "GenerateContentInputTokensPerModelPerMinute", "quotaValue": 0}]),
+            None,
+        );
+        assert!(body_report(none.as_bytes(), now).is_empty());
+        assert!(body_report(b"{}", now).is_empty());
+        assert!(body_report(b"not json QuotaFailure", now).is_empty());
+    }
 
     #[test]
     fn reads_quota_failure_retry_info_and_error_info() {

@@ -276,6 +276,14 @@ impl Provider for Gemini {
     fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
         parse_limit_headers(HeaderDialect::Generic, headers, now)
     }
+
+    /// The headers a proxy may add, then the quotas the body's `QuotaFailure` names, with
+    /// their values and resets ([`error::body_report`]).
+    fn error_limit_report(&self, raw: &RawResponse, now: Now) -> LimitReport {
+        let mut report = self.limit_report(&raw.headers, now);
+        report.fill_from(error::body_report(&raw.body, now));
+        report
+    }
 }
 
 #[cfg(test)]
