@@ -72,9 +72,10 @@ async fn openrouter_free_models_per_day_is_a_quota_until_its_reset() {
     let after = ManualClock::new().both().instant;
     let report = ex.report.as_deref().expect("the body's limits are read");
     let window = report.requests.expect("a request window");
+    // The message names the window: a day.
     assert_eq!(
         (window.limit, window.remaining, window.per),
-        (Some(50), Some(0), Per::Unknown)
+        (Some(50), Some(0), Per::Day)
     );
     let reset = window.reset_at.expect("its reset");
     assert!(
@@ -98,6 +99,38 @@ async fn openrouter_free_models_per_min_is_a_rate_limit_until_its_reset() {
     assert_eq!(err.retry_after(), Some(40 * S));
     let report = ex.report.as_deref().unwrap();
     assert_eq!(report.requests.unwrap().remaining, Some(0));
+}
+
+#[tokio::test]
+async fn openrouter_limit_rpm_is_a_minute_s_window_and_limit_rpd_a_day_s_quota() {
+    // A model's own limits on OpenRouter, as recorded in public (429 bodies quoted verbatim in
+    // project logs found by code search): "Rate limit exceeded: limit_rpm/qwen/… limited to
+    // 8 requests per minute", and "Rate limit exceeded: limit_rpd/meta-llama/…:free" with
+    // `X-RateLimit-Limit: 1000` carried in `error.metadata.headers`. The resets here count
+    // from the harness clock's 2026-01-01T00:00:00Z: 4.1 s, and midnight UTC.
+    let body = fixture("openrouter/error_limit_rpm.json");
+    let ex = exchange(HeaderDialect::Generic, Reply::json(429, body)).await;
+    let window = ex.report.as_deref().unwrap().requests.unwrap();
+    // A minute's window (its reset 4.1 s away was learned as 8 requests per 4.1 s).
+    assert_eq!(
+        (window.limit, window.remaining, window.per),
+        (Some(8), Some(0), Per::Minute)
+    );
+    let err = ex.result.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited, "{err}");
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(4_100)));
+
+    let body = fixture("openrouter/error_limit_rpd.json");
+    let ex = exchange(HeaderDialect::Generic, Reply::json(429, body)).await;
+    let window = ex.report.as_deref().unwrap().requests.unwrap();
+    assert_eq!(
+        (window.limit, window.remaining, window.per),
+        (Some(1000), Some(0), Per::Day)
+    );
+    // A daily quota, closed until its reset: not a short throttle retried every few seconds.
+    let err = ex.result.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExhausted, "{err}");
+    assert_eq!(err.retry_after(), Some(12 * 3600 * S));
 }
 
 #[tokio::test]

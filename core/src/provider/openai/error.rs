@@ -16,7 +16,7 @@ use crate::http::RawResponse;
 use crate::id::ProviderId;
 use crate::provider::body::kind_for_status;
 use crate::ratelimit::{
-    HeaderDialect, LimitReport, Window, delay_in_message, named_drain, parse_limit_headers,
+    HeaderDialect, LimitReport, Per, Window, delay_in_message, named_drain, parse_limit_headers,
 };
 
 /// What an error body said.
@@ -205,7 +205,9 @@ pub(crate) fn kind_of(status: Option<u16>, e: &ApiError) -> ErrorKind {
 /// * "Your credit balance is too low" (Anthropic's wording, also used by proxies);
 /// * OpenRouter's daily allowance of free-model requests, "Rate limit exceeded:
 ///   free-models-per-day" (openrouter.ai/docs/api-reference/limits: 50 `:free` requests a day,
-///   1000 with credits bought; its per-minute sibling `free-models-per-min` is a rate limit);
+///   1000 with credits bought; its per-minute sibling `free-models-per-min` is a rate limit),
+///   and a model's daily limit, "Rate limit exceeded: limit_rpd/…" (its `limit_rpm/…` is a
+///   rate limit);
 /// * a body whose code is `quota_exceeded`, whatever its status: hosts answer 401 with it when
 ///   an account's quota is spent, and taken as a rejected key (`Auth`, terminal) a valid key
 ///   was never used again.
@@ -226,6 +228,7 @@ fn is_quota(e: &ApiError, msg: &str) -> bool {
             "monthly spending limit",
             "credit balance",
             "free-models-per-day",
+            "limit_rpd",
         ]
         .iter()
         .any(|m| msg.contains(m))
@@ -297,12 +300,35 @@ pub(crate) fn classify(
 /// `{"X-RateLimit-Limit":"50","X-RateLimit-Remaining":"0","X-RateLimit-Reset":"<epoch ms>"}`
 /// for `free-models-per-day`, and as an upstream's `{"Retry-After":"17"}`). What the real
 /// headers state wins.
+///
+/// The window such a body's limit counts over is named in its message, not its headers:
+/// OpenRouter's `limit_rpm/…` and `free-models-per-min` are per minute, `limit_rpd/…` and
+/// `free-models-per-day` per day ("Rate limit exceeded: limit_rpm/qwen/… limited to 8
+/// requests per minute", recorded in public). Left `Unknown`, a window whose reset was 4 s
+/// away was learned as 8 requests per 4 s.
 pub(crate) fn error_report(raw: &RawResponse, dialect: HeaderDialect, now: Now) -> LimitReport {
     let mut report = parse_limit_headers(dialect, &raw.headers, now);
     if let Some(carried) = carried_headers(&raw.body) {
         report.fill_from(parse_limit_headers(dialect, &carried, now));
     }
+    if let Some(w) = report.requests.as_mut().filter(|w| w.per == Per::Unknown)
+        && let Some(per) = named_window(&raw.body)
+    {
+        w.per = per;
+    }
     report
+}
+
+/// The request window an OpenRouter error message names (see [`error_report`]).
+fn named_window(body: &[u8]) -> Option<Per> {
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    if has(b"limit_rpd") || has(b"free-models-per-day") {
+        Some(Per::Day)
+    } else if has(b"limit_rpm") || has(b"free-models-per-min") {
+        Some(Per::Minute)
+    } else {
+        None
+    }
 }
 
 /// `error.metadata.headers` of a JSON error body, as a header map; names or values that are
