@@ -477,7 +477,8 @@ end
 
 local function k_binding(S, at)
   local req, tok = {}, {}
-  for _, b in ipairs({ S.cfg.rpm or false, S.cfg.rpd or false, (S.pc and S.pc.b) or false }) do
+  -- Configured or stated only: a pace learned from 429s is learned_rate.
+  for _, b in ipairs({ S.cfg.rpm or false, S.cfg.rpd or false }) do
     if b then table.insert(req, view_b(b, at)) end
   end
   if S.st.r then table.insert(req, view_s(S.st.r, at)) end

@@ -367,7 +367,7 @@ impl KeyState {
             .min()
     }
 
-    /// The request and token buckets that bind now (lowest level).
+    /// The request and token buckets that bind now (lowest level), configured or stated.
     pub(crate) fn binding(&mut self, now: Instant) -> [Option<BucketSnapshot>; 2] {
         let view = |b: &mut Bucket| {
             BucketSnapshot::new(b.level(now), b.capacity(), b.window(), b.full_at(now))
@@ -383,16 +383,14 @@ impl KeyState {
         let lowest =
             |v: Vec<BucketSnapshot>| v.into_iter().min_by(|a, b| a.level.total_cmp(&b.level));
         let [r, t, _, _] = &mut self.stated;
-        let requests = [
-            self.rpm.as_mut(),
-            self.rpd.as_mut(),
-            self.paced.as_mut().map(|p| &mut p.bucket),
-        ]
-        .into_iter()
-        .flatten()
-        .map(view)
-        .chain(r.as_mut().map(stated))
-        .collect();
+        // Configured or stated only: a pace learned from 429s is `learned_rate`, not a limit
+        // anyone stated.
+        let requests = [self.rpm.as_mut(), self.rpd.as_mut()]
+            .into_iter()
+            .flatten()
+            .map(view)
+            .chain(r.as_mut().map(stated))
+            .collect();
         let tokens = [self.tpm.as_mut(), self.tpd.as_mut()]
             .into_iter()
             .flatten()
