@@ -68,7 +68,8 @@ pub(super) fn check(req: &ChatRequest) -> Result<()> {
 /// refused before sending, so the router asks another provider.
 fn check_temperature(req: &ChatRequest) -> Result<()> {
     match req.temperature {
-        Some(t) if !(0.0..=1.0).contains(&t) => Err(Error::new(
+        // A temperature that is no number is the body builder's to refuse (`InvalidRequest`).
+        Some(t) if t.is_finite() && !(0.0..=1.0).contains(&t) => Err(Error::new(
             ErrorKind::Unsupported,
             format!("{PROVIDER_TYPE} cannot carry temperature {t}: it takes 0.0 to 1.0"),
         )),
