@@ -403,6 +403,16 @@ fn decoded(dir: &TempDir) -> (Vec<Point>, BTreeMap<String, Value>) {
     (points, resource)
 }
 
+/// A histogram point's explicit bucket boundaries.
+fn bounds(p: &Point) -> Vec<f64> {
+    p.point["explicitBounds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: no explicitBounds", p.metric))
+        .iter()
+        .map(number)
+        .collect()
+}
+
 /// A point's count or value as a number (protobuf's JSON writes 64-bit integers as strings).
 fn number(v: &Value) -> f64 {
     match v {
@@ -468,13 +478,7 @@ fn the_otlp_push_decodes_with_opentelemetry_proto_and_follows_the_conventions() 
     let mut count = 0.0;
     for p in &durations {
         assert_eq!((p.kind, p.unit.as_str()), ("histogram", "s"));
-        let bounds: Vec<f64> = p.point["explicitBounds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(number)
-            .collect();
-        assert_eq!(bounds, names::DURATION_BUCKETS, "{}", p.metric);
+        assert_eq!(bounds(p), names::DURATION_BUCKETS, "{}", p.metric);
         for a in p.attrs.keys() {
             assert!(spec_attrs.contains(a.as_str()), "{a} is not in the table");
         }
@@ -501,13 +505,7 @@ fn the_otlp_push_decodes_with_opentelemetry_proto_and_follows_the_conventions() 
     let mut tokens = [0.0, 0.0];
     for p in of(names::TOKEN_USAGE) {
         assert_eq!((p.kind, p.unit.as_str()), ("histogram", "{token}"));
-        let bounds: Vec<f64> = p.point["explicitBounds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(number)
-            .collect();
-        assert_eq!(bounds, names::TOKEN_BUCKETS);
+        assert_eq!(bounds(p), names::TOKEN_BUCKETS);
         let i = match p.attrs[names::TOKEN_TYPE].as_str().unwrap() {
             "input" => 0,
             "output" => 1,

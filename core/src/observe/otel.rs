@@ -242,14 +242,6 @@ pub struct GenAiMetrics {
 impl GenAiMetrics {
     /// The instruments, made on `meter`.
     pub fn new(meter: &Meter) -> Self {
-        let seconds = |name, description| {
-            meter
-                .f64_histogram(name)
-                .with_unit("s")
-                .with_description(description)
-                .with_boundaries(names::DURATION_BUCKETS.to_vec())
-                .build()
-        };
         let counter = |name, unit, description| {
             meter
                 .u64_counter(name)
@@ -258,34 +250,7 @@ impl GenAiMetrics {
                 .build()
         };
         let targets = Arc::new(Targets::default());
-        let (send, receive) = mpsc::channel();
-        let histograms = Arc::new(Deferred {
-            seconds: [
-                seconds(names::OPERATION_DURATION, "GenAI operation duration."),
-                seconds(
-                    names::TIME_TO_FIRST_CHUNK,
-                    "Time to receive the first chunk of a streamed answer.",
-                ),
-                seconds(
-                    names::TIME_PER_OUTPUT_CHUNK,
-                    "Time from the end of the previous chunk of a streamed answer to the end of \
-                     this one.",
-                ),
-                seconds(
-                    names::ADMISSION_WAIT,
-                    "How long a request waited for admission before its send.",
-                ),
-            ],
-            tokens: meter
-                .u64_histogram(names::TOKEN_USAGE)
-                .with_unit("{token}")
-                .with_description("Number of input and output tokens used.")
-                .with_boundaries(names::TOKEN_BUCKETS.to_vec())
-                .build(),
-            send,
-            receive: Mutex::new(receive),
-            pending: AtomicUsize::new(0),
-        });
+        let histograms = Arc::new(Deferred::new(meter));
         let (read, apply) = (targets.clone(), histograms.clone());
         GenAiMetrics {
             histograms,
@@ -379,6 +344,46 @@ enum Recording {
 }
 
 impl Deferred {
+    /// The histograms, made on `meter`, and an empty queue.
+    fn new(meter: &Meter) -> Deferred {
+        let seconds = |name, description| {
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(names::DURATION_BUCKETS.to_vec())
+                .build()
+        };
+        let (send, receive) = mpsc::channel();
+        Deferred {
+            seconds: [
+                seconds(names::OPERATION_DURATION, "GenAI operation duration."),
+                seconds(
+                    names::TIME_TO_FIRST_CHUNK,
+                    "Time to receive the first chunk of a streamed answer.",
+                ),
+                seconds(
+                    names::TIME_PER_OUTPUT_CHUNK,
+                    "Time from the end of the previous chunk of a streamed answer to the end of \
+                     this one.",
+                ),
+                seconds(
+                    names::ADMISSION_WAIT,
+                    "How long a request waited for admission before its send.",
+                ),
+            ],
+            tokens: meter
+                .u64_histogram(names::TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Number of input and output tokens used.")
+                .with_boundaries(names::TOKEN_BUCKETS.to_vec())
+                .build(),
+            send,
+            receive: Mutex::new(receive),
+            pending: AtomicUsize::new(0),
+        }
+    }
+
     /// Queues `r`; past [`MAX_PENDING`] queued, applies the queue.
     fn push(&self, r: Recording) {
         if self.send.send(r).is_ok() && self.pending.fetch_add(1, Ordering::Relaxed) >= MAX_PENDING

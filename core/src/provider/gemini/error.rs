@@ -139,32 +139,12 @@ pub(super) fn body_report(body: &[u8], now: Now) -> LimitReport {
         if !kind.ends_with("google.rpc.QuotaFailure") {
             continue;
         }
-        for v in d
-            .get("violations")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        let violations = d.get("violations").and_then(Value::as_array);
+        for v in violations.into_iter().flatten() {
             let id = v.get("quotaId").and_then(Value::as_str).unwrap_or_default();
             let Some(limit) = quota_value(v.get("quotaValue")).filter(|n| *n > 0) else {
                 continue;
             };
-            let (per, reset_at) = if id.contains("PerDay") {
-                (
-                    Per::Day,
-                    Some(now.instant_at(next_midnight_pacific(now.wall))),
-                )
-            } else if id.contains("PerMinute") {
-                (Per::Minute, retry.map(|d| now.instant + d))
-            } else {
-                (Per::Unknown, retry.map(|d| now.instant + d))
-            };
-            let window = Some(Window {
-                limit: Some(limit),
-                remaining: reset_at.map(|_| 0),
-                reset_at,
-                per,
-            });
             let slot = if id.contains("InputTokens") {
                 &mut report.input_tokens
             } else if id.contains("OutputTokens") {
@@ -176,14 +156,36 @@ pub(super) fn body_report(body: &[u8], now: Now) -> LimitReport {
             } else {
                 continue;
             };
+            let window = quota_window(id, limit, retry, now);
             // Two violations of one kind (a minute's and a day's): the one that reopens later.
-            *slot = match (slot.take(), window) {
-                (Some(a), Some(b)) if a.reset_at >= b.reset_at => Some(a),
-                (_, b) => b,
-            };
+            if slot.is_none_or(|w| w.reset_at < window.reset_at) {
+                *slot = Some(window);
+            }
         }
     }
     report
+}
+
+/// The window of a violated quota `id` of `limit`: used up until it resets, per day at the
+/// next midnight Pacific time, otherwise when `retry` says (and nothing said to be left when
+/// nothing says when it resets).
+fn quota_window(id: &str, limit: u64, retry: Option<Duration>, now: Now) -> Window {
+    let (per, reset_at) = if id.contains("PerDay") {
+        (
+            Per::Day,
+            Some(now.instant_at(next_midnight_pacific(now.wall))),
+        )
+    } else if id.contains("PerMinute") {
+        (Per::Minute, retry.map(|d| now.instant + d))
+    } else {
+        (Per::Unknown, retry.map(|d| now.instant + d))
+    };
+    Window {
+        limit: Some(limit),
+        remaining: reset_at.map(|_| 0),
+        reset_at,
+        per,
+    }
 }
 
 /// A `quotaValue`: a number, or a number in a string (the API sends both).

@@ -277,8 +277,10 @@ impl Provider for Gemini {
         parse_limit_headers(HeaderDialect::Generic, headers, now)
     }
 
-    /// The headers a proxy may add, then the quotas the body's `QuotaFailure` names, with
-    /// their values and resets ([`error::body_report`]).
+    /// The headers a proxy may add, then the quotas the body's `QuotaFailure` names: each
+    /// violation with a positive `quotaValue` is a window of that many requests or tokens,
+    /// used up, resetting when `RetryInfo` says (per minute) or at the next midnight Pacific
+    /// time (per day).
     fn error_limit_report(&self, raw: &RawResponse, now: Now) -> LimitReport {
         let mut report = self.limit_report(&raw.headers, now);
         report.fill_from(error::body_report(&raw.body, now));
