@@ -101,7 +101,8 @@ end
 ---------------------------------------------------------------------------------- stated
 -- {b = bucket, lw = learned window, ld = its depth, pr = documented window or nil,
 --  ap = booking applied last, fx = next fixed-window boundary (nil: a bucket),
---  ltt/ltl = last truth (when, level), ft = first truth, ch = charged since, dry}
+--  ltt/ltl = last truth (when, level), ft = first truth, ch = charged since, dry,
+--  nr = the last stated level came without a reset}
 
 local function learn(lw, ld, limit, rem, until_reset, prior)
   if limit == 0 or rem >= limit or until_reset <= 0 then return lw, ld end
@@ -151,13 +152,37 @@ end
 
 local function s_charge(s, n, at) s_roll(s, at); b_charge(s.b, n, at); s.ch = s.ch + n end
 
+-- A fixed window whose boundary was not seen: the window that held the first stated level
+-- ends a window after it at the latest.
+local function s_fix(s, at)
+  local first = s.ft or at
+  local k = math.max(1, math.floor((at - first) / s.lw) + 1)
+  s.fx = first + s.lw * k
+end
+
+local function s_shape(s, limit, at)
+  local window = s.lw
+  if s.fx then window = s.lw * 1000 end
+  local bw = b_window(s.b)
+  if limit ~= math.floor(s.b.c) or math.abs(window - bw) > 1e-3 then
+    b_set_limit(s.b, limit, window, at)
+  end
+end
+
+-- A 429 about it. A refusal of a limit stated without a reset while it is modelled as a
+-- bucket is a fixed window (the bucket let the request go): waited out to its boundary.
 local function s_drain(s, at)
   s_roll(s, at)
+  local refused_open = s.nr and s.ltt and not s.fx
   b_drain(s.b, at)
   if s.ltt then
     s.ltt = at
     s.ltl = b_level(s.b, at)
     s.ch = 0
+  end
+  if refused_open then
+    s_fix(s, at)
+    s_shape(s, math.floor(s.b.c), at)
   end
 end
 
@@ -170,15 +195,6 @@ local function s_full_at(s, at)
   local missing = c - b_level(s.b, at)
   local windows = math.max(math.ceil(missing / math.max(c, 1)), 1)
   return s.fx + s.lw * (windows - 1)
-end
-
-local function s_shape(s, limit, at)
-  local window = s.lw
-  if s.fx then window = s.lw * 1000 end
-  local bw = b_window(s.b)
-  if limit ~= math.floor(s.b.c) or math.abs(window - bw) > 1e-3 then
-    b_set_limit(s.b, limit, window, at)
-  end
 end
 
 local function s_classify(s, truth, limit, at)
@@ -202,11 +218,7 @@ local function s_classify(s, truth, limit, at)
     s.dry = 0
   elseif read == 'dry' and not s.fx then
     s.dry = s.dry + 1
-    if s.dry >= DRY_RUN then
-      local first = s.ft or at
-      local k = math.max(1, math.floor((at - first) / window) + 1)
-      s.fx = first + window * k
-    end
+    if s.dry >= DRY_RUN then s_fix(s, at) end
   elseif read == 'steady' and not s.fx then
     s.dry = 0
   end
@@ -230,7 +242,8 @@ local function s_observe(s, w, booked, inflight, at)
     return
   end
   local truth = w.remaining - inflight
-  if not w.reset then s_classify(s, truth, limit, at) end
+  s.nr = not w.reset
+  if s.nr then s_classify(s, truth, limit, at) end
   b_set_level_since(s.b, truth, at)
   s.ltt = math.max(at, s.b.t)
   s.ltl = b_level(s.b, s.ltt)

@@ -163,6 +163,9 @@ pub(crate) struct Stated {
     charged: f64,
     /// Stated levels in a row that saw no refill.
     dry: u32,
+    /// The last stated level came without a reset (LiteLLM's limits: a limit and what is
+    /// left, nothing on when it is full again).
+    resetless: bool,
 }
 
 impl Stated {
@@ -184,6 +187,7 @@ impl Stated {
             first_truth: None,
             charged: 0.0,
             dry: 0,
+            resetless: false,
         }
     }
 
@@ -255,13 +259,37 @@ impl Stated {
     }
 
     /// Empties it (a 429 about it): how the level moves is read from here on.
+    ///
+    /// A refusal of a limit stated without a reset, while it is modelled as a bucket, is a
+    /// fixed window: the bucket let the request go (it had refilled a unit), and the provider
+    /// had nothing — a closed window, as at every refill slot after a LiteLLM proxy's burst
+    /// (it counts per calendar minute and states no reset). Waited out to its boundary from
+    /// here on, not retried at the refill rate into the wall.
     pub(crate) fn drain(&mut self, now: Instant) {
         self.roll(now);
+        let refused_open =
+            self.resetless && self.last_truth.is_some() && self.refill == Refill::Continuous;
         self.bucket.drain(now);
         if self.last_truth.is_some() {
             self.last_truth = Some((now, self.bucket.level(now)));
             self.charged = 0.0;
         }
+        if refused_open {
+            self.fix_boundary(now);
+            let limit = self.bucket.capacity();
+            self.shape_bucket(limit, now);
+        }
+    }
+
+    /// A fixed window whose boundary was not seen: the window that held the first stated
+    /// level ends a window after it at the latest.
+    fn fix_boundary(&mut self, now: Instant) {
+        let window = self.learned.window;
+        let mut next = self.first_truth.unwrap_or(now) + window;
+        while next <= now {
+            next += window;
+        }
+        self.refill = Refill::Fixed { next };
     }
 
     /// Applies a window the provider stated in the answer to booking `booked` (`None`: a
@@ -291,7 +319,8 @@ impl Stated {
             return;
         };
         let truth = r as f64 - inflight;
-        if w.reset_at.is_none() {
+        self.resetless = w.reset_at.is_none();
+        if self.resetless {
             self.classify(truth, limit, now);
         }
         self.bucket.set_level(truth, now);
@@ -347,14 +376,7 @@ impl Stated {
             Sign::Dry if self.refill == Refill::Continuous => {
                 self.dry += 1;
                 if self.dry >= DRY_RUN {
-                    // Fixed, its boundary not seen yet: the window that held the first stated
-                    // level ends a window after it at the latest.
-                    let first = self.first_truth.unwrap_or(now);
-                    let mut next = first + window;
-                    while next <= now {
-                        next += window;
-                    }
-                    self.refill = Refill::Fixed { next };
+                    self.fix_boundary(now);
                 }
             }
             Sign::Steady if self.refill == Refill::Continuous => self.dry = 0,
@@ -565,6 +587,37 @@ mod tests {
             60.0,
             "10 left plus the new window, capped"
         );
+    }
+
+    /// LiteLLM after its burst: none left, then a refusal at the first refill slot (a bucket
+    /// would have had a unit back): a fixed window, waited out to its boundary, not retried
+    /// each second. A limit stated with a reset is not judged by a refusal.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_at_a_refill_slot_of_a_resetless_limit_is_a_fixed_window() {
+        let t0 = Instant::now();
+        let mut s = Stated::new(60, MIN, Duration::ZERO, t0);
+        for _ in 0..60 {
+            s.charge(1, t0);
+        }
+        s.observe(&litellm(0), Some(0), 0.0, t0);
+        assert_eq!(s.refill, Refill::Continuous);
+        let t = t0 + S;
+        assert_eq!(s.wait(1, t), Ok(Duration::ZERO), "a bucket refilled one");
+        s.charge(1, t);
+        s.drain(t);
+        assert_eq!(s.refill, Refill::Fixed { next: t0 + 60 * S });
+        assert_eq!(s.wait(1, t), Ok(59 * S), "to the boundary, not a second");
+        assert_eq!(s.level(t0 + 60 * S), 60.0);
+
+        // The same with a stated reset: the reset says what the window is.
+        let mut r = Stated::new(60, MIN, Duration::ZERO, t0);
+        let with_reset = Window {
+            reset_at: Some(t0 + 60 * S),
+            ..litellm(0)
+        };
+        r.observe(&with_reset, Some(0), 0.0, t0);
+        r.drain(t);
+        assert_eq!(r.refill, Refill::Continuous);
     }
 
     #[tokio::test(start_paused = true)]
