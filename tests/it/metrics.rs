@@ -36,6 +36,16 @@ enum Value {
     },
 }
 
+/// The OpenTelemetry SDK's meter provider, with a periodic reader into an in-memory exporter
+/// (the tests read it back with [`points`]).
+fn sdk() -> (SdkMeterProvider, InMemoryMetricExporter) {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    (provider, exporter)
+}
+
 /// Everything the provider's reader exported, flattened.
 fn points(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Vec<Point> {
     provider.force_flush().expect("the SDK flushes");
@@ -125,10 +135,7 @@ fn number(p: &Point) -> f64 {
 /// `b` (stating 41, then 40 left): every series the issue names, as the conventions name it.
 #[tokio::test]
 async fn a_429_a_failover_and_two_answers_are_recorded_as_the_conventions_name_them() {
-    let exporter = InMemoryMetricExporter::default();
-    let provider = SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(exporter.clone()).build())
-        .build();
+    let (provider, exporter) = sdk();
     let meter = provider.meter("llm-failover-test");
     let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
     a.push(
@@ -252,10 +259,7 @@ async fn a_429_a_failover_and_two_answers_are_recorded_as_the_conventions_name_t
 #[tokio::test]
 async fn a_stream_records_its_first_chunk_and_the_time_per_output_chunk() {
     use futures_util::StreamExt;
-    let exporter = InMemoryMetricExporter::default();
-    let provider = SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(exporter.clone()).build())
-        .build();
+    let (provider, exporter) = sdk();
     let a = ScriptedServer::start().await;
     let delta = |t: &str| {
         format!(
@@ -308,10 +312,7 @@ async fn a_stream_records_its_first_chunk_and_the_time_per_output_chunk() {
 /// the probe is answered — 1 for the state, 0 for the two others.
 #[tokio::test]
 async fn the_breaker_state_gauge_follows_open_half_open_and_closed() {
-    let exporter = InMemoryMetricExporter::default();
-    let provider = SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(exporter.clone()).build())
-        .build();
+    let (provider, exporter) = sdk();
     let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
     a.push(CHAT, rate_limited().header("retry-after", "30"));
     a.push(CHAT, ok("back"));
