@@ -552,3 +552,25 @@ fn the_otlp_push_decodes_with_opentelemetry_proto_and_follows_the_conventions() 
     }
     assert!(!raw.contains(PROMPT), "a prompt in an OTLP body");
 }
+
+/// Nobody scrapes (no Prometheus started): the command waits for a last scrape at most
+/// `--metrics-linger-s`, says the last counts were not scraped, and ends with the batch's
+/// status — the results are all there. (The linger is the command's own timer in a child
+/// process; 1 s here, 60 s by default.)
+#[test]
+fn with_nobody_scraping_the_command_ends_after_its_linger_and_says_so() {
+    batch_bin(); // built before anything starts
+    let run = Run::start("unscraped");
+    let target = format!("127.0.0.1:{}", free_port());
+    let out = output_within(
+        run.command(&["--metrics", &target, "--metrics-linger-s", "1"], &[]),
+        Duration::from_secs(180),
+        "llm-failover batch --metrics, unscraped",
+    );
+    let stderr = run.check_output(&out);
+    assert!(stderr.contains("waiting for a last scrape"), "{stderr}");
+    assert!(
+        stderr.contains("not scraped since the run ended; its last counts are lost"),
+        "{stderr}"
+    );
+}
