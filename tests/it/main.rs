@@ -57,4 +57,5 @@ mod transcribe_queue;
 mod transcription;
 mod transport;
 mod transport_safety;
+mod wire_schemas;
 mod worker;
