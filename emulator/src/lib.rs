@@ -2,8 +2,9 @@
 //!
 //! It speaks the providers' own wire formats — OpenAI chat completions (JSON and SSE) and
 //! audio transcriptions, Azure OpenAI deployments, Anthropic messages (JSON and typed SSE),
-//! Gemini `generateContent`/`streamGenerateContent`, Deepgram `/v1/listen`; in every chat
-//! format tools (deterministic calls generated from the tools' schemas, results quoted back),
+//! Gemini `generateContent`/`streamGenerateContent`, AWS Bedrock `Converse`/`ConverseStream`
+//! (SigV4-signed; the stream in AWS event-stream frames), Deepgram `/v1/listen`; in every
+//! chat format tools (deterministic calls generated from the tools' schemas, results quoted back),
 //! structured answers and images — checks keys and requests the way each provider does, enforces RPM/TPM (and RPD/TPD, concurrency) as
 //! continuously refilled buckets, states them in each provider's own rate-limit headers and
 //! 429 bodies, and injects faults on request (scripted for tests, a seeded mix for soaks).
@@ -62,13 +63,14 @@ mod readme;
 mod routes;
 pub mod scripted;
 mod server;
+mod sigv4;
 mod state;
 pub mod text;
 mod tools;
 
 pub use config::{
-    ChargeMode, ConfigError, DEFAULT_KEY, EmulatorConfig, HeaderStyle, Kind, Latency, LimitScope,
-    Limits, ProviderConfig,
+    AwsCredentials, ChargeMode, ConfigError, DEFAULT_KEY, DEFAULT_REGION, EmulatorConfig,
+    HeaderStyle, Kind, Latency, LimitScope, Limits, ProviderConfig,
 };
 pub use faults::{Fault, FaultConfig, RetryAfter, WeightedFault};
 pub use server::{Emulator, EmulatorBuilder};

@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{EmulatorConfig, Kind, Limits, ProviderConfig};
+use crate::config::{AwsCredentials, EmulatorConfig, Kind, Limits, ProviderConfig};
 use crate::faults::{Fault, WeightedFault};
 use crate::routes::{ConnHandle, Listener, handle};
 use crate::state::{App, Counters, LogEntry, ProviderState, TimeSource};
@@ -220,6 +220,12 @@ impl EmulatorBuilder {
         self.provider(ProviderConfig::gemini(prefix))
     }
 
+    /// Adds an AWS Bedrock Runtime provider under `prefix` with defaults (credentials derived
+    /// from the prefix: [`Emulator::aws_credentials`] gives them).
+    pub fn bedrock(self, prefix: &str) -> Self {
+        self.provider(ProviderConfig::bedrock(prefix))
+    }
+
     /// Adds a Deepgram provider under `prefix` with defaults.
     pub fn deepgram(self, prefix: &str) -> Self {
         self.provider(ProviderConfig::deepgram(prefix))
@@ -349,8 +355,9 @@ impl Emulator {
 
     /// The base URL to configure a client with: what the provider's official SDK takes as its
     /// base URL — OpenAI `…/{prefix}/v1` (like `https://api.openai.com/v1`), Anthropic,
-    /// Azure, Gemini and Deepgram `…/{prefix}` (like `https://api.anthropic.com`,
+    /// Azure, Gemini, Bedrock and Deepgram `…/{prefix}` (like `https://api.anthropic.com`,
     /// `https://{resource}.openai.azure.com`, `https://generativelanguage.googleapis.com`,
+    /// `https://bedrock-runtime.us-east-1.amazonaws.com` — boto3's `endpoint_url` —,
     /// `https://api.deepgram.com`).
     ///
     /// # Panics
@@ -361,13 +368,40 @@ impl Emulator {
         format!("{}{}", self.root_url(prefix), kind.base_path())
     }
 
-    /// The key `prefix` accepts.
+    /// The key `prefix` accepts (a Bedrock provider signs with
+    /// [`aws_credentials`](Self::aws_credentials) instead).
     ///
     /// # Panics
     ///
     /// If no provider has that prefix (a test bug).
     pub fn key(&self, prefix: &str) -> &str {
         &self.provider(prefix).cfg.key
+    }
+
+    /// The AWS credentials and region a Bedrock provider accepts signatures of (see
+    /// [`ProviderConfig::aws_credentials`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let emu = llm_failover_emulator::Emulator::builder().bedrock("bedrock").start().await?;
+    /// let creds = emu.aws_credentials("bedrock");
+    /// assert!(creds.access_key_id.starts_with("AKIA"));
+    /// assert_eq!(creds.region, "us-east-1");
+    /// assert!(emu.base_url("bedrock").ends_with("/bedrock")); // boto3's endpoint_url
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix, or it is not a Bedrock provider (test bugs).
+    pub fn aws_credentials(&self, prefix: &str) -> AwsCredentials {
+        let cfg = &self.provider(prefix).cfg;
+        if cfg.kind != Kind::Bedrock {
+            panic!("{prefix:?} is a {} provider, not bedrock", cfg.kind);
+        }
+        cfg.aws_credentials()
     }
 
     /// Every provider served: (prefix, kind, base URL), by prefix.

@@ -27,8 +27,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod aws;
 mod provider;
 
+pub use aws::{AwsCredentials, DEFAULT_REGION};
 pub use provider::{
     ChargeMode, DEFAULT_KEY, HeaderStyle, Kind, Latency, LimitScope, Limits, ProviderConfig,
 };
@@ -150,8 +152,10 @@ impl EmulatorConfig {
     /// # Errors
     ///
     /// A prefix that is not `[a-z0-9_-]+` or starts with `_` (reserved for `/_admin`), a
-    /// prefix that differs from its table name, an empty key, a zero limit or minute, a fault
-    /// probability outside 0..=1 or summing above 1.
+    /// prefix that differs from its table name, an empty key, AWS credentials on a provider
+    /// that is not Bedrock (or one that cannot be signed with: empty, a region that is no
+    /// region name), a key id without its secret, a zero limit or minute, a fault probability
+    /// outside 0..=1 or summing above 1.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |path: String, msg: &str| Err(ConfigError(format!("{path}: {msg}")));
         if self.minute_ms == 0 {
@@ -172,6 +176,31 @@ impl EmulatorConfig {
             }
             if p.key.is_empty() {
                 return err(format!("{at}.key"), "must not be empty");
+            }
+            let aws_parts = [
+                ("region", &p.region),
+                ("access_key_id", &p.access_key_id),
+                ("secret_access_key", &p.secret_access_key),
+                ("session_token", &p.session_token),
+            ];
+            for (field, value) in aws_parts {
+                let Some(value) = value else { continue };
+                if p.kind != Kind::Bedrock {
+                    return err(
+                        format!("{at}.{field}"),
+                        "only a bedrock provider is signed with AWS credentials",
+                    );
+                }
+                if let Err(msg) = aws::check_part(field, value) {
+                    return err(format!("{at}.{field}"), &msg);
+                }
+            }
+            if p.access_key_id.is_some() != p.secret_access_key.is_some() {
+                return err(
+                    at,
+                    "access_key_id and secret_access_key are set together (or neither, for \
+                     credentials derived from the prefix)",
+                );
             }
             if p.minute_ms == Some(0) {
                 return err(format!("{at}.minute_ms"), "must be at least 1");
@@ -241,6 +270,18 @@ mod tests {
                 "[providers.x]\nkind = \"openai\"\nkey = \"\"",
                 "providers.x.key",
             ),
+            (
+                "[providers.x]\nkind = \"openai\"\nregion = \"us-east-1\"",
+                "providers.x.region",
+            ),
+            (
+                "[providers.x]\nkind = \"bedrock\"\nregion = \"US East\"",
+                "providers.x.region",
+            ),
+            (
+                "[providers.x]\nkind = \"bedrock\"\naccess_key_id = \"AKIA1\"",
+                "secret_access_key",
+            ),
         ];
         for (text, needle) in cases {
             let e = EmulatorConfig::from_toml_str(text).unwrap_err();
@@ -285,6 +326,34 @@ mod tests {
         assert_eq!(cfg.providers.len(), 6);
         assert_eq!(cfg.providers["openai"].faults.script.len(), 3);
         assert_eq!(cfg.providers["groq"].header_style(), HeaderStyle::Groq);
+    }
+
+    #[test]
+    fn a_bedrock_provider_takes_its_credentials_from_toml_or_derives_them() {
+        let cfg = EmulatorConfig::from_toml_str(
+            r#"
+            [providers.bedrock]
+            kind = "bedrock"
+            region = "eu-west-1"
+            access_key_id = "ASIAEXAMPLE"
+            secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+            session_token = "token"
+            [providers.bedrock-2]
+            kind = "bedrock"
+            "#,
+        )
+        .unwrap();
+        let given = cfg.providers["bedrock"].aws_credentials();
+        assert_eq!(given.access_key_id, "ASIAEXAMPLE");
+        assert_eq!(given.session_token.as_deref(), Some("token"));
+        assert_eq!(given.region, "eu-west-1");
+        let derived = cfg.providers["bedrock-2"].aws_credentials();
+        assert_eq!(derived.region, DEFAULT_REGION);
+        assert_eq!(
+            derived,
+            ProviderConfig::bedrock("bedrock-2").aws_credentials()
+        );
+        assert_eq!(cfg.providers["bedrock-2"].header_style(), HeaderStyle::None);
     }
 
     #[test]

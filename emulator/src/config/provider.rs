@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::aws::{self, AwsCredentials, DEFAULT_REGION};
 use crate::faults::FaultConfig;
 
 /// The key every provider accepts unless its config says otherwise.
@@ -24,6 +25,9 @@ pub enum Kind {
     Anthropic,
     /// Gemini: `/v1beta/models/{model}:generateContent` and `:streamGenerateContent`.
     Gemini,
+    /// AWS Bedrock Runtime: `/model/{modelId}/converse` and `/converse-stream`, signed with
+    /// AWS Signature Version 4.
+    Bedrock,
     /// Deepgram: `/v1/listen`.
     Deepgram,
 }
@@ -36,6 +40,7 @@ impl Kind {
             Kind::Azure => "azure",
             Kind::Anthropic => "anthropic",
             Kind::Gemini => "gemini",
+            Kind::Bedrock => "bedrock",
             Kind::Deepgram => "deepgram",
         }
     }
@@ -46,13 +51,13 @@ impl Kind {
             Kind::OpenAi => HeaderStyle::OpenAi,
             Kind::Azure => HeaderStyle::Azure,
             Kind::Anthropic => HeaderStyle::Anthropic,
-            Kind::Gemini | Kind::Deepgram => HeaderStyle::None,
+            Kind::Gemini | Kind::Bedrock | Kind::Deepgram => HeaderStyle::None,
         }
     }
 
     /// Where limits are kept unless configured otherwise: per model for the chat providers
-    /// (OpenAI, Anthropic and Gemini limit each model separately; an Azure deployment is one
-    /// model), per project for Deepgram.
+    /// (OpenAI, Anthropic, Gemini and Bedrock limit each model separately; an Azure deployment
+    /// is one model), per project for Deepgram.
     pub fn default_scope(self) -> LimitScope {
         match self {
             Kind::Deepgram => LimitScope::Provider,
@@ -65,7 +70,7 @@ impl Kind {
     pub(crate) fn base_path(self) -> &'static str {
         match self {
             Kind::OpenAi => "/v1",
-            Kind::Azure | Kind::Anthropic | Kind::Gemini | Kind::Deepgram => "",
+            Kind::Azure | Kind::Anthropic | Kind::Gemini | Kind::Bedrock | Kind::Deepgram => "",
         }
     }
 }
@@ -101,9 +106,9 @@ pub enum HeaderStyle {
     /// `Retry-After` and no delay in a 429's text.
     #[serde(rename = "litellm")]
     LiteLlm,
-    /// No rate-limit headers (Gemini, Deepgram), and for OpenAI-format providers no delay in
-    /// a 429's message either: a provider (or proxy) that states nothing at all. Gemini keeps
-    /// its `RetryInfo` in the body.
+    /// No rate-limit headers (Gemini, Bedrock, Deepgram), and for OpenAI-format providers no
+    /// delay in a 429's message either: a provider (or proxy) that states nothing at all.
+    /// Gemini keeps its `RetryInfo` in the body.
     None,
 }
 
@@ -238,9 +243,23 @@ pub struct ProviderConfig {
     pub prefix: String,
     /// Wire format.
     pub kind: Kind,
-    /// The one key accepted.
+    /// The one key accepted (Bedrock signs with its AWS credentials instead).
     #[serde(default = "default_key")]
     pub key: String,
+    /// Bedrock: the region requests are signed for; [`DEFAULT_REGION`] when absent.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Bedrock: the access key id accepted; when absent, one derived from the prefix.
+    #[serde(default)]
+    pub access_key_id: Option<String>,
+    /// Bedrock: the secret access key of `access_key_id`; when absent, one derived from the
+    /// prefix.
+    #[serde(default)]
+    pub secret_access_key: Option<String>,
+    /// Bedrock: a session token every request must carry in `x-amz-security-token`
+    /// (temporary credentials); none when absent.
+    #[serde(default)]
+    pub session_token: Option<String>,
     /// Models (Azure: deployments) served; empty = any model name is accepted.
     #[serde(default)]
     pub models: Vec<String>,
@@ -309,6 +328,10 @@ impl ProviderConfig {
             prefix: prefix.into(),
             kind,
             key: default_key(),
+            region: None,
+            access_key_id: None,
+            secret_access_key: None,
+            session_token: None,
             models: Vec::new(),
             limits: Limits::default(),
             model_limits: BTreeMap::new(),
@@ -347,6 +370,12 @@ impl ProviderConfig {
         Self::new(prefix, Kind::Gemini)
     }
 
+    /// An AWS Bedrock Runtime provider under `prefix`, with credentials derived from the
+    /// prefix (see [`aws_credentials`](Self::aws_credentials)).
+    pub fn bedrock(prefix: impl Into<String>) -> Self {
+        Self::new(prefix, Kind::Bedrock)
+    }
+
     /// A Deepgram provider under `prefix`.
     pub fn deepgram(prefix: impl Into<String>) -> Self {
         Self::new(prefix, Kind::Deepgram)
@@ -357,6 +386,56 @@ impl ProviderConfig {
     pub fn with_key(mut self, key: impl Into<String>) -> Self {
         self.key = key.into();
         self
+    }
+
+    /// Bedrock: accepts requests signed with this access key id and secret access key
+    /// instead of the ones derived from the prefix.
+    #[must_use]
+    pub fn with_aws_credentials(
+        mut self,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+    ) -> Self {
+        self.access_key_id = Some(access_key_id.into());
+        self.secret_access_key = Some(secret_access_key.into());
+        self
+    }
+
+    /// Bedrock: requires this session token in `x-amz-security-token` (temporary
+    /// credentials).
+    #[must_use]
+    pub fn with_session_token(mut self, token: impl Into<String>) -> Self {
+        self.session_token = Some(token.into());
+        self
+    }
+
+    /// Bedrock: the region requests are signed for (default [`DEFAULT_REGION`]).
+    #[must_use]
+    pub fn with_region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// The AWS credentials a Bedrock provider accepts: the configured ones, else an access
+    /// key id and secret derived from the prefix (the same prefix, the same credentials),
+    /// the session token if one is configured, and the region ([`DEFAULT_REGION`] unless
+    /// configured).
+    pub fn aws_credentials(&self) -> AwsCredentials {
+        AwsCredentials {
+            access_key_id: self
+                .access_key_id
+                .clone()
+                .unwrap_or_else(|| aws::derived_access_key_id(&self.prefix)),
+            secret_access_key: self
+                .secret_access_key
+                .clone()
+                .unwrap_or_else(|| aws::derived_secret_access_key(&self.prefix)),
+            session_token: self.session_token.clone(),
+            region: self
+                .region
+                .clone()
+                .unwrap_or_else(|| DEFAULT_REGION.to_owned()),
+        }
     }
 
     /// Serves only these models (deployments for Azure).

@@ -112,6 +112,7 @@ pub(crate) async fn handle(State(ls): State<Listener>, req: Request) -> Response
             request_id: String::new(),
             wall,
             api_version: None,
+            latency: Duration::ZERO,
         },
         rec: Rec::default(),
     };
@@ -127,7 +128,7 @@ fn request_id(kind: crate::config::Kind) -> String {
     match kind {
         Kind::OpenAi => new_id("req_", 32),
         Kind::Anthropic => new_id("req_011C", 20),
-        Kind::Azure | Kind::Deepgram | Kind::Gemini => crate::text::new_uuid(),
+        Kind::Azure | Kind::Bedrock | Kind::Deepgram | Kind::Gemini => crate::text::new_uuid(),
     }
 }
 
@@ -183,6 +184,7 @@ impl Ex<'_> {
         let mut r = Response::new(Body::from(body));
         *r.status_mut() = status;
         self.base_headers(r.headers_mut(), ct);
+        self.wire.error_headers(e, r.headers_mut());
         if matches!(e, ApiError::InsufficientQuota) {
             // Out of credit is nothing a retry mends, and the providers say so to their
             // official SDKs, which obey `x-should-retry` before looking at the status
@@ -283,6 +285,9 @@ async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
         Ok(b) => b,
         Err(e) => return x.fail(&e),
     };
+    if let Err(e) = x.wire.verify(x.parts, &body, &x.cx) {
+        return x.fail(&e);
+    }
     let form = if content_type(x.parts) == "multipart/form-data" {
         match parse_form(x.parts, body.clone()).await {
             Ok(f) => f,
@@ -488,6 +493,7 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
     x.rec.tokens = reserve - refund;
     x.rec.stream = req.stream;
     let delay = x.latency(fault.as_ref());
+    x.cx.latency = delay;
     x.pause(delay).await;
     let usage = Usage {
         input,
@@ -496,12 +502,7 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
     x.rec.usage = Some([input, a.tokens()]);
     let mut h = HeaderMap::new();
     let body = if req.stream {
-        let ct = if req.sse {
-            "text/event-stream"
-        } else {
-            super::JSON
-        };
-        x.base_headers(&mut h, ct);
+        x.base_headers(&mut h, x.wire.stream_content_type(&req));
         let parts = x.wire.chat_stream(&req, &a, usage, &x.cx);
         let items = stream_items(parts, fault.as_ref(), || x.wire.stream_error(&x.cx));
         stream_body(items, Duration::from_millis(cfg.stream_chunk_ms), guard)

@@ -7,8 +7,11 @@ mod admin;
 mod anthropic;
 mod anthropic_messages;
 mod azure;
+mod bedrock;
+mod bedrock_converse;
 mod body;
 mod deepgram;
+mod eventstream;
 mod exchange;
 mod gemini;
 mod gemini_generate;
@@ -243,6 +246,8 @@ pub(crate) struct Cx<'a> {
     pub(crate) request_id: String,
     pub(crate) wall: SystemTime,
     pub(crate) api_version: Option<String>,
+    /// The latency added to this answer (Bedrock states it as `metrics.latencyMs`).
+    pub(crate) latency: Duration,
 }
 
 impl Cx<'_> {
@@ -275,6 +280,11 @@ pub(crate) trait Wire: Sync + Send {
     fn route(&self, method: &Method, path: &str, query: Option<&str>) -> Option<Route>;
     /// Credentials and required headers/parameters, in the provider's order.
     fn authorize(&self, parts: &Parts, key: &str) -> Result<(), ApiError>;
+    /// What only the whole request shows, checked once the body is read: a signature over
+    /// the body (Bedrock's SigV4). Only a wire format that signs requests overrides it.
+    fn verify(&self, _parts: &Parts, _body: &Bytes, _cx: &Cx<'_>) -> Result<(), ApiError> {
+        Ok(())
+    }
     /// Largest body accepted.
     fn body_limit(&self, op: OpKind) -> usize;
     /// Parses a request.
@@ -287,10 +297,17 @@ pub(crate) trait Wire: Sync + Send {
     ) -> Result<Op, ApiError>;
     /// Renders an error.
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered;
+    /// Headers an error carries besides the id headers (Bedrock's `x-amzn-ErrorType`).
+    fn error_headers(&self, _e: &ApiError, _h: &mut HeaderMap) {}
     /// A whole chat answer.
     fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes;
     /// A streamed chat answer.
     fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> StreamParts;
+    /// The content type of a streamed chat answer: server-sent events, or JSON (Gemini
+    /// without `alt=sse`).
+    fn stream_content_type(&self, req: &ChatReq) -> &'static str {
+        if req.sse { "text/event-stream" } else { JSON }
+    }
     /// The error event a stream carries when it fails midway.
     fn stream_error(&self, cx: &Cx<'_>) -> Bytes;
     /// A transcription answer: content type and body.
@@ -310,6 +327,7 @@ pub(crate) fn wire(kind: Kind) -> &'static dyn Wire {
         Kind::Azure => &azure::Azure,
         Kind::Anthropic => &anthropic::Anthropic,
         Kind::Gemini => &gemini::Gemini,
+        Kind::Bedrock => &bedrock::Bedrock,
         Kind::Deepgram => &deepgram::Deepgram,
     }
 }

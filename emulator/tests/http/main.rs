@@ -3,6 +3,7 @@
 //! One test binary (modules per area) keeps the build small.
 
 mod admin;
+mod bedrock;
 mod faults;
 mod limits;
 mod roundtrip;
