@@ -7,20 +7,26 @@ every answer parses into the SDK's own types.
 
 URL is the emulator's root (what `Emulator::url()` gives, or the printed base URLs without
 their `/{prefix}/...`); the providers are served under the prefixes `openai`, `azure`
-(through the openai SDK's `AzureOpenAI`), `anthropic`, `gemini` and `deepgram`, as in
-emulator/emulator.toml (which leaves azure and gemini commented out: pass `--providers
-openai,anthropic,deepgram` against it).
+(through the openai SDK's `AzureOpenAI`), `anthropic`, `gemini`, `bedrock` (through boto3's
+`bedrock-runtime` client) and `deepgram`, as in emulator/emulator.toml (which leaves azure,
+gemini and bedrock out: pass `--providers openai,anthropic,deepgram` against it).
 
 Besides chat, streams, transcriptions and errors, every chat format is checked with tools
 (a call, a round trip with its result, parallel calls, streamed calls), a structured answer
 and an image, asserting the SDK's own typed objects hold them
 (`message.tool_calls[0].function`, `content[i].type == "tool_use"`,
-`response.function_calls`, `message.parsed`). The key defaults to the demo key
-`emulator-key` ($EMULATOR_KEY, or --key; --key-for PREFIX=KEY for one provider).
+`response.function_calls`, `message.parsed`, Bedrock's `toolUse` blocks). The key defaults
+to the demo key `emulator-key` ($EMULATOR_KEY, or --key; --key-for PREFIX=KEY for one
+provider); Bedrock's is its AWS credentials, `--key-for bedrock=ACCESS_KEY_ID:SECRET` or
+`ACCESS_KEY_ID:SECRET:SESSION_TOKEN` (what `Emulator::aws_credentials` gives), signed for
+--aws-region (us-east-1). Bedrock's answers are also checked against botocore's own service
+model of `bedrock-runtime`: every member known, every required one present, unions with one
+member, enums in their sets.
 
 The SDKs only ever talk to the loopback address: proxies and the SDKs' own environment
-variables are cleared before they are imported, and any connection or name lookup for
-another host fails the check at once.
+variables are cleared before they are imported (boto3's `AWS_*` too, with its config and
+credentials files pointed at the null device and the instance metadata service off), and any
+connection or name lookup for another host fails the check at once.
 
 Each check prints `ok NAME (MS ms)`; the run ends with `N passed, M failed` and exits
 non-zero when a check failed (2 when an SDK is missing).
@@ -29,6 +35,7 @@ non-zero when a check failed (2 when an SDK is missing).
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import json
 import os
@@ -43,13 +50,14 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PROVIDERS = ("openai", "azure", "anthropic", "gemini", "deepgram")
+PROVIDERS = ("openai", "azure", "anthropic", "gemini", "bedrock", "deepgram")
 # The distribution behind each provider's check (names as in requirements.txt).
 DISTRIBUTIONS = {
     "openai": "openai",
     "azure": "openai",
     "anthropic": "anthropic",
     "gemini": "google-genai",
+    "bedrock": "boto3",
     "deepgram": "deepgram-sdk",
 }
 
@@ -65,6 +73,8 @@ _ENV_PREFIXES = (
     "VERTEX",
     "DEEPGRAM_",
     "AZURE_OPENAI",
+    "AWS_",
+    "BOTO_",
 )
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "WS_PROXY", "WSS_PROXY")
 
@@ -78,6 +88,11 @@ def scrub_environment() -> None:
             del os.environ[name]
     os.environ["NO_PROXY"] = "*"
     os.environ["OTEL_SDK_DISABLED"] = "true"
+    # boto3 reads no profile, no credentials file and no instance metadata: the check passes
+    # its credentials, region and endpoint explicitly.
+    os.environ["AWS_CONFIG_FILE"] = os.devnull
+    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
 def _loopback(host: object) -> bool:
@@ -957,11 +972,280 @@ def azure_checks(root: str, key: str, admin: Admin):
     yield from openai_tool_checks(client, deployment, "azure")
 
 
+def conform(shape, value: object, at: str, raw: bool) -> None:
+    """Checks `value` against a botocore shape of the service model: a structure's required
+    members present (a union's: exactly one), enums in their sets, scalars of their types;
+    on the raw JSON (`raw`) also no member the model does not know (botocore's parser drops
+    them, so a parsed answer cannot show one)."""
+    t = shape.type_name
+    if t == "structure" and shape.is_document_type:
+        return
+    if t == "structure":
+        expect(isinstance(value, dict), f"{at}: {value!r} is not an object")
+        members = shape.members
+        if raw:
+            unknown = sorted(set(value) - set(members))
+            expect(not unknown, f"{at}: members {unknown} are not in the service model")
+        missing = [m for m in shape.required_members if m not in value]
+        expect(not missing, f"{at}: required {missing} missing")
+        if shape.is_tagged_union:
+            expect(len(value) == 1, f"{at}: a union with {sorted(value)}")
+        for name, v in value.items():
+            if name in members:
+                conform(members[name], v, f"{at}.{name}", raw)
+    elif t == "list":
+        expect(isinstance(value, list), f"{at}: {value!r} is not a list")
+        for i, v in enumerate(value):
+            conform(shape.member, v, f"{at}[{i}]", raw)
+    elif t == "map":
+        expect(isinstance(value, dict), f"{at}: {value!r} is not a map")
+    elif t == "string":
+        expect(isinstance(value, str), f"{at}: {value!r} is not a string")
+        if shape.enum:
+            expect(value in shape.enum, f"{at}: {value!r} is not one of {shape.enum}")
+    elif t in ("integer", "long"):
+        expect(isinstance(value, int) and not isinstance(value, bool), f"{at}: {value!r}")
+    elif t in ("float", "double"):
+        expect(isinstance(value, (int, float)) and not isinstance(value, bool), f"{at}: {value!r}")
+    elif t == "boolean":
+        expect(isinstance(value, bool), f"{at}: {value!r}")
+
+
+def bedrock_checks(root: str, key: str, admin: Admin, region: str = "us-east-1"):
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, EventStreamError
+
+    access_key_id, _, rest = key.partition(":")
+    secret, _, token = rest.partition(":")
+    model = "anthropic.claude-3-haiku-20240307-v1:0"
+    endpoint = f"{root}/bedrock"
+
+    def client(secret_access_key: str = secret, attempts: int = 1):
+        # total_max_attempts 1: botocore retries nothing unless a check asks it to. (Its
+        # `max_attempts` counts retries, not attempts: `{"max_attempts": 1}` sends twice.)
+        return boto3.client(
+            "bedrock-runtime",
+            endpoint_url=endpoint,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            aws_session_token=token or None,
+            config=Config(
+                retries={"total_max_attempts": attempts, "mode": "standard"},
+                connect_timeout=10,
+                read_timeout=20,
+            ),
+        )
+
+    c = client()
+    service = c.meta.service_model
+    raw_bodies: list[bytes] = []
+
+    def keep_raw(response_dict, **_):
+        raw_bodies.append(response_dict["body"])
+
+    c.meta.events.register("before-parse.bedrock-runtime.Converse", keep_raw)
+    converse_shape = service.operation_model("Converse").output_shape
+    stream_shape = service.operation_model("ConverseStream").output_shape.members["stream"]
+    weather = {"toolSpec": {"name": "get_weather", "description": WEATHER_DESCRIPTION,
+                            "inputSchema": {"json": WEATHER_SCHEMA}}}
+    clock = {"toolSpec": {"name": "get_time", "description": TIME_DESCRIPTION,
+                          "inputSchema": {"json": TIME_SCHEMA}}}
+
+    def user(*blocks) -> dict:
+        return {"role": "user", "content": [b if isinstance(b, dict) else {"text": b} for b in blocks]}
+
+    def converse(messages, **kwargs) -> dict:
+        r = c.converse(modelId=model, messages=messages, **kwargs)
+        body = json.loads(raw_bodies[-1])
+        conform(converse_shape, body, "Converse", raw=True)
+        conform(converse_shape, {k: v for k, v in r.items() if k != "ResponseMetadata"}, "parsed", raw=False)
+        meta = r["ResponseMetadata"]
+        expect(meta["HTTPStatusCode"] == 200 and len(meta["RequestId"]) == 36, meta)
+        u = r["usage"]
+        expect(u["totalTokens"] == u["inputTokens"] + u["outputTokens"], u)
+        expect(isinstance(r["metrics"]["latencyMs"], int), r["metrics"])
+        expect(r["output"]["message"]["role"] == "assistant", r)
+        return r
+
+    def stream(messages, **kwargs) -> list[dict]:
+        r = c.converse_stream(modelId=model, messages=messages, **kwargs)
+        expect(r["ResponseMetadata"]["HTTPHeaders"]["content-type"] == "application/vnd.amazon.eventstream", r)
+        events = list(r["stream"])
+        for i, e in enumerate(events):
+            expect(len(e) == 1, f"event {i}: {e}")
+            name = next(iter(e))
+            expect(name in stream_shape.members, f"event {i}: {name} is no ConverseStreamOutput member")
+            conform(stream_shape.members[name], e[name], f"stream[{i}].{name}", raw=False)
+        names = [next(iter(e)) for e in events]
+        expect(names[0] == "messageStart" and names[-2:] == ["messageStop", "metadata"], names)
+        return events
+
+    def tool_uses(r) -> list[dict]:
+        return [b["toolUse"] for b in r["output"]["message"]["content"] if "toolUse" in b]
+
+    def text_of(r) -> str:
+        return "".join(b.get("text", "") for b in r["output"]["message"]["content"])
+
+    def chat():
+        r = converse([user("Say hello to boto3")], system=[{"text": "Be brief."}],
+                     inferenceConfig={"maxTokens": 200, "temperature": 0.5})
+        expect(r["stopReason"] == "end_turn" and text_of(r), r)
+
+    def max_tokens():
+        r = converse([user("Tell me everything about the sea")], inferenceConfig={"maxTokens": 3})
+        expect(r["stopReason"] == "max_tokens" and r["usage"]["outputTokens"] == 3, r)
+
+    def streamed():
+        prompt = [user("Say hello to the boto3 stream")]
+        whole = text_of(converse(prompt))
+        events = stream(prompt)
+        text = "".join(e["contentBlockDelta"]["delta"].get("text", "") for e in events if "contentBlockDelta" in e)
+        expect(text == whole, f"streamed {text!r} != whole {whole!r}")
+        expect(events[-2]["messageStop"]["stopReason"] == "end_turn", events[-2])
+        usage = events[-1]["metadata"]["usage"]
+        expect(usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"], usage)
+
+    def tool_round_trip():
+        cfg = {"tools": [weather, clock], "toolChoice": {"any": {}}}
+        first = [user(WEATHER_PROMPT)]
+        r = converse(first, toolConfig=cfg)
+        calls = tool_uses(r)
+        expect(r["stopReason"] == "tool_use" and len(calls) == 1, r)
+        call = calls[0]
+        expect(call["name"] == "get_weather" and call["input"]["city"] == "Paris", call)
+        expect(call["toolUseId"].startswith("tooluse_"), call)
+        history = first + [r["output"]["message"], user({"toolResult": {
+            "toolUseId": call["toolUseId"], "content": [{"text": TOOL_RESULT}], "status": "success",
+        }})]
+        final = converse(history, toolConfig=cfg)
+        expect(final["stopReason"] == "end_turn" and not tool_uses(final), final)
+        expect(quoted(text_of(final)), final)
+        # A result for no call is refused as Bedrock refuses it.
+        try:
+            c.converse(modelId=model, messages=[user({"toolResult": {
+                "toolUseId": "tooluse_nope", "content": [{"json": {"t": 1}}]}})], toolConfig=cfg)
+        except ClientError as e:
+            expect(e.response["Error"]["Code"] == "ValidationException", e.response)
+        else:
+            raise AssertionError("a toolResult of no call was accepted")
+
+    def parallel_and_named():
+        cfg = {"tools": [weather, clock]}
+        names = [t["name"] for t in tool_uses(converse([user(BOTH_PROMPT)], toolConfig=cfg))]
+        expect(names == ["get_weather", "get_time"], names)
+        named = dict(cfg, toolChoice={"tool": {"name": "get_time"}})
+        names = [t["name"] for t in tool_uses(converse([user(WEATHER_PROMPT)], toolConfig=named))]
+        expect(names == ["get_time"], names)
+
+    def streamed_tool_use():
+        cfg = {"tools": [weather]}
+        whole = tool_uses(converse([user(WEATHER_PROMPT)], toolConfig=cfg))[0]
+        events = stream([user(WEATHER_PROMPT)], toolConfig=cfg)
+        starts = [e["contentBlockStart"] for e in events if "contentBlockStart" in e]
+        expect(len(starts) == 1, starts)
+        started = starts[0]["start"]["toolUse"]
+        expect(started["toolUseId"] == whole["toolUseId"] and started["name"] == "get_weather", started)
+        index = starts[0]["contentBlockIndex"]
+        pieces = [e["contentBlockDelta"]["delta"]["toolUse"]["input"] for e in events
+                  if "contentBlockDelta" in e and e["contentBlockDelta"]["contentBlockIndex"] == index]
+        expect(json.loads("".join(pieces)) == whole["input"], pieces)
+        expect(events[-2]["messageStop"]["stopReason"] == "tool_use", events[-2])
+
+    def structured():
+        Report = report_model()
+        fmt = {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": {
+            "name": "report", "schema": json.dumps(Report.model_json_schema())}}}}
+        r = converse([user(REPORT_PROMPT)], outputConfig=fmt)
+        report = Report.model_validate_json(text_of(r))
+        expect(report.city == "Paris", report)
+
+    def image():
+        png = __import__("base64").b64decode(PNG_BASE64)
+        picture = {"image": {"format": "png", "source": {"bytes": png}}}
+        r = converse([user(picture, "What is in this picture?")])
+        text_only = converse([user("What is in this picture?")])
+        expect(PNG_BASE64 not in text_of(r), r)
+        extra = r["usage"]["inputTokens"] - text_only["usage"]["inputTokens"]
+        expect(extra == 1600, f"an image cost {extra} input tokens")
+
+    def wrong_secret():
+        try:
+            client(secret + "x").converse(modelId=model, messages=[user("hi")])
+        except ClientError as e:
+            err = e.response["Error"]
+            expect(err["Code"] == "InvalidSignatureException", e.response)
+            expect(err["Message"].startswith("The request signature we calculated does not match"), err)
+            expect(e.response["ResponseMetadata"]["HTTPStatusCode"] == 403, e.response)
+        else:
+            raise AssertionError("a wrong secret was accepted")
+
+    def throttled():
+        admin.script("bedrock", [{"kind": "rate_limit"}])
+        before = admin.requests("bedrock")
+        try:
+            c.converse(modelId=model, messages=[user("hi")])
+        except c.exceptions.ThrottlingException as e:
+            err = e
+        else:
+            raise AssertionError("a scripted 429 did not raise ThrottlingException")
+        finally:
+            admin.script("bedrock", [])
+        sent = admin.requests("bedrock") - before
+        expect(sent == 1, f"total_max_attempts 1 sent {sent} requests")
+        expect(err.response["Error"]["Code"] == "ThrottlingException", err.response)
+        expect(err.response["Error"]["Message"] == "Too many requests, please wait before trying again.", err.response)
+        headers = err.response["ResponseMetadata"]["HTTPHeaders"]
+        expect(err.response["ResponseMetadata"]["HTTPStatusCode"] == 429, err.response)
+        expect(not any("ratelimit" in h or h == "retry-after" for h in headers), headers)
+
+    def throttling_retried():
+        retrying = client(attempts=2)
+        admin.script("bedrock", [{"kind": "rate_limit"}])
+        before = admin.requests("bedrock")
+        try:
+            r = retrying.converse(modelId=model, messages=[user("hi")])
+        finally:
+            admin.script("bedrock", [])
+        sent = admin.requests("bedrock") - before
+        expect(sent == 2, f"botocore's standard mode should retry a ThrottlingException once; it sent {sent}")
+        expect(r["ResponseMetadata"]["RetryAttempts"] == 1, r["ResponseMetadata"])
+
+    def stream_throttled():
+        admin.script("bedrock", [{"kind": "stream_error"}])
+        try:
+            r = c.converse_stream(modelId=model, messages=[user("Tell me a long story about the sea")])
+            for _ in r["stream"]:
+                pass
+        except EventStreamError as e:
+            expect(e.response["Error"]["Code"] == "throttlingException", e.response)
+            expect(e.response["Error"]["Message"].startswith("Too many requests"), e.response)
+        else:
+            raise AssertionError("a stream_error fault raised nothing")
+        finally:
+            admin.script("bedrock", [])
+
+    yield "bedrock converse", chat
+    yield "bedrock converse stops at maxTokens", max_tokens
+    yield "bedrock converse_stream", streamed
+    yield "bedrock tool use round trip", tool_round_trip
+    yield "bedrock parallel and named tool use", parallel_and_named
+    yield "bedrock streamed tool use", streamed_tool_use
+    yield "bedrock structured answer (outputConfig)", structured
+    yield "bedrock image", image
+    yield "bedrock wrong secret is InvalidSignatureException", wrong_secret
+    yield "bedrock throttled call is a ThrottlingException, not retried", throttled
+    yield "bedrock ThrottlingException retried by botocore's standard mode", throttling_retried
+    yield "bedrock mid-stream throttlingException is an EventStreamError", stream_throttled
+
+
 CHECKS = {
     "openai": openai_checks,
     "azure": azure_checks,
     "anthropic": anthropic_checks,
     "gemini": gemini_checks,
+    "bedrock": bedrock_checks,
     "deepgram": deepgram_checks,
 }
 
@@ -1009,6 +1293,9 @@ def main() -> int:
         "--key-for", action="append", default=[], metavar="PREFIX=KEY", help="one provider's key"
     )
     parser.add_argument(
+        "--aws-region", default="us-east-1", help="the region Bedrock requests are signed for"
+    )
+    parser.add_argument(
         "--providers",
         default=",".join(PROVIDERS),
         help="comma-separated, of " + ", ".join(PROVIDERS),
@@ -1051,11 +1338,12 @@ def main() -> int:
         )
         return 1
 
+    checks_of = dict(CHECKS, bedrock=functools.partial(bedrock_checks, region=args.aws_region))
     passed, failed = 0, []
     started = time.perf_counter()
     for p in providers:
         try:
-            checks = list(CHECKS[p](root, keys[p], admin))
+            checks = list(checks_of[p](root, keys[p], admin))
         except ImportError:
             traceback.print_exc()
             failed.append(f"{p}: import")

@@ -1,8 +1,9 @@
 //! The providers' official Python SDKs parse the emulator's answers: `emulator/sdk/check.py`
-//! drives openai (OpenAI and Azure), anthropic, google-genai and deepgram-sdk against an
-//! emulator started here, on a free loopback port, and validates every answer against the
-//! SDK's own types — chat, streams, transcriptions, errors, and tools (calls, round trips,
-//! streamed calls), structured answers and images in every chat format.
+//! drives openai (OpenAI and Azure), anthropic, google-genai, boto3 (Bedrock, signing with
+//! temporary credentials) and deepgram-sdk against an emulator started here, on a free
+//! loopback port, and validates every answer against the SDK's own types — chat, streams,
+//! transcriptions, errors, and tools (calls, round trips, streamed calls), structured answers
+//! and images in every chat format.
 //!
 //! It runs the interpreter named by `$LLM_FAILOVER_PYTHON`, else `python3`, and needs the
 //! pinned SDKs of `emulator/sdk/requirements.txt` there. `scripts/test` (the README's test
@@ -33,7 +34,14 @@ const PROXY_VARS: [&str; 8] = [
     "no_proxy",
 ];
 
-const PROVIDERS: [&str; 5] = ["openai", "azure", "anthropic", "gemini", "deepgram"];
+const PROVIDERS: [&str; 6] = [
+    "openai",
+    "azure",
+    "anthropic",
+    "gemini",
+    "bedrock",
+    "deepgram",
+];
 
 /// Names the interpreter with the SDKs; `scripts/test` sets it to its venv's.
 const PYTHON_VAR: &str = "LLM_FAILOVER_PYTHON";
@@ -58,6 +66,7 @@ async fn the_official_python_sdks_parse_every_answer() {
         .azure("azure")
         .anthropic("anthropic")
         .gemini("gemini")
+        .provider(ProviderConfig::bedrock("bedrock").with_session_token("emulator-session-token"))
         .deepgram("deepgram")
         .start()
         .await
@@ -70,8 +79,17 @@ async fn the_official_python_sdks_parse_every_answer() {
     let mut cmd = Command::new(&python);
     cmd.arg(script).arg(emu.url());
     for p in PROVIDERS {
-        cmd.arg("--key-for").arg(format!("{p}={}", emu.key(p)));
+        let key = if p == "bedrock" {
+            let aws = emu.aws_credentials(p);
+            let token = aws.session_token.unwrap_or_default();
+            format!("{}:{}:{token}", aws.access_key_id, aws.secret_access_key)
+        } else {
+            emu.key(p).to_owned()
+        };
+        cmd.arg("--key-for").arg(format!("{p}={key}"));
     }
+    cmd.arg("--aws-region")
+        .arg(emu.aws_credentials("bedrock").region);
     for var in PROXY_VARS {
         cmd.env_remove(var);
     }
