@@ -51,6 +51,10 @@ SCHEMAS = HERE / "schemas"
 try:
     import jsonschema
     import typing_extensions
+    from anthropic.types import message_create_params as anthropic_params
+    from google.genai import types as genai
+    from openai.types.audio import transcription_create_params as openai_audio
+    from openai.types.chat import completion_create_params as openai_chat
     from pydantic import ConfigDict, TypeAdapter, ValidationError
 except ImportError as e:  # pragma: no cover - the setup's fault, said plainly
     print(
@@ -400,6 +404,34 @@ ANTHROPIC_TOOLS_DOC = "https://docs.anthropic.com/en/docs/agents-and-tools/tool-
 # reported in maximhq/bifrost#5097); the id fields of https://docs.anthropic.com/en/api/messages.
 
 
+# What the API answers 400 to although anthropic-python's types let it through, in the API's
+# own words as publicly reported: "stop_sequences: each stop sequence must contain
+# non-whitespace" (BerriAI/litellm#3286) and "…must be non-empty" (MegaGrindStone/mcp-web-ui#5);
+# "messages.N: all messages must have non-empty content except for the optional final
+# assistant message" (anthropics/claude-code#3196). The fields: https://docs.anthropic.com/en/api/messages
+ANTHROPIC_400 = "the API's 400 as reported publicly; fields of https://docs.anthropic.com/en/api/messages"
+
+
+def anthropic_api_rules(body: dict) -> list[dict]:
+    found = []
+    for i, stop in enumerate(body.get("stop_sequences") or []):
+        if isinstance(stop, str) and not stop.strip():
+            found.append(err(f"$.stop_sequences[{i}]", "non-whitespace", f"{short(stop)} ({ANTHROPIC_400})"))
+    messages = body.get("messages") or []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            continue
+        final_assistant = i == len(messages) - 1 and m.get("role") == "assistant"
+        content = m.get("content")
+        empty = content in ("", []) or (
+            isinstance(content, list)
+            and any(isinstance(b, dict) and b.get("type") == "text" and b.get("text") == "" for b in content)
+        )
+        if empty and not final_assistant:
+            found.append(err(f"$.messages[{i}].content", "non-empty", f"{short(content)} ({ANTHROPIC_400})"))
+    return found
+
+
 def anthropic_rules(body: dict) -> list[dict]:
     found = []
     for field, lo, hi in (("temperature", 0.0, 1.0), ("top_p", 0.0, 1.0)):
@@ -524,11 +556,6 @@ def gemini_rules(body: dict) -> list[dict]:
 
 class Checks:
     def __init__(self) -> None:
-        from anthropic.types import message_create_params as anthropic_params
-        from google.genai import types as genai
-        from openai.types.audio import transcription_create_params as openai_audio
-        from openai.types.chat import completion_create_params as openai_chat
-
         self.openai = OpenApiSubset("openai-openapi.json")
         self.azure = OpenApiSubset("azure-2024-10-21.json")
         self.openai_chat = {
@@ -554,6 +581,11 @@ class Checks:
             (f"prose rules of {OPENAI_DOC}", openai_prose_rules(body, OPENAI_DOC)),
         ]
 
+    # The spec's objects do not say `additionalProperties: false`, so jsonschema alone takes
+    # any extra field; the service does not: a field its api-version does not know is a 400
+    # "Unrecognized request argument supplied: …" (what `stream_options` got before
+    # 2024-09-01-preview, and why the SDK leaves it out at 2024-10-21). Hence the check of the
+    # top-level fields against those the spec declares.
     def azure_chat_body(self, e: dict) -> list:
         body = e["body"]
         root = "createChatCompletionRequest"
@@ -575,6 +607,7 @@ class Checks:
         return [
             (self.anthropic[stream].label, self.anthropic[stream].check(typed)),
             (f"documented ranges and patterns ({ANTHROPIC_DOC})", anthropic_rules(body)),
+            ("what the API refuses beyond its types", anthropic_api_rules(body)),
         ]
 
     def gemini_body(self, e: dict) -> list:

@@ -80,37 +80,26 @@ const KNOWN: &[(&str, &str, &str)] = &[
     // openai-python's AzureOpenAI does), so jsonschema says "'type' is a required property"
     // at $.response_format.json_schema. Most likely an error of the spec (OpenAI's spec and
     // openai-python require `name` only), but it is what the published schema refuses.
-    (
-        "json_schema answer",
-        "azure",
-        "$.response_format.json_schema",
-    ),
-    (
-        "json_schema, odd name",
-        "azure",
-        "$.response_format.json_schema",
-    ),
-    (
-        "json_schema, 80-character name",
-        "azure",
-        "$.response_format.json_schema",
-    ),
-    (
-        "json_schema with tools",
-        "azure",
-        "$.response_format.json_schema",
-    ),
-    (
-        "json_schema, array root",
-        "azure",
-        "$.response_format.json_schema",
-    ),
-    (
-        "streamed json_schema",
-        "azure",
-        "$.response_format.json_schema",
-    ),
+    ("json_schema answer", "azure", JSON_SCHEMA),
+    ("json_schema, odd name", "azure", JSON_SCHEMA),
+    ("json_schema, 80-character name", "azure", JSON_SCHEMA),
+    ("json_schema with tools", "azure", JSON_SCHEMA),
+    ("json_schema, array root", "azure", JSON_SCHEMA),
+    ("streamed json_schema", "azure", JSON_SCHEMA),
+    // ISSUE: a whitespace-only stop sequence goes to Anthropic as it is
+    // (`"stop_sequences": ["\n\n"]`); the API answers 400 "stop_sequences: each stop sequence
+    // must contain non-whitespace" (as reported in BerriAI/litellm#3286). OpenAI, Azure and
+    // Gemini take it.
+    ("stop: a blank line", "anthropic", "$.stop_sequences[0]"),
+    // ISSUE: an empty assistant turn before the last message goes to Anthropic as
+    // `{"role": "assistant", "content": ""}`; the API answers 400 "messages.1: all messages
+    // must have non-empty content except for the optional final assistant message" (as
+    // reported in anthropics/claude-code#3196).
+    ("empty assistant turn", "anthropic", "$.messages[1].content"),
 ];
+
+/// Where Azure's spec refuses the `json_schema` object (see [`KNOWN`]).
+const JSON_SCHEMA: &str = "$.response_format.json_schema";
 
 /// Bounds a hung interpreter; the check itself takes a few seconds.
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(120);
@@ -602,6 +591,24 @@ async fn the_validator_refuses_what_the_providers_refuse() {
                 "$.messages[1].content[0].id",
                 "$.messages[2].content[0].tool_use_id",
             ],
+        ),
+        // What the API answers 400 to beyond its types: "stop_sequences: each stop sequence
+        // must contain non-whitespace", "all messages must have non-empty content except for
+        // the optional final assistant message" (fields of
+        // https://docs.anthropic.com/en/api/messages); the final assistant turn may be empty.
+        (
+            "anthropic: blank stop sequence, empty assistant turn",
+            chat(
+                "anthropic",
+                json!({"model": "claude-3-5-haiku-latest", "max_tokens": 64,
+                "stop_sequences": ["END", " \n"],
+                "messages": [
+                    {"role": "user", "content": "Hi"},
+                    {"role": "assistant", "content": ""},
+                    {"role": "user", "content": "Still there?"},
+                    {"role": "assistant", "content": ""}]}),
+            ),
+            vec!["$.stop_sequences[1]", "$.messages[1].content"],
         ),
         // A FunctionDeclaration without its required `description`
         // (https://ai.google.dev/api/caching#FunctionDeclaration); 6 `stopSequences` ("up to

@@ -110,7 +110,7 @@ fn ask() -> ChatRequest {
 }
 
 fn stops(n: usize) -> ChatRequest {
-    ["END", "STOP", "###", "\n\n", "</answer>"]
+    ["END", "STOP", "###", "</answer>", "Q:", "A:"]
         .iter()
         .take(n)
         .fold(ChatRequest::from_prompt("Count to ten."), |r, s| r.stop(*s))
@@ -159,6 +159,14 @@ pub(super) fn cases() -> Vec<Case> {
                 .assistant("Hello, Ada.")
                 .user("What is my name?")
         }),
+        // An assistant turn that said nothing (an empty answer kept in the history); Anthropic
+        // takes empty content only in a final assistant turn.
+        case("empty assistant turn", |_| {
+            ChatRequest::new()
+                .user("Hi.")
+                .assistant("")
+                .user("Are you there?")
+        }),
         // System messages later in the conversation (lifted into `system` /
         // `systemInstruction` by Anthropic and Gemini).
         case("system messages between turns", |_| {
@@ -203,6 +211,12 @@ pub(super) fn cases() -> Vec<Case> {
         case("stop: 1 sequence", |_| stops(1)),
         case("stop: 4 sequences", |_| stops(4)),
         case("stop: 5 sequences", |_| stops(5)),
+        case("stop: 6 sequences", |_| stops(6)),
+        // A whitespace-only sequence, which Anthropic's API refuses ("each stop sequence must
+        // contain non-whitespace"; its `stop_sequences` field in the Messages reference).
+        case("stop: a blank line", |_| {
+            ChatRequest::from_prompt("Write two paragraphs.").stop("\n\n")
+        }),
         case("tool with a description", |_| ask().tool(weather())),
         case("tool without a description", |_| ask().tool(bare_weather())),
         case("two tools", |_| ask().tool(weather()).tool(clock())),
