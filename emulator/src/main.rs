@@ -1,16 +1,19 @@
 //! `llm-failover-emulator --config emulator.toml`: serves the configured providers on
-//! 127.0.0.1 and prints one line per provider, `PREFIX BASE_URL`, until Ctrl-C.
+//! 127.0.0.1 and prints one line per provider, `PREFIX BASE_URL`, then one line per Bedrock
+//! provider with the AWS credentials it accepts (`aws PREFIX access_key_id=… …`) and the
+//! admin URL, until Ctrl-C.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use llm_failover_emulator::{Emulator, EmulatorConfig};
+use llm_failover_emulator::{Emulator, EmulatorConfig, Kind};
 
 /// The port when neither the config nor `--port` gives one.
 const DEFAULT_PORT: u16 = 4010;
 
-/// A loopback emulator of LLM provider APIs (OpenAI, Azure, Anthropic, Gemini, Deepgram).
+/// A loopback emulator of LLM provider APIs (OpenAI, Azure, Anthropic, Gemini, AWS Bedrock,
+/// Deepgram).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
@@ -49,8 +52,20 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    for (prefix, _kind, url) in emu.providers() {
+    let providers = emu.providers();
+    for (prefix, _kind, url) in &providers {
         println!("{prefix} {url}");
+    }
+    for (prefix, _, _) in providers.iter().filter(|(_, k, _)| *k == Kind::Bedrock) {
+        let aws = emu.aws_credentials(prefix);
+        let token = aws
+            .session_token
+            .map(|t| format!(" session_token={t}"))
+            .unwrap_or_default();
+        println!(
+            "aws {prefix} access_key_id={} secret_access_key={} region={}{token}",
+            aws.access_key_id, aws.secret_access_key, aws.region
+        );
     }
     println!("admin {}/_admin/counters", emu.url());
     let _ = tokio::signal::ctrl_c().await;
