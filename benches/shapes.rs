@@ -18,7 +18,10 @@
 //! - `fixed-minute`: LiteLLM's proxy — 60 requests per fixed minute (a counter that starts
 //!   again at each boundary), limit and remaining stated, no reset, no `Retry-After`;
 //! - `silent`: 120 requests per minute and nothing stated: no limit headers, no
-//!   `Retry-After`, no delay in the 429's text.
+//!   `Retry-After`, no delay in the 429's text;
+//! - `three`: three providers at once in failover order, 60, 30 and 30 requests per 6 s
+//!   window, stated in OpenAI's headers, at concurrency 32: the first contact with each (the
+//!   limits are not configured) is where a burst overshoots.
 //!
 //! The figure that matters is the share of the binding limit used once the first window's
 //! burst is spent, the share of requests answered 429, and that no item fails that was only
@@ -59,14 +62,18 @@ const MODEL: &str = "gpt-4o-mini";
 /// One provider shape.
 struct Shape {
     name: &'static str,
-    provider: fn() -> ProviderConfig,
+    /// The providers, in the client's failover order (the first one's scripted).
+    providers: fn() -> Vec<ProviderConfig>,
+    /// Requests in flight per client.
+    concurrency: usize,
     /// Faults scripted at the start.
     script: fn() -> Vec<Fault>,
     /// Items sent.
     items: usize,
     /// `max_tokens` of each item (the prompt is a few tokens).
     max_tokens: u32,
-    /// The binding limit: (units per window, the window, counts tokens).
+    /// The binding limit, summed over the providers: (units per window, the window, counts
+    /// tokens).
     binding: (u64, Duration, bool),
 }
 
@@ -74,11 +81,14 @@ fn shapes() -> Vec<Shape> {
     vec![
         Shape {
             name: "window-6s",
-            provider: || {
-                ProviderConfig::openai("p")
-                    .with_limits(llm_failover_emulator::Limits::default().with_rpm(60))
-                    .with_minute_ms(6_000)
+            providers: || {
+                vec![
+                    ProviderConfig::openai("p")
+                        .with_limits(llm_failover_emulator::Limits::default().with_rpm(60))
+                        .with_minute_ms(6_000),
+                ]
             },
+            concurrency: CONCURRENCY,
             script: Vec::new,
             items: 1_200,
             max_tokens: 8,
@@ -86,17 +96,21 @@ fn shapes() -> Vec<Shape> {
         },
         Shape {
             name: "groq-day",
-            provider: || {
-                ProviderConfig::openai("p")
-                    .with_limits(
-                        llm_failover_emulator::Limits::default()
-                            .with_rpd(14_400)
-                            .with_tpm(6_000),
-                    )
-                    .with_headers(HeaderStyle::Groq)
-                    // The admission charge stays (Groq counts what was asked for): tokens bind.
-                    .with_charge(ChargeMode::Estimate)
+            providers: || {
+                vec![
+                    ProviderConfig::openai("p")
+                        .with_limits(
+                            llm_failover_emulator::Limits::default()
+                                .with_rpd(14_400)
+                                .with_tpm(6_000),
+                        )
+                        .with_headers(HeaderStyle::Groq)
+                        // The admission charge stays (Groq counts what was asked for): tokens
+                        // bind.
+                        .with_charge(ChargeMode::Estimate),
+                ]
             },
+            concurrency: CONCURRENCY,
             script: || {
                 let mut s = vec![Fault::Pass; 30];
                 s.push(Fault::RateLimit {
@@ -110,12 +124,15 @@ fn shapes() -> Vec<Shape> {
         },
         Shape {
             name: "fixed-minute",
-            provider: || {
-                ProviderConfig::openai("p")
-                    .with_limits(llm_failover_emulator::Limits::default().with_rpm(60))
-                    .with_headers(HeaderStyle::LiteLlm)
-                    .with_fixed_windows()
+            providers: || {
+                vec![
+                    ProviderConfig::openai("p")
+                        .with_limits(llm_failover_emulator::Limits::default().with_rpm(60))
+                        .with_headers(HeaderStyle::LiteLlm)
+                        .with_fixed_windows(),
+                ]
             },
+            concurrency: CONCURRENCY,
             script: Vec::new,
             items: 600,
             max_tokens: 8,
@@ -123,15 +140,36 @@ fn shapes() -> Vec<Shape> {
         },
         Shape {
             name: "silent",
-            provider: || {
-                ProviderConfig::openai("p")
-                    .with_limits(llm_failover_emulator::Limits::default().with_rpm(120))
-                    .with_headers(HeaderStyle::None)
+            providers: || {
+                vec![
+                    ProviderConfig::openai("p")
+                        .with_limits(llm_failover_emulator::Limits::default().with_rpm(120))
+                        .with_headers(HeaderStyle::None),
+                ]
             },
+            concurrency: CONCURRENCY,
             script: Vec::new,
             items: 1_200,
             max_tokens: 8,
             binding: (120, Duration::from_secs(60), false),
+        },
+        Shape {
+            name: "three",
+            providers: || {
+                [("p", 60), ("q", 30), ("r", 30)]
+                    .into_iter()
+                    .map(|(name, rpm)| {
+                        ProviderConfig::openai(name)
+                            .with_limits(llm_failover_emulator::Limits::default().with_rpm(rpm))
+                            .with_minute_ms(6_000)
+                    })
+                    .collect()
+            },
+            concurrency: 32,
+            script: Vec::new,
+            items: 600,
+            max_tokens: 8,
+            binding: (120, Duration::from_secs(6), false),
         },
     ]
 }
@@ -217,24 +255,36 @@ fn main() {
 
 async fn run(shape: &Shape, side: Side) -> Figures {
     let clock = FastClock::new(FACTOR);
-    let emu = Emulator::builder()
-        .provider((shape.provider)())
+    let providers = (shape.providers)();
+    let names: Vec<String> = providers.iter().map(|p| p.prefix.clone()).collect();
+    let mut builder = Emulator::builder();
+    for p in providers {
+        builder = builder.provider(p);
+    }
+    let emu = builder
         .time_source(TimeSource::new(move || (clock.now(), clock.wall())))
         .start()
         .await
         .expect("the emulator starts");
-    emu.script("p", (shape.script)());
-    let sdk = (side == Side::Sdk).then(|| sdk_client(&emu, clock));
+    emu.script(&names[0], (shape.script)());
+    let sdk = (side == Side::Sdk).then(|| sdk_client(&emu, &names, clock));
     let http = reqwest::Client::new();
-    let url = format!("{}/chat/completions", emu.base_url("p"));
-    let key = emu.key("p").to_owned();
+    // The retry-only client has no failover: its workers are spread over the providers.
+    let targets: Vec<(String, String)> = names
+        .iter()
+        .map(|n| {
+            let url = format!("{}/chat/completions", emu.base_url(n));
+            (url, emu.key(n).to_owned())
+        })
+        .collect();
     let next = Arc::new(AtomicUsize::new(0));
     let results = Arc::new(Mutex::new((0usize, 0usize)));
     let start = clock.now();
     let mut workers = tokio::task::JoinSet::new();
-    for w in 0..CONCURRENCY {
+    for w in 0..shape.concurrency {
         let (next, results, sdk) = (next.clone(), results.clone(), sdk.clone());
-        let (http, url, key) = (http.clone(), url.clone(), key.clone());
+        let (url, key) = targets[w % targets.len()].clone();
+        let http = http.clone();
         let (items, max_tokens) = (shape.items, shape.max_tokens);
         let mut rng = SmallRng::seed_from_u64(w as u64 + 1);
         workers.spawn(async move {
@@ -299,27 +349,28 @@ fn steady(log: &[LogEntry], (limit, window, tokens): (u64, Duration, bool)) -> f
     100.0 * used as f64 / (limit as f64 * windows)
 }
 
-fn sdk_client(emu: &Emulator, clock: FastClock) -> Client {
+fn sdk_client(emu: &Emulator, names: &[String], clock: FastClock) -> Client {
     let mut p = Policy::default();
     // A batch's deadline: an item waits as long as the provider makes it.
     p.deadline = Duration::from_secs(3_600);
     p.request_timeout = Duration::from_secs(30);
     p.latency_allowance = Duration::from_millis(200).mul_f64(FACTOR);
-    let adapter = OpenAi::new(
-        ProviderId::new("p"),
-        emu.base_url("p").parse().expect("a URL"),
-    )
-    .with_chat_model(MODEL);
-    Client::builder()
+    let mut builder = Client::builder()
         .clock(Arc::new(clock))
         .rng(Arc::new(SeededRng::new(1)))
-        .policy(p)
-        .provider(
-            Arc::new(adapter),
-            ProviderSettings::new().credential(Credential::new(emu.key("p"))),
+        .policy(p);
+    for name in names {
+        let adapter = OpenAi::new(
+            ProviderId::new(name),
+            emu.base_url(name).parse().expect("a URL"),
         )
-        .build()
-        .expect("the client builds")
+        .with_chat_model(MODEL);
+        builder = builder.provider(
+            Arc::new(adapter),
+            ProviderSettings::new().credential(Credential::new(emu.key(name))),
+        );
+    }
+    builder.build().expect("the client builds")
 }
 
 /// One item through a retry-only client: send until a 200 (at most 200 times), sleeping the

@@ -309,26 +309,27 @@ async fn a_stopped_run_resumes_without_sending_finished_items_again() {
 async fn an_aborted_run_records_items_in_flight_as_not_done_and_a_rerun_sends_them_once() {
     let s = Setup::new("abort-resume").await;
     let input = s.input(&prompts(24));
-    // Four in flight: one answers, three hang until the abort drops them.
+    // Two answer, three hang until the abort drops them. The demo provider states no
+    // limits: first contact sends one, then two, then three at once as answers come back.
     let hang = || Fault::Hang { ms: Some(30_000) };
     s.emu
-        .script("openai", [Fault::Pass, hang(), hang(), hang()]);
+        .script("openai", [Fault::Pass, Fault::Pass, hang(), hang(), hang()]);
 
     let emu = s.emu.clone();
     let all_sent = Box::new(move || emu.pending_faults("openai") == 0);
-    let first = interrupted_run(&s, &input, 1, true, Some(all_sent)).await;
+    let first = interrupted_run(&s, &input, 2, true, Some(all_sent)).await;
     assert!(first.stopped);
-    assert_eq!((first.ok, first.not_done), (1, 3));
+    assert_eq!((first.ok, first.not_done), (2, 3));
     assert_eq!(
         read_lines(&s.output()).len(),
-        1,
+        2,
         "no line for an item not done"
     );
-    assert_eq!(s.requests(), 4);
+    assert_eq!(s.requests(), 5);
 
     let second = s.run(&input, 4, false).await;
-    assert_eq!((second.skipped_ok, second.run.ok), (1, 23));
-    assert_eq!(s.requests(), 4 + 23, "only the missing items are sent");
+    assert_eq!((second.skipped_ok, second.run.ok), (2, 22));
+    assert_eq!(s.requests(), 5 + 22, "only the missing items are sent");
     let out = by_id(&s.output());
     assert_eq!(out.len(), 24);
     assert!(out.values().all(|l| l["ok"] == true));

@@ -31,6 +31,7 @@ mod example_chat;
 mod example_tools;
 mod extra_body;
 mod failover;
+mod first_contact;
 mod http_client;
 mod jobs;
 mod jobs_postgres;

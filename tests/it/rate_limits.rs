@@ -99,7 +99,9 @@ async fn overlapping_429s_keep_the_later_reset() {
             .header("retry-after", "5")
             .delay(Duration::from_millis(100)),
     );
-    let h = client(&[("a", &a)], policy());
+    // A configured limit (far from binding): the key is known, so both go at once; a key
+    // whose limits are unknown would take its first requests one by one (first contact).
+    let h = client_with(&[("a", &a)], policy(), Limits::none().with_rpm(1_000));
     let opts = RequestOptions::new().deadline(Duration::from_secs(10));
     let (r1, r2) = tokio::join!(
         h.client.chat_with(req(), &opts),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Limits;
+use super::contact::{Contacts, Entered};
 use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
 use crate::admission::{Lines, Place, Priority};
 use crate::clock::Clock;
@@ -23,6 +24,8 @@ pub(crate) struct Limiter {
     clock: Arc<dyn Clock>,
     /// The bulk requests of this process waiting for a slot, a line per key.
     lines: Arc<Lines<LimitKey>>,
+    /// Keys whose limits are not yet known: a slow start ([`contact`](super::contact)).
+    contacts: Arc<Contacts>,
 }
 
 impl fmt::Debug for Limiter {
@@ -40,7 +43,17 @@ impl Limiter {
             store,
             clock,
             lines: Arc::default(),
+            contacts: Arc::default(),
         }
+    }
+
+    /// A place among the first requests to `key` while its limits are not known (nothing
+    /// configured, nothing stated yet): at once, or when an answer frees one before `until`
+    /// ([`contact`](super::contact)).
+    pub(crate) async fn enter(&self, key: &LimitKey, limits: &Limits, until: Instant) -> Entered {
+        self.contacts
+            .enter(key, limits, self.clock.as_ref(), until)
+            .await
     }
 
     /// Books `cost` for `key` in `place`'s turn, if it can start within `patience.max_wait`

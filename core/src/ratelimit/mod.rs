@@ -77,6 +77,7 @@
 //! ```
 
 mod bucket;
+mod contact;
 mod duration;
 mod estimate;
 mod headers;
@@ -122,6 +123,7 @@ pub use store::{
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use bucket::{Bucket, InsufficientCapacity};
+pub(crate) use contact::{ContactPlace, Entered, Heard};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use duration::go_duration;

@@ -26,7 +26,7 @@ use crate::observe::{
     Sent, operation_name,
 };
 use crate::provider::RequestContext;
-use crate::ratelimit::{LimitReport, Permit, Tightening};
+use crate::ratelimit::{Heard, LimitReport, Permit, Tightening};
 use crate::types::Usage;
 
 /// The loop goes on, or the request ends with this.
@@ -218,6 +218,13 @@ impl Router {
             drop(permit);
         }
         let (report, probe) = (exchange.report, verdict.is_probe());
+        if let Some(place) = &ticket.contact {
+            let throttled = exchange.result.as_ref().is_err_and(|e| {
+                matches!(e.kind(), ErrorKind::RateLimited | ErrorKind::QuotaExhausted)
+            });
+            let ok = exchange.result.is_ok();
+            place.heard(Heard::from_answer(report.as_deref(), throttled, ok));
+        }
         match exchange.result {
             Ok(out) => {
                 let (out, usage) = self.succeeded::<J>(run, ticket, probe, out, &span);

@@ -13,7 +13,7 @@ use super::core::{Entry, Router};
 use super::job::{Admissible, Job, Reckoning, TokenCounting};
 use super::request::Run;
 use crate::error::{Error, ErrorKind, Result};
-use crate::ratelimit::{Demand, LimitKey, Limits, Patience, Reservation};
+use crate::ratelimit::{ContactPlace, Demand, Entered, LimitKey, Limits, Patience, Reservation};
 
 /// How long a request that finds a half-open provider's probe in flight waits before looking
 /// again.
@@ -40,6 +40,9 @@ pub(crate) struct Ticket<'r> {
     /// The store's number for the booking (`None`: admitted without one), handed back with
     /// the answer's report.
     pub(crate) booking: Option<u64>,
+    /// A place among the first requests to a key whose limits are not yet known, told the
+    /// answer and given back when the ticket goes.
+    pub(crate) contact: Option<ContactPlace>,
 }
 
 /// The choice for the next attempt.
@@ -65,9 +68,16 @@ struct Chosen<'r> {
 
 impl<'r> Chosen<'r> {
     /// Admitted, to send after `wait` from `now`.
-    fn into_ticket(self, wait: Duration, now: Instant, booking: Option<u64>) -> Ticket<'r> {
+    fn into_ticket(
+        self,
+        wait: Duration,
+        now: Instant,
+        booking: Option<u64>,
+        contact: Option<ContactPlace>,
+    ) -> Ticket<'r> {
         Ticket {
             booking,
+            contact,
             slot: self.slot,
             key: self.key,
             cost: self.cost,
@@ -192,10 +202,27 @@ impl Router {
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
         match self.look(job, run, slot, now) {
-            Look::Ready(c) if self.limiter.admits_freely(&c.key, &c.limits) => {
-                Ok(Some(c.into_ticket(Duration::ZERO, now, None)))
+            Look::Ready(c) => {
+                // A key whose limits are not yet known takes its first requests one by one.
+                let (contact, now) = match self
+                    .limiter
+                    .enter(&c.key, &c.limits, now + patience.max_wait)
+                    .await
+                {
+                    Entered::Known => (None, now),
+                    Entered::Place(p) => (Some(p), self.clock.now().max(now)),
+                    Entered::Held => {
+                        let at = self.clock.now();
+                        self.release(run, c.slot, c.verdict, at);
+                        survey.sooner(at);
+                        return Ok(None);
+                    }
+                };
+                if self.limiter.admits_freely(&c.key, &c.limits) {
+                    return Ok(Some(c.into_ticket(Duration::ZERO, now, None, contact)));
+                }
+                Box::pin(self.admit(run, c, now, patience, survey, contact)).await
             }
-            Look::Ready(c) => Box::pin(self.admit(run, c, now, patience, survey)).await,
             Look::Skip(until) => {
                 survey.sooner(until);
                 survey.reopens = Some(survey.reopens.map_or(until, |r| r.min(until)));
@@ -275,6 +302,7 @@ impl Router {
         now: Instant,
         patience: Patience,
         survey: &mut Survey,
+        contact: Option<ContactPlace>,
     ) -> Result<Option<Ticket<'r>>> {
         let reserved = self
             .limiter
@@ -309,7 +337,7 @@ impl Router {
                 return Ok(None);
             }
         };
-        let mut ticket = c.into_ticket(wait, turn, Some(booking));
+        let mut ticket = c.into_ticket(wait, turn, Some(booking), contact);
         ticket.lined = turn - now;
         Ok(Some(ticket))
     }

@@ -1,0 +1,344 @@
+//! First contact: a key whose limits nobody configured and this process has not yet heard
+//! stated gets one request, then more as answers come back clean, before its full
+//! concurrency — a slow start, as TCP's — so the first burst does not overshoot a limit the
+//! first answer would have stated.
+//!
+//! * **One** request in flight at first ([`FIRST_WINDOW`]).
+//! * An answer that **states a limit** ends first contact: the stated buckets govern from
+//!   then on (most providers: one round trip, then full speed within what they state).
+//! * A **429** ends it too: the store drains and, where nothing is stated, paces from it.
+//! * An answer that states **nothing** (a silent provider) widens the window by one request
+//!   — doubling it each round trip — until it reaches [`OPEN_AT`]: then nothing is held.
+//! * Any other failure (a 5xx, a timeout) gives its place back and widens nothing.
+//!
+//! Held requests wait for an answer, through the injected clock, as long as the router lets
+//! them wait for a provider (`spill_after` in its first pass): a primary whose first answer
+//! comes back within that keeps them; one that does not lets them spill over, as a busy one
+//! would. The state is this process's own: with a shared store, each process's first burst
+//! is one request.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::store::LimitKey;
+use super::{LimitReport, Limits};
+use crate::clock::Clock;
+
+/// Requests in flight to a key before its first answer.
+pub(crate) const FIRST_WINDOW: u32 = 1;
+/// The window at which a key that states nothing is no longer held: full concurrency.
+pub(crate) const OPEN_AT: u32 = 32;
+
+/// What an answer to a first-contact request said about the key's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Heard {
+    /// The answer stated a limit: the store's buckets know the key now.
+    Stated,
+    /// Answered, nothing stated.
+    Clean,
+    /// Refused for a limit (a 429): the store drains and paces from it.
+    Throttled,
+    /// Failed otherwise (a 5xx, a timeout, a refused connection): it says nothing of limits.
+    Failed,
+}
+
+impl Heard {
+    /// What an answer with `report` says (`throttled`: it was a 429).
+    pub(crate) fn from_answer(report: Option<&LimitReport>, throttled: bool, ok: bool) -> Heard {
+        if report.is_some_and(|r| r.windows().any(|w| w.limit.is_some())) {
+            Heard::Stated
+        } else if throttled {
+            Heard::Throttled
+        } else if ok {
+            Heard::Clean
+        } else {
+            Heard::Failed
+        }
+    }
+}
+
+/// The first-contact state of one key: the pure decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Contact {
+    /// Limits unknown: at most `window` requests in flight; `in_flight` now.
+    Opening { window: u32, in_flight: u32 },
+    /// Over: the limits are known, or the provider states nothing and the window is open.
+    Over,
+}
+
+impl Contact {
+    pub(crate) fn new() -> Self {
+        Contact::Opening {
+            window: FIRST_WINDOW,
+            in_flight: 0,
+        }
+    }
+
+    /// Whether one more request may go now (`true` also once contact is over); counts it.
+    pub(crate) fn admit(&mut self) -> bool {
+        match self {
+            Contact::Opening { window, in_flight } if *in_flight < *window => {
+                *in_flight += 1;
+                true
+            }
+            Contact::Opening { .. } => false,
+            Contact::Over => true,
+        }
+    }
+
+    /// An admitted request's answer was heard (its place is given back by
+    /// [`leave`](Self::leave)).
+    pub(crate) fn heard(&mut self, heard: Heard) {
+        let Contact::Opening { window, .. } = self else {
+            return;
+        };
+        match heard {
+            Heard::Stated | Heard::Throttled => *self = Contact::Over,
+            Heard::Clean if *window + 1 >= OPEN_AT => *self = Contact::Over,
+            Heard::Clean => *window += 1,
+            Heard::Failed => {}
+        }
+    }
+
+    /// An admitted request is no longer in flight (answered, failed, or never sent).
+    pub(crate) fn leave(&mut self) {
+        if let Contact::Opening { in_flight, .. } = self {
+            *in_flight = in_flight.saturating_sub(1);
+        }
+    }
+
+    fn is_over(&self) -> bool {
+        *self == Contact::Over
+    }
+}
+
+/// One key's contact and the requests waiting on it.
+#[derive(Debug)]
+struct Shared {
+    contact: Mutex<Contact>,
+    changed: Notify,
+}
+
+impl Shared {
+    fn with<T>(&self, f: impl FnOnce(&mut Contact) -> T) -> T {
+        f(&mut self.contact.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The first contacts of this process's keys.
+#[derive(Debug, Default)]
+pub(crate) struct Contacts {
+    keys: Mutex<HashMap<LimitKey, Arc<Shared>>>,
+}
+
+/// What [`Contacts::enter`] found.
+#[derive(Debug)]
+pub(crate) enum Entered {
+    /// Nothing to hold: limits configured, or contact over.
+    Known,
+    /// A place among the first requests, held until its answer.
+    Place(ContactPlace),
+    /// No place came free before the time given.
+    Held,
+}
+
+impl Contacts {
+    /// A place for one request to `key`: at once where nothing is held, else when an answer
+    /// frees one, waiting (without being a cause for time to move) until `until` at most.
+    pub(crate) async fn enter(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        clock: &dyn Clock,
+        until: Instant,
+    ) -> Entered {
+        if *limits != Limits::none() {
+            return Entered::Known;
+        }
+        let shared = {
+            let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            match keys.get(key) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(Shared {
+                        contact: Mutex::new(Contact::new()),
+                        changed: Notify::new(),
+                    });
+                    keys.insert(key.clone(), s.clone());
+                    s
+                }
+            }
+        };
+        loop {
+            // Registered before the look, so that an answer between the two is not missed.
+            let mut changed = pin!(shared.changed.notified());
+            changed.as_mut().enable();
+            let (admitted, over) = shared.with(|c| (c.admit(), c.is_over()));
+            if over {
+                return Entered::Known;
+            }
+            if admitted {
+                return Entered::Place(ContactPlace {
+                    shared: shared.clone(),
+                    heard: AtomicBool::new(false),
+                });
+            }
+            if clock.now() >= until {
+                return Entered::Held;
+            }
+            tokio::select! {
+                biased;
+                () = changed => {}
+                () = clock.wait_for_time(until) => return Entered::Held,
+            }
+        }
+    }
+}
+
+/// A first-contact request's place, given back when it is dropped (answered, failed, never
+/// sent, or its caller gone).
+pub(crate) struct ContactPlace {
+    shared: Arc<Shared>,
+    heard: AtomicBool,
+}
+
+impl fmt::Debug for ContactPlace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContactPlace")
+            .field("contact", &self.shared.with(|c| *c))
+            .finish()
+    }
+}
+
+impl ContactPlace {
+    /// The answer to this place's request: widens the window or ends first contact. Told
+    /// once; the place is given back on drop.
+    pub(crate) fn heard(&self, heard: Heard) {
+        if !self.heard.swap(true, Ordering::Relaxed) {
+            self.shared.with(|c| c.heard(heard));
+        }
+    }
+}
+
+impl Drop for ContactPlace {
+    fn drop(&mut self) {
+        self.shared.with(Contact::leave);
+        self.shared.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::TokioClock;
+    use crate::id::ProviderId;
+
+    /// The decisions, as a table: (answers heard in order, the state after them), each
+    /// answer to a request admitted while the state allowed it.
+    #[test]
+    fn the_window_opens_by_one_per_clean_answer_and_ends_at_a_statement_or_a_429() {
+        use Heard::*;
+        let opening = |window, in_flight| Contact::Opening { window, in_flight };
+        let table: &[(&[Heard], Contact)] = &[
+            (&[], opening(1, 0)),
+            (&[Clean], opening(2, 0)),
+            (&[Clean, Clean, Clean], opening(4, 0)),
+            (&[Failed], opening(1, 0)),
+            (&[Clean, Failed, Clean], opening(3, 0)),
+            (&[Stated], Contact::Over),
+            (&[Clean, Throttled], Contact::Over),
+            (&[Clean; 30], opening(31, 0)),
+            (&[Clean; 31], Contact::Over),
+        ];
+        for (answers, after) in table {
+            let mut c = Contact::new();
+            for h in *answers {
+                assert!(c.admit(), "{answers:?}: a place for each answered request");
+                c.heard(*h);
+                c.leave();
+            }
+            assert_eq!(c, *after, "{answers:?}");
+        }
+    }
+
+    #[test]
+    fn the_window_bounds_what_is_in_flight() {
+        let mut c = Contact::new();
+        assert!(c.admit());
+        assert!(!c.admit(), "one at first");
+        c.heard(Heard::Clean);
+        assert!(c.admit(), "a clean answer widens the window to two");
+        c.leave();
+        assert!(c.admit() && !c.admit(), "two in flight, no third");
+        c.heard(Heard::Stated);
+        assert!(c.admit() && c.admit(), "over: nothing held");
+    }
+
+    fn key() -> LimitKey {
+        LimitKey::new(ProviderId::new("p"), "m")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_request_goes_when_the_first_answer_comes_back_or_gives_up_at_its_time() {
+        let contacts = Arc::new(Contacts::default());
+        let now = Instant::now();
+        let far = now + Duration::from_secs(60);
+        let Entered::Place(first) = contacts
+            .enter(&key(), &Limits::none(), &TokioClock, far)
+            .await
+        else {
+            panic!("the first request goes");
+        };
+        // A second gives up at its time: nothing was answered.
+        let soon = now + Duration::from_secs(1);
+        let held = contacts
+            .enter(&key(), &Limits::none(), &TokioClock, soon)
+            .await;
+        assert!(matches!(held, Entered::Held), "{held:?}");
+        assert_eq!(Instant::now(), soon);
+        // A third waits; the first answer states a limit: it goes, and so does anyone after.
+        let waiting = tokio::spawn({
+            let contacts = contacts.clone();
+            async move {
+                let e = contacts
+                    .enter(&key(), &Limits::none(), &TokioClock, far)
+                    .await;
+                (e, Instant::now())
+            }
+        });
+        tokio::task::yield_now().await;
+        first.heard(Heard::Stated);
+        let answered = Instant::now();
+        drop(first);
+        let (e, at) = waiting.await.unwrap();
+        assert!(matches!(e, Entered::Known), "{e:?}");
+        assert_eq!(at, answered, "it went at the answer, not at a poll");
+        // Configured limits are never held.
+        let configured = Limits::none().with_rpm(5);
+        let k = LimitKey::new(ProviderId::new("q"), "m");
+        for _ in 0..3 {
+            let e = contacts.enter(&k, &configured, &TokioClock, now).await;
+            assert!(matches!(e, Entered::Known));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_place_dropped_unanswered_is_given_back() {
+        let contacts = Contacts::default();
+        let far = Instant::now() + Duration::from_secs(60);
+        let (k, none) = (key(), Limits::none());
+        let first = contacts.enter(&k, &none, &TokioClock, far).await;
+        assert!(matches!(first, Entered::Place(_)));
+        drop(first);
+        let again = contacts.enter(&k, &none, &TokioClock, far).await;
+        assert!(matches!(again, Entered::Place(_)), "{again:?}");
+    }
+}
