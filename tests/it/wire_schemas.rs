@@ -79,7 +79,7 @@ const AZURE_API_VERSION: &str = "2024-10-21";
 /// the error the validator reports). Each must still be refused: a fixed one fails the test,
 /// which then asks for its line to go.
 const KNOWN: &[(&str, &str, &str)] = &[
-    // ISSUE: Azure's 2024-10-21 spec (createChatCompletionRequest → response_format →
+    // SPEC: Azure's 2024-10-21 spec (createChatCompletionRequest → response_format →
     // ResponseFormatJsonSchema) lists `required: ["type", "name"]` for the `json_schema`
     // object, whose properties are description, name, schema and strict — no `type`. The SDK
     // sends OpenAI's shape, `{"type": "json_schema", "json_schema": {"name", "schema"}}` (as
@@ -92,16 +92,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("json_schema with tools", "azure", JSON_SCHEMA),
     ("json_schema, array root", "azure", JSON_SCHEMA),
     ("streamed json_schema", "azure", JSON_SCHEMA),
-    // ISSUE: a whitespace-only stop sequence goes to Anthropic as it is
-    // (`"stop_sequences": ["\n\n"]`); the API answers 400 "stop_sequences: each stop sequence
-    // must contain non-whitespace" (as reported in BerriAI/litellm#3286). OpenAI, Azure and
-    // Gemini take it.
-    ("stop: a blank line", "anthropic", "$.stop_sequences[0]"),
-    // ISSUE: an empty assistant turn before the last message goes to Anthropic as
-    // `{"role": "assistant", "content": ""}`; the API answers 400 "messages.1: all messages
-    // must have non-empty content except for the optional final assistant message" (as
-    // reported in anthropics/claude-code#3196).
-    ("empty assistant turn", "anthropic", "$.messages[1].content"),
 ];
 
 /// Where Azure's spec refuses the `json_schema` object (see [`KNOWN`]).

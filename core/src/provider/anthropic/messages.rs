@@ -108,10 +108,35 @@ pub(super) fn conversation(req: &ChatRequest) -> Result<Conversation<'_>> {
         }
     }
     check_pairs(&turns)?;
+    check_nonempty(&turns)?;
     Ok(Conversation {
         system,
         messages: turns,
     })
+}
+
+/// "All messages must have non-empty content except for the optional final assistant
+/// message" (the Messages API's 400 for a turn with no content, or only blank text —
+/// `messages.N: …`): such a turn is refused before sending, naming it, so the router asks
+/// a provider that takes it.
+fn check_nonempty(turns: &[WireMessage<'_>]) -> Result<()> {
+    let last = turns.len().saturating_sub(1);
+    for (n, turn) in turns.iter().enumerate() {
+        if n == last && turn.role == "assistant" {
+            continue;
+        }
+        let blank = match &turn.content {
+            Content::Text(text) => text.trim().is_empty(),
+            Content::Blocks(blocks) => blocks.is_empty(),
+        };
+        if blank {
+            return Err(unsupported(format!(
+                "turn {n} ({}) is empty, and Anthropic takes an empty turn only as the final                  assistant message (messages.{n}: all messages must have non-empty content)",
+                turn.role
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl<'a> Content<'a> {
@@ -480,7 +505,19 @@ mod tests {
                     )),
                 "not a JSON object",
             ),
+            // messages.1: "all messages must have non-empty content except for the
+            // optional final assistant message" (the API's 400).
+            (
+                ChatRequest::new().user("a").assistant("").user("b"),
+                "turn 1 (assistant) is empty",
+            ),
+            (
+                ChatRequest::new().user(" \n").assistant("x"),
+                "turn 0 (user) is empty",
+            ),
         ];
+        // The final assistant turn may be empty (a prefill of nothing).
+        assert!(conversation(&ChatRequest::new().user("a").assistant("")).is_ok());
         for (req, want) in cases {
             let err = conversation(&req).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{want}");

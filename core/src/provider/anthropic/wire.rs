@@ -60,7 +60,25 @@ enum WireToolChoice<'a> {
 pub(super) fn check(req: &ChatRequest) -> Result<()> {
     check_tools(req)?;
     check_temperature(req)?;
+    check_stops(req)?;
     conversation(req).map(drop)
+}
+
+/// A stop sequence with no visible character (`"\n\n"`, `" "`, `""`): the Messages API
+/// answers 400 "stop_sequences: each stop sequence must contain non-whitespace" (OpenAI,
+/// Azure and Gemini take it). Refused before sending, so the router asks one that does.
+fn check_stops(req: &ChatRequest) -> Result<()> {
+    match req.stop.iter().position(|s| s.trim().is_empty()) {
+        Some(i) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{PROVIDER_TYPE} cannot carry stop sequence {i} ({:?}): each stop sequence \
+                 must contain non-whitespace",
+                req.stop[i]
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A temperature in Anthropic's range: "Ranges from 0.0 to 1.0" (the Messages API
@@ -100,6 +118,7 @@ pub(super) fn request_body<'a>(
     check_conversation(req, PROVIDER_TYPE)?;
     check_tools(req)?;
     check_temperature(req)?;
+    check_stops(req)?;
     let Conversation { system, messages } = conversation(req)?;
     if messages.is_empty() {
         return Err(Error::new(
@@ -323,6 +342,24 @@ mod tests {
                 request_body(&req, &ctx).unwrap_err().kind(),
                 ErrorKind::Unsupported
             );
+        }
+    }
+
+    /// A stop sequence with no visible character went out where Anthropic answers 400:
+    /// refused before sending, naming it; visible ones (with whitespace around) go.
+    #[test]
+    fn a_blank_stop_sequence_is_refused() {
+        let ok = ChatRequest::from_prompt("x")
+            .stop("\n\nHuman:")
+            .stop(" end ");
+        assert!(check(&ok).is_ok());
+        for bad in ["\n\n", " ", ""] {
+            let req = ChatRequest::from_prompt("x").stop("END").stop(bad);
+            let err = check(&req).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{bad:?}");
+            assert!(err.message().contains("stop sequence 1"), "{err}");
+            let ctx = RequestContext::new("claude", None);
+            assert!(request_body(&req, &ctx).is_err(), "{bad:?}");
         }
     }
 
