@@ -1,9 +1,10 @@
 //! A loopback emulator of LLM provider APIs, for tests, benchmarks and the no-key demo.
 //!
-//! It speaks the providers' own wire formats — OpenAI chat completions (JSON and SSE) and
-//! audio transcriptions, Azure OpenAI deployments, Anthropic messages (JSON and typed SSE),
-//! Gemini `generateContent`/`streamGenerateContent`, AWS Bedrock `Converse`/`ConverseStream`
-//! (SigV4-signed; the stream in AWS event-stream frames), Deepgram `/v1/listen`; in every
+//! It speaks the providers' own wire formats — OpenAI chat completions (JSON and SSE), audio
+//! transcriptions and embeddings, Azure OpenAI deployments, Anthropic messages (JSON and typed
+//! SSE), Gemini `generateContent`/`streamGenerateContent` and embeddings, AWS Bedrock
+//! `Converse`/`ConverseStream` (SigV4-signed; the stream in AWS event-stream frames) and
+//! `InvokeModel` for Titan and Cohere embeddings, Deepgram `/v1/listen`; in every
 //! chat format tools (deterministic calls generated from the tools' schemas, results quoted back),
 //! structured answers and images — checks keys and requests the way each provider does, enforces RPM/TPM (and RPD/TPD, concurrency) as
 //! continuously refilled buckets, states them in each provider's own rate-limit headers and
@@ -55,6 +56,7 @@
 
 mod config;
 pub mod demo;
+pub mod embedding;
 mod faults;
 pub mod headers;
 pub mod limits;

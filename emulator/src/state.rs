@@ -46,8 +46,8 @@ pub struct LogEntry {
     pub tokens: u64,
     /// The request id sent back.
     pub request_id: Option<String>,
-    /// The usage the answer reported, `[input, output]` tokens (a chat answer; `None` for
-    /// anything else, a refusal included).
+    /// The usage the answer reported, `[input, output]` tokens (a chat answer; an embeddings
+    /// answer's `[input, 0]`; `None` for anything else, a refusal included).
     pub usage: Option<[u64; 2]>,
     /// The limit headers sent (`x-ratelimit-*`, `anthropic-ratelimit-*`, `retry-after`, …),
     /// as sent, in name order.

@@ -1,5 +1,6 @@
-//! Azure OpenAI: `POST /openai/deployments/{deployment}/chat/completions?api-version=…` and
-//! `…/audio/transcriptions`, key in the `api-key` header.
+//! Azure OpenAI: `POST /openai/deployments/{deployment}/chat/completions?api-version=…`,
+//! `…/audio/transcriptions` and `…/embeddings` (OpenAI's bodies, the deployment naming the
+//! model), key in the `api-key` header.
 //!
 //! Bodies are OpenAI's plus Azure's content-filter results (a first stream event with
 //! `prompt_filter_results` and no choices); gateway errors (401, 404, 429) use Azure's
@@ -15,10 +16,10 @@ use serde_json::json;
 
 use super::openai::{self, AUDIO_LIMIT, JSON_LIMIT};
 use super::{
-    ApiError, ChatReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq, Usage,
-    Wire, header, hv, json_bytes, query_param, sse_data,
+    ApiError, ChatReq, Cx, EmbedReq, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq,
+    Usage, Wire, header, hv, json_bytes, query_param, sse_data,
 };
-use super::{openai_answer, openai_chat, transcription};
+use super::{openai_answer, openai_chat, openai_embed, transcription};
 use crate::headers::ceil_secs;
 use crate::text::Transcript;
 use crate::tools::Answer;
@@ -59,6 +60,7 @@ impl Wire for Azure {
         let op = match op {
             "chat/completions" => OpKind::Chat,
             "audio/transcriptions" => OpKind::Transcribe,
+            "embeddings" => OpKind::Embed,
             _ => return None,
         };
         Some(Route {
@@ -95,7 +97,7 @@ impl Wire for Azure {
 
     fn body_limit(&self, op: OpKind) -> usize {
         match op {
-            OpKind::Chat | OpKind::CountTokens => JSON_LIMIT,
+            OpKind::Chat | OpKind::CountTokens | OpKind::Embed => JSON_LIMIT,
             OpKind::Transcribe => AUDIO_LIMIT,
         }
     }
@@ -111,6 +113,7 @@ impl Wire for Azure {
         match route.op {
             OpKind::Chat => openai_chat::parse_chat(body, model).map(Op::Chat),
             OpKind::Transcribe => transcription::parse(parts, form, model).map(Op::Stt),
+            OpKind::Embed => openai_embed::parse(body, model).map(Op::Embed),
             // No route of this format counts tokens.
             OpKind::CountTokens => Err(ApiError::NotFound),
         }
@@ -136,11 +139,18 @@ impl Wire for Azure {
                     .delay
                     .map(|d| format!(" Please retry after {} seconds.", ceil_secs(d).max(1)))
                     .unwrap_or_default();
+                let operation = if cx.path.ends_with("/embeddings") {
+                    "Embeddings_Create"
+                } else if cx.path.ends_with("/audio/transcriptions") {
+                    "Transcriptions_Create"
+                } else {
+                    "ChatCompletions_Create"
+                };
                 gateway(
                     429,
                     "429",
                     &format!(
-                        "Requests to the ChatCompletions_Create Operation under Azure OpenAI \
+                        "Requests to the {operation} Operation under Azure OpenAI \
                          API version {version} have exceeded {what} of your current OpenAI S0 \
                          pricing tier.{wait} Please go here: https://aka.ms/oai/quotaincrease \
                          if you would like to further increase the default rate limit."
@@ -193,6 +203,10 @@ impl Wire for Azure {
 
     fn transcript(&self, req: &SttReq, t: &Transcript, _cx: &Cx<'_>) -> (&'static str, Bytes) {
         transcription::render(req, t)
+    }
+
+    fn embeddings(&self, req: &EmbedReq, _cx: &Cx<'_>) -> Bytes {
+        openai_embed::render(req)
     }
 
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {

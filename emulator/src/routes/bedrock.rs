@@ -1,7 +1,9 @@
 //! AWS Bedrock Runtime: `POST /model/{modelId}/converse` and `POST
 //! /model/{modelId}/converse-stream` (docs.aws.amazon.com/bedrock/latest/APIReference/
 //! API_runtime_Converse.html, …/API_runtime_ConverseStream.html; botocore's service model
-//! `bedrock-runtime` 2023-09-30), every request signed with AWS Signature Version 4 for
+//! `bedrock-runtime` 2023-09-30), and `POST /model/{modelId}/invoke` for the embedding models
+//! (`bedrock_invoke.rs`, with the `X-Amzn-Bedrock-Input-Token-Count` and
+//! `-Invocation-Latency` headers InvokeModel answers with), every request signed with AWS Signature Version 4 for
 //! service `bedrock` and the provider's region (`sigv4.rs`), the model id percent-encoded in
 //! the path. JSON answers, or `application/vnd.amazon.eventstream` frames (`eventstream.rs`)
 //! for the stream; errors as `{"message": …}` with the exception's name in
@@ -29,8 +31,8 @@ use serde_json::{Value, json};
 
 use super::bedrock_converse::{self as converse, ConverseBody};
 use super::{
-    ApiError, ChatReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq, Usage,
-    Wire, eventstream, hv, json_bytes,
+    ApiError, ChatReq, Cx, EmbedReq, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq,
+    Usage, Wire, bedrock_invoke, eventstream, hv, json_bytes,
 };
 use crate::limits::LimitName;
 use crate::sigv4::{self, Refusal};
@@ -208,9 +210,10 @@ impl Wire for Bedrock {
             return None;
         }
         let (model, op) = path.strip_prefix("/model/")?.rsplit_once('/')?;
-        let stream = match op {
-            "converse" => false,
-            "converse-stream" => true,
+        let (op, stream) = match op {
+            "converse" => (OpKind::Chat, false),
+            "converse-stream" => (OpKind::Chat, true),
+            "invoke" => (OpKind::Embed, false),
             _ => return None,
         };
         if model.is_empty() || model.contains('/') {
@@ -221,7 +224,7 @@ impl Wire for Bedrock {
         Some(Route {
             model: Some(model),
             stream,
-            ..Route::new(OpKind::Chat)
+            ..Route::new(op)
         })
     }
 
@@ -262,6 +265,10 @@ impl Wire for Bedrock {
         body: &Bytes,
         _form: &[Field],
     ) -> Result<Op, ApiError> {
+        if route.op == OpKind::Embed {
+            let model = route.model.as_deref().unwrap_or_default();
+            return bedrock_invoke::parse(model, body).map(Op::Embed);
+        }
         let b: ConverseBody = serde_json::from_slice(body).map_err(|e| {
             ApiError::bad(format!(
                 "Malformed input request: {e}, please reformat your input and try again."
@@ -352,6 +359,21 @@ impl Wire for Bedrock {
         (JSON, Bytes::new())
     }
 
+    fn embeddings(&self, req: &EmbedReq, _cx: &Cx<'_>) -> Bytes {
+        bedrock_invoke::render(req)
+    }
+
+    fn embed_headers(&self, req: &EmbedReq, cx: &Cx<'_>, h: &mut HeaderMap) {
+        h.insert(
+            HeaderName::from_static("x-amzn-bedrock-input-token-count"),
+            hv(&req.input_tokens().to_string()),
+        );
+        h.insert(
+            HeaderName::from_static("x-amzn-bedrock-invocation-latency"),
+            hv(&cx.latency.as_millis().to_string()),
+        );
+    }
+
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {
         h.insert(
             HeaderName::from_static("x-amzn-requestid"),
@@ -384,7 +406,7 @@ mod tests {
         for (m, p) in [
             (Method::GET, "/model/m/converse"),
             (Method::POST, "/model//converse"),
-            (Method::POST, "/model/m/invoke"),
+            (Method::POST, "/model/m/invoke-with-response-stream"),
             (Method::POST, "/v1/messages"),
         ] {
             assert!(Bedrock.route(&m, p, None).is_none(), "{m} {p}");

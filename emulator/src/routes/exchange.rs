@@ -16,7 +16,8 @@ use tokio::time::Instant;
 
 use super::body::{Inflight, parse_form, read_body, stream_body, stream_items, whole_body};
 use super::{
-    ApiError, ChatReq, CountReq, Cx, Limited, Op, Route, SttReq, Usage, Wire, content_type, wire,
+    ApiError, ChatReq, CountReq, Cx, EmbedReq, Limited, Op, Route, SttReq, Usage, Wire,
+    content_type, wire,
 };
 use crate::config::ChargeMode;
 use crate::faults::{Fault, RetryAfter};
@@ -316,6 +317,7 @@ async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
             drop(guard);
             count(x, req, fault).await
         }
+        Op::Embed(req) => embed(x, req, fault, guard).await,
     }
 }
 
@@ -453,6 +455,39 @@ fn html_page(status: u16) -> Response {
     r
 }
 
+/// Charges `reserve` tokens (giving `refund` back at once) to `model`'s buckets: the
+/// snapshot to state on the answer (none when the provider has no limits), or the 429.
+fn admit(
+    x: &mut Ex<'_>,
+    model: &str,
+    reserve: u64,
+    refund: u64,
+) -> Result<Option<Snapshot>, Box<Response>> {
+    let Some(ch) = x.p.charge(model, reserve, refund, x.now) else {
+        return Ok(None);
+    };
+    match ch.admission {
+        Admission::Admitted => Ok(Some(ch.snapshot)),
+        Admission::Denied(d) => {
+            // The late fault this request took is used up, not applied: no answer to change.
+            x.rec.fault = None;
+            let l = Limited {
+                which: d.which,
+                limit: d.limit,
+                used: d.used,
+                requested: d.requested,
+                delay: d.retry_after,
+                header: d
+                    .retry_after
+                    .map_or(RetryHeader::Absent, RetryHeader::Delay),
+                too_large: d.retry_after.is_none(),
+                model: model.to_owned(),
+            };
+            Err(Box::new(x.limited(l, &ch.snapshot)))
+        }
+    }
+}
+
 async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Inflight) -> Response {
     let cfg = &x.p.cfg;
     let a = answer(
@@ -467,28 +502,9 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
         ChargeMode::Actual => reserve.saturating_sub(used),
         _ => 0,
     };
-    let snapshot = match x.p.charge(&req.model, reserve, refund, x.now) {
-        None => None,
-        Some(ch) => match ch.admission {
-            Admission::Admitted => Some(ch.snapshot),
-            Admission::Denied(d) => {
-                // The late fault this request took is used up, not applied: no answer to change.
-                x.rec.fault = None;
-                let l = Limited {
-                    which: d.which,
-                    limit: d.limit,
-                    used: d.used,
-                    requested: d.requested,
-                    delay: d.retry_after,
-                    header: d
-                        .retry_after
-                        .map_or(RetryHeader::Absent, RetryHeader::Delay),
-                    too_large: d.retry_after.is_none(),
-                    model: req.model.clone(),
-                };
-                return x.limited(l, &ch.snapshot);
-            }
-        },
+    let snapshot = match admit(x, &req.model, reserve, refund) {
+        Ok(s) => s,
+        Err(refused) => return *refused,
     };
     x.rec.tokens = reserve - refund;
     x.rec.stream = req.stream;
@@ -515,28 +531,9 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
 }
 
 async fn stt(x: &mut Ex<'_>, req: SttReq, fault: Option<Fault>) -> Response {
-    let snapshot = match x.p.charge(&req.model, 0, 0, x.now) {
-        None => None,
-        Some(ch) => match ch.admission {
-            Admission::Admitted => Some(ch.snapshot),
-            Admission::Denied(d) => {
-                // The late fault this request took is used up, not applied: no answer to change.
-                x.rec.fault = None;
-                let l = Limited {
-                    which: d.which,
-                    limit: d.limit,
-                    used: d.used,
-                    requested: d.requested,
-                    delay: d.retry_after,
-                    header: d
-                        .retry_after
-                        .map_or(RetryHeader::Absent, RetryHeader::Delay),
-                    too_large: d.retry_after.is_none(),
-                    model: req.model.clone(),
-                };
-                return x.limited(l, &ch.snapshot);
-            }
-        },
+    let snapshot = match admit(x, &req.model, 0, 0) {
+        Ok(s) => s,
+        Err(refused) => return *refused,
     };
     let delay = x.latency(fault.as_ref());
     x.pause(delay).await;
@@ -544,6 +541,28 @@ async fn stt(x: &mut Ex<'_>, req: SttReq, fault: Option<Fault>) -> Response {
     let (ct, bytes) = x.wire.transcript(&req, &t, &x.cx);
     let mut h = HeaderMap::new();
     x.base_headers(&mut h, ct);
+    let body = whole_body(bytes, fault.as_ref(), &mut h);
+    finish(x, body, h, snapshot, fault.as_ref())
+}
+
+/// Embeddings: the inputs' tokens charged to the token buckets (an embedding has no output),
+/// and reported as the usage `[input, 0]`.
+async fn embed(x: &mut Ex<'_>, req: EmbedReq, fault: Option<Fault>, guard: Inflight) -> Response {
+    let input = req.input_tokens();
+    let snapshot = match admit(x, &req.model, input, 0) {
+        Ok(s) => s,
+        Err(refused) => return *refused,
+    };
+    x.rec.tokens = input;
+    let delay = x.latency(fault.as_ref());
+    x.cx.latency = delay;
+    x.pause(delay).await;
+    x.rec.usage = Some([input, 0]);
+    let mut h = HeaderMap::new();
+    x.base_headers(&mut h, super::JSON);
+    x.wire.embed_headers(&req, &x.cx, &mut h);
+    let bytes = x.wire.embeddings(&req, &x.cx);
+    drop(guard);
     let body = whole_body(bytes, fault.as_ref(), &mut h);
     finish(x, body, h, snapshot, fault.as_ref())
 }

@@ -1,6 +1,7 @@
 //! Gemini: `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent`
 //! (`?alt=sse`: `data: {…}\r\n\r\n` events, each a whole `GenerateContentResponse`; without
-//! it: one JSON array), key in `x-goog-api-key` or `?key=`; errors in the google.rpc shape
+//! it: one JSON array), `:embedContent` and `:batchEmbedContents` (`gemini_embed.rs`), key in
+//! `x-goog-api-key` or `?key=`; errors in the google.rpc shape
 //! `{"error": {"code", "message", "status", "details": […]}}` with `QuotaFailure`, `Help`
 //! and `RetryInfo` details on 429. No rate-limit headers
 //! (ai.google.dev/api/generate-content, …/gemini-api/docs/rate-limits, …/troubleshooting).
@@ -11,10 +12,11 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::gemini_embed::{self, Api};
 use super::gemini_generate::{self as generate, GenerateBody};
 use super::{
-    ApiError, ChatReq, Cx, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq, Usage,
-    Wire, header, json_bytes, query_param,
+    ApiError, ChatReq, Cx, EmbedReq, Field, JSON, Op, OpKind, Rendered, Route, StreamParts, SttReq,
+    Usage, Wire, header, json_bytes, query_param,
 };
 use crate::headers::ceil_secs;
 use crate::limits::LimitName;
@@ -26,7 +28,8 @@ pub(super) struct Gemini;
 /// Gemini's request size limit (20 MB).
 const BODY_LIMIT: usize = 20 << 20;
 
-fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError {
+/// An error in the google.rpc shape (Vertex AI answers in it too).
+pub(super) fn rpc(code: u16, status: &str, message: &str, details: Vec<Value>) -> ApiError {
     let mut err = json!({"code": code, "message": message, "status": status});
     if !details.is_empty() {
         err["details"] = Value::Array(details);
@@ -100,6 +103,57 @@ fn resource_exhausted(which: LimitName, limit: u64, model: &str, delay: Option<u
     rpc(429, "RESOURCE_EXHAUSTED", &message, details)
 }
 
+/// A `generateContent` body for the route's model (Vertex AI's is the same).
+pub(super) fn parse_generate(
+    route: &Route,
+    parts: &Parts,
+    body: &Bytes,
+) -> Result<ChatReq, ApiError> {
+    let b: GenerateBody = serde_json::from_slice(body).map_err(|e| {
+        invalid(&format!(
+            "Invalid JSON payload received. {}",
+            match e.classify() {
+                serde_json::error::Category::Data => format!("{e}"),
+                _ => format!("Unexpected token.\n{e}"),
+            }
+        ))
+    })?;
+    let sse = query_param(parts.uri.query(), "alt") == Some("sse");
+    let model = route.model.clone().unwrap_or_default();
+    generate::parse(b, model, route.stream, sse)
+}
+
+/// A streamed answer's chunks framed: `data: {…}\r\n\r\n` events with `alt=sse`, else the
+/// pieces of one JSON array (`[{…}`, `,\r\n{…}`, …, `]`).
+pub(super) fn frame_stream(req: &ChatReq, mut chunks: Vec<Value>) -> StreamParts {
+    let n = chunks.len();
+    let last = chunks.pop().unwrap_or(Value::Null);
+    let frame = |v: &Value, i: usize| -> Bytes {
+        let json = serde_json::to_string(v).unwrap_or_default();
+        Bytes::from(if req.sse {
+            format!("data: {json}\r\n\r\n")
+        } else if i == 0 {
+            format!("[{json}")
+        } else {
+            format!(",\r\n{json}")
+        })
+    };
+    let body: Vec<Bytes> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, v)| frame(v, i))
+        .collect();
+    let mut tail = frame(&last, n.saturating_sub(1)).to_vec();
+    if !req.sse {
+        tail.extend_from_slice(b"]");
+    }
+    StreamParts {
+        head: Vec::new(),
+        body,
+        tail: vec![Bytes::from(tail)],
+    }
+}
+
 impl Wire for Gemini {
     fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
         if method != Method::POST {
@@ -112,15 +166,16 @@ impl Wire for Gemini {
         if model.is_empty() || model.contains('/') {
             return None;
         }
-        let stream = match verb {
-            "generateContent" => false,
-            "streamGenerateContent" => true,
+        let (op, stream) = match verb {
+            "generateContent" => (OpKind::Chat, false),
+            "streamGenerateContent" => (OpKind::Chat, true),
+            "embedContent" | "batchEmbedContents" => (OpKind::Embed, false),
             _ => return None,
         };
         Some(Route {
             model: Some(model.to_owned()),
             stream,
-            ..Route::new(OpKind::Chat)
+            ..Route::new(op)
         })
     }
 
@@ -162,18 +217,12 @@ impl Wire for Gemini {
         body: &Bytes,
         _form: &[Field],
     ) -> Result<Op, ApiError> {
-        let b: GenerateBody = serde_json::from_slice(body).map_err(|e| {
-            invalid(&format!(
-                "Invalid JSON payload received. {}",
-                match e.classify() {
-                    serde_json::error::Category::Data => format!("{e}"),
-                    _ => format!("Unexpected token.\n{e}"),
-                }
-            ))
-        })?;
-        let sse = query_param(parts.uri.query(), "alt") == Some("sse");
         let model = route.model.clone().unwrap_or_default();
-        generate::parse(b, model, route.stream, sse).map(Op::Chat)
+        if route.op == OpKind::Embed {
+            let batch = parts.uri.path().ends_with(":batchEmbedContents");
+            return gemini_embed::parse(Api::Gemini, &model, batch, body).map(Op::Embed);
+        }
+        parse_generate(route, parts, body).map(Op::Chat)
     }
 
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered {
@@ -258,33 +307,7 @@ impl Wire for Gemini {
     }
 
     fn chat_stream(&self, req: &ChatReq, a: &Answer, usage: Usage, _cx: &Cx<'_>) -> StreamParts {
-        let mut chunks = generate::stream_chunks(req, a, usage);
-        let n = chunks.len();
-        let last = chunks.pop().unwrap_or(Value::Null);
-        let frame = |v: &Value, i: usize| -> Bytes {
-            let json = serde_json::to_string(v).unwrap_or_default();
-            Bytes::from(if req.sse {
-                format!("data: {json}\r\n\r\n")
-            } else if i == 0 {
-                format!("[{json}")
-            } else {
-                format!(",\r\n{json}")
-            })
-        };
-        let body: Vec<Bytes> = chunks
-            .iter()
-            .enumerate()
-            .map(|(i, v)| frame(v, i))
-            .collect();
-        let mut tail = frame(&last, n.saturating_sub(1)).to_vec();
-        if !req.sse {
-            tail.extend_from_slice(b"]");
-        }
-        StreamParts {
-            head: Vec::new(),
-            body,
-            tail: vec![Bytes::from(tail)],
-        }
+        frame_stream(req, generate::stream_chunks(req, a, usage))
     }
 
     fn stream_error(&self, _cx: &Cx<'_>) -> Bytes {
@@ -297,6 +320,10 @@ impl Wire for Gemini {
     fn transcript(&self, _req: &SttReq, _t: &Transcript, _cx: &Cx<'_>) -> (&'static str, Bytes) {
         // No Gemini route parses into a transcription.
         (JSON, Bytes::new())
+    }
+
+    fn embeddings(&self, req: &EmbedReq, _cx: &Cx<'_>) -> Bytes {
+        gemini_embed::render(req)
     }
 
     fn id_headers(&self, _cx: &Cx<'_>, _h: &mut HeaderMap) {}

@@ -9,15 +9,19 @@ mod anthropic_messages;
 mod azure;
 mod bedrock;
 mod bedrock_converse;
+mod bedrock_invoke;
 mod body;
 mod deepgram;
+mod embed;
 mod eventstream;
 mod exchange;
 mod gemini;
+mod gemini_embed;
 mod gemini_generate;
 mod openai;
 mod openai_answer;
 mod openai_chat;
+mod openai_embed;
 mod transcription;
 
 use std::time::{Duration, SystemTime};
@@ -34,6 +38,7 @@ use crate::state::ProviderState;
 use crate::text::{PromptDigest, Transcript};
 use crate::tools::{Answer, Asks};
 
+pub(crate) use embed::{EmbedForm, EmbedInput, EmbedReq, EmbedText};
 pub(crate) use exchange::{ConnHandle, Listener, handle};
 
 /// What a path asks for.
@@ -43,6 +48,8 @@ pub(crate) enum OpKind {
     Transcribe,
     /// A prompt's token count (Anthropic `POST /v1/messages/count_tokens`).
     CountTokens,
+    /// Embedding vectors (OpenAI `/v1/embeddings`, Gemini `:embedContent`, …).
+    Embed,
 }
 
 /// A recognised route.
@@ -129,6 +136,7 @@ pub(crate) enum Op {
     Chat(ChatReq),
     Stt(SttReq),
     Count(CountReq),
+    Embed(EmbedReq),
 }
 
 impl Op {
@@ -137,6 +145,7 @@ impl Op {
             Op::Chat(c) => &c.model,
             Op::Stt(s) => &s.model,
             Op::Count(c) => &c.model,
+            Op::Embed(e) => &e.model,
         }
     }
 }
@@ -316,6 +325,12 @@ pub(crate) trait Wire: Sync + Send {
     fn token_count(&self, _req: &CountReq, _tokens: u64, _cx: &Cx<'_>) -> Bytes {
         Bytes::new()
     }
+    /// An embeddings answer (JSON). Only a wire format with embedding routes overrides it.
+    fn embeddings(&self, _req: &EmbedReq, _cx: &Cx<'_>) -> Bytes {
+        Bytes::new()
+    }
+    /// Headers an embeddings answer carries besides the id headers (Bedrock's token counts).
+    fn embed_headers(&self, _req: &EmbedReq, _cx: &Cx<'_>, _h: &mut HeaderMap) {}
     /// Request-id and other per-response headers.
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap);
 }

@@ -1,11 +1,11 @@
-//! OpenAI: `POST /v1/chat/completions` (JSON, or SSE chunks ending in `data: [DONE]`) and
-//! `POST /v1/audio/transcriptions` (multipart), `Authorization: Bearer` keys, errors as
-//! `{"error": {"message", "type", "param", "code"}}`.
+//! OpenAI: `POST /v1/chat/completions` (JSON, or SSE chunks ending in `data: [DONE]`),
+//! `POST /v1/audio/transcriptions` (multipart) and `POST /v1/embeddings`, `Authorization:
+//! Bearer` keys, errors as `{"error": {"message", "type", "param", "code"}}`.
 //!
 //! Formats follow the API reference (platform.openai.com/docs/api-reference/chat,
 //! …/audio/createTranscription) and the error-codes guide (…/docs/guides/error-codes).
 //! Chat requests (tools, structured outputs, images) are `openai_chat.rs`, their answers
-//! `openai_answer.rs`;
+//! `openai_answer.rs`; embeddings `openai_embed.rs`;
 //! Azure OpenAI reuses these bodies (see `azure.rs`).
 
 use axum::http::request::Parts;
@@ -14,10 +14,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{
-    ApiError, ChatReq, Cx, Field, JSON, Limited, Op, OpKind, Rendered, Route, StreamParts, SttReq,
-    Usage, Wire, auth_scheme, hv, json_bytes, mask_key, sse_data,
+    ApiError, ChatReq, Cx, EmbedReq, Field, JSON, Limited, Op, OpKind, Rendered, Route,
+    StreamParts, SttReq, Usage, Wire, auth_scheme, hv, json_bytes, mask_key, sse_data,
 };
-use super::{openai_answer, openai_chat, transcription};
+use super::{openai_answer, openai_chat, openai_embed, transcription};
 use crate::config::HeaderStyle;
 use crate::headers::{epoch_ms, go_duration};
 use crate::limits::LimitName;
@@ -39,6 +39,7 @@ impl Wire for OpenAi {
         match path {
             "/v1/chat/completions" => Some(Route::new(OpKind::Chat)),
             "/v1/audio/transcriptions" => Some(Route::new(OpKind::Transcribe)),
+            "/v1/embeddings" => Some(Route::new(OpKind::Embed)),
             _ => None,
         }
     }
@@ -53,7 +54,7 @@ impl Wire for OpenAi {
 
     fn body_limit(&self, op: OpKind) -> usize {
         match op {
-            OpKind::Chat | OpKind::CountTokens => JSON_LIMIT,
+            OpKind::Chat | OpKind::CountTokens | OpKind::Embed => JSON_LIMIT,
             OpKind::Transcribe => AUDIO_LIMIT,
         }
     }
@@ -68,6 +69,7 @@ impl Wire for OpenAi {
         match route.op {
             OpKind::Chat => openai_chat::parse_chat(body, None).map(Op::Chat),
             OpKind::Transcribe => transcription::parse(parts, form, None).map(Op::Stt),
+            OpKind::Embed => openai_embed::parse(body, None).map(Op::Embed),
             // No route of this format counts tokens.
             OpKind::CountTokens => Err(ApiError::NotFound),
         }
@@ -91,6 +93,10 @@ impl Wire for OpenAi {
 
     fn transcript(&self, req: &SttReq, t: &Transcript, _cx: &Cx<'_>) -> (&'static str, Bytes) {
         transcription::render(req, t)
+    }
+
+    fn embeddings(&self, req: &EmbedReq, _cx: &Cx<'_>) -> Bytes {
+        openai_embed::render(req)
     }
 
     fn id_headers(&self, cx: &Cx<'_>, h: &mut HeaderMap) {

@@ -21,13 +21,13 @@ use crate::support::*;
 const MODEL: &str = "anthropic.claude-3-haiku-20240307-v1:0";
 
 /// The emulator's clock: 2026-01-02T03:04:05Z.
-const AMZ_DATE: &str = "20260102T030405Z";
+pub(crate) const AMZ_DATE: &str = "20260102T030405Z";
 
 fn wall() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_767_323_045)
 }
 
-async fn start(provider: ProviderConfig) -> Emulator {
+pub(crate) async fn start(provider: ProviderConfig) -> Emulator {
     Emulator::builder()
         .provider(provider)
         .time_source(TimeSource::new(|| (tokio::time::Instant::now(), wall())))
@@ -74,10 +74,22 @@ fn signed(
     creds: &AwsCredentials,
     amz_date: &str,
 ) -> RequestBuilder {
+    signed_for(emu, MODEL, op, body, creds, amz_date)
+}
+
+/// `POST {base}/model/{model}/{op}` of the `bedrock` provider, signed as [`signed`] signs.
+pub(crate) fn signed_for(
+    emu: &Emulator,
+    model: &str,
+    op: &str,
+    body: &Value,
+    creds: &AwsCredentials,
+    amz_date: &str,
+) -> RequestBuilder {
     let url = format!(
         "{}/model/{}/{op}",
         emu.base_url("bedrock"),
-        MODEL.replace(':', "%3A")
+        model.replace(':', "%3A")
     );
     let parsed = reqwest::Url::parse(&url).unwrap();
     let host = format!("{}:{}", parsed.host_str().unwrap(), parsed.port().unwrap());

@@ -4,6 +4,7 @@
 
 mod admin;
 mod bedrock;
+mod embeddings;
 mod faults;
 mod limits;
 mod roundtrip;
