@@ -33,7 +33,7 @@ local SHORT = 600 * SEC        -- a window longer than this is day-scale
 local MAX_LOG = 8192
 local MAX_AGE = 120 * SEC
 local MIN_DEPTH, SNAP, DEFAULT_WINDOW = 0.05, 0.25, 60 * SEC
-local DRY_UNITS, DRY_RUN = 3.0, 2
+local DRY_UNITS, DRY_RUN, REREAD = 3.0, 2, 0.125
 local P_START, P_DECREASE, P_INCREASE = 1.0, 0.8, 0.02
 local P_INTERVAL, P_MEASURE, P_BURST, P_MIN = 5 * SEC, 10 * SEC, 1 * SEC, 1.0 / 60.0
 local DIMS = { 'r', 't', 'i', 'o' }
@@ -197,15 +197,20 @@ local function s_full_at(s, at)
   return s.fx + s.lw * (windows - 1)
 end
 
+-- Read against the last statement it was read against (answers 100 ms apart never show a
+-- bucket's refill; seconds of them do): returns whether this one is the next reference (it
+-- said something, or the reference is REREAD of a window old). As stated.rs's `classify`.
 local function s_classify(s, truth, limit, at)
-  if not s.ltt then return end
+  if not s.ltt then return true end
   local elapsed = math.max(at - s.ltt, 0)
+  local window = s.lw
   local dry_level = s.ltl - s.ch
   local bucket_gain = 0
-  if not s.fx then bucket_gain = math.max(b_level(s.b, at) - dry_level, 0) end
+  if not s.fx then
+    bucket_gain = math.min(elapsed * limit / math.max(window, 1000), math.max(limit - dry_level, 0))
+  end
   local gain = truth - dry_level
-  local window = s.lw
-  local closed = truth < 1 and b_level(s.b, at) >= 1
+  local closed = truth < 1 and dry_level + bucket_gain >= 1
   local read
   if closed then
     s.dry = DRY_RUN - 1
@@ -221,8 +226,11 @@ local function s_classify(s, truth, limit, at)
     if s.dry >= DRY_RUN then s_fix(s, at) end
   elseif read == 'steady' and not s.fx then
     s.dry = 0
+  elseif read == 'unclear' and elapsed < window * REREAD then
+    return false
   end
   s_shape(s, limit, at)
+  return true
 end
 
 -- w = {limit, remaining, reset (us from now, absent: unknown), per}
@@ -243,12 +251,15 @@ local function s_observe(s, w, booked, inflight, at)
   end
   local truth = w.remaining - inflight
   s.nr = not w.reset
-  if s.nr then s_classify(s, truth, limit, at) end
+  local read = true
+  if s.nr then read = s_classify(s, truth, limit, at) end
   b_set_level_since(s.b, truth, at)
-  s.ltt = math.max(at, s.b.t)
-  s.ltl = b_level(s.b, s.ltt)
+  if read then
+    s.ltt = math.max(at, s.b.t)
+    s.ltl = b_level(s.b, s.ltt)
+    s.ch = 0
+  end
   if not s.ft then s.ft = at end
-  s.ch = 0
 end
 
 ---------------------------------------------------------------------------------- paced

@@ -146,6 +146,10 @@ const DRY_UNITS: f64 = 3.0;
 /// Stated levels in a row that saw no refill before the limit counts as a fixed window.
 const DRY_RUN: u32 = 2;
 
+/// A statement whose move said nothing is read against the last one that did until that one
+/// is this share of a window old (a jump back to the limit is told within a quarter window).
+const REREAD: f64 = 0.125;
+
 /// One stated dimension (requests, tokens, input or output tokens) of one key.
 #[derive(Clone, Debug)]
 pub(crate) struct Stated {
@@ -320,13 +324,13 @@ impl Stated {
         };
         let truth = r as f64 - inflight;
         self.resetless = w.reset_at.is_none();
-        if self.resetless {
-            self.classify(truth, limit, now);
-        }
+        let read = !self.resetless || self.classify(truth, limit, now);
         self.bucket.set_level(truth, now);
-        self.last_truth = Some((now, self.bucket.level(now)));
+        if read {
+            self.last_truth = Some((now, self.bucket.level(now)));
+            self.charged = 0.0;
+        }
         self.first_truth.get_or_insert(now);
-        self.charged = 0.0;
     }
 
     /// The bucket's capacity and rate for `limit` and the learned window: in a fixed window
@@ -344,22 +348,31 @@ impl Stated {
     /// Learns, from how a stated level moved, whether the limit is a fixed window. Only for
     /// providers that state no reset (a reset says which it is: a bucket's counts down from
     /// the window, a fixed window's to its boundary — both read as "full again then").
-    fn classify(&mut self, truth: f64, limit: u64, now: Instant) {
+    ///
+    /// The move is read against the last statement it was read against, not the last one:
+    /// answers 100 ms apart never show a bucket's refill (a tenth of a unit), a few seconds
+    /// of them do. Returns whether this statement is the one to read the next against: it
+    /// said something, or the last one is [`REREAD`] of a window old.
+    fn classify(&mut self, truth: f64, limit: u64, now: Instant) -> bool {
         let Some((last, level)) = self.last_truth else {
-            return;
+            return true;
         };
         let elapsed = now.saturating_duration_since(last);
-        // Where the level would be with no refill at all, and what the model refilled.
+        let window = self.learned.window;
+        // Where the level would be with no refill at all, and what a bucket would have
+        // given back since (never above full).
         let dry_level = level - self.charged;
         let bucket_gain = match self.refill {
-            Refill::Continuous => (self.bucket.level(now) - dry_level).max(0.0),
+            Refill::Continuous => {
+                let rate = limit as f64 / window.as_secs_f64().max(1e-3);
+                (elapsed.as_secs_f64() * rate).min((limit as f64 - dry_level).max(0.0))
+            }
             Refill::Fixed { .. } => 0.0,
         };
         let gain = truth - dry_level;
-        let window = self.learned.window;
         // None left where a bucket would have a unit back by now: it did not refill as a
         // bucket would — decisive on its own (that is how a closed fixed window answers).
-        let closed = truth < 1.0 && self.bucket.level(now) >= 1.0;
+        let closed = truth < 1.0 && dry_level + bucket_gain >= 1.0;
         let read = if closed {
             self.dry = DRY_RUN - 1;
             Sign::Dry
@@ -380,9 +393,11 @@ impl Stated {
                 }
             }
             Sign::Steady if self.refill == Refill::Continuous => self.dry = 0,
+            Sign::Unclear if elapsed < window.mul_f64(REREAD) => return false,
             _ => {}
         }
         self.shape_bucket(limit, now);
+        true
     }
 }
 
@@ -618,6 +633,40 @@ mod tests {
         r.observe(&with_reset, Some(0), 0.0, t0);
         r.drain(t);
         assert_eq!(r.refill, Refill::Continuous);
+    }
+
+    /// LiteLLM under a fast burst: an answer every 100 ms, each stating one fewer left. No
+    /// two answers in a row are far enough apart for a bucket's refill to show (a tenth of a
+    /// unit), but over seconds it would have given several back: the move is read against an
+    /// older statement, and the window is known to be fixed well before the burst ends (at
+    /// the boundary a window after the first statement), not after requests went into the
+    /// wall at the bucket's refill rate.
+    #[tokio::test(start_paused = true)]
+    async fn a_fast_burst_is_read_against_an_older_statement() {
+        // (ms between answers, the answer by which it is known at the latest): 60 in 8 s,
+        // the real proxy's burst, is known after two dry reads (6 s); 60 in 6 s by the
+        // answer that says none is left where a bucket would have had units back.
+        for (gap_ms, by) in [(133, 46), (100, 59)] {
+            let gap = Duration::from_millis(gap_ms);
+            let t0 = Instant::now();
+            let mut s = Stated::new(60, MIN, Duration::ZERO, t0);
+            let mut fixed_at = None;
+            for i in 0..60u32 {
+                let t = t0 + gap * i;
+                s.charge(1, t);
+                s.observe(&litellm(59 - u64::from(i)), Some(u64::from(i)), 0.0, t);
+                if fixed_at.is_none() && s.refill != Refill::Continuous {
+                    fixed_at = Some(i);
+                }
+            }
+            let at = fixed_at.expect("learned as a fixed window");
+            assert!(at <= by, "{gap_ms} ms: learned after {at} answers of 60");
+            assert_eq!(s.refill, Refill::Fixed { next: t0 + 60 * S }, "{gap_ms} ms");
+            // None left: nothing until the boundary (a bucket would let one go within a
+            // second).
+            let t = t0 + gap * 60;
+            assert_eq!(s.wait(1, t), Ok(t0 + 60 * S - t), "{gap_ms} ms");
+        }
     }
 
     #[tokio::test(start_paused = true)]
