@@ -112,6 +112,7 @@
 
 mod builder;
 mod keys;
+mod kind;
 mod raw;
 mod settings;
 mod source;

@@ -9,86 +9,10 @@ use url::Url;
 
 use crate::cache::{Cache, CacheBuilder};
 use crate::error::{Error, Result};
-use crate::id::{Capabilities, Capability, ProviderId};
+use crate::id::{Capability, ProviderId};
 use crate::ratelimit::{HeaderDialect, Limits, RedisTls, SharedSettings};
 
-/// The wire format a provider speaks (`kind = "…"` in `providers.toml`).
-///
-/// # Examples
-///
-/// ```
-/// use llm_failover::config::ProviderKind;
-/// use llm_failover::Capability;
-///
-/// let kind = ProviderKind::from_name("deepgram").unwrap();
-/// assert_eq!(kind, ProviderKind::Deepgram);
-/// assert_eq!(kind.as_str(), "deepgram");
-/// assert!(kind.capabilities().supports(Capability::Transcription));
-/// assert!(!kind.capabilities().supports(Capability::Chat));
-/// assert_eq!(ProviderKind::from_name("cohere"), None);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ProviderKind {
-    /// OpenAI and every OpenAI-compatible host (Groq, Together, OpenRouter, DeepSeek,
-    /// Mistral, Fireworks, xAI, vLLM, Ollama): chat and Whisper-style transcription.
-    OpenAi,
-    /// Azure OpenAI deployments.
-    Azure,
-    /// Anthropic Messages API.
-    Anthropic,
-    /// Google Gemini `generateContent`.
-    Gemini,
-    /// Deepgram speech-to-text (`/v1/listen`).
-    Deepgram,
-}
-
-impl ProviderKind {
-    /// Every kind, in documentation order.
-    pub const ALL: [ProviderKind; 5] = [
-        ProviderKind::OpenAi,
-        ProviderKind::Azure,
-        ProviderKind::Anthropic,
-        ProviderKind::Gemini,
-        ProviderKind::Deepgram,
-    ];
-
-    /// The name written in `providers.toml`; also the adapter module's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Azure => "azure",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Gemini => "gemini",
-            ProviderKind::Deepgram => "deepgram",
-        }
-    }
-
-    /// Parses a kind name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    /// What a provider of this kind can do: OpenAI-compatible hosts and Azure chat and
-    /// transcribe, Anthropic and Gemini chat, Deepgram transcribes.
-    pub fn capabilities(self) -> Capabilities {
-        let (chat, transcription) = match self {
-            ProviderKind::OpenAi | ProviderKind::Azure => (true, true),
-            ProviderKind::Anthropic | ProviderKind::Gemini => (true, false),
-            ProviderKind::Deepgram => (false, true),
-        };
-        Capabilities {
-            chat,
-            transcription,
-        }
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use super::kind::ProviderKind;
 
 /// How a provider authenticates in one environment.
 ///

@@ -18,7 +18,7 @@ use futures_util::future::{Either, ready};
 use futures_util::{FutureExt, Stream};
 use tokio::time::Instant;
 
-use super::{Provider, RequestContext, SseParser, StreamDecoder, extra};
+use super::{FrameParser, Provider, RequestContext, StreamDecoder, extra};
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{ByteStream, RawResponse, Streamed, Transport};
@@ -172,7 +172,8 @@ pub(crate) fn chat_once<'a>(
 ) -> impl Future<Output = Exchange<ChatResponse>> + Send + 'a {
     let built = provider
         .chat_request(req, &ctx)
-        .and_then(|http| extra::apply(http, ctx.extra_body, &req.extra_body));
+        .and_then(|http| extra::apply(http, ctx.extra_body, &req.extra_body))
+        .and_then(|http| provider.finish(http, &ctx, now()));
     send_whole(
         provider,
         transport,
@@ -196,7 +197,9 @@ pub(crate) fn transcribe_once<'a>(
     timeout: Duration,
     now: impl Fn() -> Now + Send + 'a,
 ) -> impl Future<Output = Exchange<Transcript>> + Send + 'a {
-    let built = provider.transcription_request(req, &ctx);
+    let built = provider
+        .transcription_request(req, &ctx)
+        .and_then(|http| provider.finish(http, &ctx, now()));
     send_whole(
         provider,
         transport,
@@ -246,7 +249,8 @@ pub(crate) fn chat_stream_once<'a>(
     let ctx = ctx.streaming();
     let built = provider
         .chat_request(req, &ctx)
-        .and_then(|http| extra::apply(http, ctx.extra_body, &req.extra_body));
+        .and_then(|http| extra::apply(http, ctx.extra_body, &req.extra_body))
+        .and_then(|http| provider.finish(http, &ctx, now()));
     let sending = match built {
         Ok(http) => transport.send_streaming(http, timeout),
         Err(e) => return Either::Right(ready(unsent(e, provider, &ctx))),
@@ -276,7 +280,7 @@ pub(crate) fn chat_stream_once<'a>(
             Exchange {
                 result: Ok(ChunkStream {
                     body: resp.body,
-                    parser: SseParser::new(),
+                    parser: provider.frames(),
                     decoder: provider.stream_decoder(ctx.model),
                     ready: VecDeque::new(),
                     ended: false,
@@ -325,7 +329,7 @@ impl ErrorContext {
 /// error. Nothing is yielded after an error.
 pub struct ChunkStream {
     body: ByteStream,
-    parser: SseParser,
+    parser: Box<dyn FrameParser>,
     decoder: Box<dyn StreamDecoder>,
     ready: VecDeque<ChatChunk>,
     ended: bool,
@@ -385,8 +389,8 @@ impl Stream for ChunkStream {
                     }
                 }
                 Poll::Ready(None) => {
-                    // Some servers omit the blank line after the last event.
-                    if let Ok(events) = this.parser.feed(b"\n\n") {
+                    // A last event the format lets end without its terminator.
+                    if let Ok(events) = this.parser.end() {
                         for ev in &events {
                             match this.decoder.decode(ev) {
                                 Ok(Some(chunk)) => this.ready.push_back(chunk),
@@ -411,6 +415,113 @@ impl Stream for ChunkStream {
 mod tests {
     use super::*;
     use crate::ratelimit::{Per, Window};
+
+    /// An adapter that signs its requests (the OpenAI format's, plus a header over the body)
+    /// and streams JSON lines: what the provider kit's two hooks are for.
+    #[derive(Debug)]
+    struct Signing(super::super::openai::OpenAi);
+
+    impl Provider for Signing {
+        fn id(&self) -> &crate::id::ProviderId {
+            self.0.id()
+        }
+        fn kind(&self) -> &'static str {
+            "signing"
+        }
+        fn capabilities(&self) -> crate::id::Capabilities {
+            self.0.capabilities()
+        }
+        fn default_model(&self, c: crate::id::Capability) -> Option<&str> {
+            self.0.default_model(c)
+        }
+        fn chat_request(
+            &self,
+            req: &ChatRequest,
+            ctx: &RequestContext<'_>,
+        ) -> Result<crate::http::HttpRequest> {
+            self.0.chat_request(req, ctx)
+        }
+        fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {
+            self.0.chat_response(raw, model)
+        }
+        fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
+            self.0.stream_decoder(model)
+        }
+        fn error(&self, raw: &RawResponse, now: Now) -> Error {
+            self.0.error(raw, now)
+        }
+        fn limit_report(&self, headers: &reqwest::header::HeaderMap, now: Now) -> LimitReport {
+            self.0.limit_report(headers, now)
+        }
+        fn finish(
+            &self,
+            mut req: crate::http::HttpRequest,
+            _: &RequestContext<'_>,
+            _: Now,
+        ) -> Result<crate::http::HttpRequest> {
+            let body = req.json_body().unwrap_or_default();
+            let signed = format!("len={};seed={}", body.len(), {
+                let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+                v["seed"].clone()
+            });
+            req.headers
+                .insert("x-signed", signed.parse().expect("a header value"));
+            Ok(req)
+        }
+        fn frames(&self) -> Box<dyn FrameParser> {
+            Box::new(super::super::JsonLines::new())
+        }
+    }
+
+    fn signing() -> Signing {
+        let url = "http://signing.test/v1".parse().expect("a URL");
+        Signing(super::super::openai::OpenAi::new(
+            crate::id::ProviderId::new("p"),
+            url,
+        ))
+    }
+
+    /// `finish` sees the body as sent — the extra body merged — and what it sets goes out;
+    /// a stream is cut by the adapter's own framing.
+    #[tokio::test]
+    async fn the_finishing_step_signs_the_complete_body_and_frames_cut_the_stream() {
+        use crate::http::{Script, ScriptedTransport};
+        let transport = ScriptedTransport::new();
+        let ok = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        transport.push("signing.test", Script::json(200, ok));
+        let provider = signing();
+        let extra = serde_json::json!({"seed": 7})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let ctx = RequestContext::new("m", None).with_extra_body(&extra);
+        let now = || crate::clock::Clock::both(&crate::clock::TokioClock);
+        let req = ChatRequest::from_prompt("Say hi.");
+        let ex = chat_once(&provider, &transport, &req, ctx, 10 * S, now).await;
+        assert_eq!(ex.result.map(|r| r.text).ok().as_deref(), Some("hi"));
+        let sent = &transport.requests("signing.test")[0];
+        let body = sent.json_body().unwrap_or_default();
+        let signed = sent.headers.get("x-signed").and_then(|v| v.to_str().ok());
+        assert_eq!(signed, Some(format!("len={};seed=7", body.len()).as_str()));
+
+        // Streamed: JSON lines, each an OpenAI chunk, the last without its newline.
+        let lines = concat!(
+            r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            "\n",
+            r#"{"choices":[{"index":0,"delta":{"content":"lo"}}]}"#,
+            "\n[DONE]"
+        );
+        transport.push("signing.test", Script::json(200, lines));
+        let ctx = RequestContext::new("m", None);
+        let ex = chat_stream_once(&provider, &transport, &req, ctx, 10 * S, now).await;
+        let stream = ex.result.expect("the stream opens");
+        let chunks: Vec<String> = futures_util::StreamExt::collect::<Vec<_>>(stream)
+            .await
+            .into_iter()
+            .map(|c| c.map(|c| c.delta).unwrap_or_else(|e| e.to_string()))
+            .collect();
+        assert_eq!(chunks.concat(), "Hello");
+    }
 
     const S: Duration = Duration::from_secs(1);
 

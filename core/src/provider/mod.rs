@@ -55,10 +55,10 @@ pub(crate) use exchange::{ChunkStream, Exchange};
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
 pub(crate) use extra::check as check_extra_body;
-pub use sse::SseEvent;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use sse::SseParser;
+pub use sse::{JsonLines, SseEvent};
 
 use std::fmt;
 use std::sync::Arc;
@@ -681,6 +681,78 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn request_id(&self, headers: &HeaderMap) -> Option<String> {
         default_request_id(headers)
     }
+
+    /// The last step before a request is sent, once its body is complete (the caller's extra
+    /// body merged): where a provider that signs its requests (AWS's SigV4 over the body)
+    /// signs, or one whose token is fetched separately sets it. `now` is the client's clock
+    /// (a signature's date). As built by default.
+    ///
+    /// # Errors
+    ///
+    /// When the request cannot be finished (a credential that cannot sign it): nothing is
+    /// sent.
+    ///
+    /// # Examples
+    ///
+    /// An adapter adding a header over the finished body (a checksum a signature would cover):
+    ///
+    /// ```
+    /// # use llm_failover::clock::{Clock, Now, TokioClock};
+    /// # use llm_failover::http::{Body, HttpRequest};
+    /// # use llm_failover::provider::{openai::OpenAi, Provider, RequestContext};
+    /// # use llm_failover::ProviderId;
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let req = HttpRequest::new(reqwest::Method::POST, "http://127.0.0.1:8080/v1/x".parse()?);
+    /// let ctx = RequestContext::new("gpt-4o-mini", None);
+    /// // The OpenAI adapter keeps the default: the request as built.
+    /// let finished = openai.finish(req, &ctx, TokioClock.both())?;
+    /// assert!(finished.headers.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn finish(&self, req: HttpRequest, ctx: &RequestContext<'_>, now: Now) -> Result<HttpRequest> {
+        let _ = (ctx, now);
+        Ok(req)
+    }
+
+    /// How a streamed answer's bytes are cut into events for the
+    /// [`stream_decoder`](Self::stream_decoder): server-sent events by default; an adapter
+    /// whose provider frames its stream otherwise (AWS's event-stream, JSON lines) returns
+    /// its own [`FrameParser`], each frame as one [`SseEvent`] (its type in `event`, its
+    /// payload in `data`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover::provider::{openai::OpenAi, Provider};
+    /// # use llm_failover::ProviderId;
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let mut frames = openai.frames();
+    /// let events = frames.feed(b"data: {\"a\":1}\n\n")?;
+    /// assert_eq!(events[0].data, r#"{"a":1}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn frames(&self) -> Box<dyn FrameParser> {
+        Box::new(SseParser::new())
+    }
+}
+
+/// Cuts a streamed body into events, as bytes arrive in arbitrary pieces
+/// ([`Provider::frames`]).
+pub trait FrameParser: Send + fmt::Debug {
+    /// Takes the next piece of the body; returns the events it completed.
+    ///
+    /// # Errors
+    ///
+    /// A `Decode` error for a frame that is malformed or too large (the stream ends there).
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>>;
+
+    /// The body ended: the event a format lets end without its terminator (the last
+    /// server-sent event without its blank line, a last JSON line without its newline).
+    ///
+    /// # Errors
+    ///
+    /// A `Decode` error for a frame cut off in the middle.
+    fn end(&mut self) -> Result<Vec<SseEvent>>;
 }
 
 fn _obj_safe(_: &dyn Provider, _: &dyn StreamDecoder) {}
@@ -734,6 +806,8 @@ pub(crate) fn default_request_id(headers: &HeaderMap) -> Option<String> {
 /// ```
 pub fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Arc<dyn Provider>> {
     use crate::config::ProviderKind;
+    // Each kind's factory: the other half of its registry row (`config::kind`, which the
+    // configuration's checks read and the adapters may not: it is below them).
     Ok(match cfg.kind {
         ProviderKind::OpenAi => Arc::new(openai::OpenAi::from_config(cfg)?),
         ProviderKind::Azure => Arc::new(azure::Azure::from_config(cfg)?),

@@ -9,6 +9,7 @@
 // fuzzers); without it every `pub` here is crate-private.
 #![cfg_attr(not(feature = "test-util"), allow(unreachable_pub, dead_code))]
 
+use super::FrameParser;
 use crate::error::{Error, Result};
 
 /// One event of a server-sent event stream.
@@ -159,9 +160,126 @@ impl SseParser {
     }
 }
 
+impl FrameParser for SseParser {
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>> {
+        SseParser::feed(self, bytes)
+    }
+
+    /// Some servers omit the blank line after the last event: the body's end completes it.
+    fn end(&mut self) -> Result<Vec<SseEvent>> {
+        SseParser::feed(self, b"\n\n")
+    }
+}
+
+/// JSON lines (`application/x-ndjson`, `application/jsonl`): each non-empty line is one
+/// event, its text in `data` (Ollama's native API streams so). Lines end in `\n` or `\r\n`;
+/// a last line without its newline ends with the body; a line that is not UTF-8 or longer
+/// than the cap is an error.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::provider::{FrameParser, JsonLines};
+///
+/// let mut p = JsonLines::new();
+/// assert!(p.feed(b"{\"a\":").unwrap().is_empty());
+/// let events = p.feed(b"1}\r\n\n{\"b\":2}").unwrap();
+/// assert_eq!(events.len(), 1);
+/// assert_eq!(events[0].data, r#"{"a":1}"#);
+/// assert_eq!(p.end().unwrap()[0].data, r#"{"b":2}"#);
+/// ```
+#[derive(Debug)]
+pub struct JsonLines {
+    line: Vec<u8>,
+    max_line: usize,
+}
+
+impl Default for JsonLines {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JsonLines {
+    /// A parser with a 1 MiB line cap.
+    pub fn new() -> Self {
+        JsonLines {
+            line: Vec::new(),
+            max_line: 1 << 20,
+        }
+    }
+
+    fn line_done(&mut self, out: &mut Vec<SseEvent>) -> Result<()> {
+        let mut line = std::mem::take(&mut self.line);
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let data = String::from_utf8(line)
+            .map_err(|_| Error::decode("a JSON line of the stream is not valid UTF-8"))?;
+        out.push(SseEvent {
+            data,
+            ..SseEvent::default()
+        });
+        Ok(())
+    }
+}
+
+impl FrameParser for JsonLines {
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>> {
+        let mut out = Vec::new();
+        for &b in bytes {
+            if b == b'\n' {
+                self.line_done(&mut out)?;
+                continue;
+            }
+            if self.line.len() >= self.max_line {
+                return Err(Error::decode(format!(
+                    "a JSON line of the stream is longer than {} bytes",
+                    self.max_line
+                )));
+            }
+            self.line.push(b);
+        }
+        Ok(out)
+    }
+
+    fn end(&mut self) -> Result<Vec<SseEvent>> {
+        let mut out = Vec::new();
+        self.line_done(&mut out)?;
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_lines_are_cut_anywhere_and_bounded() {
+        let text = b"{\"a\":1}\n\n{\"b\":2}\r\n{\"c\":3}";
+        for split in 0..text.len() {
+            let mut p = JsonLines::new();
+            let mut got = p.feed(&text[..split]).unwrap();
+            got.extend(p.feed(&text[split..]).unwrap());
+            got.extend(p.end().unwrap());
+            let data: Vec<&str> = got.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(
+                data,
+                [r#"{"a":1}"#, r#"{"b":2}"#, r#"{"c":3}"#],
+                "split {split}"
+            );
+        }
+        let mut p = JsonLines::new();
+        assert!(p.feed(b"\xff\n").unwrap_err().is_decode());
+        let mut p = JsonLines {
+            line: Vec::new(),
+            max_line: 4,
+        };
+        assert!(p.feed(b"123456").unwrap_err().is_decode());
+    }
 
     fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut p = SseParser::new();

@@ -293,7 +293,8 @@ fn check_uses(
                     ));
                 }
                 let (field, present) = match capability {
-                    Capability::Transcription if p.kind == ProviderKind::Deepgram => {
+                    // A kind that only transcribes has one model, its speech model.
+                    Capability::Transcription if !p.kind.capabilities().chat => {
                         ("model", p.transcription_model.is_some())
                     }
                     Capability::Transcription => {

@@ -11,15 +11,13 @@ use url::{Host, Url};
 use super::Check;
 use super::policy::millis;
 use crate::config::keys::shown;
+use crate::config::kind::ApiVersion;
 use crate::config::raw::{RawLimits, RawProvider};
 use crate::config::source::{Issue, TomlPath};
 use crate::config::types::{ProviderConfig, ProviderKind};
 use crate::id::ProviderId;
 use crate::ratelimit::HeaderDialect;
 use crate::ratelimit::Limits;
-
-/// `anthropic-version` sent when `api_version` is not given.
-const ANTHROPIC_DEFAULT_VERSION: &str = "2023-06-01";
 
 fn limits(path: &TomlPath, raw: &RawLimits) -> Check<Limits> {
     let positive = |key: &str, value: Option<i64>| -> Check<Option<NonZeroU64>> {
@@ -248,21 +246,29 @@ fn api_version(path: &TomlPath, kind: ProviderKind, value: Option<&str>) -> Chec
             "must be a version such as \"2024-10-21\" (letters, digits, `-`, `.`)",
         ));
     }
-    match (kind, value) {
-        (ProviderKind::Azure, None) => Err(Issue::new(
+    match (kind.kit().api_version, value) {
+        (ApiVersion::Required { what }, None) => Err(Issue::new(
             key,
-            "is required for kind azure: the api-version query value, e.g. \"2024-10-21\"",
+            format!("is required for kind {kind}: {what}"),
         )),
-        (ProviderKind::Anthropic, None) => Ok(Some(ANTHROPIC_DEFAULT_VERSION.to_owned())),
-        (ProviderKind::Azure | ProviderKind::Anthropic, Some(v)) => Ok(Some(v.to_owned())),
-        (_, Some(_)) => Err(Issue::new(
-            key,
-            format!(
-                "kind {kind} takes no api_version (only azure's api-version and anthropic's \
-                 anthropic-version)"
-            ),
-        )),
-        (_, None) => Ok(None),
+        (ApiVersion::Defaulted { default, .. }, None) => Ok(Some(default.to_owned())),
+        (ApiVersion::Required { .. } | ApiVersion::Defaulted { .. }, Some(v)) => {
+            Ok(Some(v.to_owned()))
+        }
+        (ApiVersion::None, Some(_)) => {
+            let takers: Vec<String> = ProviderKind::ALL
+                .iter()
+                .filter_map(|k| Some(format!("{k}'s {}", k.kit().api_version.what()?)))
+                .collect();
+            Err(Issue::new(
+                key,
+                format!(
+                    "kind {kind} takes no api_version (only {})",
+                    takers.join(" and ")
+                ),
+            ))
+        }
+        (ApiVersion::None, None) => Ok(None),
     }
 }
 
@@ -322,16 +328,7 @@ fn is_loopback(host: &Host<&str>) -> bool {
 
 fn default_dialect(kind: ProviderKind, url: &Url) -> HeaderDialect {
     let host = url.host_str().unwrap_or("").to_ascii_lowercase();
-    match kind {
-        ProviderKind::OpenAi if host == "api.groq.com" => HeaderDialect::Groq,
-        ProviderKind::OpenAi if host == "openrouter.ai" || host.ends_with(".openrouter.ai") => {
-            HeaderDialect::Generic
-        }
-        ProviderKind::OpenAi => HeaderDialect::OpenAi,
-        ProviderKind::Azure => HeaderDialect::Azure,
-        ProviderKind::Anthropic => HeaderDialect::Anthropic,
-        ProviderKind::Gemini | ProviderKind::Deepgram => HeaderDialect::Generic,
-    }
+    (kind.kit().dialect)(&host)
 }
 
 #[cfg(test)]
@@ -425,7 +422,7 @@ mod tests {
         );
         assert_eq!(
             api_version(&p, ProviderKind::Anthropic, None).unwrap(),
-            Some(ANTHROPIC_DEFAULT_VERSION.to_owned())
+            Some("2023-06-01".to_owned())
         );
         assert!(api_version(&p, ProviderKind::Gemini, Some("v1")).is_err());
         assert!(api_version(&p, ProviderKind::Azure, Some("2024\r\nx: y")).is_err());
