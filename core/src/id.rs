@@ -211,7 +211,53 @@ impl fmt::Display for CredentialSource {
 #[derive(Clone)]
 pub struct Credential {
     secret: SecretString,
+    /// More than one key: the parts a signing provider needs (`None`: a key alone).
+    parts: Option<Arc<CredentialParts>>,
     source: CredentialSource,
+}
+
+/// What a credential holds beyond one key: the parts a provider that signs its requests or
+/// fetches its own tokens needs. `Debug` shows none of the secret parts.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::{Credential, CredentialParts};
+///
+/// let aws = Credential::aws("AKIAEXAMPLE", "wJalrEXAMPLEKEY", Some("FwoGEXAMPLETOKEN".into()));
+/// let Some(CredentialParts::Aws { access_key_id, .. }) = aws.parts() else { panic!() };
+/// assert_eq!(access_key_id, "AKIAEXAMPLE");
+/// let shown = format!("{aws:?}");
+/// assert!(!shown.contains("wJalrEXAMPLEKEY") && !shown.contains("FwoGEXAMPLETOKEN"));
+/// // Every secret part, for an error message to be scrubbed of.
+/// assert_eq!(aws.secrets().count(), 2);
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum CredentialParts {
+    /// AWS credentials for SigV4: an access key id, its secret access key (the credential's
+    /// key), and the session token of temporary credentials.
+    Aws {
+        /// The access key id (`AKIA…`, `ASIA…`): it names the key, and is sent.
+        access_key_id: String,
+        /// The session token of temporary credentials (STS), sent as `x-amz-security-token`.
+        session_token: Option<SecretString>,
+    },
+}
+
+impl fmt::Debug for CredentialParts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialParts::Aws { session_token, .. } => f
+                .debug_struct("Aws")
+                .field("access_key_id", &"[redacted]")
+                .field(
+                    "session_token",
+                    &session_token.as_ref().map(|_| "[redacted]"),
+                )
+                .finish(),
+        }
+    }
 }
 
 impl Credential {
@@ -219,6 +265,25 @@ impl Credential {
     pub fn new(key: impl Into<String>) -> Self {
         Credential {
             secret: SecretString::from(key.into()),
+            parts: None,
+            source: CredentialSource::Explicit,
+        }
+    }
+
+    /// AWS credentials passed in code: an access key id, its secret access key and, for
+    /// temporary credentials, a session token. [`expose`](Self::expose) is the secret
+    /// access key; [`parts`](Self::parts) the rest.
+    pub fn aws(
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+        session_token: Option<String>,
+    ) -> Self {
+        Credential {
+            secret: SecretString::from(secret_access_key.into()),
+            parts: Some(Arc::new(CredentialParts::Aws {
+                access_key_id: access_key_id.into(),
+                session_token: session_token.map(SecretString::from),
+            })),
             source: CredentialSource::Explicit,
         }
     }
@@ -227,8 +292,26 @@ impl Credential {
     pub(crate) fn from_env(key: String, var: impl Into<String>) -> Self {
         Credential {
             secret: SecretString::from(key),
+            parts: None,
             source: CredentialSource::Env(var.into()),
         }
+    }
+
+    /// The parts beyond the key, when the credential has them.
+    pub fn parts(&self) -> Option<&CredentialParts> {
+        self.parts.as_deref()
+    }
+
+    /// Every secret the credential holds (the key, a session token), non-empty ones: what
+    /// an error message is scrubbed of. Never log them.
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        let token = match self.parts.as_deref() {
+            Some(CredentialParts::Aws { session_token, .. }) => session_token.as_ref(),
+            None => None,
+        };
+        std::iter::once(self.expose())
+            .chain(token.map(|t| t.expose_secret()))
+            .filter(|s| !s.is_empty())
     }
 
     /// Where the key came from.
@@ -246,6 +329,7 @@ impl fmt::Debug for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Credential")
             .field("key", &"[redacted]")
+            .field("parts", &self.parts)
             .field("source", &self.source)
             .finish()
     }

@@ -37,7 +37,7 @@ pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use config::ProviderSettings;
 pub use error::{Disposition, Error, ErrorKind, Result};
-pub use id::{Capabilities, Capability, Credential, CredentialSource, ProviderId};
+pub use id::{Capabilities, Capability, Credential, CredentialParts, CredentialSource, ProviderId};
 pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};

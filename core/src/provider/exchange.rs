@@ -108,7 +108,9 @@ fn decorate(
         }
     }
     if let Some(c) = ctx.credential {
-        e = e.scrub(c.expose());
+        for secret in c.secrets() {
+            e = e.scrub(secret);
+        }
     }
     e
 }
@@ -269,14 +271,16 @@ pub(crate) fn chat_stream_once<'a>(
         Ok(Streamed::Ok(resp)) => {
             let now = now();
             let report = provider.limit_report(&resp.headers, now);
-            let mut err_ctx = ErrorContext {
+            let err_ctx = ErrorContext {
                 provider: provider.id().clone(),
                 model: ctx.model.to_owned(),
                 status: resp.status,
                 request_id: provider.request_id(&resp.headers),
-                secret: ctx.credential.map(|c| c.expose().to_owned()),
+                secrets: ctx
+                    .credential
+                    .map(|c| c.secrets().map(str::to_owned).collect())
+                    .unwrap_or_default(),
             };
-            err_ctx.secret = err_ctx.secret.filter(|s| !s.is_empty());
             Exchange {
                 result: Ok(ChunkStream {
                     body: resp.body,
@@ -298,7 +302,8 @@ struct ErrorContext {
     model: String,
     status: u16,
     request_id: Option<String>,
-    secret: Option<String>,
+    /// Every secret of the credential, non-empty.
+    secrets: Vec<String>,
 }
 
 impl ErrorContext {
@@ -315,7 +320,7 @@ impl ErrorContext {
         if e.request_id().is_none() {
             e = e.with_request_id(self.request_id.clone());
         }
-        if let Some(s) = &self.secret {
+        for s in &self.secrets {
             e = e.scrub(s);
         }
         e
@@ -471,6 +476,28 @@ mod tests {
         fn frames(&self) -> Box<dyn FrameParser> {
             Box::new(super::super::JsonLines::new())
         }
+    }
+
+    /// An error that echoes any part of a credential with parts (an AWS secret access key,
+    /// its session token) says none of them.
+    #[tokio::test]
+    async fn an_error_is_scrubbed_of_every_secret_part() {
+        use crate::http::{Script, ScriptedTransport};
+        let (secret, token) = ("wJalrXUtnFEMIEXAMPLEKEY", "FwoGZXIvYXdzEXAMPLETOKEN");
+        let body =
+            format!(r#"{{"error":{{"message":"bad signature for {secret} with {token}"}}}}"#);
+        let transport = ScriptedTransport::new();
+        transport.push("signing.test", Script::json(403, body));
+        let provider = signing();
+        let cred = crate::id::Credential::aws("AKIAEXAMPLE", secret, Some(token.to_owned()));
+        let ctx = RequestContext::new("m", Some(&cred));
+        let now = || crate::clock::Clock::both(&crate::clock::TokioClock);
+        let req = ChatRequest::from_prompt("Say hi.");
+        let ex = chat_once(&provider, &transport, &req, ctx, 10 * S, now).await;
+        let e = ex.result.expect_err("refused");
+        let shown = format!("{e} {e:?}");
+        assert!(shown.contains("bad signature"), "{shown}");
+        assert!(!shown.contains(secret) && !shown.contains(token), "{shown}");
     }
 
     fn signing() -> Signing {
