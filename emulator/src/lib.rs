@@ -60,6 +60,7 @@ pub mod embedding;
 mod faults;
 pub mod headers;
 pub mod limits;
+mod oauth;
 #[cfg(test)]
 mod readme;
 mod routes;
@@ -71,8 +72,9 @@ pub mod text;
 mod tools;
 
 pub use config::{
-    AwsCredentials, ChargeMode, ConfigError, DEFAULT_KEY, DEFAULT_REGION, EmulatorConfig,
-    HeaderStyle, Kind, Latency, LimitScope, Limits, ProviderConfig,
+    AwsCredentials, CLOUD_PLATFORM_SCOPE, ChargeMode, ConfigError, DEFAULT_KEY, DEFAULT_PROJECT,
+    DEFAULT_REGION, EmulatorConfig, GOOGLE_TOKEN_URI, HeaderStyle, Kind, Latency, LimitScope,
+    Limits, ProviderConfig, ServiceAccountKey,
 };
 pub use faults::{Fault, FaultConfig, RetryAfter, WeightedFault};
 pub use server::{Emulator, EmulatorBuilder};

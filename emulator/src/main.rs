@@ -1,7 +1,9 @@
 //! `llm-failover-emulator --config emulator.toml`: serves the configured providers on
 //! 127.0.0.1 and prints one line per provider, `PREFIX BASE_URL`, then one line per Bedrock
-//! provider with the AWS credentials it accepts (`aws PREFIX access_key_id=… …`) and the
-//! admin URL, until Ctrl-C.
+//! provider with the AWS credentials it accepts (`aws PREFIX access_key_id=… …`), one line
+//! per Vertex provider with its project and where its service-account key file is served
+//! (`vertex PREFIX project=… key_file=URL`; the key itself is not printed) and the admin URL,
+//! until Ctrl-C.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +15,7 @@ use llm_failover_emulator::{Emulator, EmulatorConfig, Kind};
 const DEFAULT_PORT: u16 = 4010;
 
 /// A loopback emulator of LLM provider APIs (OpenAI, Azure, Anthropic, Gemini, AWS Bedrock,
-/// Deepgram).
+/// Google Vertex AI, Deepgram).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
@@ -65,6 +67,14 @@ async fn main() -> ExitCode {
         println!(
             "aws {prefix} access_key_id={} secret_access_key={} region={}{token}",
             aws.access_key_id, aws.secret_access_key, aws.region
+        );
+    }
+    for (prefix, _, _) in providers.iter().filter(|(_, k, _)| *k == Kind::Vertex) {
+        let key = emu.service_account_key(prefix);
+        println!(
+            "vertex {prefix} project={} key_file={}/_admin/service_account?provider={prefix}",
+            key.project_id,
+            emu.url()
         );
     }
     println!("admin {}/_admin/counters", emu.url());

@@ -17,7 +17,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{AwsCredentials, EmulatorConfig, Kind, Limits, ProviderConfig};
+use crate::config::{
+    AwsCredentials, EmulatorConfig, Kind, Limits, ProviderConfig, ServiceAccountKey,
+};
 use crate::faults::{Fault, WeightedFault};
 use crate::routes::{ConnHandle, Listener, handle};
 use crate::state::{App, Counters, LogEntry, ProviderState, TimeSource};
@@ -226,6 +228,13 @@ impl EmulatorBuilder {
         self.provider(ProviderConfig::bedrock(prefix))
     }
 
+    /// Adds a Google Vertex AI provider under `prefix` with defaults (project
+    /// `emulator-project`, the demo service-account key: [`Emulator::service_account_key`]
+    /// gives its key file).
+    pub fn vertex(self, prefix: &str) -> Self {
+        self.provider(ProviderConfig::vertex(prefix))
+    }
+
     /// Adds a Deepgram provider under `prefix` with defaults.
     pub fn deepgram(self, prefix: &str) -> Self {
         self.provider(ProviderConfig::deepgram(prefix))
@@ -286,7 +295,10 @@ impl Emulator {
         cfg.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (stop, rx) = watch::channel(false);
-        let app = Arc::new(App::new(&cfg, rx.clone(), time));
+        let app = Arc::new(
+            App::new(&cfg, rx.clone(), time)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+        );
         let listener = TcpListener::bind(("127.0.0.1", cfg.port.unwrap_or(0))).await?;
         let addr = listener.local_addr()?;
         let mut tasks = vec![serve(
@@ -355,10 +367,12 @@ impl Emulator {
 
     /// The base URL to configure a client with: what the provider's official SDK takes as its
     /// base URL — OpenAI `…/{prefix}/v1` (like `https://api.openai.com/v1`), Anthropic,
-    /// Azure, Gemini, Bedrock and Deepgram `…/{prefix}` (like `https://api.anthropic.com`,
-    /// `https://{resource}.openai.azure.com`, `https://generativelanguage.googleapis.com`,
+    /// Azure, Gemini, Bedrock, Vertex and Deepgram `…/{prefix}` (like
+    /// `https://api.anthropic.com`, `https://{resource}.openai.azure.com`,
+    /// `https://generativelanguage.googleapis.com`,
     /// `https://bedrock-runtime.us-east-1.amazonaws.com` — boto3's `endpoint_url` —,
-    /// `https://api.deepgram.com`).
+    /// `https://us-central1-aiplatform.googleapis.com` — google-genai's
+    /// `http_options.base_url` in Vertex mode —, `https://api.deepgram.com`).
     ///
     /// # Panics
     ///
@@ -402,6 +416,54 @@ impl Emulator {
             panic!("{prefix:?} is a {} provider, not bedrock", cfg.kind);
         }
         cfg.aws_credentials()
+    }
+
+    fn google(&self, prefix: &str) -> &crate::oauth::Identity {
+        match &self.provider(prefix).google {
+            Some(id) => id,
+            None => panic!(
+                "{prefix:?} is a {} provider, not vertex",
+                self.provider(prefix).cfg.kind
+            ),
+        }
+    }
+
+    /// The service-account key a Vertex provider accepts JWTs of, as the JSON key file
+    /// Google issues holds it ([`ServiceAccountKey::to_json`]), its `token_uri` the
+    /// provider's token endpoint (`…/{prefix}/token`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let emu = llm_failover_emulator::Emulator::builder().vertex("vertex").start().await?;
+    /// let key_file = emu.service_account_key("vertex").to_json();
+    /// // google-genai: genai.Client(vertexai=True, project=…, location="us-central1",
+    /// //     credentials=service_account.Credentials.from_service_account_info(
+    /// //         json.loads(key_file), scopes=["https://www.googleapis.com/auth/cloud-platform"]),
+    /// //     http_options=types.HttpOptions(base_url=emu.base_url("vertex")))
+    /// assert!(key_file.contains("\"token_uri\""));
+    /// assert!(emu.base_url("vertex").ends_with("/vertex"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix, or it is not a Vertex provider (test bugs).
+    pub fn service_account_key(&self, prefix: &str) -> ServiceAccountKey {
+        let mut key = self.google(prefix).key().clone();
+        key.token_uri = format!("{}/token", self.root_url(prefix));
+        key
+    }
+
+    /// A fresh access token of a Vertex provider, valid for 3599 s on the emulator's clock:
+    /// for a test of the API routes that skips the JWT exchange (`Authorization: Bearer …`).
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix, or it is not a Vertex provider (test bugs).
+    pub fn access_token(&self, prefix: &str) -> String {
+        self.google(prefix).issue(self.app.now().1)
     }
 
     /// Every provider served: (prefix, kind, base URL), by prefix.

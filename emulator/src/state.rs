@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::{EmulatorConfig, LimitScope, Limits, ProviderConfig};
+use crate::config::{ConfigError, EmulatorConfig, Kind, LimitScope, Limits, ProviderConfig};
 use crate::faults::{Fault, FaultState, WeightedFault};
 use crate::limits::{Admission, LimitSet, Snapshot};
+use crate::oauth::Identity;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -213,13 +214,37 @@ pub(crate) struct ProviderState {
     pub(crate) inflight: AtomicU32,
     concurrency: AtomicU32,
     default_seed: u64,
+    /// Vertex: the service account whose JWTs the token endpoint takes, and its tokens.
+    pub(crate) google: Option<Identity>,
 }
 
 impl ProviderState {
-    pub(crate) fn new(cfg: ProviderConfig, emu: &EmulatorConfig) -> Self {
+    /// The state of `cfg`.
+    ///
+    /// # Errors
+    ///
+    /// A Vertex provider's service-account key file cannot be read or holds no RSA key.
+    pub(crate) fn new(cfg: ProviderConfig, emu: &EmulatorConfig) -> Result<Self, ConfigError> {
         let table = LimitTable::new(&cfg, emu.minute_of(&cfg));
         let faults = FaultState::new(&cfg.faults, emu.seed);
-        ProviderState {
+        let google = if cfg.kind == Kind::Vertex {
+            let key = crate::config::google::service_account(
+                &cfg.prefix,
+                cfg.project.as_deref(),
+                cfg.service_account_file.as_deref(),
+            )
+            .and_then(Identity::new)
+            .map_err(|e| {
+                ConfigError(format!(
+                    "providers.{}.service_account_file: {e}",
+                    cfg.prefix
+                ))
+            })?;
+            Some(key)
+        } else {
+            None
+        };
+        Ok(ProviderState {
             limited: AtomicBool::new(!table.is_unlimited()),
             limits: Mutex::new(table),
             faulty: AtomicBool::new(faults.is_active()),
@@ -228,8 +253,9 @@ impl ProviderState {
             inflight: AtomicU32::new(0),
             concurrency: AtomicU32::new(cfg.limits.concurrency.unwrap_or(0)),
             default_seed: emu.seed,
+            google,
             cfg,
-        }
+        })
     }
 
     /// The concurrency limit (0 = none).
@@ -395,11 +421,16 @@ impl std::fmt::Debug for TimeSource {
 }
 
 impl App {
+    /// The state of `cfg`.
+    ///
+    /// # Errors
+    ///
+    /// A provider's state cannot be made (see [`ProviderState::new`]).
     pub(crate) fn new(
         cfg: &EmulatorConfig,
         shutdown: watch::Receiver<bool>,
         time: Option<TimeSource>,
-    ) -> Self {
+    ) -> Result<Self, ConfigError> {
         let (started, started_wall) = match &time {
             Some(t) => t.now(),
             None => (Instant::now(), wall_now()),
@@ -408,13 +439,13 @@ impl App {
             .providers
             .values()
             .map(|p| {
-                (
+                Ok((
                     p.prefix.clone(),
-                    Arc::new(ProviderState::new(p.clone(), cfg)),
-                )
+                    Arc::new(ProviderState::new(p.clone(), cfg)?),
+                ))
             })
-            .collect();
-        App {
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(App {
             providers,
             log: Mutex::new(VecDeque::with_capacity(cfg.log_capacity.min(1 << 16))),
             log_capacity: cfg.log_capacity,
@@ -422,7 +453,7 @@ impl App {
             started_wall,
             time,
             shutdown,
-        }
+        })
     }
 
     /// Now, on the emulator's time source.

@@ -28,9 +28,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod aws;
+pub(crate) mod google;
 mod provider;
 
 pub use aws::{AwsCredentials, DEFAULT_REGION};
+pub use google::{CLOUD_PLATFORM_SCOPE, DEFAULT_PROJECT, GOOGLE_TOKEN_URI, ServiceAccountKey};
 pub use provider::{
     ChargeMode, DEFAULT_KEY, HeaderStyle, Kind, Latency, LimitScope, Limits, ProviderConfig,
 };
@@ -154,8 +156,10 @@ impl EmulatorConfig {
     /// A prefix that is not `[a-z0-9_-]+` or starts with `_` (reserved for `/_admin`), a
     /// prefix that differs from its table name, an empty key, AWS credentials on a provider
     /// that is not Bedrock (or one that cannot be signed with: empty, a region that is no
-    /// region name), a key id without its secret, a zero limit or minute, a fault probability
-    /// outside 0..=1 or summing above 1.
+    /// region name), a key id without its secret, a project or service-account file on a
+    /// provider that is not Vertex (or a project that is no Google project id), a zero limit
+    /// or minute, a fault probability outside 0..=1 or summing above 1. (A service-account
+    /// file is read when the emulator starts.)
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |path: String, msg: &str| Err(ConfigError(format!("{path}: {msg}")));
         if self.minute_ms == 0 {
@@ -194,6 +198,25 @@ impl EmulatorConfig {
                 if let Err(msg) = aws::check_part(field, value) {
                     return err(format!("{at}.{field}"), &msg);
                 }
+            }
+            if p.kind != Kind::Vertex {
+                if p.project.is_some() {
+                    return err(
+                        format!("{at}.project"),
+                        "only a vertex provider has a project",
+                    );
+                }
+                if p.service_account_file.is_some() {
+                    return err(
+                        format!("{at}.service_account_file"),
+                        "only a vertex provider takes OAuth tokens of a service account",
+                    );
+                }
+            }
+            if let Some(project) = &p.project
+                && let Err(msg) = google::check_project(project)
+            {
+                return err(format!("{at}.project"), &msg);
             }
             if p.access_key_id.is_some() != p.secret_access_key.is_some() {
                 return err(
@@ -282,6 +305,18 @@ mod tests {
                 "[providers.x]\nkind = \"bedrock\"\naccess_key_id = \"AKIA1\"",
                 "secret_access_key",
             ),
+            (
+                "[providers.x]\nkind = \"gemini\"\nproject = \"my-project\"",
+                "providers.x.project",
+            ),
+            (
+                "[providers.x]\nkind = \"vertex\"\nproject = \"My Project\"",
+                "providers.x.project",
+            ),
+            (
+                "[providers.x]\nkind = \"openai\"\nservice_account_file = \"k.json\"",
+                "providers.x.service_account_file",
+            ),
         ];
         for (text, needle) in cases {
             let e = EmulatorConfig::from_toml_str(text).unwrap_err();
@@ -323,7 +358,8 @@ mod tests {
             })
             .fold(head.to_owned(), |acc, l| acc + l + "\n");
         let cfg = EmulatorConfig::from_toml_str(&uncommented).unwrap();
-        assert_eq!(cfg.providers.len(), 6);
+        assert_eq!(cfg.providers.len(), 7);
+        assert_eq!(cfg.providers["vertex"].kind, Kind::Vertex);
         assert_eq!(cfg.providers["openai"].faults.script.len(), 3);
         assert_eq!(cfg.providers["groq"].header_style(), HeaderStyle::Groq);
     }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,10 @@ pub enum Kind {
     /// AWS Bedrock Runtime: `/model/{modelId}/converse` and `/converse-stream`, signed with
     /// AWS Signature Version 4.
     Bedrock,
+    /// Google Vertex AI (Gemini on Vertex):
+    /// `/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:generateContent`
+    /// and the rest, with OAuth 2 access tokens from its `/token` endpoint.
+    Vertex,
     /// Deepgram: `/v1/listen`.
     Deepgram,
 }
@@ -41,6 +46,7 @@ impl Kind {
             Kind::Anthropic => "anthropic",
             Kind::Gemini => "gemini",
             Kind::Bedrock => "bedrock",
+            Kind::Vertex => "vertex",
             Kind::Deepgram => "deepgram",
         }
     }
@@ -51,12 +57,12 @@ impl Kind {
             Kind::OpenAi => HeaderStyle::OpenAi,
             Kind::Azure => HeaderStyle::Azure,
             Kind::Anthropic => HeaderStyle::Anthropic,
-            Kind::Gemini | Kind::Bedrock | Kind::Deepgram => HeaderStyle::None,
+            Kind::Gemini | Kind::Bedrock | Kind::Vertex | Kind::Deepgram => HeaderStyle::None,
         }
     }
 
     /// Where limits are kept unless configured otherwise: per model for the chat providers
-    /// (OpenAI, Anthropic, Gemini and Bedrock limit each model separately; an Azure deployment
+    /// (OpenAI, Anthropic, Gemini, Vertex and Bedrock limit each model separately; an Azure deployment
     /// is one model), per project for Deepgram.
     pub fn default_scope(self) -> LimitScope {
         match self {
@@ -70,7 +76,12 @@ impl Kind {
     pub(crate) fn base_path(self) -> &'static str {
         match self {
             Kind::OpenAi => "/v1",
-            Kind::Azure | Kind::Anthropic | Kind::Gemini | Kind::Bedrock | Kind::Deepgram => "",
+            Kind::Azure
+            | Kind::Anthropic
+            | Kind::Gemini
+            | Kind::Bedrock
+            | Kind::Vertex
+            | Kind::Deepgram => "",
         }
     }
 }
@@ -106,7 +117,7 @@ pub enum HeaderStyle {
     /// `Retry-After` and no delay in a 429's text.
     #[serde(rename = "litellm")]
     LiteLlm,
-    /// No rate-limit headers (Gemini, Bedrock, Deepgram), and for OpenAI-format providers no
+    /// No rate-limit headers (Gemini, Vertex, Bedrock, Deepgram), and for OpenAI-format providers no
     /// delay in a 429's message either: a provider (or proxy) that states nothing at all.
     /// Gemini keeps its `RetryInfo` in the body.
     None,
@@ -243,7 +254,8 @@ pub struct ProviderConfig {
     pub prefix: String,
     /// Wire format.
     pub kind: Kind,
-    /// The one key accepted (Bedrock signs with its AWS credentials instead).
+    /// The one key accepted (Bedrock signs with its AWS credentials instead, Vertex takes OAuth
+    /// access tokens).
     #[serde(default = "default_key")]
     pub key: String,
     /// Bedrock: the region requests are signed for; [`DEFAULT_REGION`] when absent.
@@ -260,6 +272,14 @@ pub struct ProviderConfig {
     /// (temporary credentials); none when absent.
     #[serde(default)]
     pub session_token: Option<String>,
+    /// Vertex: the project requests name in their path; [`DEFAULT_PROJECT`](super::DEFAULT_PROJECT)
+    /// when absent (or the key file's).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Vertex: a service-account JSON key file (as Google issues them) whose key signs the
+    /// JWTs the token endpoint accepts; the emulator's demo key when absent.
+    #[serde(default)]
+    pub service_account_file: Option<PathBuf>,
     /// Models (Azure: deployments) served; empty = any model name is accepted.
     #[serde(default)]
     pub models: Vec<String>,
@@ -332,6 +352,8 @@ impl ProviderConfig {
             access_key_id: None,
             secret_access_key: None,
             session_token: None,
+            project: None,
+            service_account_file: None,
             models: Vec::new(),
             limits: Limits::default(),
             model_limits: BTreeMap::new(),
@@ -376,6 +398,12 @@ impl ProviderConfig {
         Self::new(prefix, Kind::Bedrock)
     }
 
+    /// A Google Vertex AI provider under `prefix`: project `emulator-project`, the demo
+    /// service-account key (see [`Emulator::service_account_key`](crate::Emulator::service_account_key)).
+    pub fn vertex(prefix: impl Into<String>) -> Self {
+        Self::new(prefix, Kind::Vertex)
+    }
+
     /// A Deepgram provider under `prefix`.
     pub fn deepgram(prefix: impl Into<String>) -> Self {
         Self::new(prefix, Kind::Deepgram)
@@ -406,6 +434,21 @@ impl ProviderConfig {
     #[must_use]
     pub fn with_session_token(mut self, token: impl Into<String>) -> Self {
         self.session_token = Some(token.into());
+        self
+    }
+
+    /// Vertex: the project requests name (default [`DEFAULT_PROJECT`](super::DEFAULT_PROJECT)).
+    #[must_use]
+    pub fn with_project(mut self, project: impl Into<String>) -> Self {
+        self.project = Some(project.into());
+        self
+    }
+
+    /// Vertex: accepts JWTs signed by the key of this service-account JSON key file instead
+    /// of the demo key (read when the emulator starts).
+    #[must_use]
+    pub fn with_service_account_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.service_account_file = Some(path.into());
         self
     }
 

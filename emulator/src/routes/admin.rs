@@ -7,6 +7,7 @@
 //! | `POST /_admin/reset` | zero counters, clear the log, refill every bucket, drop pending scripts |
 //! | `POST /_admin/faults` | `{"provider": "openai", "script": [{"kind": "status", "status": 503}], "append": false, "mix": [{"p": 0.1, "kind": "reset"}], "seed": 7}`: replace (or append to) the script, replace the mix (each part optional) |
 //! | `POST /_admin/limits` | `{"provider": "openai", "model": "gpt-4o", "limits": {"rpm": 10, "tpm": 1000}, "minute_ms": 6000}`: new limits for the provider (or one model); buckets keep their level |
+//! | `GET /_admin/service_account?provider=vertex` | a Vertex provider's service-account JSON key file, its `token_uri` the provider's token endpoint on this listener |
 
 use axum::body::Body;
 use axum::http::header::CONTENT_TYPE;
@@ -72,6 +73,25 @@ pub(crate) async fn handle(app: &App, rest: &str, parts: &Parts, body: Body) -> 
                 .unwrap_or(log.len());
             let skip = log.len().saturating_sub(limit);
             reply(StatusCode::OK, &json!(&log[skip..]))
+        }
+        (&Method::GET, "service_account") => {
+            let prefix = super::query_param(parts.uri.query(), "provider").unwrap_or_default();
+            let Some(p) = app.provider(prefix) else {
+                return problem(StatusCode::NOT_FOUND, format!("no provider {prefix:?}"));
+            };
+            let Some(id) = &p.google else {
+                return problem(
+                    StatusCode::BAD_REQUEST,
+                    format!("{prefix:?} is a {} provider, not vertex", p.cfg.kind),
+                );
+            };
+            let mut key = id.key().clone();
+            let host = super::header(parts, "host").unwrap_or("127.0.0.1");
+            key.token_uri = format!("http://{host}/{prefix}/token");
+            let mut r = Response::new(Body::from(key.to_json()));
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
         }
         (&Method::POST, "reset") => {
             app.reset();

@@ -1,7 +1,7 @@
 //! An embeddings request, provider-neutral: the inputs with their token counts, the
 //! dimension asked for, and the shape of the answer its wire format renders. Each format's
 //! parsing and rendering live beside its chat routes (`openai_embed.rs`, `gemini_embed.rs`,
-//! `bedrock_invoke.rs`); the vectors are `crate::embedding`'s.
+//! `vertex_predict.rs`, `bedrock_invoke.rs`); the vectors are `crate::embedding`'s.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -99,6 +99,8 @@ pub(crate) enum EmbedForm {
     Gemini { batch: bool },
     /// Vertex `:embedContent` / `:batchEmbedContents`, with `usageMetadata`.
     VertexEmbed { batch: bool },
+    /// Vertex `:predict` (`predictions[].embeddings {values, statistics}`).
+    VertexPredict,
     /// Bedrock Titan text embeddings: v2 also answers `embeddingsByType`; `normalize: false`
     /// leaves the vector at a length of its own.
     Titan {

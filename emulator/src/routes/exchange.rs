@@ -96,8 +96,11 @@ pub(crate) async fn handle(State(ls): State<Listener>, req: Request) -> Response
             }
         }
     };
-    provider.counters.request();
     let wire = wire(provider.cfg.kind);
+    if wire.token_path() == Some(rest) {
+        return super::token::handle(&ls.app, &provider, &parts, body, now, wall).await;
+    }
+    provider.counters.request();
     let mut ex = Ex {
         app: &ls.app,
         p: &provider,
@@ -129,7 +132,9 @@ fn request_id(kind: crate::config::Kind) -> String {
     match kind {
         Kind::OpenAi => new_id("req_", 32),
         Kind::Anthropic => new_id("req_011C", 20),
-        Kind::Azure | Kind::Bedrock | Kind::Deepgram | Kind::Gemini => crate::text::new_uuid(),
+        Kind::Azure | Kind::Bedrock | Kind::Deepgram | Kind::Gemini | Kind::Vertex => {
+            crate::text::new_uuid()
+        }
     }
 }
 

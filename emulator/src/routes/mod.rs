@@ -1,7 +1,7 @@
 //! Routing and the life of one request: provider by prefix, fault, authentication,
 //! validation, limits, answer. Each wire format lives in its own file and only translates
 //! (the [`Wire`] trait); this file holds the one flow they share. `/_admin/` paths go to
-//! `admin.rs`.
+//! `admin.rs`, a Vertex provider's `/token` to `token.rs`.
 
 mod admin;
 mod anthropic;
@@ -22,7 +22,10 @@ mod openai;
 mod openai_answer;
 mod openai_chat;
 mod openai_embed;
+mod token;
 mod transcription;
+mod vertex;
+mod vertex_predict;
 
 use std::time::{Duration, SystemTime};
 
@@ -329,6 +332,11 @@ pub(crate) trait Wire: Sync + Send {
     fn embeddings(&self, _req: &EmbedReq, _cx: &Cx<'_>) -> Bytes {
         Bytes::new()
     }
+    /// The path of an OAuth 2 token endpoint served beside the API (Vertex's `/token`),
+    /// answered by `token.rs` outside faults, limits and counters.
+    fn token_path(&self) -> Option<&'static str> {
+        None
+    }
     /// Headers an embeddings answer carries besides the id headers (Bedrock's token counts).
     fn embed_headers(&self, _req: &EmbedReq, _cx: &Cx<'_>, _h: &mut HeaderMap) {}
     /// Request-id and other per-response headers.
@@ -343,6 +351,7 @@ pub(crate) fn wire(kind: Kind) -> &'static dyn Wire {
         Kind::Anthropic => &anthropic::Anthropic,
         Kind::Gemini => &gemini::Gemini,
         Kind::Bedrock => &bedrock::Bedrock,
+        Kind::Vertex => &vertex::Vertex,
         Kind::Deepgram => &deepgram::Deepgram,
     }
 }

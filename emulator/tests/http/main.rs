@@ -12,4 +12,5 @@ mod sdk;
 mod support;
 mod tools;
 mod validation;
+mod vertex;
 mod wire;
