@@ -7,11 +7,14 @@ every answer parses into the SDK's own types.
 
 URL is the emulator's root (what `Emulator::url()` gives, or the printed base URLs without
 their `/{prefix}/...`); the providers are served under the prefixes `openai`, `azure`
-(through the openai SDK's `AzureOpenAI`), `anthropic`, `gemini`, `bedrock` (through boto3's
-`bedrock-runtime` client) and `deepgram`, as in emulator/emulator.toml (which leaves azure,
-gemini and bedrock out: pass `--providers openai,anthropic,deepgram` against it).
+(through the openai SDK's `AzureOpenAI`), `anthropic`, `gemini`, `vertex` (google-genai in
+Vertex AI mode), `bedrock` (through boto3's `bedrock-runtime` client) and `deepgram`, as in
+emulator/emulator.toml (which leaves azure, gemini, vertex and bedrock out: pass
+`--providers openai,anthropic,deepgram` against it).
 
-Besides chat, streams, transcriptions and errors, every chat format is checked with tools
+Besides chat, streams, transcriptions, embeddings (openai's `embeddings.create` — base64 by
+default, floats, lists, token arrays —, google-genai's `embed_content`, boto3's `invoke_model`
+for Titan and Cohere) and errors, every chat format is checked with tools
 (a call, a round trip with its result, parallel calls, streamed calls), a structured answer
 and an image, asserting the SDK's own typed objects hold them
 (`message.tool_calls[0].function`, `content[i].type == "tool_use"`,
@@ -19,7 +22,10 @@ and an image, asserting the SDK's own typed objects hold them
 to the demo key `emulator-key` ($EMULATOR_KEY, or --key; --key-for PREFIX=KEY for one
 provider); Bedrock's is its AWS credentials, `--key-for bedrock=ACCESS_KEY_ID:SECRET` or
 `ACCESS_KEY_ID:SECRET:SESSION_TOKEN` (what `Emulator::aws_credentials` gives), signed for
---aws-region (us-east-1). Bedrock's answers are also checked against botocore's own service
+--aws-region (us-east-1); Vertex's is the path of its service-account key file (`--key-for
+vertex=PATH`, what `Emulator::service_account_key(..).to_json()` holds; without one the
+admin endpoint `/_admin/service_account?provider=vertex` serves it), whose `token_uri` is
+the emulator's token endpoint: google-auth signs its JWT and fetches the access token there. Bedrock's answers are also checked against botocore's own service
 model of `bedrock-runtime`: every member known, every required one present, unions with one
 member, enums in their sets.
 
@@ -50,13 +56,14 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PROVIDERS = ("openai", "azure", "anthropic", "gemini", "bedrock", "deepgram")
+PROVIDERS = ("openai", "azure", "anthropic", "gemini", "vertex", "bedrock", "deepgram")
 # The distribution behind each provider's check (names as in requirements.txt).
 DISTRIBUTIONS = {
     "openai": "openai",
     "azure": "openai",
     "anthropic": "anthropic",
     "gemini": "google-genai",
+    "vertex": "google-genai",
     "bedrock": "boto3",
     "deepgram": "deepgram-sdk",
 }
@@ -194,6 +201,13 @@ class Admin:
 
     def script(self, prefix: str, steps: list) -> None:
         self._call("POST", "faults", {"provider": prefix, "script": steps})
+
+    def service_account(self, prefix: str) -> dict:
+        """A Vertex provider's service-account key file, its token_uri the emulator's."""
+        return self._call("GET", f"service_account?provider={prefix}")  # type: ignore[return-value]
+
+    def log(self) -> list:
+        return self._call("GET", "log")  # type: ignore[return-value]
 
 
 def strict(model_cls: type, obj: object) -> object:
@@ -337,12 +351,74 @@ def openai_checks(root: str, key: str, admin: Admin):
 
     yield "openai chat completion", chat
     yield "openai streaming chat", stream
+    yield from openai_embedding_checks(client, "text-embedding-3-small", "openai")
     yield "openai transcription json", transcription_json
     yield "openai transcription verbose_json word timestamps", transcription_words
     yield "openai insufficient_quota is a RateLimitError, not retried", quota_not_retried
     yield "openai plain rate limit is retried", rate_limit_retried
     yield "openai wrong key is an AuthenticationError", wrong_key
     yield from openai_tool_checks(client, "gpt-4o-mini", "openai")
+
+
+def unit_length(v) -> bool:
+    return abs(sum(x * x for x in v) - 1.0) < 1e-3
+
+
+def openai_embedding_checks(client, model: str, label: str):
+    """`embeddings.create` through the openai SDK (`client` an OpenAI or AzureOpenAI client,
+    `model` the model or the deployment): base64 by default, floats, a list, token arrays,
+    `dimensions`, and the 2048-input limit."""
+    import openai
+    from openai.types import CreateEmbeddingResponse
+
+    text = "The weather in Paris"
+
+    def default_base64():
+        raw = client.embeddings.with_raw_response.create(model=model, input=text)
+        sent = json.loads(raw.http_request.content)
+        expect(sent.get("encoding_format") == "base64", f"the SDK sent {sent}")
+        body = raw.http_response.json()
+        expect(isinstance(body["data"][0]["embedding"], str), "a base64 string was answered")
+        r = raw.parse()
+        expect(isinstance(r, CreateEmbeddingResponse), f"{type(r)}")
+        strict(CreateEmbeddingResponse, r)
+        v = r.data[0].embedding
+        expect(len(v) == 1536 and unit_length(v), f"{len(v)} values")
+        expect(r.usage.prompt_tokens == r.usage.total_tokens == 5, r.usage)
+        return v
+
+    def floats():
+        decoded = default_base64()
+        raw = client.embeddings.with_raw_response.create(
+            model=model, input=text, encoding_format="float"
+        )
+        strict(CreateEmbeddingResponse, raw.http_response.json())
+        v = raw.parse().data[0].embedding
+        expect(len(v) == len(decoded), len(v))
+        expect(all(abs(a - b) < 1e-6 for a, b in zip(v, decoded)), "float and base64 differ")
+
+    def many():
+        r = client.embeddings.create(
+            model=model, input=[text, "How to bake bread"], dimensions=256
+        )
+        strict(CreateEmbeddingResponse, r)
+        expect([d.index for d in r.data] == [0, 1], r.data)
+        expect(all(len(d.embedding) == 256 and unit_length(d.embedding) for d in r.data), "")
+        tokens = client.embeddings.create(model=model, input=[[1, 2, 3], [4, 5]])
+        expect(len(tokens.data) == 2 and tokens.usage.prompt_tokens == 5, tokens.usage)
+
+    def too_many():
+        try:
+            client.embeddings.create(model=model, input=["a"] * 2049)
+        except openai.BadRequestError as e:
+            expect(e.code == "array_above_max_length", e)
+        else:
+            raise AssertionError("2049 inputs were accepted")
+
+    yield f"{label} embeddings (base64, the SDK's default)", default_base64
+    yield f"{label} embeddings as floats", floats
+    yield f"{label} embeddings of a list, token arrays, dimensions", many
+    yield f"{label} embeddings refuse 2049 inputs", too_many
 
 
 def anthropic_checks(root: str, key: str, admin: Admin):
@@ -496,7 +572,210 @@ def gemini_checks(root: str, key: str, admin: Admin):
     yield "gemini generate_content", generate
     yield "gemini generate_content_stream", stream
     yield "gemini wrong key is a ClientError", wrong_key
-    yield from gemini_tool_checks(gemini, model)
+    yield from gemini_tool_checks(gemini, model, "gemini")
+    yield from gemini_embedding_checks(gemini, "gemini")
+
+
+def vertex_checks(root: str, key: str, admin: Admin):
+    """google-genai in Vertex AI mode: `genai.Client(vertexai=True, project, location,
+    credentials, http_options.base_url)` with service-account credentials from the
+    emulator's key file (`key` is its path; without one, the admin endpoint serves it), whose
+    `token_uri` is the emulator's token endpoint: google-auth signs the JWT and fetches the
+    access token there. With project and location set, a custom base URL keeps google-genai's
+    Vertex paths (`{base_url}/v1beta1/projects/…/locations/…/publishers/google/models/…`)."""
+    from google import genai
+    from google.auth import _helpers as google_helpers
+    from google.auth import exceptions as auth_errors
+    from google.auth import jwt as google_jwt
+    from google.auth.transport.requests import Request
+    from google.genai import errors, types
+    from google.oauth2 import _client as oauth_client
+    from google.oauth2 import credentials as user_credentials
+    from google.oauth2 import service_account
+
+    if key and os.path.isfile(key):
+        info = json.loads(Path(key).read_text())
+    else:
+        info = admin.service_account("vertex")
+    project, base = info["project_id"], f"{root}/vertex"
+    scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    model = "gemini-2.0-flash"
+    prompt = "Hello, Vertex"
+
+    def credentials(info=info, scopes=scopes):
+        return service_account.Credentials.from_service_account_info(info, scopes=scopes)
+
+    def client(creds, location="us-central1"):
+        opts = types.HttpOptions(base_url=base, timeout=20_000)
+        return genai.Client(
+            vertexai=True, project=project, location=location, credentials=creds, http_options=opts
+        )
+
+    creds = credentials()
+    vertex = client(creds)
+
+    def token_fetched():
+        expect(creds.token is None, "a token before any request")
+        r = vertex.models.generate_content(model=model, contents=prompt)
+        expect(r.text, r)
+        expect(creds.token and creds.token.startswith("ya29."), creds.token)
+        left = (creds.expiry - google_helpers.utcnow()).total_seconds()
+        expect(3500 < left <= 3599, f"the token expires in {left} s")
+        fetched = [e for e in admin.log() if e["path"] == "/vertex/token"]
+        expect(fetched and fetched[-1]["status"] == 200, fetched)
+
+    def generate():
+        r = vertex.models.generate_content(model=model, contents=prompt)
+        expect(isinstance(r, types.GenerateContentResponse), f"{type(r)}")
+        expect(r.text and r.candidates[0].finish_reason == types.FinishReason.STOP, r)
+        expect(r.create_time is not None, r)
+        u = r.usage_metadata
+        expect(u.total_token_count == u.prompt_token_count + u.candidates_token_count, u)
+        expect(u.traffic_type == types.TrafficType.ON_DEMAND, u)
+        return r.text
+
+    def stream():
+        whole = generate()
+        chunks = list(vertex.models.generate_content_stream(model=model, contents=prompt))
+        expect(all(isinstance(c, types.GenerateContentResponse) for c in chunks), chunks)
+        text = "".join(c.text or "" for c in chunks)
+        expect(text == whole, f"streamed {text!r} != whole {whole!r}")
+        expect(chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP, chunks[-1])
+
+    def global_location():
+        # A client closes its connections when it is dropped: keep it while it answers.
+        global_client = client(creds, location="global")
+        r = global_client.models.generate_content(model=model, contents=prompt)
+        expect(r.text, r)
+        paths = [e["path"] for e in admin.log() if e["path"].endswith(":generateContent")]
+        expect("/locations/global/" in paths[-1], paths[-1])
+
+    def refused(call, what):
+        try:
+            call()
+        except auth_errors.RefreshError as e:
+            return str(e)
+        raise AssertionError(f"{what} was accepted")
+
+    def invalid_credentials():
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = other.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+        forged = client(credentials(dict(info, private_key=pem)))
+        got = refused(lambda: forged.models.generate_content(model=model, contents=prompt), "another key")
+        expect("invalid_grant: Invalid JWT Signature." in got, got)
+        unscoped = client(credentials(scopes=None))
+        got = refused(lambda: unscoped.models.generate_content(model=model, contents=prompt), "no scope")
+        expect("invalid_scope" in got, got)
+        # An assertion an hour and a half old, signed by the right key, through google-auth's
+        # own token client.
+        now = int(time.time())
+        late = google_jwt.encode(creds.signer, {
+            "iss": info["client_email"], "scope": scopes[0],
+            "aud": "https://oauth2.googleapis.com/token", "iat": now - 5400, "exp": now - 1800,
+        })
+        got = refused(lambda: oauth_client.jwt_grant(Request(), info["token_uri"], late), "an expired JWT")
+        expect("Token must be a short-lived token" in got, got)
+
+    def unknown_token():
+        stranger = client(user_credentials.Credentials(token="ya29.never-issued"))
+        try:
+            stranger.models.generate_content(model=model, contents=prompt)
+        except errors.ClientError as e:
+            expect(e.code == 401 and e.status == "UNAUTHENTICATED", e)
+            expect(e.details["error"]["details"][0]["reason"] == "ACCESS_TOKEN_TYPE_UNSUPPORTED", e.details)
+        else:
+            raise AssertionError("a token the emulator never issued was accepted")
+
+    def throttled():
+        admin.script("vertex", [{"kind": "rate_limit"}])
+        before = admin.requests("vertex")
+        try:
+            vertex.models.generate_content(model=model, contents=prompt)
+        except errors.ClientError as e:
+            expect(e.code == 429 and e.status == "RESOURCE_EXHAUSTED", e)
+            expect(e.message.startswith("Resource exhausted. Please try again later."), e.message)
+            expect(not any("ratelimit" in h.lower() for h in (e.response.headers if e.response else {})), "")
+        else:
+            raise AssertionError("a scripted 429 did not raise ClientError")
+        finally:
+            admin.script("vertex", [])
+        sent = admin.requests("vertex") - before
+        expect(sent == 1, f"google-genai sent {sent} requests for one 429")
+
+    yield "vertex token fetched from the emulator's token endpoint", token_fetched
+    yield "vertex generate_content", generate
+    yield "vertex generate_content_stream", stream
+    yield "vertex global location", global_location
+    yield "vertex a forged, unscoped or expired credential is refused", invalid_credentials
+    yield "vertex an unknown access token is a 401 UNAUTHENTICATED", unknown_token
+    yield "vertex a 429 is RESOURCE_EXHAUSTED, sent once", throttled
+    yield from gemini_tool_checks(vertex, model, "vertex")
+    yield from gemini_embedding_checks(vertex, "vertex", vertex=True)
+
+
+def gemini_embedding_checks(client, label: str, vertex: bool = False):
+    """`models.embed_content` through google-genai: one text and a list, shortened, and (on
+    the Gemini API) a batch over the 100-request limit; on Vertex AI also a text-embedding
+    model, which google-genai sends to `:predict`."""
+    from google.genai import errors, types
+
+    def embed(model, contents, **config):
+        r = client.models.embed_content(
+            model=model, contents=contents, config=types.EmbedContentConfig(**config)
+        )
+        expect(isinstance(r, types.EmbedContentResponse), f"{type(r)}")
+        expect(all(isinstance(e, types.ContentEmbedding) for e in r.embeddings), r)
+        return r
+
+    def gemini_embedding():
+        one = embed("gemini-embedding-001", "The weather in Paris", task_type="RETRIEVAL_QUERY")
+        (e,) = one.embeddings
+        expect(len(e.values) == 3072 and unit_length(e.values), len(e.values))
+        many = embed(
+            "gemini-embedding-001",
+            ["The weather in Paris", "How to bake bread"],
+            output_dimensionality=768,
+            task_type="RETRIEVAL_DOCUMENT",
+        )
+        expect([len(x.values) for x in many.embeddings] == [768, 768], many)
+        expect(many.embeddings[0].values == e.values[:768], "not the first 768 values")
+        if vertex:
+            stats = e.statistics
+            expect(stats is not None and stats.token_count == 5, stats)
+
+    def batch_limit():
+        try:
+            embed("gemini-embedding-001", ["x"] * 101)
+        except errors.ClientError as err:
+            expect(err.code == 400 and err.status == "INVALID_ARGUMENT", err)
+            expect("at most 100 requests" in err.message, err.message)
+        else:
+            raise AssertionError("a batch of 101 was accepted")
+
+    def predict():
+        r = embed(
+            "text-embedding-005",
+            ["The weather in Paris", "How to bake bread"],
+            output_dimensionality=256,
+            task_type="RETRIEVAL_DOCUMENT",
+        )
+        expect([len(x.values) for x in r.embeddings] == [256, 256], r)
+        expect([x.statistics.token_count for x in r.embeddings] == [5, 5], r)
+        expect(r.embeddings[0].statistics.truncated is False, r.embeddings[0])
+        expect(r.metadata and r.metadata.billable_character_count == 17 + 14, r.metadata)
+
+    yield f"{label} embed_content (gemini-embedding-001)", gemini_embedding
+    if vertex:
+        yield f"{label} embed_content (text-embedding-005, :predict)", predict
+    else:
+        yield f"{label} embed_content refuses a batch of 101", batch_limit
 
 
 def deepgram_checks(root: str, key: str, admin: Admin):
@@ -856,7 +1135,7 @@ def anthropic_tool_checks(c, model: str):
     yield "anthropic image", image
 
 
-def gemini_tool_checks(gemini, model: str):
+def gemini_tool_checks(gemini, model: str, label: str):
     """Function calls, a round trip, streamed calls, structured answers (JSON Schema and the
     OpenAPI subset) and an image through the google-genai SDK."""
     from google.genai import types
@@ -939,11 +1218,11 @@ def gemini_tool_checks(gemini, model: str):
         extra = r.usage_metadata.prompt_token_count - text_only.usage_metadata.prompt_token_count
         expect(extra == 258, f"an image cost {extra} prompt tokens")
 
-    yield "gemini function call", function_call
-    yield "gemini function round trip", round_trip
-    yield "gemini streaming function call", stream
-    yield "gemini structured answer", structured
-    yield "gemini image", image
+    yield f"{label} function call", function_call
+    yield f"{label} function round trip", round_trip
+    yield f"{label} streaming function call", stream
+    yield f"{label} structured answer", structured
+    yield f"{label} image", image
 
 
 def azure_checks(root: str, key: str, admin: Admin):
@@ -970,6 +1249,7 @@ def azure_checks(root: str, key: str, admin: Admin):
 
     yield "azure chat completion", chat
     yield from openai_tool_checks(client, deployment, "azure")
+    yield from openai_embedding_checks(client, "text-embedding-3-small", "azure")
 
 
 def conform(shape, value: object, at: str, raw: bool) -> None:
@@ -1226,6 +1506,46 @@ def bedrock_checks(root: str, key: str, admin: Admin, region: str = "us-east-1")
         finally:
             admin.script("bedrock", [])
 
+    def invoke(model_id, body) -> dict:
+        r = c.invoke_model(
+            modelId=model_id, body=json.dumps(body), contentType="application/json",
+            accept="application/json",
+        )
+        expect(r["contentType"] == "application/json", r)
+        headers = r["ResponseMetadata"]["HTTPHeaders"]
+        answer = json.loads(r["body"].read())
+        return answer, headers
+
+    def titan():
+        answer, headers = invoke("amazon.titan-embed-text-v2:0", {
+            "inputText": "The weather in Paris", "dimensions": 512, "normalize": True,
+            "embeddingTypes": ["float", "binary"],
+        })
+        v = answer["embedding"]
+        expect(len(v) == 512 and unit_length(v), len(v))
+        expect(answer["inputTextTokenCount"] == 5, answer["inputTextTokenCount"])
+        expect(answer["embeddingsByType"]["float"] == v, "embeddingsByType.float")
+        expect(set(answer["embeddingsByType"]["binary"]) <= {0, 1}, "binary")
+        expect(headers["x-amzn-bedrock-input-token-count"] == "5", headers)
+
+    def cohere():
+        texts = ["The weather in Paris", "How to bake bread"]
+        answer, _ = invoke("cohere.embed-english-v3", {"texts": texts, "input_type": "search_document"})
+        expect(answer["response_type"] == "embeddings_floats" and answer["texts"] == texts, answer.keys())
+        expect([len(e) for e in answer["embeddings"]] == [1024, 1024], "1024 values each")
+        typed, _ = invoke("cohere.embed-multilingual-v3", {
+            "texts": texts, "input_type": "search_query", "embedding_types": ["float", "int8"]})
+        expect(typed["response_type"] == "embeddings_by_type", typed.keys())
+        expect(sorted(typed["embeddings"]) == ["float", "int8"], typed["embeddings"].keys())
+        expect(all(-128 <= x <= 127 for x in typed["embeddings"]["int8"][0]), "int8 range")
+        try:
+            invoke("cohere.embed-english-v3", {"texts": ["a"] * 97, "input_type": "clustering"})
+        except ClientError as e:
+            expect(e.response["Error"]["Code"] == "ValidationException", e.response)
+            expect("expected maximum item count: 96" in e.response["Error"]["Message"], e.response)
+        else:
+            raise AssertionError("97 texts were accepted")
+
     yield "bedrock converse", chat
     yield "bedrock converse stops at maxTokens", max_tokens
     yield "bedrock converse_stream", streamed
@@ -1238,6 +1558,8 @@ def bedrock_checks(root: str, key: str, admin: Admin, region: str = "us-east-1")
     yield "bedrock throttled call is a ThrottlingException, not retried", throttled
     yield "bedrock ThrottlingException retried by botocore's standard mode", throttling_retried
     yield "bedrock mid-stream throttlingException is an EventStreamError", stream_throttled
+    yield "bedrock invoke_model Titan Text Embeddings V2", titan
+    yield "bedrock invoke_model Cohere Embed", cohere
 
 
 CHECKS = {
@@ -1245,6 +1567,7 @@ CHECKS = {
     "azure": azure_checks,
     "anthropic": anthropic_checks,
     "gemini": gemini_checks,
+    "vertex": vertex_checks,
     "bedrock": bedrock_checks,
     "deepgram": deepgram_checks,
 }

@@ -1,9 +1,10 @@
 //! The providers' official Python SDKs parse the emulator's answers: `emulator/sdk/check.py`
-//! drives openai (OpenAI and Azure), anthropic, google-genai, boto3 (Bedrock, signing with
-//! temporary credentials) and deepgram-sdk against an emulator started here, on a free
-//! loopback port, and validates every answer against the SDK's own types — chat, streams,
-//! transcriptions, errors, and tools (calls, round trips, streamed calls), structured answers
-//! and images in every chat format.
+//! drives openai (OpenAI and Azure), anthropic, google-genai (the Gemini API, and Vertex AI
+//! with service-account credentials from the key file written here, the token fetched from
+//! the emulator), boto3 (Bedrock, signing with temporary credentials) and deepgram-sdk
+//! against an emulator started here, on a free loopback port, and validates every answer
+//! against the SDK's own types — chat, streams, transcriptions, embeddings, errors, and tools
+//! (calls, round trips, streamed calls), structured answers and images in every chat format.
 //!
 //! It runs the interpreter named by `$LLM_FAILOVER_PYTHON`, else `python3`, and needs the
 //! pinned SDKs of `emulator/sdk/requirements.txt` there. `scripts/test` (the README's test
@@ -34,11 +35,12 @@ const PROXY_VARS: [&str; 8] = [
     "no_proxy",
 ];
 
-const PROVIDERS: [&str; 6] = [
+const PROVIDERS: [&str; 7] = [
     "openai",
     "azure",
     "anthropic",
     "gemini",
+    "vertex",
     "bedrock",
     "deepgram",
 ];
@@ -62,10 +64,15 @@ async fn read_all(pipe: Option<impl AsyncReadExt + Unpin>) -> String {
 #[tokio::test]
 async fn the_official_python_sdks_parse_every_answer() {
     let emu = Emulator::builder()
-        .provider(ProviderConfig::openai("openai").with_models(["gpt-4o-mini", "whisper-1"]))
+        .provider(ProviderConfig::openai("openai").with_models([
+            "gpt-4o-mini",
+            "whisper-1",
+            "text-embedding-3-small",
+        ]))
         .azure("azure")
         .anthropic("anthropic")
         .gemini("gemini")
+        .vertex("vertex")
         .provider(ProviderConfig::bedrock("bedrock").with_session_token("emulator-session-token"))
         .deepgram("deepgram")
         .start()
@@ -78,13 +85,19 @@ async fn the_official_python_sdks_parse_every_answer() {
     let python = python.to_string_lossy().into_owned();
     let mut cmd = Command::new(&python);
     cmd.arg(script).arg(emu.url());
+    // Vertex's credential is its service-account key file, as Google issues it.
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("vertex-service-account.json");
+    std::fs::write(&key_file, emu.service_account_key("vertex").to_json()).unwrap();
     for p in PROVIDERS {
-        let key = if p == "bedrock" {
-            let aws = emu.aws_credentials(p);
-            let token = aws.session_token.unwrap_or_default();
-            format!("{}:{}:{token}", aws.access_key_id, aws.secret_access_key)
-        } else {
-            emu.key(p).to_owned()
+        let key = match p {
+            "bedrock" => {
+                let aws = emu.aws_credentials(p);
+                let token = aws.session_token.unwrap_or_default();
+                format!("{}:{}:{token}", aws.access_key_id, aws.secret_access_key)
+            }
+            "vertex" => key_file.display().to_string(),
+            _ => emu.key(p).to_owned(),
         };
         cmd.arg("--key-for").arg(format!("{p}={key}"));
     }
