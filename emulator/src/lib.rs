@@ -4,7 +4,9 @@
 //! transcriptions and embeddings, Azure OpenAI deployments, Anthropic messages (JSON and typed
 //! SSE), Gemini `generateContent`/`streamGenerateContent` and embeddings, AWS Bedrock
 //! `Converse`/`ConverseStream` (SigV4-signed; the stream in AWS event-stream frames) and
-//! `InvokeModel` for Titan and Cohere embeddings, Deepgram `/v1/listen`; in every
+//! `InvokeModel` for Titan and Cohere embeddings, Google Vertex AI (Gemini on Vertex and its
+//! embeddings, with OAuth 2 access tokens from a token endpoint that takes a service account's
+//! signed JWT), Deepgram `/v1/listen`; in every
 //! chat format tools (deterministic calls generated from the tools' schemas, results quoted back),
 //! structured answers and images — checks keys and requests the way each provider does, enforces RPM/TPM (and RPD/TPD, concurrency) as
 //! continuously refilled buckets, states them in each provider's own rate-limit headers and

@@ -210,6 +210,7 @@ async fn the_readmes_admin_examples_are_accepted() {
     let emu = Emulator::builder()
         .openai("openai")
         .anthropic("anthropic")
+        .vertex("vertex")
         .start()
         .await
         .unwrap();
@@ -238,7 +239,7 @@ async fn the_readmes_admin_examples_are_accepted() {
         assert_eq!(status, 200, "{line}: {}", resp.text().await.unwrap());
         sent += 1;
     }
-    assert_eq!(sent, 10);
+    assert_eq!(sent, 11);
     // The last ones lifted openai's limits and turned anthropic's mix off; the appended reset
     // follows the three scripted steps.
     assert_eq!(emu.pending_faults("openai"), 4);
