@@ -27,8 +27,13 @@ use ring::signature::{self, KeyPair as _, RsaKeyPair, UnparsedPublicKey};
 use serde_json::Value;
 
 use crate::config::{CLOUD_PLATFORM_SCOPE, GOOGLE_TOKEN_URI, ServiceAccountKey};
-use crate::state::lock;
 use crate::text::new_id;
+
+/// The tokens' map, a panic elsewhere notwithstanding (as `state::lock`, which imports this
+/// module: not imported back).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// How long an access token lasts: Google answers `"expires_in": 3599`.
 pub(crate) const TOKEN_LIFETIME: Duration = Duration::from_secs(3599);
