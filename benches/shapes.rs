@@ -316,7 +316,7 @@ async fn run(shape: &Shape, side: Side) -> Figures {
         let at: Vec<String> = log
             .iter()
             .filter(|e| e.status == Some(429))
-            .map(|e| format!("{:.1}", e.at_ms as f64 / 1000.0))
+            .map(|e| format!("{}@{:.1}", e.provider, e.at_ms as f64 / 1000.0))
             .collect();
         eprintln!("{} {}: 429s at {}", shape.name, side.name(), at.join(" "));
     }

@@ -171,6 +171,7 @@ end
 
 -- A 429 about it. A refusal of a limit stated without a reset while it is modelled as a
 -- bucket is a fixed window (the bucket let the request go): waited out to its boundary.
+-- Returns the boundary of a fixed window the drain leaves closed (none left before it).
 local function s_drain(s, at)
   s_roll(s, at)
   local refused_open = s.nr and s.ltt and not s.fx
@@ -184,6 +185,8 @@ local function s_drain(s, at)
     s_fix(s, at)
     s_shape(s, math.floor(s.b.c), at)
   end
+  if s.fx and b_level(s.b, at) < 1 then return s.fx end
+  return nil
 end
 
 local function s_full_at(s, at)
@@ -454,10 +457,16 @@ local function k_drain(S, dr, at)
     local b, named = e[1], e[2]
     if b and drains(b_window(b), named) then b_drain(b, at) end
   end
+  -- A fixed window the refusal closed: nothing goes before its boundary (key_state.rs).
+  local closed
   for _, d in ipairs(DIMS) do
     local s = S.st[d]
-    if s and drains(s.lw, dr[d]) then s_drain(s, at) end
+    if s and drains(s.lw, dr[d]) then
+      local c = s_drain(s, at)
+      if c and (not closed or c > closed) then closed = c end
+    end
   end
+  return closed
 end
 
 local function k_throttled(S, booking, at)
@@ -534,15 +543,19 @@ local function none(l) return not (l.rpm or l.tpm or l.rpd or l.tpd or l.aud) en
 local function k_raise(S, a, at)
   if a.report then k_apply(S, a.report, a.booking, at) end
   local d = a.drain
+  local closed
   if d and (d.r or d.t or d.i or d.o) then
     k_throttled(S, a.booking, at)
-    k_drain(S, d, at)
+    closed = k_drain(S, d, at)
   end
+  if closed then raise_gate(S, closed) end
   if a.gate then
     raise_gate(S, at + math.max(a.gate, 0))
     S.probe = true
+  end
+  if (a.gate or closed) and a.channel then
     -- Tell every process: slots they booked before this gate are checked before they go.
-    if a.channel then redis.call('PUBLISH', a.channel, KEYS[1]) end
+    redis.call('PUBLISH', a.channel, KEYS[1])
   end
   if a.tokens_back and a.tokens_back ~= 0 then
     k_refund(S, 0, a.tokens_back, at)

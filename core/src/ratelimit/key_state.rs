@@ -308,12 +308,19 @@ impl KeyState {
             }
         }
         let named = [d.requests, d.tokens, d.input_tokens, d.output_tokens];
+        let mut closed = None;
         for (s, named) in self.stated.iter_mut().zip(named) {
             if let Some(s) = s
                 && drains(s.window(), named)
             {
                 s.drain(now);
+                closed = closed.max(s.closed_until(now));
             }
+        }
+        // A fixed window the refusal closed: nothing goes before its boundary, slots booked
+        // ahead of the refusal (at a bucket's refill slots) included.
+        if let Some(until) = closed {
+            self.raise_gate(until);
         }
     }
 
@@ -606,6 +613,29 @@ mod tests {
             now,
         );
         assert_eq!(s.rpd.as_mut().unwrap().level(now), 0.0);
+    }
+
+    /// LiteLLM's per-minute counter refusing a slot a bucket would have had: the window is
+    /// fixed and closed, and the key's gate holds everything until its boundary — slots
+    /// booked ahead at the bucket's refill rate included (they ask before they go).
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_that_closes_a_fixed_window_gates_the_key_until_its_boundary() {
+        let now = Instant::now();
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let litellm = |remaining| LimitReport {
+            requests: window(60, remaining, None, Per::Minute, now),
+            ..LimitReport::default()
+        };
+        let b = s.book(Demand::one_request(), now);
+        s.apply(&litellm(0), Some(b), now);
+        assert_eq!(s.gate(now), None, "a bucket, as far as is known");
+        let t = now + S;
+        s.drain(Drain::every_minute(), t);
+        assert_eq!(s.gate(t), Some(now + 60 * S), "closed until the boundary");
+        // A bucket's refusal raises no gate of its own (the 429's gate is the router's).
+        let mut b = KeyState::from_limits(&Limits::none().with_rpm(60), Duration::ZERO, now);
+        b.drain(Drain::every_minute(), t);
+        assert_eq!(b.gate(t), None);
     }
 
     #[tokio::test(start_paused = true)]

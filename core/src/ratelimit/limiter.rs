@@ -165,11 +165,6 @@ impl Limiter {
         self.store.flush().await
     }
 
-    /// Whether other processes share the store ([`LimiterStore::is_shared`]).
-    pub(crate) fn is_shared(&self) -> bool {
-        self.store.is_shared()
-    }
-
     /// Whether a slot booked earlier may still be used now ([`LimiterStore::blocked`]).
     pub(crate) async fn blocked(&self, key: &LimitKey, booking: u64) -> Result<Option<Duration>> {
         self.store.blocked(key, booking, self.clock.now()).await

@@ -111,6 +111,22 @@ impl MemoryStore {
 
 #[async_trait]
 impl LimiterStore for MemoryStore {
+    /// A slot booked before a gate was raised (a 429's, a closed fixed window's) does not go
+    /// during it.
+    async fn blocked(
+        &self,
+        key: &LimitKey,
+        booking: u64,
+        now: Instant,
+    ) -> Result<Option<Duration>> {
+        let _ = booking;
+        let Some(state) = self.existing(key) else {
+            return Ok(None);
+        };
+        let s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(s.gate(now).map(|g| g - now))
+    }
+
     async fn reserve(
         &self,
         key: &LimitKey,

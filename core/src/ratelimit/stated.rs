@@ -285,6 +285,16 @@ impl Stated {
         }
     }
 
+    /// When a closed fixed window opens again: its boundary, while none is left before it
+    /// (`None`: a bucket, or units left).
+    pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
+        self.roll(now);
+        match self.refill {
+            Refill::Fixed { next } if self.bucket.level(now) < 1.0 => Some(next),
+            _ => None,
+        }
+    }
+
     /// A fixed window whose boundary was not seen: the window that held the first stated
     /// level ends a window after it at the latest.
     fn fix_boundary(&mut self, now: Instant) {

@@ -594,11 +594,11 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
         false
     }
 
-    /// For a shared store: whether the slot `booking` booked for `key` may still be used at
-    /// `now`, or how long it must wait — a gate another process raised since it was booked
-    /// (a 429, an opened breaker), or another process's half-open probe out. The client asks
-    /// after waiting for a booked slot, before sending. `None` (the default): go ahead; a
-    /// store of this process alone never needs asking (its breaker already knows).
+    /// Whether the slot `booking` booked for `key` may still be used at `now`, or how long
+    /// it must wait — a gate raised since it was booked (a 429, a fixed window a refusal
+    /// closed; with a shared store, one another process raised or an opened breaker), or
+    /// another process's half-open probe out. The client asks after waiting for a booked
+    /// slot, before sending. `None` (the default): go ahead.
     async fn blocked(
         &self,
         key: &LimitKey,

@@ -325,14 +325,11 @@ impl Router {
             self.clock.sleep_until(ticket.ready_at).await;
             waited(ticket.wait, false);
         }
-        if let (false, true, Some(booking)) = (
-            ticket.wait.is_zero(),
-            self.limiter.is_shared(),
-            ticket.booking,
-        ) {
-            // Another process may have been told "not now" while this one slept: a gate or
-            // a probe out there stops this send too (the slot goes back; pick again). A
-            // store error here only skips the check: the slot was booked.
+        if let (false, Some(booking)) = (ticket.wait.is_zero(), ticket.booking) {
+            // The key may have been told "not now" while this request slept (a 429 here or,
+            // with a shared store, in another process; a fixed window a refusal closed): a
+            // gate or a probe out there stops this send too (the slot goes back; pick
+            // again). A store error here only skips the check: the slot was booked.
             if let Ok(Some(_)) = self.limiter.blocked(&ticket.key, booking).await {
                 if ticket.verdict.is_probe() {
                     breaker
