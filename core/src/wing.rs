@@ -87,6 +87,15 @@ pub mod batch {
     pub use crate::batch::wing::*;
 }
 
+/// Where a provider wing's adapter goes: a wing that brings a provider kind (the Bedrock wing,
+/// `llm-failover-bedrock`) adds a `ProviderWing` to `PROVIDER_WINGS` when the build links it;
+/// `provider::from_config` finds it there and, without it, says which feature is missing.
+pub mod providers {
+    pub use crate::provider::{PROVIDER_WINGS, ProviderWing};
+    /// For the wing's `#[distributed_slice(…)]` (`#[linkme(crate = …)]`).
+    pub use linkme;
+}
+
 /// Where the Redis wing's stores come from. The wing (`llm-failover-redis`) adds a
 /// `redis::RedisLimiters` to `redis::REDIS_LIMITERS` and a `redis::RedisCaches` to
 /// `redis::REDIS_CACHES` when the build links it (the facade's `redis` feature); the client

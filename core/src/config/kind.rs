@@ -50,16 +50,20 @@ pub enum ProviderKind {
     Gemini,
     /// Deepgram speech-to-text (`/v1/listen`).
     Deepgram,
+    /// AWS Bedrock's Converse API (SigV4-signed): the Bedrock wing (`llm-failover-bedrock`,
+    /// the facade's `bedrock` feature) brings its adapter.
+    Bedrock,
 }
 
 impl ProviderKind {
     /// Every kind, in documentation order.
-    pub const ALL: [ProviderKind; 5] = [
+    pub const ALL: [ProviderKind; 6] = [
         ProviderKind::OpenAi,
         ProviderKind::Azure,
         ProviderKind::Anthropic,
         ProviderKind::Gemini,
         ProviderKind::Deepgram,
+        ProviderKind::Bedrock,
     ];
 
     /// The kind's registry row: the one place a kind is matched on.
@@ -115,6 +119,13 @@ impl ProviderKind {
                     chat: false,
                     transcription: true,
                 },
+                api_version: ApiVersion::None,
+                dialect: |_| HeaderDialect::Generic,
+            },
+            // Bedrock states no limits in headers: its throttling is learned from its 429s.
+            ProviderKind::Bedrock => &Kit {
+                name: "bedrock",
+                capabilities: CHAT,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
             },
@@ -216,6 +227,7 @@ mod tests {
             (ProviderKind::Anthropic, true, false),
             (ProviderKind::Gemini, true, false),
             (ProviderKind::Deepgram, false, true),
+            (ProviderKind::Bedrock, true, false),
         ];
         for (kind, chat, transcription) in table {
             let c = kind.capabilities();

@@ -814,5 +814,41 @@ pub fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Arc<dyn Provid
         ProviderKind::Anthropic => Arc::new(anthropic::Anthropic::from_config(cfg)?),
         ProviderKind::Gemini => Arc::new(gemini::Gemini::from_config(cfg)?),
         ProviderKind::Deepgram => Arc::new(deepgram::Deepgram::from_config(cfg)?),
+        ProviderKind::Bedrock => wing_adapter(cfg, "bedrock", "llm-failover-bedrock")?,
     })
+}
+
+/// A kind whose adapter a wing brings: the one the build links (`PROVIDER_WINGS`), else an
+/// error naming the feature.
+fn wing_adapter(
+    cfg: &crate::config::ProviderConfig,
+    feature: &str,
+    wing: &str,
+) -> Result<Arc<dyn Provider>> {
+    match PROVIDER_WINGS.iter().find(|w| w.kind() == cfg.kind) {
+        Some(w) => w.build(cfg),
+        None => Err(Error::config(format!(
+            "provider kind `{}` needs the `{feature}` feature of llm-failover (the {wing} \
+             wing): this build does not link it",
+            cfg.kind
+        ))),
+    }
+}
+
+/// The adapters of kinds a wing brings (Bedrock), in the builds that link the wing.
+#[doc(hidden)]
+#[linkme::distributed_slice]
+pub static PROVIDER_WINGS: [&'static dyn ProviderWing];
+
+/// A wing's adapter factory for one provider kind (`crate::wing::providers`).
+#[doc(hidden)]
+pub trait ProviderWing: Send + Sync {
+    /// The kind it builds.
+    fn kind(&self) -> crate::config::ProviderKind;
+    /// Builds the adapter from a validated configuration.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the configuration cannot make one.
+    fn build(&self, cfg: &crate::config::ProviderConfig) -> Result<Arc<dyn Provider>>;
 }
