@@ -47,6 +47,9 @@
 //! - `redis`: the Redis wing (`llm-failover-redis`). Limits and breakers shared by every
 //!   process on one quota (`[shared]`, [`ClientBuilder::shared`], the module `redis`) and
 //!   the response cache on Redis (`[cache] url = "redis://…"`).
+//! - `bedrock`: the AWS Bedrock wing (`llm-failover-bedrock`). `kind = "bedrock"` in
+//!   `providers.toml`, and the adapter `bedrock::Bedrock`: the Converse API, each request
+//!   signed with AWS Signature Version 4 ([`Credential::aws`]).
 //! - Durable jobs and the batch on a queue (SQLite, PostgreSQL) are the queue wing's: the
 //!   `llm-failover-queue` crate. The `llm-failover` command is `llm-failover-cli`.
 
@@ -62,6 +65,13 @@ pub use llm_failover_core::*;
 #[cfg(feature = "redis")]
 #[doc(inline)]
 pub use llm_failover_redis as redis;
+
+/// The AWS Bedrock wing (`llm-failover-bedrock`, feature `bedrock`): the
+/// [`Bedrock`](bedrock::Bedrock) adapter (Converse and ConverseStream, SigV4-signed).
+/// `kind = "bedrock"` in `providers.toml` builds it by itself: name it to build one in code.
+#[cfg(feature = "bedrock")]
+#[doc(inline)]
+pub use llm_failover_bedrock as bedrock;
 
 /// The README's code compiles (`cargo test --doc`).
 #[cfg(doctest)]

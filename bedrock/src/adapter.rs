@@ -1,0 +1,341 @@
+//! The [`Bedrock`] adapter: its endpoint, region and model, and the `Provider` hooks.
+
+use std::time::SystemTime;
+
+use http::HeaderMap;
+use llm_failover_core::clock::Now;
+use llm_failover_core::config::{ProviderConfig, ProviderKind};
+use llm_failover_core::http::{HttpRequest, RawResponse};
+use llm_failover_core::provider::{FrameParser, Provider, RequestContext, StreamDecoder};
+use llm_failover_core::{
+    Capabilities, Capability, ChatRequest, ChatResponse, Error, ErrorKind, LimitReport, ProviderId,
+    Result,
+};
+use url::Url;
+
+use crate::{error, sign, stream, wire};
+
+/// The wire format's name, as written in `providers.toml` (`kind = "bedrock"`).
+pub const PROVIDER_TYPE: &str = "bedrock";
+
+/// An AWS Bedrock provider, through the Converse API: one request format for every model
+/// Bedrock serves, each request signed with AWS Signature Version 4.
+///
+/// The credential is [`Credential::aws`](llm_failover_core::Credential::aws) (an access key
+/// id, its secret access key, the session token of temporary credentials); the region is
+/// the one the requests are signed for.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::bedrock::Bedrock;
+/// use llm_failover::provider::{Provider, RequestContext};
+/// use llm_failover::{Capability, ChatRequest, ProviderId};
+///
+/// let base = "https://bedrock-runtime.us-east-1.amazonaws.com".parse()?;
+/// let bedrock = Bedrock::new(ProviderId::new("bedrock"), base, "us-east-1")
+///     .with_model("anthropic.claude-3-haiku-20240307-v1:0");
+/// let model = bedrock.default_model(Capability::Chat).unwrap();
+/// let http = bedrock.chat_request(&ChatRequest::from_prompt("Hi"), &RequestContext::new(model, None))?;
+/// assert_eq!(
+///     http.url.as_str(),
+///     "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"
+/// );
+/// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+/// assert_eq!(body["messages"][0]["content"][0]["text"], "Hi");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Bedrock {
+    id: ProviderId,
+    base_url: Url,
+    region: String,
+    model: Option<String>,
+}
+
+impl Bedrock {
+    /// A provider named `id` at `base_url` (`https://bedrock-runtime.{region}.amazonaws.com`,
+    /// or a proxy's or an emulator's), signing for `region`, with no default model.
+    pub fn new(id: ProviderId, base_url: Url, region: &str) -> Self {
+        Bedrock {
+            id,
+            base_url,
+            region: region.to_owned(),
+            model: None,
+        }
+    }
+
+    /// Sets the model (a model id, an inference profile id or an ARN) used when a request
+    /// names none.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// The region requests are signed for.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// Builds the adapter from a validated provider entry: its base URL, its model, and the
+    /// region read from the base URL's host.
+    ///
+    /// # Errors
+    ///
+    /// `Config` when the entry is not of kind `bedrock`, sets a `transcription_model`, or its
+    /// host is not a Bedrock Runtime endpoint the region can be read from.
+    pub fn from_config(cfg: &ProviderConfig) -> Result<Self> {
+        let at = |field: &str| format!("providers.{}.{field}", cfg.id);
+        let config = |m: String| Error::new(ErrorKind::Config, m);
+        if cfg.kind != ProviderKind::Bedrock {
+            return Err(config(format!(
+                "{}: expected kind `{PROVIDER_TYPE}`, found `{}`",
+                at("kind"),
+                cfg.kind
+            )));
+        }
+        if cfg.transcription_model.is_some() {
+            return Err(config(format!(
+                "{}: Bedrock's Converse API offers no speech-to-text; remove it or use a \
+                 transcription provider",
+                at("transcription_model")
+            )));
+        }
+        let host = cfg.base_url.host_str().unwrap_or_default();
+        let Some(region) = region_from_host(host) else {
+            return Err(config(format!(
+                "{}: cannot read the AWS region from the host `{host}`: a Bedrock base URL is \
+                 `https://bedrock-runtime.<region>.amazonaws.com` (or `bedrock-runtime-fips.`)",
+                at("base_url")
+            )));
+        };
+        let mut provider = Self::new(cfg.id.clone(), cfg.base_url.clone(), region);
+        provider.model = cfg.model.clone();
+        Ok(provider)
+    }
+
+    /// `{base}/model/{modelId}/converse` (or `converse-stream`), the model id percent-encoded
+    /// as the AWS SDKs encode a path label (`:` of a version, `/` of an ARN).
+    fn endpoint(&self, model: &str, stream: bool) -> Result<Url> {
+        if self.base_url.cannot_be_a_base() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "provider `{}`: base_url `{}` cannot carry a path",
+                    self.id, self.base_url
+                ),
+            ));
+        }
+        let mut url = self.base_url.clone();
+        let base = url.path().trim_end_matches('/').to_owned();
+        let action = if stream {
+            "converse-stream"
+        } else {
+            "converse"
+        };
+        url.set_path(&format!("{base}/model/{}/{action}", encode_label(model)));
+        url.set_query(None);
+        Ok(url)
+    }
+}
+
+/// The region of a Bedrock Runtime host: `bedrock-runtime.{region}.amazonaws.com`,
+/// `bedrock-runtime-fips.{region}.amazonaws.com` (and `.amazonaws.com.cn`).
+pub(crate) fn region_from_host(host: &str) -> Option<&str> {
+    let rest = host
+        .strip_prefix("bedrock-runtime.")
+        .or_else(|| host.strip_prefix("bedrock-runtime-fips."))?;
+    let region = rest
+        .strip_suffix(".amazonaws.com")
+        .or_else(|| rest.strip_suffix(".amazonaws.com.cn"))?;
+    let valid = !region.is_empty()
+        && region
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    valid.then_some(region)
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn encode_label(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Provider for Bedrock {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    fn kind(&self) -> &'static str {
+        PROVIDER_TYPE
+    }
+
+    fn base_url(&self) -> Option<&Url> {
+        Some(&self.base_url)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            chat: true,
+            transcription: false,
+        }
+    }
+
+    fn default_model(&self, capability: Capability) -> Option<&str> {
+        match capability {
+            Capability::Chat => self.model.as_deref(),
+            _ => None,
+        }
+    }
+
+    fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
+        let body = wire::request_body(req)?;
+        HttpRequest::post_json(self.endpoint(ctx.model, ctx.stream)?, &body)
+    }
+
+    fn check_chat(&self, req: &ChatRequest) -> Result<()> {
+        wire::check(req)
+    }
+
+    fn chat_response(&self, raw: RawResponse, model: &str) -> Result<ChatResponse> {
+        let mut resp = wire::parse_response(&self.id, &raw.body, model)?;
+        resp.request_id = self.request_id(&raw.headers);
+        Ok(resp)
+    }
+
+    fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
+        Box::new(stream::Decoder::new(model))
+    }
+
+    fn error(&self, raw: &RawResponse, now: Now) -> Error {
+        let _ = now; // Bedrock states no delays.
+        let error_type = raw
+            .headers
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok());
+        error::classify(raw.status, error_type, &raw.body)
+    }
+
+    fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
+        // Bedrock states no limits in headers: its throttling is learned from its 429s.
+        let _ = (headers, now);
+        LimitReport::default()
+    }
+
+    fn request_id(&self, headers: &HeaderMap) -> Option<String> {
+        headers
+            .get("x-amzn-requestid")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    }
+
+    fn finish(&self, req: HttpRequest, ctx: &RequestContext<'_>, now: Now) -> Result<HttpRequest> {
+        let at: SystemTime = now.wall;
+        sign::sign_request(req, &self.id, &self.region, ctx.credential, at)
+    }
+
+    fn frames(&self) -> Box<dyn FrameParser> {
+        Box::new(stream::EventStream::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use llm_failover_core::Config;
+
+    use super::*;
+
+    #[test]
+    fn reads_the_region_from_aws_hosts_only() {
+        let table = [
+            ("bedrock-runtime.us-east-1.amazonaws.com", Some("us-east-1")),
+            (
+                "bedrock-runtime-fips.us-gov-west-1.amazonaws.com",
+                Some("us-gov-west-1"),
+            ),
+            (
+                "bedrock-runtime.cn-north-1.amazonaws.com.cn",
+                Some("cn-north-1"),
+            ),
+            ("bedrock.us-east-1.amazonaws.com", None),
+            ("bedrock-runtime..amazonaws.com", None),
+            ("bedrock-runtime.us-east-1.example.com", None),
+            ("127.0.0.1", None),
+        ];
+        for (host, region) in table {
+            assert_eq!(region_from_host(host), region, "{host}");
+        }
+    }
+
+    #[test]
+    fn encodes_the_model_id_in_the_path() {
+        let b = Bedrock::new(
+            ProviderId::new("b"),
+            "http://127.0.0.1:9/bedrock/".parse().unwrap(),
+            "us-east-1",
+        );
+        let table = [
+            (
+                "amazon.nova-lite-v1:0",
+                false,
+                "/bedrock/model/amazon.nova-lite-v1%3A0/converse",
+            ),
+            (
+                "arn:aws:bedrock:us-east-1:123:inference-profile/us.x",
+                true,
+                "/bedrock/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123%3Ainference-profile%2Fus.x/converse-stream",
+            ),
+        ];
+        for (model, stream, path) in table {
+            assert_eq!(b.endpoint(model, stream).unwrap().path(), path);
+        }
+    }
+
+    fn config(base_url: &str) -> Result<Config> {
+        let toml = format!(
+            r#"
+            default_environment = "dev"
+            [providers.aws]
+            kind = "bedrock"
+            base_url = "{base_url}"
+            model = "amazon.nova-lite-v1:0"
+            api_key_env = {{ dev = "AWS_SECRET_ACCESS_KEY" }}
+            [environments.dev]
+            chat = ["aws"]
+            "#
+        );
+        Config::from_toml_str(&toml)
+    }
+
+    #[test]
+    fn from_config_reads_the_region_from_the_host() {
+        let cfg = config("https://bedrock-runtime.eu-west-1.amazonaws.com").unwrap();
+        let b = Bedrock::from_config(cfg.provider("aws").unwrap()).unwrap();
+        assert_eq!(b.region(), "eu-west-1");
+        assert_eq!(
+            b.default_model(Capability::Chat),
+            Some("amazon.nova-lite-v1:0")
+        );
+    }
+
+    #[test]
+    fn from_config_refuses_a_host_without_a_region() {
+        let cfg = config("https://llm-proxy.example.com").unwrap();
+        let err = Bedrock::from_config(cfg.provider("aws").unwrap()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.message().contains("providers.aws.base_url"), "{err}");
+        assert!(
+            err.message().contains("cannot read the AWS region"),
+            "{err}"
+        );
+    }
+}
