@@ -10,6 +10,7 @@ mod support;
 
 mod adapter_anthropic;
 mod adapter_azure;
+mod adapter_bedrock;
 mod adapter_deepgram;
 mod adapter_gemini;
 mod adapter_openai;
