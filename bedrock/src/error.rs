@@ -135,7 +135,9 @@ pub(crate) fn stream_exception(name: &str, payload: &str) -> Error {
 mod tests {
     use super::*;
 
-    /// Each exception the Converse reference lists, as the header names it, with its status.
+    /// Each exception the Converse reference lists, as the header names it, with its status
+    /// (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_Errors,
+    /// https://docs.aws.amazon.com/bedrock/latest/APIReference/CommonErrors.html).
     #[test]
     fn classifies_each_exception_by_its_header() {
         let table = [

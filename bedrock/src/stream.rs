@@ -278,6 +278,8 @@ mod tests {
         out
     }
 
+    /// The events of the ConverseStream reference's response syntax, in its order
+    /// (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html#API_runtime_ConverseStream_ResponseSyntax).
     fn answer() -> Vec<u8> {
         [
             frame("event", "messageStart", r#"{"role":"assistant","p":"abc"}"#),

@@ -315,7 +315,9 @@ mod tests {
 
     use super::*;
 
-    /// The request of the Converse reference's shape: system, roles, images, tools, results.
+    /// The request of the Converse reference's shape: system, roles, images, tools, results
+    /// (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_RequestSyntax,
+    /// …/API_runtime_ImageBlock.html, …/API_runtime_ToolUseBlock.html, …/API_runtime_ToolResultBlock.html).
     #[test]
     fn builds_the_converse_body() {
         let weather = Tool::new(
@@ -464,7 +466,8 @@ mod tests {
     /// An answer with text and a call, and each stop reason.
     #[test]
     fn parses_answers_and_stop_reasons() {
-        // The Converse reference's response syntax.
+        // The Converse reference's response syntax:
+        // https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_ResponseSyntax
         let body = br#"{"output":{"message":{"role":"assistant","content":[
             {"text":"I will call get_weather."},
             {"toolUse":{"toolUseId":"tooluse_abc","name":"get_weather","input":{"city":"Paris"}}}]}},

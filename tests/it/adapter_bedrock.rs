@@ -426,3 +426,24 @@ fn providers_toml_builds_the_bedrock_adapter() {
         "{err}"
     );
 }
+
+/// The provider's extra body is merged before `finish` signs: the signature covers the body
+/// as sent (a body changed after signing fails the emulator's check).
+#[tokio::test]
+async fn the_signature_covers_the_extra_body() {
+    let clock = ManualClock::new();
+    let emu = emulator(&clock, ProviderConfig::bedrock("bedrock")).await;
+    let settings = ProviderSettings::new()
+        .credential(aws(&emu))
+        .extra_body("additionalModelRequestFields", json!({"top_k": 50}));
+    let c = Client::builder()
+        .clock(Arc::new(clock.clone()))
+        .rng(Arc::new(SeededRng::new(7)))
+        .provider(adapter(&emu), settings)
+        .build()
+        .unwrap();
+    c.chat(ChatRequest::from_prompt("hi").max_tokens(10))
+        .await
+        .unwrap();
+    all_verified(&emu, 1);
+}
