@@ -53,6 +53,7 @@ pub(crate) fn check(req: &ChatRequest) -> Result<()> {
             ));
         }
     }
+    check_results_follow_calls(req)?;
     if let Some(t) = req
         .temperature
         .filter(|t| t.is_finite() && !(0.0..=1.0).contains(t))
@@ -86,6 +87,58 @@ pub(crate) fn check(req: &ChatRequest) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Each assistant turn's calls answered by tool results right after it, and every result
+/// right after the call it answers: Converse refuses "Expected toolResult blocks at
+/// messages.2.content for the following Ids: …" otherwise. Refused before sending, so a
+/// conversation begun at a provider that allows it goes to another.
+fn check_results_follow_calls(req: &ChatRequest) -> Result<()> {
+    let turns: Vec<(usize, &llm_failover_core::Message)> = req
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role != Role::System)
+        .collect();
+    let mut k = 0;
+    while k < turns.len() {
+        let (i, m) = turns[k];
+        k += 1;
+        if m.role == Role::Tool {
+            return Err(unsupported(format!(
+                "messages[{i}]: a tool result that does not follow the assistant turn with its \
+                 call (Converse wants the toolResult in the message right after the toolUse)"
+            )));
+        }
+        if m.role != Role::Assistant || m.tool_calls.is_empty() {
+            continue;
+        }
+        let mut answered = Vec::new();
+        while let Some((_, r)) = turns.get(k).filter(|(_, r)| r.role == Role::Tool) {
+            answered.push(tool_use_id(r.tool_call_id.as_deref().unwrap_or_default()));
+            k += 1;
+        }
+        if let Some(call) = m
+            .tool_calls
+            .iter()
+            .find(|c| !answered.contains(&tool_use_id(&c.id)))
+        {
+            return Err(unsupported(format!(
+                "messages[{i}]: the call `{}` without its tool result in the message right \
+                 after it (Converse wants a toolResult for each toolUse there)",
+                call.name
+            )));
+        }
+        if let Some(extra) = answered
+            .iter()
+            .find(|id| !m.tool_calls.iter().any(|c| tool_use_id(&c.id) == **id))
+        {
+            return Err(unsupported(format!(
+                "messages[{i}]: a tool result for `{extra}`, which that turn did not call"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// An image as a Converse `image` block, or why it cannot be one.
@@ -415,7 +468,31 @@ mod tests {
     #[test]
     fn refuses_what_converse_cannot_carry() {
         let calls = Message::assistant_calls("", vec![ToolCall::new("c", "f", json!({}))]);
-        let table: [(ChatRequest, ErrorKind, &str); 6] = [
+        let table: [(ChatRequest, ErrorKind, &str); 9] = [
+            (
+                ChatRequest::from_prompt("x")
+                    .message(calls.clone())
+                    .user("never mind")
+                    .tool(Tool::new("f", json!({}))),
+                ErrorKind::Unsupported,
+                "without its tool result",
+            ),
+            (
+                ChatRequest::from_prompt("x")
+                    .message(Message::tool_result("c", "r"))
+                    .tool(Tool::new("f", json!({}))),
+                ErrorKind::Unsupported,
+                "does not follow",
+            ),
+            (
+                ChatRequest::from_prompt("x")
+                    .message(calls.clone())
+                    .message(Message::tool_result("c", "r"))
+                    .message(Message::tool_result("d", "r"))
+                    .tool(Tool::new("f", json!({}))),
+                ErrorKind::Unsupported,
+                "did not call",
+            ),
             (
                 ChatRequest::new().message(Message::user("x").image(Image::url("https://x/y.png"))),
                 ErrorKind::Unsupported,
