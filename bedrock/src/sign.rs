@@ -123,8 +123,9 @@ pub(crate) fn sign_request(
             )
         })?;
         value.set_sensitive(header.sensitive() || header.name() == "authorization");
-        req.headers
-            .insert(HeaderName::from_static(header.name()), value);
+        let name = HeaderName::from_bytes(header.name().as_bytes())
+            .map_err(|_| cannot(&format_args!("`{}` is not a header name", header.name())))?;
+        req.headers.insert(name, value);
     }
     Ok(req)
 }

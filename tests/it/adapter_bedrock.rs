@@ -341,6 +341,34 @@ async fn temporary_credentials_carry_their_session_token() {
     assert_eq!(emu.counters("bedrock").requests, 2);
 }
 
+/// A wrong secret with a session token: AWS's refusal echoes the canonical request, which
+/// holds the token; the error shows neither the token nor the secret.
+#[tokio::test]
+async fn a_refusal_echoing_the_session_token_is_scrubbed() {
+    let clock = ManualClock::new();
+    let emu = emulator(
+        &clock,
+        ProviderConfig::bedrock("bedrock").with_session_token("FwoGZXIvYXdzEXAMPLETOKEN"),
+    )
+    .await;
+    let creds = emu.aws_credentials("bedrock");
+    let wrong = Credential::aws(
+        creds.access_key_id,
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYWRONGSECRET",
+        creds.session_token,
+    );
+    let err = client_with(&clock, &emu, wrong)
+        .chat(ChatRequest::from_prompt("hi").max_tokens(10))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert_eq!(err.code(), Some("InvalidSignatureException"));
+    let shown = format!("{err} {err:?} {}", err.message());
+    assert!(!shown.contains("EXAMPLETOKEN"), "{shown}");
+    assert!(!shown.contains("WRONGSECRET"), "{shown}");
+    assert_eq!(emu.counters("bedrock").requests, 1);
+}
+
 #[tokio::test]
 async fn throttling_without_headers_is_rate_limited() {
     let clock = ManualClock::new();
