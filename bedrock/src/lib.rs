@@ -21,6 +21,10 @@
 //!   ([`ToolChoice::Required`](llm_failover_core::ToolChoice::Required)) or `tool`;
 //!   [`ToolChoice::None`](llm_failover_core::ToolChoice::None) sends no tools (refused when
 //!   the conversation holds calls: Converse has no `none`).
+//! - **Sampling**: `inferenceConfig` `maxTokens`, `temperature` (0 to 1; another is refused
+//!   before sending) and `stopSequences`; `topP` and a model's own fields
+//!   (`additionalModelRequestFields`) go in the extra body, which merges into the body before
+//!   it is signed.
 //! - **Structured answers**: `outputConfig.textFormat` of type `json_schema`, the schema as
 //!   JSON text (…/API_runtime_OutputConfig.html); JSON mode is the schema `{"type":
 //!   "object"}`.

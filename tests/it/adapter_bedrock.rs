@@ -463,7 +463,9 @@ async fn the_signature_covers_the_extra_body() {
     let emu = emulator(&clock, ProviderConfig::bedrock("bedrock")).await;
     let settings = ProviderSettings::new()
         .credential(aws(&emu))
-        .extra_body("additionalModelRequestFields", json!({"top_k": 50}));
+        .extra_body("additionalModelRequestFields", json!({"top_k": 50}))
+        // Merged into the adapter's inferenceConfig (maxTokens stays).
+        .extra_body("inferenceConfig", json!({"topP": 0.9}));
     let c = Client::builder()
         .clock(Arc::new(clock.clone()))
         .rng(Arc::new(SeededRng::new(7)))
