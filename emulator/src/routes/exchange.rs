@@ -19,7 +19,7 @@ use super::{
     ApiError, ChatReq, CountReq, Cx, EmbedReq, Limited, Op, Route, SttReq, Usage, Wire,
     content_type, wire,
 };
-use crate::config::ChargeMode;
+use crate::config::{ChargeMode, HeaderStyle};
 use crate::faults::{Fault, RetryAfter};
 use crate::headers::{RetryHeader, malformed_headers, rate_limit_headers, retry_headers};
 use crate::limits::{Admission, LimitName, Snapshot, WindowState};
@@ -209,7 +209,11 @@ impl Ex<'_> {
         let header = l.header.clone();
         let mut r = self.fail(&ApiError::RateLimited(Box::new(l)));
         let style = self.p.cfg.header_style();
-        rate_limit_headers(style, snap, self.cx.wall, r.headers_mut());
+        // A LiteLLM proxy states its limits on its answers only: its 429 carries none
+        // (recorded from LiteLLM 1.108.7's proxy).
+        if style != HeaderStyle::LiteLlm {
+            rate_limit_headers(style, snap, self.cx.wall, r.headers_mut());
+        }
         retry_headers(style, &header, r.headers_mut());
         self.rec.stated = stated(r.headers());
         r

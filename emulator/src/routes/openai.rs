@@ -146,6 +146,17 @@ pub(super) fn rate_limit_body(l: &Limited, cx: &Cx<'_>) -> Value {
     if cx.provider.cfg.header_style() == HeaderStyle::OpenRouter {
         return openrouter_rate_limit_body(l, cx);
     }
+    if cx.provider.cfg.header_style() == HeaderStyle::LiteLlm && !l.too_large {
+        // A LiteLLM proxy's own refusal (its router's `rpm` with `enable_pre_call_checks`):
+        // the deployment is left out of the pick, and none is left. Recorded from LiteLLM
+        // 1.108.7's proxy: `429`, this body, no rate-limit headers, no `Retry-After`.
+        return json!({"error": {
+            "message": "No deployments available for selected model.",
+            "type": "rate_limit_error",
+            "param": null,
+            "code": "429",
+        }});
+    }
     let kind = if l.which.is_tokens() {
         "tokens"
     } else {

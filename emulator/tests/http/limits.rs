@@ -368,6 +368,55 @@ async fn groq_style_headers_count_requests_per_day() {
     assert_eq!(h(&headers, "x-ratelimit-limit-tokens"), Some("6000"));
 }
 
+// A LiteLLM proxy (docs.litellm.ai/docs/proxy/users, `rpm` per deployment with
+// `enable_pre_call_checks`), as recorded from LiteLLM 1.108.7's proxy: its answers state the
+// limit and what is left (no reset); its refusal states nothing — no rate-limit header, no
+// `Retry-After` — and says no deployment is left.
+#[tokio::test]
+async fn litellm_style_states_limits_on_answers_and_nothing_on_its_429() {
+    let emu = Emulator::builder()
+        .provider(
+            openai_with(Limits::none().with_rpm(2))
+                .with_headers(HeaderStyle::LiteLlm)
+                .with_fixed_windows(),
+        )
+        .start()
+        .await
+        .unwrap();
+    for left in ["1", "0"] {
+        let (status, headers, _) = parts(
+            openai_chat(&emu, "openai", &chat_body("hi"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(h(&headers, "x-ratelimit-limit-requests"), Some("2"));
+        assert_eq!(h(&headers, "x-ratelimit-remaining-requests"), Some(left));
+        assert_eq!(h(&headers, "x-ratelimit-reset-requests"), None);
+    }
+    let (status, headers, body) = parts(
+        openai_chat(&emu, "openai", &chat_body("hi"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 429);
+    let stated: Vec<&str> = headers
+        .keys()
+        .map(|k| k.as_str())
+        .filter(|k| k.starts_with("x-ratelimit") || *k == "retry-after")
+        .collect();
+    assert!(stated.is_empty(), "{stated:?}");
+    assert_eq!(
+        body["error"],
+        json!({"message": "No deployments available for selected model.",
+               "type": "rate_limit_error", "param": null, "code": "429"})
+    );
+}
+
 // OpenRouter (openrouter.ai/docs/api-reference/limits): X-RateLimit-* with epoch-ms reset.
 #[tokio::test]
 async fn openrouter_style_states_epoch_ms_resets_and_its_own_429() {
