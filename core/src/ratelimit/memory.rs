@@ -183,6 +183,15 @@ impl LimiterStore for MemoryStore {
             if let Some(until) = t.gate_until {
                 s.raise_gate(until);
             }
+            if t.drain.any() {
+                tracing::debug!(
+                    key = %key,
+                    drain = ?t.drain,
+                    gate_ms = s.gate(now).map(|g| (g - now).as_millis() as u64),
+                    requests = ?s.binding(now)[0],
+                    "a refusal drained the key"
+                );
+            }
             if t.tokens_back != 0 {
                 s.refund(0, t.tokens_back, now);
             }
