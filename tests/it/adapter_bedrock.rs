@@ -383,9 +383,11 @@ async fn throttling_without_headers_is_rate_limited() {
         ],
     );
     let c = client(&clock, &emu);
-    // A deadline shorter than the waits header-less 429s earn (a backoff of tens of
-    // milliseconds, growing): the request ends throttled.
-    let opts = RequestOptions::new().deadline(Duration::from_millis(1));
+    // A wait shorter than the waits header-less 429s earn (a backoff of tens of
+    // milliseconds, growing): the request ends throttled. (Not a 1 ms deadline: the
+    // attempt's HTTP timeout is a share of the deadline, on the wall clock, and a loaded
+    // machine takes longer than 1 ms to answer over loopback.)
+    let opts = RequestOptions::new().max_wait(Duration::from_millis(1));
     let err = c
         .chat_with(ChatRequest::from_prompt("hi").max_tokens(10), &opts)
         .await

@@ -229,12 +229,13 @@ async fn a_backoff_past_the_deadline_ends_the_request_without_another_send() {
     let mut p = policy();
     p.failure_threshold = 0;
     let h = client(&[("a", &a)], p);
-    // The first attempt fails; the jittered backoff (0.5 s) outlasts the 100 ms deadline.
+    // The first attempt fails; the jittered backoff (0.5 s) outlasts the 400 ms deadline
+    // (not shorter: the attempt's HTTP timeout is a share of it, on the wall clock).
     let err = h
         .client
         .chat_with(
             req(),
-            &RequestOptions::new().deadline(Duration::from_millis(100)),
+            &RequestOptions::new().deadline(Duration::from_millis(400)),
         )
         .await
         .unwrap_err();
