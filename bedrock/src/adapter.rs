@@ -185,7 +185,7 @@ impl Provider for Bedrock {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,
-            transcription: false,
+            ..Capabilities::default()
         }
     }
 

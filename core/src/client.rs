@@ -22,10 +22,13 @@ use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore, REDIS_URL_VAR, Sha
 use crate::rng::{Rng, SeededRng};
 use crate::router::{self, ChatStream, NO_OPTIONS, Parts, RequestOptions, Router};
 use crate::stats::Stats;
-use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+use crate::types::{
+    ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Transcript,
+    TranscriptionRequest,
+};
 
-/// Sends chat and speech-to-text requests through the configured providers, pacing each to
-/// its stated limits and failing over between them.
+/// Sends chat, speech-to-text and embedding requests through the configured providers, pacing
+/// each to its stated limits and failing over between them.
 ///
 /// Cheap to clone (an `Arc` inside); clones share buckets, breakers and counters. `Send +
 /// Sync`: share one client across tasks.
@@ -177,6 +180,51 @@ impl Client {
         self.router.run(router::Transcribe(req), opts)
     }
 
+    /// The embedding vectors of a request's inputs through the embedding failover order: one
+    /// request (one provider call) for all its inputs, one vector per input in their order.
+    /// Admission books the inputs' tokens (no output tokens) in the provider's token bucket,
+    /// reconciled with the usage the answer reports; a provider that cannot take the request
+    /// (no embeddings, more inputs than its API takes in one call) is passed over.
+    ///
+    /// # Errors
+    ///
+    /// As [`chat`](Self::chat); `InvalidRequest` for a request without inputs or with an
+    /// empty one; `Decode` (naming the provider) for an answer without one vector per input.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use llm_failover::{Client, EmbeddingRequest, InputType};
+    ///
+    /// # async fn run() -> llm_failover::Result<()> {
+    /// let client = Client::builder().config_path("providers.toml").build()?;
+    /// let req = EmbeddingRequest::many(["the weather in Paris", "a recipe for pancakes"])
+    ///     .input_type(InputType::Document);
+    /// let answer = client.embed(&req).await?;
+    /// assert_eq!(answer.vectors.len(), 2);
+    /// println!("{} answered with {:?} dimensions", answer.provider, answer.dimensions());
+    /// # Ok(()) }
+    /// ```
+    pub fn embed(
+        &self,
+        req: &EmbeddingRequest,
+    ) -> impl Future<Output = Result<EmbeddingResponse>> + Send + '_ {
+        self.router.run(router::Embed(req.clone()), &NO_OPTIONS)
+    }
+
+    /// [`embed`](Self::embed) with per-request options.
+    ///
+    /// # Errors
+    ///
+    /// As [`embed`](Self::embed).
+    pub fn embed_with<'a>(
+        &'a self,
+        req: &EmbeddingRequest,
+        opts: &'a RequestOptions,
+    ) -> impl Future<Output = Result<EmbeddingResponse>> + Send + 'a {
+        self.router.run(router::Embed(req.clone()), opts)
+    }
+
     /// The response cache, when the client has one ([`ClientBuilder::cache`]).
     pub fn cache(&self) -> Option<&Cache> {
         self.router.cache()
@@ -226,6 +274,11 @@ impl Client {
             .order(Capability::Transcription)
             .cloned()
             .collect()
+    }
+
+    /// The embedding providers, in failover order.
+    pub fn embedding_providers(&self) -> Vec<ProviderId> {
+        self.router.order(Capability::Embedding).cloned().collect()
     }
 
     /// Checks, now, that the stores this client shares with other processes serve it: the
@@ -384,6 +437,7 @@ pub struct ClientBuilder {
     providers: Vec<(Arc<dyn Provider>, ProviderSettings)>,
     chat_order: Option<Vec<String>>,
     transcription_order: Option<Vec<String>>,
+    embedding_order: Option<Vec<String>>,
     credentials: HashMap<String, Credential>,
     base_urls: HashMap<String, Url>,
     env_lookup: Option<EnvLookup>,
@@ -642,6 +696,15 @@ impl ClientBuilder {
         self
     }
 
+    /// The embedding failover order, replacing the environment's.
+    pub fn embedding_order<S: Into<String>>(
+        mut self,
+        order: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.embedding_order = Some(order.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// Supplies `provider`'s key in code instead of its environment variable.
     pub fn credential(mut self, provider: impl Into<String>, credential: Credential) -> Self {
         self.credentials.insert(provider.into(), credential);
@@ -710,6 +773,12 @@ impl ClientBuilder {
         if let Some(order) = self.transcription_order.take() {
             orders.set(
                 Capability::Transcription,
+                order.iter().map(ProviderId::new).collect(),
+            );
+        }
+        if let Some(order) = self.embedding_order.take() {
+            orders.set(
+                Capability::Embedding,
                 order.iter().map(ProviderId::new).collect(),
             );
         }

@@ -79,11 +79,17 @@ pub enum Capability {
     Chat,
     /// Speech to text.
     Transcription,
+    /// Embedding vectors of texts.
+    Embedding,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 2] = [Capability::Chat, Capability::Transcription];
+    pub const ALL: [Capability; 3] = [
+        Capability::Chat,
+        Capability::Transcription,
+        Capability::Embedding,
+    ];
 
     /// This capability's position in [`ALL`](Self::ALL): the one table per-capability
     /// state is kept in.
@@ -91,13 +97,14 @@ impl Capability {
         match self {
             Capability::Chat => 0,
             Capability::Transcription => 1,
+            Capability::Embedding => 2,
         }
     }
 }
 
 /// One value per [`Capability`], indexed by it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PerCapability<T>([T; 2]);
+pub(crate) struct PerCapability<T>([T; 3]);
 
 impl<T> PerCapability<T> {
     /// The value of each capability, made by `f`.
@@ -121,6 +128,7 @@ impl fmt::Display for Capability {
         f.write_str(match self {
             Capability::Chat => "chat",
             Capability::Transcription => "transcription",
+            Capability::Embedding => "embedding",
         })
     }
 }
@@ -132,10 +140,12 @@ impl fmt::Display for Capability {
 /// ```
 /// use llm_failover::{Capabilities, Capability};
 ///
-/// let chat_only = Capabilities { chat: true, transcription: false };
+/// let chat_only = Capabilities { chat: true, ..Capabilities::default() };
 /// assert!(chat_only.supports(Capability::Chat));
 /// assert!(!chat_only.supports(Capability::Transcription));
-/// assert_eq!(Capabilities::default(), Capabilities { chat: false, transcription: false });
+/// assert!(!chat_only.supports(Capability::Embedding));
+/// let none = Capabilities { chat: false, transcription: false, embedding: false };
+/// assert_eq!(Capabilities::default(), none);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capabilities {
@@ -143,6 +153,8 @@ pub struct Capabilities {
     pub chat: bool,
     /// Speech to text.
     pub transcription: bool,
+    /// Embedding vectors ([`Client::embed`](crate::Client::embed)).
+    pub embedding: bool,
 }
 
 impl Capabilities {
@@ -151,6 +163,7 @@ impl Capabilities {
         match capability {
             Capability::Chat => self.chat,
             Capability::Transcription => self.transcription,
+            Capability::Embedding => self.embedding,
         }
     }
 }

@@ -42,7 +42,7 @@ pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
 pub use types::{
-    AudioInput, ChatChunk, ChatRequest, ChatResponse, FinishReason, Image, Message, Origin,
-    ResponseFormat, Role, Segment, Tool, ToolCall, ToolChoice, Transcript, TranscriptFormat,
-    TranscriptionRequest, Usage,
+    AudioInput, ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
+    FinishReason, Image, InputType, Message, Origin, ResponseFormat, Role, Segment, Tool,
+    ToolCall, ToolChoice, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
 };

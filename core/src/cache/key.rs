@@ -16,7 +16,7 @@
 use sha2::{Digest, Sha256};
 
 use super::store::Key;
-use crate::types::{ChatRequest, TranscriptionRequest};
+use crate::types::{ChatRequest, EmbeddingRequest, TranscriptionRequest};
 
 /// Bumped when what a key covers changes: older entries are then simply never hit.
 const VERSION: &str = "llm-failover cache v1";
@@ -39,6 +39,16 @@ pub(crate) struct Answerer<'a> {
 pub(crate) fn chat_key(req: &ChatRequest, answerers: &[Answerer<'_>]) -> Key {
     let mut h = Hasher::new("chat");
     // A request serializes as plain data: it cannot fail (no non-string map keys).
+    let request = serde_json::to_value(req).unwrap_or(serde_json::Value::Null);
+    h.json(&request);
+    h.answerers(answerers);
+    h.finish()
+}
+
+/// The key of an embedding request: the request as a whole (inputs in order, model,
+/// dimensions, input type, extra body), then who may answer it.
+pub(crate) fn embedding_key(req: &EmbeddingRequest, answerers: &[Answerer<'_>]) -> Key {
+    let mut h = Hasher::new("embedding");
     let request = serde_json::to_value(req).unwrap_or(serde_json::Value::Null);
     h.json(&request);
     h.answerers(answerers);

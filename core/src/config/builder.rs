@@ -112,6 +112,17 @@ impl ConfigBuilder {
         self
     }
 
+    /// Sets `environment`'s embedding providers, in failover order (defining the
+    /// environment).
+    pub fn embedding<S: Into<String>>(
+        mut self,
+        environment: impl Into<String>,
+        order: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.env(environment).embedding = order.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Sets the policy (default: [`Policy::default`]). It is checked as a `[policy]` table
     /// is, to the millisecond.
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -164,6 +175,7 @@ impl ConfigBuilder {
             .or_insert_with(|| RawEnvironment {
                 chat: Vec::new(),
                 transcription: Vec::new(),
+                embedding: Vec::new(),
             })
     }
 
@@ -227,6 +239,7 @@ impl super::types::ProviderConfig {
                 base_url: base_url.into(),
                 model: None,
                 transcription_model: None,
+                embedding_model: None,
                 api_key_env: None,
                 auth: None,
                 key_in_code: false,
@@ -253,6 +266,12 @@ impl ProviderConfigBuilder {
     /// The default speech-to-text model (for Azure, the Whisper deployment).
     pub fn transcription_model(mut self, model: impl Into<String>) -> Self {
         self.raw.transcription_model = Some(model.into());
+        self
+    }
+
+    /// The default embedding model (for Azure, the embedding deployment).
+    pub fn embedding_model(mut self, model: impl Into<String>) -> Self {
+        self.raw.embedding_model = Some(model.into());
         self
     }
 

@@ -40,7 +40,8 @@ use crate::ratelimit::HeaderDialect;
 #[non_exhaustive]
 pub enum ProviderKind {
     /// OpenAI and every OpenAI-compatible host (Groq, Together, OpenRouter, DeepSeek,
-    /// Mistral, Fireworks, xAI, vLLM, Ollama): chat and Whisper-style transcription.
+    /// Mistral, Fireworks, xAI, vLLM, Ollama): chat, Whisper-style transcription and
+    /// embeddings.
     OpenAi,
     /// Azure OpenAI deployments.
     Azure,
@@ -68,18 +69,24 @@ impl ProviderKind {
 
     /// The kind's registry row: the one place a kind is matched on.
     pub(crate) fn kit(self) -> &'static Kit {
-        const BOTH: Capabilities = Capabilities {
+        const ALL: Capabilities = Capabilities {
             chat: true,
             transcription: true,
+            embedding: true,
         };
         const CHAT: Capabilities = Capabilities {
             chat: true,
             transcription: false,
+            embedding: false,
+        };
+        const CHAT_EMBED: Capabilities = Capabilities {
+            embedding: true,
+            ..CHAT
         };
         match self {
             ProviderKind::OpenAi => &Kit {
                 name: "openai",
-                capabilities: BOTH,
+                capabilities: ALL,
                 api_version: ApiVersion::None,
                 dialect: |host| match host {
                     "api.groq.com" => HeaderDialect::Groq,
@@ -92,7 +99,7 @@ impl ProviderKind {
             },
             ProviderKind::Azure => &Kit {
                 name: "azure",
-                capabilities: BOTH,
+                capabilities: ALL,
                 api_version: ApiVersion::Required {
                     what: "the api-version query value, e.g. \"2024-10-21\"",
                 },
@@ -109,7 +116,7 @@ impl ProviderKind {
             },
             ProviderKind::Gemini => &Kit {
                 name: "gemini",
-                capabilities: CHAT,
+                capabilities: CHAT_EMBED,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
             },
@@ -118,6 +125,7 @@ impl ProviderKind {
                 capabilities: Capabilities {
                     chat: false,
                     transcription: true,
+                    embedding: false,
                 },
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
@@ -142,8 +150,8 @@ impl ProviderKind {
         Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
-    /// What a provider of this kind can do: OpenAI-compatible hosts and Azure chat and
-    /// transcribe, Anthropic and Gemini chat, Deepgram transcribes.
+    /// What a provider of this kind can do: OpenAI-compatible hosts and Azure chat,
+    /// transcribe and embed, Gemini chats and embeds, Anthropic chats, Deepgram transcribes.
     pub fn capabilities(self) -> Capabilities {
         self.kit().capabilities
     }
@@ -222,16 +230,20 @@ mod tests {
     #[test]
     fn the_rows_say_what_each_kind_can_do() {
         let table = [
-            (ProviderKind::OpenAi, true, true),
-            (ProviderKind::Azure, true, true),
-            (ProviderKind::Anthropic, true, false),
-            (ProviderKind::Gemini, true, false),
-            (ProviderKind::Deepgram, false, true),
-            (ProviderKind::Bedrock, true, false),
+            (ProviderKind::OpenAi, true, true, true),
+            (ProviderKind::Azure, true, true, true),
+            (ProviderKind::Anthropic, true, false, false),
+            (ProviderKind::Gemini, true, false, true),
+            (ProviderKind::Deepgram, false, true, false),
+            (ProviderKind::Bedrock, true, false, false),
         ];
-        for (kind, chat, transcription) in table {
+        for (kind, chat, transcription, embedding) in table {
             let c = kind.capabilities();
-            assert_eq!((c.chat, c.transcription), (chat, transcription), "{kind}");
+            assert_eq!(
+                (c.chat, c.transcription, c.embedding),
+                (chat, transcription, embedding),
+                "{kind}"
+            );
         }
     }
 

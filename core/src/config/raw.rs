@@ -135,6 +135,8 @@ pub(crate) struct RawEnvironment {
     pub(crate) chat: Vec<String>,
     #[serde(default)]
     pub(crate) transcription: Vec<String>,
+    #[serde(default)]
+    pub(crate) embedding: Vec<String>,
 }
 
 /// `[providers.NAME]`.
@@ -145,6 +147,7 @@ pub(crate) struct RawProvider {
     pub(crate) base_url: String,
     pub(crate) model: Option<String>,
     pub(crate) transcription_model: Option<String>,
+    pub(crate) embedding_model: Option<String>,
     /// Environment name → the NAME of the variable holding the key.
     pub(crate) api_key_env: Option<BTreeMap<String, String>>,
     pub(crate) auth: Option<String>,

@@ -94,6 +94,8 @@ pub struct ProviderConfig {
     pub model: Option<String>,
     /// The default speech-to-text model (for Azure: the Whisper deployment name).
     pub transcription_model: Option<String>,
+    /// The default embedding model (for Azure: the embedding deployment name).
+    pub embedding_model: Option<String>,
     /// Per environment: where the key comes from. A provider used by an environment has an
     /// entry for it (checked at validation).
     pub keys: BTreeMap<String, KeySource>,
@@ -159,6 +161,8 @@ pub struct Environment {
     pub chat: Vec<ProviderId>,
     /// Speech-to-text providers, in failover order.
     pub transcription: Vec<ProviderId>,
+    /// Embedding providers, in failover order.
+    pub embedding: Vec<ProviderId>,
 }
 
 impl Environment {
@@ -167,6 +171,7 @@ impl Environment {
         match capability {
             Capability::Chat => &self.chat,
             Capability::Transcription => &self.transcription,
+            Capability::Embedding => &self.embedding,
         }
     }
 }

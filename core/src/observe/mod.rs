@@ -366,12 +366,13 @@ impl Observers {
     }
 }
 
-/// The GenAI conventions' `gen_ai.operation.name` of a request for `capability` (`chat`;
-/// `speech_to_text` for a transcription, which the conventions do not name): the attempt
-/// span's attribute and the metrics'.
+/// The GenAI conventions' `gen_ai.operation.name` of a request for `capability` (`chat`,
+/// `embeddings`; `speech_to_text` for a transcription, which the conventions do not name):
+/// the attempt span's attribute and the metrics'.
 pub(crate) fn operation_name(capability: Capability) -> &'static str {
     match capability {
         Capability::Transcription => "speech_to_text",
+        Capability::Embedding => "embeddings",
         _ => "chat",
     }
 }

@@ -38,8 +38,8 @@
 //! | `llm_failover.queue.jobs` | gauge, `{job}` | jobs in the queue by state (`llm_failover.job.state`), recorded by the queue wing's `QueueMetrics` |
 //! | `llm_failover.queue.oldest_eligible_age` | gauge, `s` | how long the oldest eligible job has waited (0 when none), recorded by the queue wing |
 //!
-//! The GenAI instruments carry `gen_ai.operation.name` (`chat`, or `speech_to_text` for a
-//! transcription: the conventions name none), `gen_ai.provider.name` (the conventions' value
+//! The GenAI instruments carry `gen_ai.operation.name` (`chat`, `embeddings`, or
+//! `speech_to_text` for a transcription: the conventions name none), `gen_ai.provider.name` (the conventions' value
 //! for the adapter: `openai`, `azure.ai.openai`, `anthropic`, `gcp.gemini`; an
 //! OpenAI-compatible provider named after a host the conventions list, such as `groq`, takes
 //! that host's value; `deepgram` has none and is written as is), `gen_ai.request.model` and,
@@ -121,7 +121,7 @@ pub mod names {
     /// How long a queue's oldest eligible job has waited (gauge, seconds).
     pub const QUEUE_OLDEST_ELIGIBLE_AGE: &str = "llm_failover.queue.oldest_eligible_age";
 
-    /// `chat`, `speech_to_text`.
+    /// `chat`, `embeddings`, `speech_to_text`.
     pub const OPERATION_NAME: &str = "gen_ai.operation.name";
     /// The conventions' provider value.
     pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
@@ -212,8 +212,8 @@ pub fn provider_name(kind: &str, id: &str) -> &'static str {
     }
 }
 
-/// The conventions' `gen_ai.operation.name` for `capability` (`chat`; `speech_to_text` for a
-/// transcription, which the conventions do not name).
+/// The conventions' `gen_ai.operation.name` for `capability` (`chat`, `embeddings`;
+/// `speech_to_text` for a transcription, which the conventions do not name).
 pub fn operation_name(capability: Capability) -> &'static str {
     super::operation_name(capability)
 }
@@ -740,5 +740,6 @@ mod tests {
         }
         assert_eq!(operation_name(Capability::Chat), "chat");
         assert_eq!(operation_name(Capability::Transcription), "speech_to_text");
+        assert_eq!(operation_name(Capability::Embedding), "embeddings");
     }
 }

@@ -21,8 +21,9 @@ use reqwest::header::HeaderMap;
 use url::Url;
 
 use super::openai::{
-    ChunkDecoder, chat_http, chat_result, check_base_url, check_chat_format, classify, endpoint,
-    error_report, transcription_http, transcription_result,
+    ChunkDecoder, chat_http, chat_result, check_base_url, check_chat_format,
+    check_embedding_format, classify, embedding_http, embedding_result, endpoint, error_report,
+    transcription_http, transcription_result,
 };
 use super::{Provider, RequestContext, StreamDecoder};
 use crate::clock::Now;
@@ -31,7 +32,8 @@ use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
 use crate::types::{
-    ChatRequest, ChatResponse, ResponseFormat, Role, Transcript, TranscriptionRequest,
+    ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, ResponseFormat, Role,
+    Transcript, TranscriptionRequest,
 };
 
 /// The first api-version with `tools` and `tool_choice` (they replaced `functions` and
@@ -85,6 +87,7 @@ pub struct Azure {
     api_version: String,
     chat_deployment: Option<String>,
     transcription_deployment: Option<String>,
+    embedding_deployment: Option<String>,
     dialect: HeaderDialect,
 }
 
@@ -119,6 +122,7 @@ impl Azure {
             api_version: api_version.into(),
             chat_deployment: None,
             transcription_deployment: None,
+            embedding_deployment: None,
             dialect: HeaderDialect::Azure,
         }
     }
@@ -167,6 +171,28 @@ impl Azure {
     #[must_use]
     pub fn with_transcription_model(mut self, deployment: impl Into<String>) -> Self {
         self.transcription_deployment = Some(deployment.into());
+        self
+    }
+
+    /// Sets the default embedding deployment.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{azure::Azure, Provider, RequestContext};
+    /// use llm_failover::{Capability, EmbeddingRequest, ProviderId};
+    ///
+    /// let azure = Azure::new(ProviderId::new("azure"), "http://127.0.0.1:8443".parse()?, "2024-10-21")
+    ///     .with_embedding_model("embed-eu");
+    /// let deployment = azure.default_model(Capability::Embedding).unwrap();
+    /// let http = azure.embedding_request(&EmbeddingRequest::new("hi"), &RequestContext::new(deployment, None))?;
+    /// assert_eq!(http.url.path(), "/openai/deployments/embed-eu/embeddings");
+    /// assert_eq!(http.url.query(), Some("api-version=2024-10-21"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_embedding_model(mut self, deployment: impl Into<String>) -> Self {
+        self.embedding_deployment = Some(deployment.into());
         self
     }
 
@@ -235,11 +261,12 @@ impl Azure {
         let mut p = Azure::new(id.clone(), cfg.base_url.clone(), api_version).with_dialect(dialect);
         p.chat_deployment = cfg.model.clone();
         p.transcription_deployment = cfg.transcription_model.clone();
+        p.embedding_deployment = cfg.embedding_model.clone();
         Ok(p)
     }
 
     /// `{base}/openai/deployments/{deployment}/{op…}?api-version={v}`.
-    fn url(&self, deployment: &str, op: [&str; 2], setting: &str) -> Result<Url> {
+    fn url(&self, deployment: &str, op: &[&str], setting: &str) -> Result<Url> {
         let id = &self.id;
         if deployment.trim().is_empty() {
             return Err(Error::config(format!(
@@ -252,11 +279,9 @@ impl Azure {
                 "`providers.{id}.api_version` is empty"
             )));
         }
-        let mut url = endpoint(
-            id,
-            &self.base_url,
-            &["openai", "deployments", deployment, op[0], op[1]],
-        )?;
+        let mut path = vec!["openai", "deployments", deployment];
+        path.extend_from_slice(op);
+        let mut url = endpoint(id, &self.base_url, &path)?;
         url.query_pairs_mut()
             .append_pair("api-version", &self.api_version);
         Ok(url)
@@ -328,6 +353,7 @@ impl Provider for Azure {
         Capabilities {
             chat: true,
             transcription: true,
+            embedding: true,
         }
     }
 
@@ -335,11 +361,12 @@ impl Provider for Azure {
         match capability {
             Capability::Chat => self.chat_deployment.as_deref(),
             Capability::Transcription => self.transcription_deployment.as_deref(),
+            Capability::Embedding => self.embedding_deployment.as_deref(),
         }
     }
 
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
-        let url = self.url(ctx.model, ["chat", "completions"], "model")?;
+        let url = self.url(ctx.model, &["chat", "completions"], "model")?;
         let stream_usage = self.takes_stream_options();
         let http = chat_http(&self.id, PROVIDER_TYPE, url, req, ctx, stream_usage)?;
         self.api_key(http, ctx)
@@ -382,7 +409,7 @@ impl Provider for Azure {
     ) -> Result<HttpRequest> {
         let url = self.url(
             ctx.model,
-            ["audio", "transcriptions"],
+            &["audio", "transcriptions"],
             "transcription_model",
         )?;
         self.api_key(transcription_http(&self.id, url, req, ctx)?, ctx)
@@ -390,6 +417,24 @@ impl Provider for Azure {
 
     fn transcription_response(&self, raw: RawResponse, model: &str) -> Result<Transcript> {
         transcription_result(&self.id, &raw, model, self.request_id(&raw.headers))
+    }
+
+    /// At most 2,048 inputs per request, as OpenAI.
+    fn check_embedding(&self, req: &EmbeddingRequest) -> Result<()> {
+        check_embedding_format(&self.id, req)
+    }
+
+    fn embedding_request(
+        &self,
+        req: &EmbeddingRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let url = self.url(ctx.model, &["embeddings"], "embedding_model")?;
+        self.api_key(embedding_http(url, req, ctx)?, ctx)
+    }
+
+    fn embedding_response(&self, raw: RawResponse, model: &str) -> Result<EmbeddingResponse> {
+        embedding_result(&self.id, &raw, model, self.request_id(&raw.headers))
     }
 
     /// Classifies a non-2xx response as the OpenAI adapter does (see
@@ -434,6 +479,7 @@ mod tests {
             base_url: "https://res.openai.azure.com/".parse().unwrap(),
             model: Some("chat-dep".into()),
             transcription_model: Some("whisper-dep".into()),
+            embedding_model: None,
             keys: BTreeMap::new(),
             limits: Limits::none(),
             model_limits: BTreeMap::new(),
@@ -466,19 +512,19 @@ mod tests {
     #[test]
     fn builds_deployment_urls_with_escaped_names() {
         let p = Azure::from_config(&cfg(Some("2024-10-21"))).unwrap();
-        let u = p.url("chat-dep", ["chat", "completions"], "model").unwrap();
+        let u = p.url("chat-dep", &["chat", "completions"], "model").unwrap();
         assert_eq!(
             u.as_str(),
             "https://res.openai.azure.com/openai/deployments/chat-dep/chat/completions?api-version=2024-10-21"
         );
         let u = p
-            .url("a/b c?", ["audio", "transcriptions"], "model")
+            .url("a/b c?", &["audio", "transcriptions"], "model")
             .unwrap();
         assert_eq!(
             u.as_str(),
             "https://res.openai.azure.com/openai/deployments/a%2Fb%20c%3F/audio/transcriptions?api-version=2024-10-21"
         );
-        let err = p.url("", ["chat", "completions"], "model").unwrap_err();
+        let err = p.url("", &["chat", "completions"], "model").unwrap_err();
         assert!(
             err.message().contains("providers.azure-east.model"),
             "{err}"

@@ -194,15 +194,15 @@ impl Provider for Deepgram {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            chat: false,
             transcription: true,
+            ..Capabilities::default()
         }
     }
 
     fn default_model(&self, capability: Capability) -> Option<&str> {
         match capability {
             Capability::Transcription => self.model.as_deref(),
-            Capability::Chat => None,
+            Capability::Chat | Capability::Embedding => None,
         }
     }
 
@@ -515,6 +515,7 @@ mod tests {
             base_url: DEFAULT_BASE_URL.parse().unwrap(),
             model: None,
             transcription_model: Some("nova-3".into()),
+            embedding_model: None,
             keys: BTreeMap::new(),
             limits: Limits::none(),
             model_limits: BTreeMap::new(),

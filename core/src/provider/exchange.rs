@@ -23,7 +23,10 @@ use crate::clock::Now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{ByteStream, RawResponse, Streamed, Transport};
 use crate::ratelimit::LimitReport;
-use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+use crate::types::{
+    ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Transcript,
+    TranscriptionRequest, count_mismatch,
+};
 
 /// The result of one attempt and the limits its response stated (`None` when no response
 /// arrived: connection error, timeout).
@@ -210,6 +213,44 @@ pub(crate) fn transcribe_once<'a>(
         timeout,
         now,
         |p, raw, model| p.transcription_response(raw, model),
+    )
+}
+
+/// Sends one embedding request and reads the whole answer: one vector per input, or a
+/// `Decode` error naming the provider.
+///
+/// Built and handed to the transport when called, as [`chat_once`]. The request's own extra
+/// body is merged; the provider's (its chat requests') is not.
+#[cfg_attr(feature = "test-util", visibility::make(pub))]
+pub(crate) fn embed_once<'a>(
+    provider: &'a dyn Provider,
+    transport: &dyn Transport,
+    req: &EmbeddingRequest,
+    ctx: RequestContext<'a>,
+    timeout: Duration,
+    now: impl Fn() -> Now + Send + 'a,
+) -> impl Future<Output = Exchange<EmbeddingResponse>> + Send + 'a {
+    let built = req
+        .check()
+        .and_then(|()| provider.embedding_request(req, &ctx))
+        .and_then(|http| extra::apply(http, None, &req.extra_body))
+        .and_then(|http| provider.finish(http, &ctx, now()));
+    let want = req.inputs.len();
+    send_whole(
+        provider,
+        transport,
+        built,
+        ctx,
+        timeout,
+        now,
+        move |p, raw, model| {
+            let answer = p.embedding_response(raw, model)?;
+            if answer.vectors.len() == want {
+                Ok(answer)
+            } else {
+                Err(count_mismatch(p.id(), want, answer.vectors.len()))
+            }
+        },
     )
 }
 

@@ -1,6 +1,7 @@
 //! Provider adapters: one per wire format, translation only.
 //!
-//! An adapter turns a neutral [`ChatRequest`] or [`TranscriptionRequest`] into an
+//! An adapter turns a neutral [`ChatRequest`], [`TranscriptionRequest`] or
+//! [`EmbeddingRequest`] into an
 //! [`HttpRequest`] in its provider's format, a [`RawResponse`] back into a neutral result or a
 //! classified [`Error`], and the response headers into a [`LimitReport`]. It never sends
 //! anything, sleeps or retries: [`crate::http`] does the I/O and the router decides.
@@ -53,7 +54,7 @@ pub(crate) mod tools;
 pub(crate) use exchange::{ChunkStream, Exchange};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
-pub(crate) use exchange::{chat_once, chat_stream_once, transcribe_once};
+pub(crate) use exchange::{chat_once, chat_stream_once, embed_once, transcribe_once};
 pub(crate) use extra::check as check_extra_body;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
@@ -71,7 +72,10 @@ use crate::clock::Now;
 use crate::error::{Error, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::ratelimit::LimitReport;
-use crate::types::{ChatChunk, ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+use crate::types::{
+    ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Transcript,
+    TranscriptionRequest,
+};
 
 /// What an adapter needs, besides the request, to build an HTTP request.
 ///
@@ -554,6 +558,109 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn transcription_response(&self, raw: RawResponse, model: &str) -> Result<Transcript> {
         let _ = (raw, model);
         Err(Error::unsupported(self.id(), "transcription"))
+    }
+
+    /// Whether this provider can embed `req` — its number of inputs, its options — checked
+    /// before anything is sent; when it cannot, the router skips it for the request and fails
+    /// over to one that can. By default: `Unsupported` unless the
+    /// [`capabilities`](Self::capabilities) include embeddings.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported`, naming what this provider cannot take.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, gemini::Gemini, Provider};
+    /// use llm_failover::{EmbeddingRequest, ErrorKind, ProviderId};
+    ///
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?);
+    /// assert!(gemini.check_embedding(&EmbeddingRequest::many(["a", "b"])).is_ok());
+    /// // batchEmbedContents takes at most 100 texts:
+    /// let many = EmbeddingRequest::many((0..101).map(|i| format!("text {i}")));
+    /// assert_eq!(gemini.check_embedding(&many).unwrap_err().kind(), ErrorKind::Unsupported);
+    ///
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    /// let err = claude.check_embedding(&EmbeddingRequest::new("a")).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Unsupported); // no embeddings at all
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn check_embedding(&self, req: &EmbeddingRequest) -> Result<()> {
+        let _ = req;
+        if self.capabilities().embedding {
+            Ok(())
+        } else {
+            Err(Error::unsupported(self.id(), "embeddings"))
+        }
+    }
+
+    /// Builds the HTTP request for the embedding vectors of `req`'s inputs.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` by default (a provider without embeddings); `InvalidRequest` for a
+    /// request without inputs or with an empty one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{anthropic::Anthropic, openai::OpenAi, Provider, RequestContext};
+    /// use llm_failover::{EmbeddingRequest, ErrorKind, ProviderId};
+    ///
+    /// let req = EmbeddingRequest::many(["first", "second"]).dimensions(256);
+    /// let ctx = RequestContext::new("text-embedding-3-small", None);
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// let http = openai.embedding_request(&req, &ctx)?;
+    /// assert_eq!(http.url.path(), "/v1/embeddings");
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["input"], serde_json::json!(["first", "second"]));
+    /// assert_eq!(body["dimensions"], 256);
+    ///
+    /// // An adapter without embeddings keeps the default:
+    /// let claude = Anthropic::new(ProviderId::new("claude"), "http://127.0.0.1:8081".parse()?);
+    /// let err = claude.embedding_request(&req, &ctx).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Unsupported);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn embedding_request(
+        &self,
+        req: &EmbeddingRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let _ = (req, ctx);
+        Err(Error::unsupported(self.id(), "embeddings"))
+    }
+
+    /// Parses a successful (2xx) embedding response: the vectors in the order the request
+    /// gave its inputs (the router then checks there is one per input).
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` by default; `Decode` on a malformed body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use reqwest::header::HeaderMap;
+    /// use llm_failover::http::RawResponse;
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::ProviderId;
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?);
+    /// // `data` in any order: each item's `index` says whose vector it is.
+    /// let raw = RawResponse::new(200, HeaderMap::new(), r#"{"object":"list","data":[
+    ///     {"object":"embedding","index":1,"embedding":[0.0,1.0]},
+    ///     {"object":"embedding","index":0,"embedding":[1.0,0.0]}],
+    ///     "model":"text-embedding-3-small","usage":{"prompt_tokens":4,"total_tokens":4}}"#);
+    /// let answer = openai.embedding_response(raw, "text-embedding-3-small")?;
+    /// assert_eq!(answer.vectors, [vec![1.0, 0.0], vec![0.0, 1.0]]);
+    /// assert_eq!(answer.usage.map(|u| u.input_tokens), Some(4));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn embedding_response(&self, raw: RawResponse, model: &str) -> Result<EmbeddingResponse> {
+        let _ = (raw, model);
+        Err(Error::unsupported(self.id(), "embeddings"))
     }
 
     /// Classifies a non-2xx response: kind from status and body, the provider's message

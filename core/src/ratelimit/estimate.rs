@@ -34,7 +34,7 @@
 use tiktoken_rs::CoreBPE;
 
 use super::store::Demand;
-use crate::types::ChatRequest;
+use crate::types::{ChatRequest, EmbeddingRequest};
 
 /// Tokens added per message by the chat format (role, separators), per OpenAI's cookbook.
 pub const TOKENS_PER_MESSAGE: u64 = 4;
@@ -204,6 +204,51 @@ pub fn chat_cost_bound(req: &ChatRequest, model: &str) -> Demand {
     }
 }
 
+/// The admission cost of an embedding request for `model`: its inputs' tokens, counted as
+/// a chat message's text is, and no output tokens (an embedding has none).
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::EmbeddingRequest;
+/// use llm_failover::ratelimit::{embedding_cost_bound, estimate_embedding};
+///
+/// let req = EmbeddingRequest::many(["hello world", "the weather in Paris"]);
+/// let cost = estimate_embedding(&req, "text-embedding-3-small");
+/// assert_eq!((cost.requests, cost.output_tokens), (1, 0));
+/// assert!(cost.input_tokens >= 6);
+/// assert!(embedding_cost_bound(&req, "text-embedding-3-small").input_tokens >= cost.input_tokens);
+/// ```
+pub fn estimate_embedding(req: &EmbeddingRequest, model: &str) -> Demand {
+    let enc = Encoding::for_model(model);
+    embedding_cost(req, |text| enc.count(text))
+}
+
+/// An upper bound of [`estimate_embedding`] that costs no tokenizing (a token per UTF-8
+/// byte, padded for other vendors' models), as [`chat_cost_bound`] is of a chat's.
+pub fn embedding_cost_bound(req: &EmbeddingRequest, model: &str) -> Demand {
+    if Encoding::for_model(model) == Encoding::Padded {
+        embedding_cost(req, |text| padded(text.len() as u64))
+    } else {
+        embedding_cost(req, |text| text.len() as u64)
+    }
+}
+
+fn embedding_cost(req: &EmbeddingRequest, tokens: impl Fn(&str) -> u64) -> Demand {
+    Demand {
+        requests: 1,
+        input_tokens: req.inputs.iter().map(|t| tokens(t)).sum(),
+        output_tokens: 0,
+        audio_seconds: 0,
+    }
+}
+
+/// The input tokens a provider's limiter counts at least for an embedding request:
+/// `ceil(characters / 4)` over its inputs (see [`input_floor`]).
+pub fn embedding_floor(req: &EmbeddingRequest) -> u64 {
+    req.chars().div_ceil(4)
+}
+
 /// Starts loading `model`'s encoder on a background thread, once per encoding per process,
 /// so that the first exact count does not pay the load on an async worker. Returns at once.
 /// Without the `tokenizer` feature there is nothing to load.
@@ -366,6 +411,22 @@ mod tests {
                 assert!(bound(r) >= est(r), "{model}: the bound stays a bound");
             }
         }
+    }
+
+    #[test]
+    fn an_embedding_costs_its_inputs_and_no_output() {
+        let req = EmbeddingRequest::many(["hello world", "日本語のテキスト"]);
+        for model in ["text-embedding-3-small", "gemini-embedding-001"] {
+            let enc = Encoding::for_model(model);
+            let cost = estimate_embedding(&req, model);
+            assert_eq!(
+                cost.input_tokens,
+                enc.count("hello world") + enc.count("日本語のテキスト")
+            );
+            assert_eq!((cost.requests, cost.output_tokens), (1, 0));
+            assert!(embedding_cost_bound(&req, model).input_tokens >= cost.input_tokens);
+        }
+        assert_eq!(embedding_floor(&req), (11u64 + 8).div_ceil(4));
     }
 
     #[test]

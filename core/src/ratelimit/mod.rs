@@ -131,7 +131,8 @@ pub(crate) use duration::go_duration;
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use estimate::{
     DEFAULT_OUTPUT_TOKENS, Encoding, IMAGE_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE,
-    TOKENS_PER_TOOL, chat_cost_bound, estimate_chat, input_floor, preload,
+    TOKENS_PER_TOOL, chat_cost_bound, embedding_cost_bound, embedding_floor, estimate_chat,
+    estimate_embedding, input_floor, preload,
 };
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]

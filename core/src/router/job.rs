@@ -1,5 +1,6 @@
-//! What one request asks for — a chat answer, a streamed one or a transcript — as a [`Job`]
-//! whose `Output` is what the router returns: a chat job cannot be answered with a transcript.
+//! What one request asks for — a chat answer, a streamed one, a transcript or embedding
+//! vectors — as a [`Job`] whose `Output` is what the router returns: a chat job cannot be
+//! answered with a transcript.
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,19 +12,23 @@ use tracing::Instrument;
 
 use super::core::StreamWatch;
 use super::stream::{ChatStream, whole};
-use crate::cache::{Answerer, Fill, Key, chat_key, transcription_key};
+use crate::cache::{Answerer, Fill, Key, chat_key, embedding_key, transcription_key};
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::http::Transport;
 use crate::id::Capability;
 use crate::id::ProviderId;
 use crate::provider::{
-    ChunkStream, Exchange, Provider, RequestContext, chat_once, chat_stream_once, transcribe_once,
+    ChunkStream, Exchange, Provider, RequestContext, chat_once, chat_stream_once, embed_once,
+    transcribe_once,
 };
-use crate::ratelimit::{Demand, chat_cost_bound, estimate_chat, input_floor};
+use crate::ratelimit::{
+    Demand, chat_cost_bound, embedding_cost_bound, embedding_floor, estimate_chat,
+    estimate_embedding, input_floor,
+};
 use crate::types::{
-    ChatChunk, ChatRequest, ChatResponse, Origin, Transcript, TranscriptionRequest, Usage,
-    check_answer,
+    ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Origin,
+    Transcript, TranscriptionRequest, Usage, check_answer,
 };
 
 /// Whether admission counts tokens for a request, and the room known in its token buckets.
@@ -69,11 +74,11 @@ impl TokenCounts {
         self.0.iter().find(|(m, _)| m == model).map(|(_, c)| *c)
     }
 
-    fn exact(&mut self, req: &ChatRequest, model: &str) -> Demand {
+    fn exact(&mut self, model: &str, count: impl FnOnce() -> Demand) -> Demand {
         if let Some(c) = self.known(model) {
             return c;
         }
-        let c = estimate_chat(req, model);
+        let c = count();
         self.0.push((model.to_owned(), c));
         c
     }
@@ -147,7 +152,10 @@ impl Admissible for ChatRequest {
         let bound = chat_cost_bound(self, model);
         match room {
             Some(room) if bound.tokens() <= room => (bound, Reckoning::Bound),
-            _ => (costs.exact(self, model), Reckoning::Count),
+            _ => (
+                costs.exact(model, || estimate_chat(self, model)),
+                Reckoning::Count,
+            ),
         }
     }
 
@@ -177,6 +185,49 @@ impl Admissible for TranscriptionRequest {
             .duration()
             .map_or(0, |d| d.as_secs_f64().ceil() as u64);
         (Demand::audio(seconds), Reckoning::Requests)
+    }
+}
+
+/// An embedding request costs its inputs' tokens and no output, priced as a chat's prompt
+/// is: one request where tokens are not counted, the byte bound where it fits the known room,
+/// else the counted estimate; reconciled with the usage the answer reports.
+impl Admissible for EmbeddingRequest {
+    fn capability(&self) -> Capability {
+        Capability::Embedding
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    fn demand(
+        &self,
+        model: &str,
+        tokens: TokenCounting,
+        costs: &mut TokenCounts,
+    ) -> (Demand, Reckoning) {
+        let TokenCounting::On { room } = tokens else {
+            return (Demand::one_request(), Reckoning::Requests);
+        };
+        if let Some(c) = costs.known(model) {
+            return (c, Reckoning::Count);
+        }
+        let bound = embedding_cost_bound(self, model);
+        match room {
+            Some(room) if bound.tokens() <= room => (bound, Reckoning::Bound),
+            _ => (
+                costs.exact(model, || estimate_embedding(self, model)),
+                Reckoning::Count,
+            ),
+        }
+    }
+
+    fn floor(&self) -> u64 {
+        embedding_floor(self)
+    }
+
+    fn refusal(&self, adapter: &dyn Provider) -> Option<crate::Error> {
+        adapter.check_embedding(self).err()
     }
 }
 
@@ -442,6 +493,64 @@ impl Job for Transcribe {
     }
 
     fn keep(out: &mut Transcript, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
+        keep_whole(out.has_content(), out, fill)
+    }
+}
+
+/// Embedding vectors.
+#[derive(Debug)]
+pub(crate) struct Embed(pub(crate) EmbeddingRequest);
+
+impl Job for Embed {
+    type Output = EmbeddingResponse;
+    type Request = EmbeddingRequest;
+
+    fn request(&self) -> &EmbeddingRequest {
+        &self.0
+    }
+
+    fn send<'a>(
+        &'a self,
+        a: Attempt<'a>,
+    ) -> impl Future<Output = Exchange<EmbeddingResponse>> + Send + 'a {
+        let clock = a.clock;
+        embed_once(
+            a.adapter,
+            a.transport,
+            &self.0,
+            a.ctx,
+            a.timeout,
+            move || clock.both(),
+        )
+    }
+
+    fn answered_model(out: &EmbeddingResponse) -> &str {
+        &out.model
+    }
+
+    fn answered_by(out: &EmbeddingResponse) -> &ProviderId {
+        &out.provider
+    }
+
+    fn finish(out: &mut EmbeddingResponse, sends: u32) -> Option<Usage> {
+        out.attempts = sends;
+        out.usage
+    }
+
+    type Kept = EmbeddingResponse;
+
+    fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key {
+        embedding_key(&self.0, answerers)
+    }
+
+    fn replay(mut kept: EmbeddingResponse, stored_at_ms: i64) -> (EmbeddingResponse, u64) {
+        kept.attempts = 0;
+        kept.origin = Origin::Cache { stored_at_ms };
+        let tokens = kept.usage.map_or(0, |u| u.total());
+        (kept, tokens)
+    }
+
+    fn keep(out: &mut EmbeddingResponse, fill: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
         keep_whole(out.has_content(), out, fill)
     }
 }

@@ -30,12 +30,15 @@
 //! ```
 
 mod chat;
+mod embedding;
 mod structured;
 mod tools;
 mod transcription;
 mod usage;
 
 pub use chat::{ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role};
+pub(crate) use embedding::count_mismatch;
+pub use embedding::{EmbeddingRequest, EmbeddingResponse, InputType};
 pub(crate) use structured::check_answer;
 #[cfg(feature = "jsonschema")]
 pub(crate) use structured::schema_failures;

@@ -135,10 +135,11 @@ fn environment(
     raw: &RawEnvironment,
     providers: &BTreeMap<String, ProviderConfig>,
 ) -> Check<Environment> {
-    if raw.chat.is_empty() && raw.transcription.is_empty() {
+    if raw.chat.is_empty() && raw.transcription.is_empty() && raw.embedding.is_empty() {
         return Err(Issue::new(
             path.clone(),
-            "lists no providers; give it chat = [\"…\"] and/or transcription = [\"…\"]",
+            "lists no providers; give it chat = [\"…\"], transcription = [\"…\"] and/or \
+             embedding = [\"…\"]",
         ));
     }
     Ok(Environment {
@@ -148,6 +149,12 @@ fn environment(
             &path.key("transcription"),
             &raw.transcription,
             Capability::Transcription,
+            providers,
+        )?,
+        embedding: failover_list(
+            &path.key("embedding"),
+            &raw.embedding,
+            Capability::Embedding,
             providers,
         )?,
     })
@@ -195,6 +202,7 @@ fn failover_list(
             let verb = match capability {
                 Capability::Chat => "chat",
                 Capability::Transcription => "transcribe audio",
+                Capability::Embedding => "embed texts",
             };
             return Err(Issue::new(
                 here,
@@ -274,6 +282,7 @@ fn check_uses(
         for (capability, ids) in [
             (Capability::Chat, &env.chat),
             (Capability::Transcription, &env.transcription),
+            (Capability::Embedding, &env.embedding),
         ] {
             for id in ids {
                 let Some(p) = providers.get(id.as_str()) else {
@@ -301,6 +310,7 @@ fn check_uses(
                         ("transcription_model", p.transcription_model.is_some())
                     }
                     Capability::Chat => ("model", p.model.is_some()),
+                    Capability::Embedding => ("embedding_model", p.embedding_model.is_some()),
                 };
                 if !present {
                     return Err(Issue::new(here.key(field), format!("is required: {used}")));

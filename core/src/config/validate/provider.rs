@@ -63,6 +63,12 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
 
     check_auth_and_names(path, raw)?;
     let (model, transcription_model) = models(path, kind, raw)?;
+    if !kind.capabilities().embedding && raw.embedding_model.is_some() {
+        return Err(Issue::new(
+            path.key("embedding_model"),
+            format!("kind {kind} cannot embed texts, so it takes no embedding_model"),
+        ));
+    }
 
     let api_version = api_version(path, kind, raw.api_version.as_deref())?;
     let header_dialect = match &raw.header_dialect {
@@ -90,6 +96,7 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
         base_url,
         model,
         transcription_model,
+        embedding_model: raw.embedding_model.clone(),
         keys: BTreeMap::new(),
         limits: match &raw.limits {
             None => Limits::none(),
@@ -104,7 +111,8 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
     })
 }
 
-/// `auth` is absent or `"none"`; `model` and `transcription_model` are names.
+/// `auth` is absent or `"none"`; `model`, `transcription_model` and `embedding_model` are
+/// names.
 fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
     match raw.auth.as_deref() {
         None | Some("none") => {}
@@ -120,6 +128,7 @@ fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
     for (key, value) in [
         ("model", &raw.model),
         ("transcription_model", &raw.transcription_model),
+        ("embedding_model", &raw.embedding_model),
     ] {
         if let Some(v) = value
             && (v.trim().is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()))

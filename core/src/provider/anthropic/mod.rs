@@ -241,14 +241,14 @@ impl Provider for Anthropic {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,
-            transcription: false,
+            ..Capabilities::default()
         }
     }
 
     fn default_model(&self, capability: Capability) -> Option<&str> {
         match capability {
             Capability::Chat => self.model.as_deref(),
-            Capability::Transcription => None,
+            Capability::Transcription | Capability::Embedding => None,
         }
     }
 
@@ -311,6 +311,7 @@ mod tests {
             base_url: DEFAULT_BASE_URL.parse().unwrap(),
             model: Some("claude-sonnet-4-5".into()),
             transcription_model: None,
+            embedding_model: None,
             keys: BTreeMap::new(),
             limits: Limits::none(),
             model_limits: BTreeMap::new(),

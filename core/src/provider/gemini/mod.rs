@@ -40,12 +40,17 @@
 //!   `thoughtsTokenCount` (thinking tokens are billed and rate-limited as output). Thought
 //!   parts are not part of the answer's text.
 //! - **Request id**: a request-id header when one is sent (a proxy's), else `responseId`.
+//! - **Embeddings** (`embed.rs`): one input through `:embedContent`, several through
+//!   `:batchEmbedContents` (at most 100: more are refused before sending, so the router
+//!   passes over this provider for that request); `taskType` from the request's
+//!   [`InputType`](crate::InputType), `outputDimensionality` from its `dimensions`.
 //! - **Errors**: the body's `status` (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`, …) and details
 //!   decide. A `RESOURCE_EXHAUSTED` whose `QuotaFailure` names a per-day quota (or a limit of
 //!   0) is [`ErrorKind::QuotaExhausted`], whatever its
 //!   `RetryInfo` says; otherwise it is `RateLimited` with `retry_after` from `RetryInfo`.
 //!   A prompt blocked by `promptFeedback.blockReason` is `ContentFiltered`.
 
+mod embed;
 mod error;
 mod request;
 mod stream;
@@ -61,7 +66,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
-use crate::types::{ChatRequest, ChatResponse};
+use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "gemini"`).
 pub(crate) const PROVIDER_TYPE: &str = "gemini";
@@ -89,6 +94,7 @@ pub struct Gemini {
     id: ProviderId,
     base_url: Url,
     model: Option<String>,
+    embedding_model: Option<String>,
 }
 
 impl Gemini {
@@ -118,6 +124,7 @@ impl Gemini {
             id,
             base_url,
             model: None,
+            embedding_model: None,
         }
     }
 
@@ -145,6 +152,30 @@ impl Gemini {
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the embedding model used when a request names none (`gemini-embedding-001`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{gemini::Gemini, Provider, RequestContext};
+    /// use llm_failover::{Capability, EmbeddingRequest, ProviderId};
+    ///
+    /// let gemini = Gemini::new(ProviderId::new("gemini"), "http://127.0.0.1:8082/v1beta".parse()?)
+    ///     .with_embedding_model("gemini-embedding-001");
+    /// let model = gemini.default_model(Capability::Embedding).unwrap();
+    /// let ctx = RequestContext::new(model, None);
+    /// let one = gemini.embedding_request(&EmbeddingRequest::new("hi"), &ctx)?;
+    /// assert_eq!(one.url.path(), "/v1beta/models/gemini-embedding-001:embedContent");
+    /// let two = gemini.embedding_request(&EmbeddingRequest::many(["a", "b"]), &ctx)?;
+    /// assert_eq!(two.url.path(), "/v1beta/models/gemini-embedding-001:batchEmbedContents");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_embedding_model(mut self, model: impl Into<String>) -> Self {
+        self.embedding_model = Some(model.into());
         self
     }
 
@@ -179,6 +210,7 @@ impl Gemini {
         }
         let mut provider = Self::new(cfg.id.clone(), cfg.base_url.clone());
         provider.model = cfg.model.clone();
+        provider.embedding_model = cfg.embedding_model.clone();
         Ok(provider)
     }
 
@@ -223,6 +255,7 @@ impl Provider for Gemini {
         Capabilities {
             chat: true,
             transcription: false,
+            embedding: true,
         }
     }
 
@@ -230,6 +263,7 @@ impl Provider for Gemini {
         match capability {
             Capability::Chat => self.model.as_deref(),
             Capability::Transcription => None,
+            Capability::Embedding => self.embedding_model.as_deref(),
         }
     }
 
@@ -267,6 +301,31 @@ impl Provider for Gemini {
         Box::new(stream::Decoder::new(model))
     }
 
+    /// At most 100 inputs per request (`batchEmbedContents`' limit).
+    fn check_embedding(&self, req: &EmbeddingRequest) -> Result<()> {
+        embed::check(&self.id, req)
+    }
+
+    fn embedding_request(
+        &self,
+        req: &EmbeddingRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let model = ctx.model.strip_prefix("models/").unwrap_or(ctx.model);
+        let (method, body) = embed::request_body(req, model);
+        let mut http = HttpRequest::post_json(self.endpoint(model, method)?, &body)?;
+        if let Some(key) = ctx.credential {
+            http = http.secret_header("x-goog-api-key", key.expose())?;
+        }
+        Ok(http)
+    }
+
+    fn embedding_response(&self, raw: RawResponse, model: &str) -> Result<EmbeddingResponse> {
+        let mut answer = embed::parse_response(&self.id, &raw.body, model)?;
+        answer.request_id = self.request_id(&raw.headers);
+        Ok(answer)
+    }
+
     fn error(&self, raw: &RawResponse, now: Now) -> Error {
         error::classify(raw.status, &raw.body, &raw.headers, now)
     }
@@ -302,6 +361,7 @@ mod tests {
             base_url: DEFAULT_BASE_URL.parse().unwrap(),
             model: Some("gemini-2.5-flash".into()),
             transcription_model: None,
+            embedding_model: None,
             keys: BTreeMap::new(),
             limits: Limits::none(),
             model_limits: BTreeMap::new(),

@@ -9,6 +9,8 @@
 //!   (`response_format: json_schema`); streamed calls are put together from their pieces and
 //!   handed over whole with the finishing chunk.
 //! - Speech to text: `POST {base_url}/audio/transcriptions`, `multipart/form-data`.
+//! - Embeddings: `POST {base_url}/embeddings`, JSON; many inputs in one request (at most
+//!   2,048, the API's limit: more are refused before sending).
 //! - Auth: `Authorization: Bearer KEY` (marked sensitive); no header at all when the provider
 //!   has no credential (Ollama, vLLM).
 //! - Errors: the status, refined by `{"error": {"message", "type", "code"}}` — see
@@ -22,6 +24,7 @@
 
 mod audio;
 mod chat;
+mod embed;
 mod error;
 mod message;
 mod stream;
@@ -36,7 +39,10 @@ use crate::http::{HttpRequest, RawResponse};
 use crate::id::{Capabilities, Capability, ProviderId};
 use crate::provider::{Provider, RequestContext, StreamDecoder};
 use crate::ratelimit::{HeaderDialect, LimitReport, parse_limit_headers};
-use crate::types::{ChatRequest, ChatResponse, Transcript, TranscriptionRequest};
+use crate::types::{
+    ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Transcript,
+    TranscriptionRequest,
+};
 
 pub(crate) use error::{classify, error_report};
 pub(crate) use stream::ChunkDecoder;
@@ -72,6 +78,7 @@ pub struct OpenAi {
     chat_url: Option<Url>,
     chat_model: Option<String>,
     transcription_model: Option<String>,
+    embedding_model: Option<String>,
     dialect: HeaderDialect,
 }
 
@@ -104,6 +111,7 @@ impl OpenAi {
             chat_url,
             chat_model: None,
             transcription_model: None,
+            embedding_model: None,
             dialect: HeaderDialect::OpenAi,
         }
     }
@@ -163,6 +171,25 @@ impl OpenAi {
         self
     }
 
+    /// Sets the default embedding model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::provider::{openai::OpenAi, Provider};
+    /// use llm_failover::{Capability, ProviderId};
+    ///
+    /// let openai = OpenAi::new(ProviderId::new("openai"), "http://127.0.0.1:8080/v1".parse()?)
+    ///     .with_embedding_model("text-embedding-3-small");
+    /// assert_eq!(openai.default_model(Capability::Embedding), Some("text-embedding-3-small"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_embedding_model(mut self, model: impl Into<String>) -> Self {
+        self.embedding_model = Some(model.into());
+        self
+    }
+
     /// Sets how rate-limit headers are read (e.g. [`HeaderDialect::Groq`]).
     ///
     /// # Examples
@@ -208,6 +235,7 @@ impl OpenAi {
             OpenAi::new(cfg.id.clone(), cfg.base_url.clone()).with_dialect(cfg.header_dialect);
         p.chat_model = cfg.model.clone();
         p.transcription_model = cfg.transcription_model.clone();
+        p.embedding_model = cfg.embedding_model.clone();
         Ok(p)
     }
 
@@ -291,6 +319,30 @@ pub(crate) fn transcription_http(
     audio::build_request(id, url, req, ctx)
 }
 
+/// Refuses more inputs than one request in the OpenAI format takes (shared with Azure).
+pub(crate) fn check_embedding_format(id: &ProviderId, req: &EmbeddingRequest) -> Result<()> {
+    embed::check(id, req)
+}
+
+/// Embedding request in the OpenAI format at `url` (shared with Azure).
+pub(crate) fn embedding_http(
+    url: Url,
+    req: &EmbeddingRequest,
+    ctx: &RequestContext<'_>,
+) -> Result<HttpRequest> {
+    embed::build_request(url, req, ctx)
+}
+
+/// Parses an embedding answer (shared with Azure).
+pub(crate) fn embedding_result(
+    id: &ProviderId,
+    raw: &RawResponse,
+    model: &str,
+    request_id: Option<String>,
+) -> Result<EmbeddingResponse> {
+    embed::parse_response(id, raw, model, request_id)
+}
+
 /// Parses a transcription (shared with Azure).
 pub(crate) fn transcription_result(
     id: &ProviderId,
@@ -318,6 +370,7 @@ impl Provider for OpenAi {
         Capabilities {
             chat: true,
             transcription: true,
+            embedding: true,
         }
     }
 
@@ -325,6 +378,7 @@ impl Provider for OpenAi {
         match capability {
             Capability::Chat => self.chat_model.as_deref(),
             Capability::Transcription => self.transcription_model.as_deref(),
+            Capability::Embedding => self.embedding_model.as_deref(),
         }
     }
 
@@ -366,6 +420,24 @@ impl Provider for OpenAi {
 
     fn transcription_response(&self, raw: RawResponse, model: &str) -> Result<Transcript> {
         transcription_result(&self.id, &raw, model, self.request_id(&raw.headers))
+    }
+
+    /// At most 2,048 inputs per request (the API's limit).
+    fn check_embedding(&self, req: &EmbeddingRequest) -> Result<()> {
+        check_embedding_format(&self.id, req)
+    }
+
+    fn embedding_request(
+        &self,
+        req: &EmbeddingRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let url = endpoint(&self.id, &self.base_url, &["embeddings"])?;
+        self.bearer(embedding_http(url, req, ctx)?, ctx)
+    }
+
+    fn embedding_response(&self, raw: RawResponse, model: &str) -> Result<EmbeddingResponse> {
+        embedding_result(&self.id, &raw, model, self.request_id(&raw.headers))
     }
 
     /// Classifies a non-2xx response.
@@ -441,6 +513,7 @@ mod tests {
             base_url: url("https://api.groq.com/openai/v1"),
             model: Some("llama".into()),
             transcription_model: Some("whisper-large-v3".into()),
+            embedding_model: None,
             keys: BTreeMap::new(),
             limits: Limits::none(),
             model_limits: BTreeMap::new(),
