@@ -43,6 +43,6 @@ pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
 pub use types::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
-    FinishReason, Image, InputType, Message, Origin, ResponseFormat, Role, Segment, Tool,
-    ToolCall, ToolChoice, Transcript, TranscriptFormat, TranscriptionRequest, Usage,
+    FinishReason, Image, InputType, Message, Origin, ResponseFormat, Role, Segment, Tool, ToolCall,
+    ToolChoice, Transcript, TranscriptFormat, TranscriptionRequest, TurnState, Usage,
 };

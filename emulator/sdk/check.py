@@ -1127,7 +1127,42 @@ def anthropic_tool_checks(c, model: str):
         n = c.messages.count_tokens(model=model, messages=[{"role": "user", "content": content}])
         expect(n.input_tokens == m.usage.input_tokens, (n, m.usage))
 
+    def thinking():
+        # docs.claude.com/en/docs/build-with-claude/extended-thinking: a thinking block (text
+        # and signature) first; a tool-use turn goes back with it, unchanged, or is refused.
+        on = {"type": "enabled", "budget_tokens": 1024}
+        raw = c.messages.with_raw_response.create(
+            model=model, max_tokens=2048, messages=asked, tools=tools, thinking=on
+        )
+        m = raw.parse()
+        strict(Message, raw.http_response.json())
+        expect(m.content[0].type == "thinking" and m.content[0].signature, m.content)
+        (use,) = uses(m)
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": TOOL_RESULT}]}
+        final = c.messages.create(
+            model=model, max_tokens=2048, tools=tools, thinking=on,
+            messages=asked + [{"role": "assistant", "content": m.content}, result],
+        )
+        expect(final.stop_reason == "end_turn", final)
+        bare = [b for b in m.content if b.type != "thinking"]
+        try:
+            c.messages.create(
+                model=model, max_tokens=2048, tools=tools, thinking=on,
+                messages=asked + [{"role": "assistant", "content": bare}, result],
+            )
+        except anthropic.BadRequestError as e:
+            expect("must start with a thinking block" in str(e), e)
+        else:
+            raise AssertionError("a tool-use turn without its thinking block was accepted")
+        with c.messages.stream(model=model, max_tokens=2048, messages=asked, tools=tools, thinking=on) as s:
+            kinds = [e.type for e in s]
+            streamed = s.get_final_message()
+        strict(Message, streamed)
+        expect(streamed.content[0].type == "thinking" and streamed.content[0].signature == m.content[0].signature, streamed.content)
+        expect("thinking" in kinds and "signature" in kinds, kinds)
+
     yield "anthropic tool use", tool_use
+    yield "anthropic extended thinking round trip", thinking
     yield "anthropic tool round trip", round_trip
     yield "anthropic streaming tool use", stream
     yield "anthropic structured answer (forced tool)", forced_tool
@@ -1138,7 +1173,7 @@ def anthropic_tool_checks(c, model: str):
 def gemini_tool_checks(gemini, model: str, label: str):
     """Function calls, a round trip, streamed calls, structured answers (JSON Schema and the
     OpenAPI subset) and an image through the google-genai SDK."""
-    from google.genai import types
+    from google.genai import errors, types
 
     weather = types.FunctionDeclaration(
         name="get_weather", description=WEATHER_DESCRIPTION, parameters_json_schema=WEATHER_SCHEMA
@@ -1218,7 +1253,33 @@ def gemini_tool_checks(gemini, model: str, label: str):
         extra = r.usage_metadata.prompt_token_count - text_only.usage_metadata.prompt_token_count
         expect(extra == 258, f"an image cost {extra} prompt tokens")
 
+    def thought_signatures():
+        # ai.google.dev/gemini-api/docs/thought-signatures: Gemini 3 signs the first call;
+        # the SDK keeps the signature on the part and sends it back; a call without one is
+        # refused.
+        three = "gemini-3-flash-preview"
+        r = gemini.models.generate_content(model=three, contents=WEATHER_PROMPT, config=config)
+        part = r.candidates[0].content.parts[0]
+        expect(part.function_call and part.thought_signature, part)
+        result = types.Content(
+            role="user",
+            parts=[types.Part.from_function_response(name="get_weather", response={"result": TOOL_RESULT})],
+        )
+        asked = types.Content(role="user", parts=[types.Part.from_text(text=WEATHER_PROMPT)])
+        final = gemini.models.generate_content(
+            model=three, contents=[asked, r.candidates[0].content, result], config=config
+        )
+        expect(not final.function_calls and final.candidates[0].content.parts[-1].thought_signature, final)
+        bare = types.Content(role="model", parts=[types.Part(function_call=part.function_call)])
+        try:
+            gemini.models.generate_content(model=three, contents=[asked, bare, result], config=config)
+        except errors.ClientError as e:
+            expect(e.code == 400 and "thought_signature" in str(e), e)
+        else:
+            raise AssertionError("a call without its thought signature was accepted")
+
     yield f"{label} function call", function_call
+    yield f"{label} thought signatures round trip", thought_signatures
     yield f"{label} function round trip", round_trip
     yield f"{label} streaming function call", stream
     yield f"{label} structured answer", structured

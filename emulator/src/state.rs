@@ -50,6 +50,11 @@ pub struct LogEntry {
     /// The usage the answer reported, `[input, output]` tokens (a chat answer; an embeddings
     /// answer's `[input, 0]`; `None` for anything else, a refusal included).
     pub usage: Option<[u64; 2]>,
+    /// The provider's own state a chat request sent back with its earlier turns, as the
+    /// emulator verified it: `[its own, verified; the placeholder for turns it did not write]`
+    /// (Gemini 3's thought signatures, Claude's signed thinking blocks; `[0, 0]` otherwise).
+    #[serde(default)]
+    pub returned: [u32; 2],
     /// The limit headers sent (`x-ratelimit-*`, `anthropic-ratelimit-*`, `retry-after`, …),
     /// as sent, in name order.
     pub stated: Vec<(String, String)>,

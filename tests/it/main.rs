@@ -59,5 +59,6 @@ mod transcribe_queue;
 mod transcription;
 mod transport;
 mod transport_safety;
+mod turn_state;
 mod wire_schemas;
 mod worker;

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Image, Origin, Tool, ToolCall, ToolChoice, Usage};
+use super::{Image, Origin, Tool, ToolCall, ToolChoice, TurnState, Usage};
 use crate::id::ProviderId;
 
 /// Who wrote a message.
@@ -83,6 +83,10 @@ pub struct Message {
     /// The call this message is the result of (tool messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// What the provider that wrote this turn asked to get back with it (assistant messages
+    /// made by [`ChatResponse::to_message`]): sent back to that provider only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_state: Option<TurnState>,
 }
 
 impl Message {
@@ -94,6 +98,7 @@ impl Message {
             images: Vec::new(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            provider_state: None,
         }
     }
 
@@ -157,6 +162,9 @@ impl fmt::Debug for Message {
         }
         if let Some(id) = &self.tool_call_id {
             d.field("tool_call_id", id);
+        }
+        if let Some(state) = &self.provider_state {
+            d.field("provider_state", state);
         }
         d.finish()
     }
@@ -428,6 +436,10 @@ pub struct ChatResponse {
     /// [`ToolCalls`](FinishReason::ToolCalls)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// What the provider asked to get back with this turn (Gemini's thought signatures,
+    /// Claude's thinking blocks): [`to_message`](Self::to_message) keeps it on the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_state: Option<TurnState>,
 }
 
 impl ChatResponse {
@@ -443,11 +455,13 @@ impl ChatResponse {
             attempts: 1,
             origin: Origin::Provider,
             tool_calls: Vec::new(),
+            provider_state: None,
         }
     }
 
-    /// The answer as the assistant's turn of the conversation (its text and tool calls), to
-    /// send back with the tools' results.
+    /// The answer as the assistant's turn of the conversation (its text, tool calls and the
+    /// state its provider asked to get back, [`TurnState`]), to send back with the tools'
+    /// results.
     ///
     /// # Examples
     ///
@@ -460,7 +474,9 @@ impl ChatResponse {
     /// assert_eq!((turn.role, turn.tool_calls.len()), (Role::Assistant, 1));
     /// ```
     pub fn to_message(&self) -> Message {
-        Message::assistant_calls(self.text.clone(), self.tool_calls.clone())
+        let mut m = Message::assistant_calls(self.text.clone(), self.tool_calls.clone());
+        m.provider_state.clone_from(&self.provider_state);
+        m
     }
 
     /// Whether the answer says anything: text other than whitespace, or a tool call. An
@@ -550,6 +566,7 @@ impl fmt::Debug for ChatResponse {
             .field("attempts", &self.attempts)
             .field("origin", &self.origin)
             .field("tool_calls", &self.tool_calls)
+            .field("provider_state", &self.provider_state)
             .finish()
     }
 }
@@ -586,6 +603,10 @@ pub struct ChatChunk {
     /// Tool calls completed with this chunk, whole (the adapter assembles a call's streamed
     /// pieces and hands it over once all of it arrived).
     pub tool_calls: Vec<ToolCall>,
+    /// On the chunk that ends the answer: what the provider asked to get back with this turn
+    /// ([`TurnState`]), whole. Set it on the turn you keep
+    /// ([`Message::provider_state`]) to send it back.
+    pub provider_state: Option<TurnState>,
 }
 
 impl ChatChunk {
@@ -606,6 +627,7 @@ impl fmt::Debug for ChatChunk {
             .field("usage", &self.usage)
             .field("model", &self.model)
             .field("tool_calls", &self.tool_calls)
+            .field("provider_state", &self.provider_state)
             .finish()
     }
 }

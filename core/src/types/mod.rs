@@ -34,6 +34,7 @@ mod embedding;
 mod structured;
 mod tools;
 mod transcription;
+mod turn;
 mod usage;
 
 pub use chat::{ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role};
@@ -44,6 +45,8 @@ pub(crate) use structured::check_answer;
 pub(crate) use structured::schema_failures;
 pub use tools::{Image, Tool, ToolCall, ToolChoice};
 pub use transcription::{AudioInput, Segment, Transcript, TranscriptFormat, TranscriptionRequest};
+pub(crate) use turn::StateData;
+pub use turn::TurnState;
 pub use usage::Usage;
 
 /// Where an answer came from.

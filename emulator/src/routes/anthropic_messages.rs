@@ -46,6 +46,15 @@ pub(super) struct MessagesBody {
     output_config: Option<OutputConfig>,
     /// The structured-outputs beta's name of `output_config.format`.
     output_format: Option<OutputFormat>,
+    /// Extended thinking: `{"type": "enabled", "budget_tokens": N}` or `{"type": "disabled"}`.
+    thinking: Option<ThinkingBody>,
+}
+
+#[derive(Deserialize)]
+struct ThinkingBody {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    budget_tokens: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +81,10 @@ struct Block {
     tool_use_id: Option<String>,
     content: Option<Value>,
     source: Option<Source>,
+    /// A `thinking` block's text and signature; a `redacted_thinking` block's data.
+    thinking: Option<String>,
+    signature: Option<String>,
+    data: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +134,59 @@ pub(super) struct Parsed {
     pub(super) prompt: PromptDigest,
     pub(super) image_tokens: u64,
     pub(super) asks: Asks,
+    /// Whether extended thinking is on (the answer starts with a signed `thinking` block).
+    pub(super) thinking: bool,
+    /// Signed thinking blocks sent back that verified.
+    pub(super) returned: u32,
+}
+
+/// The emulator's secret for its thinking blocks' signatures (an HMAC of the thinking: the
+/// real ones are opaque too).
+const SIGNING_KEY: &[u8] = b"llm-failover emulator thinking signatures";
+
+/// The signature of a `thinking` block's text.
+fn signature(thinking: &str) -> String {
+    use base64::Engine as _;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SIGNING_KEY);
+    base64::engine::general_purpose::STANDARD.encode(ring::hmac::sign(&key, thinking.as_bytes()))
+}
+
+/// What the emulator "thinks" before it answers (extended thinking's summary text).
+const THINKING: &str = "The user asked something; I read the conversation and answer it.";
+
+/// Extended thinking asked for: `type: "enabled"` with a budget of at least 1,024 tokens
+/// and below `max_tokens` (docs.claude.com/en/docs/build-with-claude/extended-thinking).
+fn read_thinking(b: &MessagesBody) -> Result<bool, ApiError> {
+    let Some(t) = &b.thinking else {
+        return Ok(false);
+    };
+    match t.kind.as_deref() {
+        Some("disabled") => Ok(false),
+        Some("enabled") => {
+            let budget = t
+                .budget_tokens
+                .ok_or_else(|| invalid("thinking.enabled.budget_tokens: Field required"))?;
+            if budget < 1024 {
+                return Err(invalid(
+                    "thinking.enabled.budget_tokens: Input should be greater than or equal to \
+                     1024",
+                ));
+            }
+            if b.max_tokens.is_some_and(|m| budget >= m) {
+                return Err(invalid(
+                    "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult \
+                     our documentation at https://docs.claude.com/en/docs/build-with-claude/\
+                     extended-thinking#max-tokens-and-context-window-size",
+                ));
+            }
+            Ok(true)
+        }
+        other => Err(invalid(format!(
+            "thinking: Input tag '{}' found using 'type' does not match any of the expected \
+             tags: 'disabled', 'enabled'",
+            other.unwrap_or("")
+        ))),
+    }
 }
 
 /// The prompt of a messages (or count) request — `system`, every message's text, calls and
@@ -138,8 +204,10 @@ pub(super) fn parse(b: &MessagesBody) -> Result<Parsed, ApiError> {
             prompt.add(t);
         }
     }
+    let thinking = read_thinking(b)?;
     let mut conv = Vec::with_capacity(messages.len());
     let mut image_tokens = 0;
+    let (mut returned, mut starts_thinking) = (0, Vec::with_capacity(messages.len()));
     for (i, m) in messages.iter().enumerate() {
         let assistant = match m.role.as_deref() {
             Some("user") => false,
@@ -157,10 +225,40 @@ pub(super) fn parse(b: &MessagesBody) -> Result<Parsed, ApiError> {
         let (said, images) = read_message(content, i, assistant, &mut prompt)?;
         image_tokens += images;
         conv.push(said);
+        let blocks = match content {
+            Content::Blocks(bs) => bs.as_slice(),
+            Content::Text(_) => &[],
+        };
+        returned += check_thinking_blocks(blocks, i)?;
+        starts_thinking.push(
+            blocks.first().is_some_and(|b| {
+                matches!(b.kind.as_deref(), Some("thinking" | "redacted_thinking"))
+            }),
+        );
     }
     check_pairing(&conv)?;
+    if thinking
+        && matches!(conv.last(), Some(Said::Results(_)))
+        && let Some(i) = conv.iter().rposition(|s| matches!(s, Said::Assistant(_)))
+        && !starts_thinking[i]
+    {
+        return Err(invalid(format!(
+            "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found \
+             `{}`. When `thinking` is enabled, a final `assistant` message must start with a \
+             thinking block (preceeding the lastmost set of `tool_use` and `tool_result` \
+             blocks). We recommend you include thinking blocks from previous turns. To avoid \
+             this requirement, disable `thinking`. Please consult our documentation at \
+             https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
+            first_kind(&messages[i])
+        )));
+    }
     let tools = read_tools(b.tools.as_deref().unwrap_or_default())?;
     let (choice, parallel) = read_choice(b.tool_choice.as_ref(), &tools)?;
+    if thinking && matches!(choice, Choice::Any | Choice::Named(_)) {
+        return Err(invalid(
+            "Thinking may not be enabled when tool_choice forces tool use.",
+        ));
+    }
     let asks = Asks {
         tools,
         choice,
@@ -174,7 +272,46 @@ pub(super) fn parse(b: &MessagesBody) -> Result<Parsed, ApiError> {
         prompt,
         image_tokens,
         asks,
+        thinking,
+        returned,
     })
+}
+
+/// The type of a message's first block (`text` for a plain string).
+fn first_kind(m: &Message) -> &str {
+    match &m.content {
+        Some(Content::Blocks(bs)) => bs.first().and_then(|b| b.kind.as_deref()).unwrap_or(""),
+        _ => "text",
+    }
+}
+
+/// Thinking blocks sent back must be the ones given, unchanged: a `thinking` block whose
+/// signature is not its text's is refused ("Invalid `signature` in `thinking` block"), and
+/// thinking is only ever the assistant's. Returns how many verified.
+fn check_thinking_blocks(blocks: &[Block], i: usize) -> Result<u32, ApiError> {
+    let mut verified = 0;
+    for (j, b) in blocks.iter().enumerate() {
+        if b.kind.as_deref() == Some("redacted_thinking") && b.data.is_none() {
+            return Err(invalid(format!(
+                "messages.{i}.content.{j}.redacted_thinking.data: Field required"
+            )));
+        }
+        if b.kind.as_deref() != Some("thinking") {
+            continue;
+        }
+        let (Some(t), Some(sig)) = (&b.thinking, &b.signature) else {
+            return Err(invalid(format!(
+                "messages.{i}.content.{j}.thinking: `thinking` and `signature` are required"
+            )));
+        };
+        if *sig != signature(t) {
+            return Err(invalid(format!(
+                "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+            )));
+        }
+        verified += 1;
+    }
+    Ok(verified)
 }
 
 /// A content's text pieces (a string, or its text blocks).
@@ -224,6 +361,7 @@ fn read_message(
             Some("tool_use") if !assistant => return Err(only("assistant")),
             Some("tool_use") => calls.push(read_call(b, &at, prompt)?),
             Some("tool_result") if assistant => return Err(only("user")),
+            Some("thinking" | "redacted_thinking") if !assistant => return Err(only("assistant")),
             Some("tool_result") => {
                 let Some(id) = &b.tool_use_id else {
                     return Err(invalid(format!(
@@ -429,6 +567,8 @@ pub(super) fn chat_req(
         include_usage: true,
         asks: p.asks,
         image_tokens: p.image_tokens,
+        returned: [p.returned, 0],
+        thinking: p.thinking,
     })
 }
 
@@ -471,6 +611,11 @@ fn has_text(a: &Answer) -> bool {
 
 pub(super) fn chat(req: &ChatReq, a: &Answer, usage: Usage) -> Bytes {
     let mut content = Vec::new();
+    if req.thinking {
+        content.push(
+            json!({"type": "thinking", "thinking": THINKING, "signature": signature(THINKING)}),
+        );
+    }
     if has_text(a) {
         content.push(json!({"type": "text", "text": a.text.text}));
     }
@@ -492,8 +637,9 @@ pub(super) fn chat(req: &ChatReq, a: &Answer, usage: Usage) -> Bytes {
     }))
 }
 
-/// The content blocks as events: per block a start, its deltas, a stop.
-fn block_events(a: &Answer) -> Vec<Bytes> {
+/// The content blocks as events: per block a start, its deltas, a stop (a thinking block's
+/// deltas are `thinking_delta`s then one `signature_delta`).
+fn block_events(req: &ChatReq, a: &Answer) -> Vec<Bytes> {
     let start = |index: usize, block: Value| {
         sse_event(
             "content_block_start",
@@ -514,13 +660,28 @@ fn block_events(a: &Answer) -> Vec<Bytes> {
     };
     let mut events = Vec::new();
     let mut index = 0;
-    if has_text(a) {
-        events.push(start(0, json!({"type": "text", "text": ""})));
-        for d in a.deltas() {
-            events.push(delta(0, json!({"type": "text_delta", "text": d})));
+    if req.thinking {
+        events.push(start(index, json!({"type": "thinking", "thinking": ""})));
+        for piece in crate::text::pieces(THINKING, 24) {
+            events.push(delta(
+                index,
+                json!({"type": "thinking_delta", "thinking": piece}),
+            ));
         }
-        events.push(stop(0));
-        index = 1;
+        events.push(delta(
+            index,
+            json!({"type": "signature_delta", "signature": signature(THINKING)}),
+        ));
+        events.push(stop(index));
+        index += 1;
+    }
+    if has_text(a) {
+        events.push(start(index, json!({"type": "text", "text": ""})));
+        for d in a.deltas() {
+            events.push(delta(index, json!({"type": "text_delta", "text": d})));
+        }
+        events.push(stop(index));
+        index += 1;
     }
     for c in &a.calls {
         events.push(start(
@@ -550,7 +711,7 @@ pub(super) fn chat_stream(req: &ChatReq, a: &Answer, usage: Usage) -> StreamPart
             "usage": usage_body(usage.input, 1),
         },
     });
-    let mut events = block_events(a).into_iter();
+    let mut events = block_events(req, a).into_iter();
     let mut head = vec![sse_event("message_start", &start)];
     head.extend(events.next());
     head.push(sse_event("ping", &json!({"type": "ping"})));

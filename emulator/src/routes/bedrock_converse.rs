@@ -140,6 +140,8 @@ pub(super) fn chat_req(b: &ConverseBody, model: String, stream: bool) -> Result<
         include_usage: true,
         asks,
         image_tokens,
+        returned: [0, 0],
+        thinking: false,
     })
 }
 

@@ -54,6 +54,7 @@ struct Rec {
     stream: bool,
     tokens: u64,
     usage: Option<[u64; 2]>,
+    returned: [u32; 2],
     stated: Vec<(String, String)>,
     dropped: bool,
     logged: bool,
@@ -176,6 +177,7 @@ impl Ex<'_> {
             tokens: self.rec.tokens,
             request_id: status.map(|_| self.cx.request_id.clone()),
             usage: self.rec.usage.take(),
+            returned: self.rec.returned,
             stated: std::mem::take(&mut self.rec.stated),
         });
     }
@@ -525,6 +527,7 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
         output: a.tokens(),
     };
     x.rec.usage = Some([input, a.tokens()]);
+    x.rec.returned = req.returned;
     let mut h = HeaderMap::new();
     let body = if req.stream {
         x.base_headers(&mut h, x.wire.stream_content_type(&req));

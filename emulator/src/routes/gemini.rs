@@ -301,7 +301,7 @@ impl Wire for Gemini {
     fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, _cx: &Cx<'_>) -> Bytes {
         json_bytes(&generate::response(
             req,
-            generate::answer_parts(a),
+            generate::answer_parts(req, a),
             Some((a, usage)),
         ))
     }

@@ -59,6 +59,8 @@ struct GPart {
     function_call: Option<FnCall>,
     #[serde(rename = "functionResponse", alias = "function_response")]
     function_response: Option<FnResponse>,
+    #[serde(rename = "thoughtSignature", alias = "thought_signature")]
+    thought_signature: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +151,7 @@ pub(super) fn parse(
         conv.push(said);
     }
     check_turns(&conv)?;
+    let returned = check_signatures(&model, &contents)?;
     let config = b.generation_config;
     let (tools, choice) = read_tools(b.tools.unwrap_or_default(), b.tool_config)?;
     let asks = Asks {
@@ -169,7 +172,99 @@ pub(super) fn parse(
         include_usage: true,
         asks,
         image_tokens,
+        returned,
+        thinking: false,
     })
+}
+
+/// The signature Google documents for function calls Gemini did not sign itself.
+const FOREIGN_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// The emulator's secret for its thought signatures (an HMAC of what they sign: the real ones
+/// are opaque too).
+const SIGNING_KEY: &[u8] = b"llm-failover emulator thought signatures";
+
+/// Whether `model` signs its thinking and checks the signatures it gets back: Gemini 3
+/// ("Gemini 3 models enforce strict validation on thought signatures for function calls";
+/// ai.google.dev/gemini-api/docs/thought-signatures). Earlier models neither sign (without
+/// thinking budgets) nor check, here.
+pub(super) fn signs(model: &str) -> bool {
+    model.starts_with("gemini-3")
+}
+
+/// The thought signature of a call (its name and arguments) or of an answer's text (`text`
+/// with no arguments): base64 of an HMAC-SHA256, as opaque as Gemini's.
+fn signature(name: &str, args: Option<&Value>) -> String {
+    use base64::Engine as _;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SIGNING_KEY);
+    let mut ctx = ring::hmac::Context::with_key(&key);
+    ctx.update(name.as_bytes());
+    ctx.update(b"\0");
+    ctx.update(args.map(Value::to_string).unwrap_or_default().as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(ctx.sign().as_ref())
+}
+
+/// Checks the thought signatures a Gemini 3 request sends back, as the guide says Gemini
+/// does: in the current turn (the function-calling steps since the last user message of
+/// text), each step's first `functionCall` part must carry its signature — the one given
+/// with it, or the placeholder for calls from elsewhere — else `400` ("Function call is
+/// missing a thought_signature in functionCall parts…", the guide's wording; the emulator's
+/// for a signature that is not the call's). Earlier turns are not checked.
+///
+/// Returns what came back over the whole conversation: `[own signatures that verified,
+/// placeholders]` (text parts' signatures count as own when they verify against their text).
+fn check_signatures(model: &str, contents: &[GContent]) -> Result<[u32; 2], ApiError> {
+    let mut returned = [0u32; 2];
+    if !signs(model) {
+        return Ok(returned);
+    }
+    let is_user_text = |c: &GContent| {
+        c.role.as_deref() != Some("model") && c.parts.iter().flatten().any(|p| p.text.is_some())
+    };
+    let current = contents.iter().rposition(is_user_text).unwrap_or(0);
+    for (i, c) in contents.iter().enumerate() {
+        if c.role.as_deref() != Some("model") {
+            continue;
+        }
+        let parts = c.parts.as_deref().unwrap_or_default();
+        let mut first_call = true;
+        for (j, p) in parts.iter().enumerate() {
+            let sig = p.thought_signature.as_deref();
+            let verified = match (&p.function_call, &p.text) {
+                (Some(f), _) => {
+                    let name = f.name.as_deref().unwrap_or_default();
+                    let own = sig == Some(signature(name, f.args.as_ref()).as_str());
+                    if first_call && i > current && !own && sig != Some(FOREIGN_SIGNATURE) {
+                        let what = if sig.is_none() {
+                            "Function call is missing a thought_signature in functionCall \
+                             parts. This is required for tools to work correctly, and missing \
+                             thought_signature may lead to degraded model performance."
+                        } else {
+                            "Function call has a thought_signature that is not the one given \
+                             with it."
+                        };
+                        return Err(ApiError::bad(format!(
+                            "{what} Additional data, function call `default_api:{name}` , \
+                             position {}. Please refer to \
+                             https://ai.google.dev/gemini-api/docs/thought-signatures for more \
+                             details.",
+                            j + 1
+                        )));
+                    }
+                    first_call = false;
+                    own
+                }
+                (None, Some(t)) => sig == Some(signature(t, None).as_str()),
+                (None, None) => false,
+            };
+            if verified {
+                returned[0] += 1;
+            } else if sig == Some(FOREIGN_SIGNATURE) {
+                returned[1] += 1;
+            }
+        }
+    }
+    Ok(returned)
 }
 
 /// One content as the answer reads it (its text, calls and results into `prompt`), and what
@@ -382,14 +477,28 @@ fn finish(a: &Answer) -> &'static str {
     }
 }
 
-/// The parts of the whole answer: its calls, else its text.
-pub(super) fn answer_parts(a: &Answer) -> Value {
+/// The parts of the whole answer: its calls, else its text. A model that signs
+/// ([`signs`]) signs the first call of the step, or the text ("the signature is attached to
+/// the first functionCall part"; without calls, "in the last part").
+pub(super) fn answer_parts(req: &ChatReq, a: &Answer) -> Value {
+    let signs = signs(&req.model);
     if a.calls.is_empty() {
-        json!([{"text": a.text.text}])
+        let mut part = json!({"text": a.text.text});
+        if signs {
+            part["thoughtSignature"] = json!(signature(&a.text.text, None));
+        }
+        json!([part])
     } else {
         a.calls
             .iter()
-            .map(|c| json!({"functionCall": {"name": c.name, "args": c.arguments}}))
+            .enumerate()
+            .map(|(k, c)| {
+                let mut part = json!({"functionCall": {"name": c.name, "args": c.arguments}});
+                if signs && k == 0 {
+                    part["thoughtSignature"] = json!(signature(&c.name, Some(&c.arguments)));
+                }
+                part
+            })
             .collect()
     }
 }
@@ -430,9 +539,12 @@ fn prompt_details(req: &ChatReq, u: Usage) -> Value {
 }
 
 /// The chunks of a streamed answer: the text in pieces, or the calls whole in one.
+///
+/// A model that signs sends the text's signature on an empty text part of the last chunk
+/// (streamed, "the signature may arrive in a final chunk with an empty text part").
 pub(super) fn stream_chunks(req: &ChatReq, a: &Answer, usage: Usage) -> Vec<Value> {
     if !a.calls.is_empty() {
-        return vec![response(req, answer_parts(a), Some((a, usage)))];
+        return vec![response(req, answer_parts(req, a), Some((a, usage)))];
     }
     let mut pieces = a.deltas();
     if pieces.is_empty() {
@@ -444,7 +556,11 @@ pub(super) fn stream_chunks(req: &ChatReq, a: &Answer, usage: Usage) -> Vec<Valu
         .enumerate()
         .map(|(i, d)| {
             let last = (i + 1 == n).then_some((a, usage));
-            response(req, json!([{ "text": d }]), last)
+            let mut parts = vec![json!({ "text": d })];
+            if last.is_some() && signs(&req.model) {
+                parts.push(json!({"text": "", "thoughtSignature": signature(&a.text.text, None)}));
+            }
+            response(req, Value::Array(parts), last)
         })
         .collect()
 }

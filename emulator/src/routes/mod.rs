@@ -90,6 +90,12 @@ pub(crate) struct ChatReq {
     pub(crate) asks: Asks,
     /// What the request's images cost, as the provider counts them (roughly).
     pub(crate) image_tokens: u64,
+    /// The provider's own state sent back with its turns: `[own, verified; placeholders]`
+    /// (Gemini's thought signatures, Anthropic's signed thinking blocks).
+    pub(crate) returned: [u32; 2],
+    /// Anthropic's extended thinking asked for: the answer starts with a signed thinking
+    /// block.
+    pub(crate) thinking: bool,
 }
 
 impl ChatReq {

@@ -219,6 +219,8 @@ pub(super) fn parse_chat(body: &[u8], model: Option<&str>) -> Result<ChatReq, Ap
             .unwrap_or(false),
         asks,
         image_tokens,
+        returned: [0, 0],
+        thinking: false,
     })
 }
 

@@ -372,7 +372,7 @@ impl Wire for Vertex {
     }
 
     fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes {
-        let v = generate::response(req, generate::answer_parts(a), Some((a, usage)));
+        let v = generate::response(req, generate::answer_parts(req, a), Some((a, usage)));
         json_bytes(&vertex_fields(v, cx))
     }
 

@@ -14,8 +14,9 @@ use serde::Serialize;
 
 use super::PROVIDER_TYPE;
 use crate::error::{Error, ErrorKind, Result};
+use crate::id::ProviderId;
 use crate::provider::tools::portable_id;
-use crate::types::{ChatRequest, Image, Message, Role};
+use crate::types::{ChatRequest, Image, Message, Role, TurnState};
 
 /// The image types Anthropic reads (<https://docs.claude.com/en/docs/build-with-claude/vision>).
 const MEDIA_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
@@ -56,6 +57,32 @@ pub(super) enum Block<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         content: Option<&'a str>,
     },
+    /// Claude's own thinking, sent back unchanged before its calls.
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+}
+
+impl<'a> Block<'a> {
+    /// A kept `thinking` or `redacted_thinking` block ([`TurnState`]); `None` for anything
+    /// else (kept state is only ever these).
+    fn thinking(kept: &'a serde_json::Value) -> Option<Self> {
+        let field = |f: &str| kept.get(f).and_then(serde_json::Value::as_str);
+        match field("type")? {
+            "thinking" => Some(Block::Thinking {
+                thinking: field("thinking")?,
+                signature: field("signature")?,
+            }),
+            "redacted_thinking" => Some(Block::RedactedThinking {
+                data: field("data")?,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Where an image block's bytes are.
@@ -82,7 +109,12 @@ pub(super) struct Conversation<'a> {
 /// `Unsupported` for what Anthropic cannot carry: an image of another type or URL scheme, a
 /// call with an empty id or arguments that are not an object, results that do not follow
 /// their calls as Anthropic requires. `InvalidRequest` for a tool result without its id.
-pub(super) fn conversation(req: &ChatRequest) -> Result<Conversation<'_>> {
+/// `provider` is the one the request goes to: a turn it wrote gets its thinking blocks back
+/// (`None` when only checking).
+pub(super) fn conversation<'a>(
+    req: &'a ChatRequest,
+    provider: Option<&ProviderId>,
+) -> Result<Conversation<'a>> {
     let mut system = Vec::new();
     let mut turns: Vec<WireMessage<'_>> = Vec::new();
     let mut ids = CallIds::default();
@@ -93,7 +125,12 @@ pub(super) fn conversation(req: &ChatRequest) -> Result<Conversation<'_>> {
                 continue;
             }
             Role::User => ("user", user_content(i, m)?),
-            Role::Assistant => ("assistant", assistant_content(i, m, &mut ids)?),
+            Role::Assistant => {
+                let kept = provider.map_or(&[][..], |p| {
+                    TurnState::anthropic(m.provider_state.as_ref(), p)
+                });
+                ("assistant", assistant_content(i, m, kept, &mut ids)?)
+            }
             Role::Tool => ("user", result_content(i, m, &ids)?),
         };
         match turns.last_mut() {
@@ -182,12 +219,21 @@ fn user_content(i: usize, m: &Message) -> Result<Content<'_>> {
     Ok(Content::Blocks(blocks))
 }
 
-/// An assistant message: its text, or its text (unless blank) then a `tool_use` per call.
-fn assistant_content<'a>(i: usize, m: &'a Message, ids: &mut CallIds) -> Result<Content<'a>> {
-    if m.tool_calls.is_empty() {
+/// An assistant message: its text, or its text (unless blank) then a `tool_use` per call —
+/// after the thinking blocks `kept` from Claude's answer, first and unchanged ("a final
+/// assistant message must start with a thinking block" when thinking is on: the extended
+/// thinking guide, "Preserving thinking blocks").
+fn assistant_content<'a>(
+    i: usize,
+    m: &'a Message,
+    kept: &'a [serde_json::Value],
+    ids: &mut CallIds,
+) -> Result<Content<'a>> {
+    let mut blocks: Vec<Block<'a>> = kept.iter().filter_map(Block::thinking).collect();
+    if m.tool_calls.is_empty() && blocks.is_empty() {
         return Ok(Content::Text(Cow::Borrowed(&m.content)));
     }
-    let mut blocks: Vec<Block<'a>> = text_block(Cow::Borrowed(&m.content)).into_iter().collect();
+    blocks.extend(text_block(Cow::Borrowed(&m.content)));
     for (j, call) in m.tool_calls.iter().enumerate() {
         if call.id.is_empty() {
             return Err(unsupported(format!(
@@ -360,7 +406,7 @@ mod tests {
     use crate::types::ToolCall;
 
     fn turns(req: &ChatRequest) -> serde_json::Value {
-        serde_json::to_value(conversation(req).unwrap().messages).unwrap()
+        serde_json::to_value(conversation(req, None).unwrap().messages).unwrap()
     }
 
     fn call(id: &str) -> ToolCall {
@@ -517,9 +563,9 @@ mod tests {
             ),
         ];
         // The final assistant turn may be empty (a prefill of nothing).
-        assert!(conversation(&ChatRequest::new().user("a").assistant("")).is_ok());
+        assert!(conversation(&ChatRequest::new().user("a").assistant(""), None).is_ok());
         for (req, want) in cases {
-            let err = conversation(&req).unwrap_err();
+            let err = conversation(&req, None).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{want}");
             assert!(err.message().contains(want), "{want}: {}", err.message());
             assert!(err.message().starts_with("anthropic request: "), "{err}");

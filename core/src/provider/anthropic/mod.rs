@@ -253,7 +253,7 @@ impl Provider for Anthropic {
     }
 
     fn chat_request(&self, req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
-        let body = wire::request_body(req, ctx)?;
+        let body = wire::request_body(req, ctx, &self.id)?;
         let mut http = HttpRequest::post_json(self.endpoint()?, &body)?
             .header("anthropic-version", &self.version)?;
         if let Some(key) = ctx.credential {
@@ -274,7 +274,7 @@ impl Provider for Anthropic {
     }
 
     fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
-        Box::new(stream::Decoder::new(model))
+        Box::new(stream::Decoder::new(&self.id, model))
     }
 
     fn error(&self, raw: &RawResponse, now: Now) -> Error {

@@ -16,8 +16,9 @@ use serde::Deserialize;
 
 use super::error;
 use super::structured::is_answer_tool;
-use super::wire::{ContentBlock, WireUsage, finish};
+use super::wire::{ContentBlock, WireUsage, finish, thinking_block, thinking_state};
 use crate::error::{Error, Result};
+use crate::id::ProviderId;
 use crate::provider::body::json_error;
 use crate::provider::tools::parse_arguments;
 use crate::provider::{SseEvent, StreamDecoder};
@@ -48,7 +49,20 @@ struct Delta {
     kind: Option<String>,
     text: Option<String>,
     partial_json: Option<String>,
+    /// A `thinking_delta`'s text and a `signature_delta`'s signature.
+    thinking: Option<String>,
+    signature: Option<String>,
     stop_reason: Option<String>,
+}
+
+/// A `thinking` or `redacted_thinking` block, put together from its start and deltas.
+#[derive(Debug)]
+struct Thinking {
+    index: Option<u64>,
+    kind: String,
+    thinking: String,
+    signature: String,
+    data: Option<String>,
 }
 
 /// A `tool_use` block still open.
@@ -94,18 +108,41 @@ pub(super) struct Decoder {
     open: Vec<OpenCall>,
     /// Whether the answer tool was called (then `tool_use` is a plain stop).
     answered: bool,
+    /// The thinking blocks so far, handed over whole with the stop reason.
+    thinking: Vec<Thinking>,
+    provider: ProviderId,
     done: bool,
 }
 
 impl Decoder {
-    pub(super) fn new(model: &str) -> Self {
+    pub(super) fn new(provider: &ProviderId, model: &str) -> Self {
         Decoder {
             model: model.to_owned(),
             input_tokens: None,
             open: Vec::new(),
             answered: false,
+            thinking: Vec::new(),
+            provider: provider.clone(),
             done: false,
         }
+    }
+
+    /// The turn's state: the thinking blocks, as they came (a block whose deltas were cut
+    /// short is sent back as far as it came: Anthropic then refuses its signature, which
+    /// is what it is).
+    fn state(&mut self) -> Option<crate::types::TurnState> {
+        let blocks = std::mem::take(&mut self.thinking)
+            .into_iter()
+            .filter_map(|t| {
+                thinking_block(
+                    &t.kind,
+                    Some(&t.thinking),
+                    Some(&t.signature),
+                    t.data.as_deref(),
+                )
+            })
+            .collect();
+        thinking_state(&self.provider, blocks)
     }
 
     fn block_start(&mut self, ev: Event) -> Result<Option<ChatChunk>> {
@@ -131,7 +168,17 @@ impl Decoder {
                 });
                 Ok(None)
             }
-            _ => Ok(None), // thinking, server tools, and block types added later
+            "thinking" | "redacted_thinking" => {
+                self.thinking.push(Thinking {
+                    index: ev.index,
+                    kind: block.kind,
+                    thinking: block.thinking.unwrap_or_default(),
+                    signature: block.signature.unwrap_or_default(),
+                    data: block.data,
+                });
+                Ok(None)
+            }
+            _ => Ok(None), // server tools, and block types added later
         }
     }
 
@@ -166,7 +213,18 @@ impl Decoder {
                 open.said |= !piece.is_empty();
                 Ok((!piece.is_empty()).then(|| ChatChunk::text(piece)))
             }
-            _ => Ok(None), // thinking, signatures, citations: not text
+            Some(kind @ ("thinking_delta" | "signature_delta")) => {
+                let index = ev.index;
+                if let Some(t) = self.thinking.iter_mut().find(|t| t.index == index) {
+                    if kind == "thinking_delta" {
+                        t.thinking.extend(delta.thinking.as_deref());
+                    } else {
+                        t.signature.extend(delta.signature.as_deref());
+                    }
+                }
+                Ok(None) // kept to be sent back, never the answer's text
+            }
+            _ => Ok(None), // citations, and delta types added later
         }
     }
 
@@ -232,6 +290,7 @@ impl StreamDecoder for Decoder {
                     finish_reason: stop.as_deref().map(|s| finish(s, self.answered)),
                     usage,
                     model: Some(self.model.clone()),
+                    provider_state: self.state(),
                     ..self.close_all()?
                 }))
             }
@@ -290,7 +349,7 @@ mod tests {
 
     #[test]
     fn a_calls_pieces_become_one_whole_call_when_its_block_stops() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let (a, b) = (piece(1, r#"{"city": "Pa"#), piece(1, r#"ris"}"#));
         let chunks = run(
             &mut d,
@@ -322,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_call_without_pieces_has_empty_arguments_and_an_unclosed_one_ends_with_the_message() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let chunks = run(
             &mut d,
             &[
@@ -341,7 +400,7 @@ mod tests {
 
     #[test]
     fn the_answer_tools_pieces_are_text_and_its_stop_is_a_plain_stop() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"json_answer-palette","input":{}}}"#;
         let (a, b, empty) = (
             piece(0, r#"{"colours": ["#),
@@ -372,7 +431,7 @@ mod tests {
         );
 
         // An answer whose input arrived only in its start is still its text.
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let whole = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"json_answer","input":{"a":1}}}"#;
         let chunks = run(
             &mut d,
@@ -390,7 +449,7 @@ mod tests {
 
     #[test]
     fn a_server_tools_input_is_not_a_call() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let start = r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}"#;
         let query = piece(1, r#"{"query": "weather"}"#);
         let chunks = run(
@@ -410,7 +469,7 @@ mod tests {
 
     #[test]
     fn broken_calls_are_decode_errors_naming_the_call_not_its_arguments() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let bad = piece(1, r#"{"secret": "#);
         let err = run(
             &mut d,
@@ -442,13 +501,13 @@ mod tests {
                 "not an object",
             ),
         ] {
-            let err = Decoder::new("m")
+            let err = Decoder::new(&ProviderId::new("a"), "m")
                 .decode(&ev("content_block_start", data))
                 .unwrap_err();
             assert!(err.is_decode());
             assert!(err.message().contains(want), "{want}: {err}");
         }
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         d.decode(&ev("content_block_start", START_CALL)).unwrap();
         let err = d
             .decode(&ev(
@@ -461,7 +520,7 @@ mod tests {
 
     #[test]
     fn usage_combines_message_start_input_with_message_delta_output() {
-        let mut d = Decoder::new("requested");
+        let mut d = Decoder::new(&ProviderId::new("a"), "requested");
         let start = d
             .decode(&ev(
                 "message_start",
@@ -494,9 +553,45 @@ mod tests {
         assert!(d.is_done());
     }
 
+    /// The streaming guide's thinking block: `thinking_delta`s, then a `signature_delta`; the
+    /// whole block comes with the stop reason, never as text.
+    #[test]
+    fn a_thinking_block_is_put_together_and_handed_over_with_the_stop() {
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
+        let chunks = run(
+            &mut d,
+            &[
+                ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#),
+                ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me "}}"#),
+                ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"check."}}"#),
+                ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}"#),
+                ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+                ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#),
+                ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#),
+                ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#),
+            ],
+        )
+        .unwrap();
+        let text: String = chunks.iter().map(|c| c.delta.as_str()).collect();
+        assert_eq!(text, "Hi");
+        let last = chunks.last().unwrap();
+        let state = last.provider_state.as_ref().unwrap();
+        assert_eq!(
+            crate::types::TurnState::anthropic(Some(state), &ProviderId::new("a")),
+            [
+                serde_json::json!({"type": "thinking", "thinking": "Let me check.", "signature": "c2ln"})
+            ]
+        );
+        assert!(
+            chunks[..chunks.len() - 1]
+                .iter()
+                .all(|c| c.provider_state.is_none())
+        );
+    }
+
     #[test]
     fn non_text_deltas_and_unknown_events_are_skipped() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         for (name, data) in [
             ("ping", r#"{"type":"ping"}"#),
             ("ping", ""),
@@ -516,7 +611,7 @@ mod tests {
 
     #[test]
     fn an_error_event_is_classified_and_malformed_data_is_a_decode_error() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
         let err = d
             .decode(&ev(
                 "error",

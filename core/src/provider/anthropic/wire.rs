@@ -13,7 +13,9 @@ use crate::id::ProviderId;
 use crate::provider::RequestContext;
 use crate::provider::body::{decode_json, json_f32};
 use crate::provider::tools::check_conversation;
-use crate::types::{ChatRequest, ChatResponse, FinishReason, ToolCall, ToolChoice, Usage};
+use crate::types::{
+    ChatRequest, ChatResponse, FinishReason, StateData, ToolCall, ToolChoice, TurnState, Usage,
+};
 
 /// The body of `POST /v1/messages`.
 #[derive(Debug, Serialize)]
@@ -61,7 +63,7 @@ pub(super) fn check(req: &ChatRequest) -> Result<()> {
     check_tools(req)?;
     check_temperature(req)?;
     check_stops(req)?;
-    conversation(req).map(drop)
+    conversation(req, None).map(drop)
 }
 
 /// A stop sequence with no visible character (`"\n\n"`, `" "`, `""`): the Messages API
@@ -114,12 +116,13 @@ fn check_tools(req: &ChatRequest) -> Result<()> {
 pub(super) fn request_body<'a>(
     req: &'a ChatRequest,
     ctx: &RequestContext<'_>,
+    provider: &ProviderId,
 ) -> Result<RequestBody<'a>> {
     check_conversation(req, PROVIDER_TYPE)?;
     check_tools(req)?;
     check_temperature(req)?;
     check_stops(req)?;
-    let Conversation { system, messages } = conversation(req)?;
+    let Conversation { system, messages } = conversation(req, Some(provider))?;
     if messages.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,
@@ -180,10 +183,11 @@ struct ResponseBody {
     usage: Option<WireUsage>,
 }
 
-/// A content block of an answer (and of a stream's `content_block_start`). Only `text` and
-/// `tool_use` blocks are read; thinking, server tools' blocks and types added later are not
-/// the answer's text or the caller's calls.
-#[derive(Debug, Deserialize)]
+/// A content block of an answer (and of a stream's `content_block_start`). `text` and
+/// `tool_use` blocks are the answer; `thinking` and `redacted_thinking` blocks are kept to be
+/// sent back ([`TurnState`]); server tools' blocks and types added later are not the answer's
+/// text or the caller's calls.
+#[derive(Deserialize)]
 pub(super) struct ContentBlock {
     #[serde(rename = "type")]
     pub(super) kind: String,
@@ -191,6 +195,48 @@ pub(super) struct ContentBlock {
     id: Option<String>,
     name: Option<String>,
     input: Option<serde_json::Value>,
+    /// A `thinking` block's text and signature.
+    pub(super) thinking: Option<String>,
+    pub(super) signature: Option<String>,
+    /// A `redacted_thinking` block's encrypted reasoning.
+    pub(super) data: Option<String>,
+}
+
+impl std::fmt::Debug for ContentBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContentBlock")
+            .field("kind", &self.kind)
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A `thinking` or `redacted_thinking` block as it is sent back: unchanged, "including the
+/// signature" (extended thinking guide, "Preserving thinking blocks").
+pub(super) fn thinking_block(
+    kind: &str,
+    thinking: Option<&str>,
+    signature: Option<&str>,
+    data: Option<&str>,
+) -> Option<serde_json::Value> {
+    match kind {
+        "thinking" => Some(serde_json::json!({
+            "type": "thinking",
+            "thinking": thinking.unwrap_or_default(),
+            "signature": signature.unwrap_or_default(),
+        })),
+        "redacted_thinking" => Some(serde_json::json!({
+            "type": "redacted_thinking",
+            "data": data.unwrap_or_default(),
+        })),
+        _ => None,
+    }
+}
+
+/// The turn's state: its thinking blocks, when it had any.
+pub(super) fn thinking_state(id: &ProviderId, blocks: Vec<serde_json::Value>) -> Option<TurnState> {
+    (!blocks.is_empty()).then(|| TurnState::new(id.clone(), StateData::Anthropic { blocks }))
 }
 
 impl ContentBlock {
@@ -264,8 +310,15 @@ pub(super) fn parse_response(
     let stop_reason = body.stop_reason;
     let (mut text, mut has_text) = (String::new(), false);
     let (mut calls, mut answer) = (Vec::new(), None);
+    let mut thinking = Vec::new();
     for (i, block) in content.iter().enumerate() {
         match block.kind.as_str() {
+            kind @ ("thinking" | "redacted_thinking") => thinking.extend(thinking_block(
+                kind,
+                block.thinking.as_deref(),
+                block.signature.as_deref(),
+                block.data.as_deref(),
+            )),
             "text" => {
                 has_text = true;
                 text.extend(block.text.as_deref());
@@ -297,6 +350,7 @@ pub(super) fn parse_response(
         input_tokens: u.input().unwrap_or(0),
         output_tokens: u.output_tokens.unwrap_or(0),
     });
+    resp.provider_state = thinking_state(id, thinking);
     Ok(resp)
 }
 
@@ -339,7 +393,9 @@ mod tests {
             assert!(err.message().contains("it takes 0.0 to 1.0"), "{err}");
             let ctx = RequestContext::new("claude", None);
             assert_eq!(
-                request_body(&req, &ctx).unwrap_err().kind(),
+                request_body(&req, &ctx, &ProviderId::new("a"))
+                    .unwrap_err()
+                    .kind(),
                 ErrorKind::Unsupported
             );
         }
@@ -359,7 +415,10 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{bad:?}");
             assert!(err.message().contains("stop sequence 1"), "{err}");
             let ctx = RequestContext::new("claude", None);
-            assert!(request_body(&req, &ctx).is_err(), "{bad:?}");
+            assert!(
+                request_body(&req, &ctx, &ProviderId::new("a")).is_err(),
+                "{bad:?}"
+            );
         }
     }
 
@@ -368,7 +427,7 @@ mod tests {
 
     fn body(req: &ChatRequest) -> serde_json::Value {
         let ctx = RequestContext::new("claude-x", None);
-        serde_json::to_value(request_body(req, &ctx).unwrap()).unwrap()
+        serde_json::to_value(request_body(req, &ctx, &ProviderId::new("a")).unwrap()).unwrap()
     }
 
     #[test]
@@ -434,7 +493,7 @@ mod tests {
 
         let ctx = RequestContext::new("m", None);
         let req = ChatRequest::from_prompt("x").tool_choice(ToolChoice::Required);
-        let err = request_body(&req, &ctx).unwrap_err();
+        let err = request_body(&req, &ctx, &ProviderId::new("a")).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
         let own = ChatRequest::from_prompt("x").tool(Tool::new(
             "json_answer-x",
@@ -496,11 +555,49 @@ mod tests {
         }
     }
 
+    /// The extended thinking guide's answer with tool use: a `thinking` block (and a
+    /// `redacted_thinking` one) before the call; kept on the turn, sent back first and
+    /// unchanged to the provider that gave them, and to no other.
+    #[test]
+    fn thinking_blocks_are_kept_and_sent_back_first_only_to_their_provider() {
+        let resp = parse(serde_json::json!({"type": "message", "stop_reason": "tool_use", "content": [
+            {"type": "thinking", "thinking": "Let me check.", "signature": "c2ln"},
+            {"type": "redacted_thinking", "data": "ZW5j"},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+        ]}))
+        .unwrap();
+        assert_eq!(resp.text, "");
+        let state = resp.provider_state.clone().unwrap();
+        assert_eq!(state.provider(), &ProviderId::new("claude"));
+        let req = ChatRequest::new()
+            .user("Weather in Paris?")
+            .message(resp.to_message())
+            .message(crate::types::Message::tool_result("toolu_1", "18 C"));
+        let ctx = RequestContext::new("claude", None);
+        let sent = |to: &str| {
+            serde_json::to_value(request_body(&req, &ctx, &ProviderId::new(to)).unwrap()).unwrap()
+        };
+        assert_eq!(
+            sent("claude")["messages"][1]["content"],
+            serde_json::json!([
+                {"type": "thinking", "thinking": "Let me check.", "signature": "c2ln"},
+                {"type": "redacted_thinking", "data": "ZW5j"},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+            ])
+        );
+        assert_eq!(
+            sent("other")["messages"][1]["content"],
+            serde_json::json!([
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+            ])
+        );
+    }
+
     #[test]
     fn a_conversation_of_only_system_messages_is_rejected() {
         let req = ChatRequest::new().system("hi");
         let ctx = RequestContext::new("m", None);
-        let err = request_body(&req, &ctx).unwrap_err();
+        let err = request_body(&req, &ctx, &ProviderId::new("a")).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
     }
 

@@ -275,7 +275,7 @@ impl Provider for Gemini {
         } else {
             self.endpoint(ctx.model, "generateContent")?
         };
-        let mut http = HttpRequest::post_json(url, &request::request_body(req)?)?;
+        let mut http = HttpRequest::post_json(url, &request::request_body(req, &self.id)?)?;
         if let Some(key) = ctx.credential {
             http = http.secret_header("x-goog-api-key", key.expose())?;
         }
@@ -298,7 +298,7 @@ impl Provider for Gemini {
     }
 
     fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
-        Box::new(stream::Decoder::new(model))
+        Box::new(stream::Decoder::new(&self.id, model))
     }
 
     /// At most 100 inputs per request (`batchEmbedContents`' limit).

@@ -2,6 +2,7 @@
 //! results), the system instruction, the tools and the tool choice, the generation config —
 //! and the check that a request holds nothing this format cannot carry.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -9,9 +10,12 @@ use serde_json::Value;
 
 use super::PROVIDER_TYPE;
 use crate::error::{Error, ErrorKind, Result};
+use crate::id::ProviderId;
 use crate::provider::body::json_f32;
 use crate::provider::tools::{call_named, check_conversation, result_object};
-use crate::types::{ChatRequest, Image, Message, ResponseFormat, Role, Tool, ToolChoice};
+use crate::types::{
+    ChatRequest, Image, Message, ResponseFormat, Role, Tool, ToolChoice, TurnState,
+};
 
 /// The image types Gemini reads (image understanding guide, "Supported image formats").
 const IMAGE_TYPES: [&str; 5] = [
@@ -72,6 +76,12 @@ enum Part<'a> {
     Text {
         text: &'a str,
     },
+    /// The text of Gemini's own answer, with the signature it came with.
+    SignedText {
+        text: &'a str,
+        #[serde(rename = "thoughtSignature")]
+        thought_signature: &'a str,
+    },
     Inline {
         #[serde(rename = "inlineData")]
         inline_data: Blob<'a>,
@@ -84,7 +94,7 @@ enum Part<'a> {
         #[serde(rename = "functionCall")]
         function_call: FunctionCall<'a>,
         #[serde(rename = "thoughtSignature", skip_serializing_if = "Option::is_none")]
-        thought_signature: Option<&'static str>,
+        thought_signature: Option<&'a str>,
     },
     Result {
         #[serde(rename = "functionResponse")]
@@ -183,7 +193,7 @@ pub(super) fn check(req: &ChatRequest) -> Result<()> {
     for (i, m) in req.messages.iter().enumerate() {
         image_parts(i, m)?;
         if m.role == Role::Assistant {
-            model_parts(i, m)?;
+            model_parts(i, m, None)?;
         }
     }
     Ok(())
@@ -229,7 +239,10 @@ const MAX_STOP: usize = 5;
 ///
 /// `InvalidRequest` for a request with no conversation, a tool result whose call is not in
 /// it, or a temperature JSON cannot hold; `Unsupported` for a part Gemini cannot carry.
-pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
+pub(super) fn request_body<'a>(
+    req: &'a ChatRequest,
+    provider: &ProviderId,
+) -> Result<RequestBody<'a>> {
     check_fields(req)?;
     let mut system = Vec::new();
     let mut contents: Vec<Content<'_>> = Vec::new();
@@ -240,7 +253,10 @@ pub(super) fn request_body(req: &ChatRequest) -> Result<RequestBody<'_>> {
                 continue;
             }
             Role::User => ("user", user_parts(i, m)?),
-            Role::Assistant => ("model", model_parts(i, m)?),
+            Role::Assistant => (
+                "model",
+                model_parts(i, m, TurnState::gemini(m.provider_state.as_ref(), provider))?,
+            ),
             Role::Tool => ("user", vec![result_part(&req.messages, i)?]),
         };
         // Consecutive messages of one role share a content; a turn's results are one `user`
@@ -300,13 +316,26 @@ fn user_parts(i: usize, m: &Message) -> Result<Vec<Part<'_>>> {
     Ok(parts)
 }
 
+/// Gemini's own signatures of a turn it wrote: per call id, and the text's.
+type Signed<'a> = Option<(&'a BTreeMap<String, String>, Option<&'a str>)>;
+
 /// An assistant message: its text (unless it only calls tools), then one `functionCall` part
-/// per call. The first call carries the signature Google documents for calls whose own was
-/// not kept (only the first of parallel calls carries one).
-fn model_parts(i: usize, m: &Message) -> Result<Vec<Part<'_>>> {
+/// per call. A turn this provider wrote gets back the thought signatures it came with, each
+/// on its part (<https://ai.google.dev/gemini-api/docs/thought-signatures>: "return the
+/// entire response with all parts and their signatures"); a first call without one of its
+/// own carries the signature Google documents for calls it did not sign (another model's
+/// history, or a turn whose state was not kept; only the first of parallel calls carries
+/// one).
+fn model_parts<'a>(i: usize, m: &'a Message, signed: Signed<'a>) -> Result<Vec<Part<'a>>> {
     let mut parts = Vec::with_capacity(m.tool_calls.len() + 1);
     if !m.content.is_empty() || m.tool_calls.is_empty() {
-        parts.push(Part::Text { text: &m.content });
+        parts.push(match signed.and_then(|(_, text)| text) {
+            Some(thought_signature) => Part::SignedText {
+                text: &m.content,
+                thought_signature,
+            },
+            None => Part::Text { text: &m.content },
+        });
     }
     for (k, call) in m.tool_calls.iter().enumerate() {
         if !call.arguments.is_object() {
@@ -321,7 +350,10 @@ fn model_parts(i: usize, m: &Message) -> Result<Vec<Part<'_>>> {
                 name: &call.name,
                 args: &call.arguments,
             },
-            thought_signature: (k == 0).then_some(FOREIGN_CALL_SIGNATURE),
+            thought_signature: signed
+                .and_then(|(calls, _)| calls.get(&call.id))
+                .map(String::as_str)
+                .or((k == 0).then_some(FOREIGN_CALL_SIGNATURE)),
         });
     }
     Ok(parts)
@@ -480,6 +512,53 @@ fn tool_config(choice: &ToolChoice) -> ToolConfig<'_> {
 #[cfg(test)]
 mod tests {
 
+    /// A turn Gemini wrote goes back to it with its signatures on the parts they came with;
+    /// to another provider (another key, project or region) with the placeholder on its
+    /// first call only, and none on its text.
+    #[test]
+    fn own_signatures_go_back_to_their_provider_only() {
+        let calls = vec![
+            crate::types::ToolCall::new("c1", "f", json!({"x": 1})),
+            crate::types::ToolCall::new("c2", "f", json!({"x": 2})),
+        ];
+        let mut signed = BTreeMap::new();
+        signed.insert("c1".to_owned(), "U0lH".to_owned());
+        let mut turn = Message::assistant_calls("Checking.", calls);
+        turn.provider_state = Some(TurnState::new(
+            ProviderId::new("g"),
+            crate::types::StateData::Gemini {
+                calls: signed,
+                text: Some("VFhU".to_owned()),
+            },
+        ));
+        let req = ChatRequest::from_prompt("x")
+            .tool(Tool::new("f", json!({"type": "object"})).description("does f"))
+            .message(turn)
+            .message(Message::tool_result("c1", "1"))
+            .message(Message::tool_result("c2", "2"));
+        let parts = |to: &str| {
+            serde_json::to_value(request_body(&req, &ProviderId::new(to)).unwrap()).unwrap()
+                ["contents"][1]["parts"]
+                .clone()
+        };
+        assert_eq!(
+            parts("g"),
+            json!([
+                {"text": "Checking.", "thoughtSignature": "VFhU"},
+                {"functionCall": {"name": "f", "args": {"x": 1}}, "thoughtSignature": "U0lH"},
+                {"functionCall": {"name": "f", "args": {"x": 2}}}
+            ])
+        );
+        assert_eq!(
+            parts("g-eu"),
+            json!([
+                {"text": "Checking."},
+                {"functionCall": {"name": "f", "args": {"x": 1}}, "thoughtSignature": FOREIGN_CALL_SIGNATURE},
+                {"functionCall": {"name": "f", "args": {"x": 2}}}
+            ])
+        );
+    }
+
     /// A function declaration without its required `description`, and six stop sequences
     /// (Gemini takes five), are refused before sending, naming what and why.
     #[test]
@@ -498,7 +577,9 @@ mod tests {
                 "{err}"
             );
             assert_eq!(
-                request_body(&req).unwrap_err().kind(),
+                request_body(&req, &ProviderId::new("g"))
+                    .unwrap_err()
+                    .kind(),
                 ErrorKind::Unsupported
             );
         }
@@ -519,7 +600,7 @@ mod tests {
     use crate::types::ToolCall;
 
     fn body(req: &ChatRequest) -> Value {
-        serde_json::to_value(request_body(req).unwrap()).unwrap()
+        serde_json::to_value(request_body(req, &ProviderId::new("g")).unwrap()).unwrap()
     }
 
     #[test]
@@ -582,7 +663,9 @@ mod tests {
                 "never the URL: {err}"
             );
             assert_eq!(
-                request_body(&req).err().map(|e| e.kind()),
+                request_body(&req, &ProviderId::new("g"))
+                    .err()
+                    .map(|e| e.kind()),
                 Some(ErrorKind::Unsupported),
                 "the body is refused alike: {want}"
             );
@@ -623,7 +706,7 @@ mod tests {
     #[test]
     fn debug_shows_the_shape_never_the_text() {
         let req = ChatRequest::from_prompt("secret prompt");
-        let shown = format!("{:?}", request_body(&req).unwrap());
+        let shown = format!("{:?}", request_body(&req, &ProviderId::new("g")).unwrap());
         assert!(!shown.contains("secret"), "{shown}");
         assert!(shown.contains("contents: 1"), "{shown}");
     }

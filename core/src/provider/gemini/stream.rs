@@ -4,8 +4,9 @@
 //! carries it); the answer is complete when a candidate carries a `finishReason`. There is
 //! no `[DONE]` marker.
 
-use super::wire::{ResponseBody, UsageMetadata, finish_reason};
+use super::wire::{ResponseBody, Signatures, UsageMetadata, finish_reason};
 use crate::error::Result;
+use crate::id::ProviderId;
 use crate::provider::body::json_error;
 use crate::provider::{SseEvent, StreamDecoder};
 use crate::types::{ChatChunk, Usage};
@@ -18,16 +19,21 @@ pub(super) struct Decoder {
     usage: Option<Usage>,
     /// The function calls handed over so far (the next one's index, for made-up ids).
     calls: usize,
+    /// The thought signatures so far, handed over whole on the last chunk.
+    signatures: Signatures,
+    provider: ProviderId,
     done: bool,
 }
 
 impl Decoder {
-    pub(super) fn new(model: &str) -> Self {
+    pub(super) fn new(provider: &ProviderId, model: &str) -> Self {
         Decoder {
             model: model.to_owned(),
             model_sent: false,
             usage: None,
             calls: 0,
+            signatures: Signatures::default(),
+            provider: provider.clone(),
             done: false,
         }
     }
@@ -58,9 +64,12 @@ impl StreamDecoder for Decoder {
             chunk.delta = candidate.text().unwrap_or_default();
             chunk.tool_calls = candidate.tool_calls(self.calls)?;
             self.calls += chunk.tool_calls.len();
+            self.signatures.add(candidate, &chunk.tool_calls);
             if let Some(reason) = candidate.finish_reason.as_deref() {
                 chunk.finish_reason = Some(finish_reason(reason, self.calls > 0));
                 chunk.usage = self.usage;
+                chunk.provider_state =
+                    std::mem::take(&mut self.signatures).into_state(&self.provider);
                 self.done = true;
             }
         }
@@ -94,7 +103,7 @@ mod tests {
 
     #[test]
     fn the_finishing_chunk_carries_reason_and_latest_usage() {
-        let mut d = Decoder::new("requested");
+        let mut d = Decoder::new(&ProviderId::new("g"), "requested");
         let first = d
             .decode(&data(
                 r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}],"modelVersion":"gemini-2.5-flash"}"#,
@@ -126,7 +135,7 @@ mod tests {
 
     #[test]
     fn function_calls_are_handed_over_whole_and_a_stop_after_them_is_tool_calls() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("g"), "m");
         let first = d
             .decode(&data(
                 r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"a","args":{"x":1}}}]}}]}"#,
@@ -152,21 +161,47 @@ mod tests {
         assert_eq!(last.finish_reason, Some(FinishReason::ToolCalls));
     }
 
+    /// A stream's signatures arrive on the parts they sign (the text's maybe on an empty text
+    /// part of its own); the last chunk hands them over whole.
+    #[test]
+    fn thought_signatures_come_whole_on_the_last_chunk() {
+        let mut d = Decoder::new(&ProviderId::new("g"), "m");
+        let first = d
+            .decode(&data(
+                r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"id":"c1","name":"a","args":{}},"thoughtSignature":"U0lH"}]}}]}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert!(first.provider_state.is_none());
+        let last = d
+            .decode(&data(
+                r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"","thoughtSignature":"VFhU"}]},"finishReason":"STOP"}]}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        let state = last.provider_state.unwrap();
+        let (calls, text) =
+            crate::types::TurnState::gemini(Some(&state), &ProviderId::new("g")).unwrap();
+        assert_eq!((calls["c1"].as_str(), text), ("U0lH", Some("VFhU")));
+    }
+
     #[test]
     fn errors_and_blocked_prompts_inside_the_stream_are_classified() {
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("g"), "m");
         let err = d
             .decode(&data(
                 r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#,
             ))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Overloaded);
-        let mut d = Decoder::new("m");
+        let mut d = Decoder::new(&ProviderId::new("g"), "m");
         let err = d
             .decode(&data(r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ContentFiltered);
-        let err = Decoder::new("m").decode(&data("{\"cand")).unwrap_err();
+        let err = Decoder::new(&ProviderId::new("g"), "m")
+            .decode(&data("{\"cand"))
+            .unwrap_err();
         assert!(err.is_decode());
     }
 }

@@ -1,6 +1,8 @@
 //! `generateContent` response bodies (the stream's events share their shape): text, function
 //! calls, usage, and the errors an answer can carry.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -9,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::id::ProviderId;
 use crate::provider::body::decode_json;
 use crate::provider::tools::made_up_call_id;
-use crate::types::{ChatResponse, FinishReason, ToolCall, Usage};
+use crate::types::{ChatResponse, FinishReason, StateData, ToolCall, TurnState, Usage};
 
 /// A `GenerateContentResponse` (one per stream event too).
 #[derive(Debug, Deserialize)]
@@ -44,6 +46,8 @@ struct Part {
     #[serde(default)]
     thought: bool,
     function_call: Option<FunctionCall>,
+    /// Gemini's signature of its reasoning, to be sent back on this part.
+    thought_signature: Option<String>,
 }
 
 /// A `functionCall` part: the name, the arguments (an object), and an id when Gemini gives
@@ -149,6 +153,56 @@ impl Candidate {
     }
 }
 
+/// The thought signatures of an answer (or of a stream so far): per call id, and the last one
+/// on a part that is not a call (the text's; Gemini puts it on the last part, in a stream
+/// maybe on an empty text part).
+#[derive(Debug, Default)]
+pub(super) struct Signatures {
+    calls: BTreeMap<String, String>,
+    text: Option<String>,
+}
+
+impl Signatures {
+    /// Adds those of `candidate`, whose calls were read as `calls` (in the order of its
+    /// `functionCall` parts).
+    pub(super) fn add(&mut self, candidate: &Candidate, calls: &[ToolCall]) {
+        let Some(content) = &candidate.content else {
+            return;
+        };
+        let mut call = calls.iter();
+        for part in &content.parts {
+            let this = if part.function_call.is_some() {
+                call.next()
+            } else {
+                None
+            };
+            let Some(sig) = part.thought_signature.as_ref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            match this {
+                Some(c) => {
+                    self.calls.insert(c.id.clone(), sig.clone());
+                }
+                None if part.function_call.is_none() => self.text = Some(sig.clone()),
+                None => {}
+            }
+        }
+    }
+
+    /// The turn's state, when Gemini signed anything.
+    pub(super) fn into_state(self, id: &ProviderId) -> Option<TurnState> {
+        (!self.calls.is_empty() || self.text.is_some()).then(|| {
+            TurnState::new(
+                id.clone(),
+                StateData::Gemini {
+                    calls: self.calls,
+                    text: self.text,
+                },
+            )
+        })
+    }
+}
+
 impl ResponseBody {
     /// The errors a response can carry instead of an answer: an error object, or a prompt
     /// blocked before any candidate was generated.
@@ -212,6 +266,9 @@ pub(super) fn parse_response(id: &ProviderId, body: &[u8], model: &str) -> Resul
     resp.tool_calls = calls;
     resp.usage = body.usage_metadata.as_ref().map(UsageMetadata::usage);
     resp.request_id = body.response_id;
+    let mut signatures = Signatures::default();
+    signatures.add(candidate, &resp.tool_calls);
+    resp.provider_state = signatures.into_state(id);
     Ok(resp)
 }
 
@@ -276,6 +333,38 @@ mod tests {
             ]
         );
         assert_eq!(r.tool_calls[2].arguments, json!({}));
+    }
+
+    /// <https://ai.google.dev/gemini-api/docs/thought-signatures>: the signature rides on the
+    /// first `functionCall` part of a step (not on its parallel siblings), and on the last
+    /// part of an answer without calls.
+    #[test]
+    fn thought_signatures_are_kept_per_call_and_on_the_text() {
+        let body = json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Checking."},
+            {"functionCall": {"id": "c1", "name": "a", "args": {}}, "thoughtSignature": "U0lHMQ=="},
+            {"functionCall": {"id": "c2", "name": "b", "args": {}}}
+        ]}, "finishReason": "STOP"}]});
+        let r = parse(body).unwrap();
+        let state = r.provider_state.as_ref().unwrap();
+        assert_eq!(state.provider(), &ProviderId::new("g"));
+        let (calls, text) = TurnState::gemini(Some(state), &ProviderId::new("g")).unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls["c1"], "U0lHMQ==");
+        assert_eq!(text, None);
+        assert_eq!(r.to_message().provider_state.as_ref(), Some(state));
+
+        let body = json!({"candidates": [{"content": {"parts": [
+            {"text": "Hi"}, {"text": "", "thoughtSignature": "VFhU"}
+        ]}, "finishReason": "STOP"}]});
+        let r = parse(body).unwrap();
+        let state = r.provider_state.unwrap();
+        let (calls, text) = TurnState::gemini(Some(&state), &ProviderId::new("g")).unwrap();
+        assert!(calls.is_empty());
+        assert_eq!(text, Some("VFhU"));
+
+        let plain = json!({"candidates": [{"content": {"parts": [{"text": "Hi"}]}, "finishReason": "STOP"}]});
+        assert!(parse(plain).unwrap().provider_state.is_none());
     }
 
     #[test]
