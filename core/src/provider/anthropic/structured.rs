@@ -120,7 +120,7 @@ fn tool_name(name: Option<&str>) -> String {
 
 /// Whether extended thinking is on in the body the request will have: the request's extra
 /// `thinking` over the provider's, merged as the extra body is (RFC 7396).
-fn thinking(req: &ChatRequest, ctx: &RequestContext<'_>) -> bool {
+pub(super) fn thinking(req: &ChatRequest, ctx: &RequestContext<'_>) -> bool {
     let provider = ctx.extra_body.and_then(|m| m.get("thinking"));
     let kind = match req.extra_body.get("thinking") {
         Some(Value::Object(own)) if own.contains_key("type") => own.get("type"),

@@ -66,6 +66,32 @@ pub(super) fn check(req: &ChatRequest) -> Result<()> {
     conversation(req, None).map(drop)
 }
 
+/// Extended thinking with a forced tool: "Thinking may not be enabled when tool_choice forces
+/// tool use" (the Messages API's 400; the extended thinking guide: "tool_choice: {type: any}
+/// or {type: tool} … are not supported"). Refused before sending, so another provider may
+/// take it.
+fn check_forced_tool(req: &ChatRequest, ctx: &RequestContext<'_>) -> Result<()> {
+    let forced = matches!(
+        req.tool_choice,
+        Some(ToolChoice::Required | ToolChoice::Tool(_))
+    );
+    if forced && !req.tools.is_empty() && structured::thinking(req, ctx) {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{PROVIDER_TYPE} cannot carry tool_choice {} with extended thinking on: \
+                 thinking takes `auto` or `none` only",
+                match &req.tool_choice {
+                    Some(ToolChoice::Required) => "required".to_owned(),
+                    Some(ToolChoice::Tool(name)) => format!("`{name}`"),
+                    _ => String::new(),
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A stop sequence with no visible character (`"\n\n"`, `" "`, `""`): the Messages API
 /// answers 400 "stop_sequences: each stop sequence must contain non-whitespace" (OpenAI,
 /// Azure and Gemini take it). Refused before sending, so the router asks one that does.
@@ -122,6 +148,7 @@ pub(super) fn request_body<'a>(
     check_tools(req)?;
     check_temperature(req)?;
     check_stops(req)?;
+    check_forced_tool(req, ctx)?;
     let Conversation { system, messages } = conversation(req, Some(provider))?;
     if messages.is_empty() {
         return Err(Error::new(
@@ -591,6 +618,35 @@ mod tests {
                 {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
             ])
         );
+    }
+
+    #[test]
+    fn a_forced_tool_with_thinking_on_is_refused_before_sending() {
+        let tool = crate::types::Tool::new("f", serde_json::json!({"type": "object"}));
+        let on = serde_json::json!({"type": "enabled", "budget_tokens": 1024});
+        let ctx = RequestContext::new("claude", None);
+        let id = ProviderId::new("a");
+        for (choice, thinking, refused) in [
+            (ToolChoice::Required, Some(on.clone()), true),
+            (ToolChoice::named("f"), Some(on.clone()), true),
+            (ToolChoice::Auto, Some(on.clone()), false),
+            (ToolChoice::Required, None, false),
+            (
+                ToolChoice::Required,
+                Some(serde_json::json!({"type": "disabled"})),
+                false,
+            ),
+        ] {
+            let mut req = ChatRequest::from_prompt("x")
+                .tool(tool.clone())
+                .tool_choice(choice.clone());
+            if let Some(t) = &thinking {
+                req = req.extra_body("thinking", t.clone());
+            }
+            let got = request_body(&req, &ctx, &id).err().map(|e| e.kind());
+            let want = refused.then_some(ErrorKind::Unsupported);
+            assert_eq!(got, want, "{choice:?} {thinking:?}");
+        }
     }
 
     #[test]
