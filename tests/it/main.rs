@@ -28,6 +28,7 @@ mod code_first;
 mod config;
 mod docs;
 mod e2e;
+mod embeddings;
 mod example_chat;
 mod example_tools;
 mod extra_body;

@@ -27,8 +27,8 @@ use crate::ratelimit::{
     estimate_embedding, input_floor,
 };
 use crate::types::{
-    ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Origin,
-    Transcript, TranscriptionRequest, Usage, check_answer,
+    ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Origin, Transcript,
+    TranscriptionRequest, Usage, check_answer,
 };
 
 /// Whether admission counts tokens for a request, and the room known in its token buckets.
@@ -532,9 +532,12 @@ impl Job for Embed {
         &out.provider
     }
 
+    /// An answer that states no usage (the Gemini API's) settles the booking at the inputs'
+    /// characters / 4 ([`embedding_floor`]): the provider's own rule of thumb, rather than
+    /// holding a byte-count bound until the window refills.
     fn finish(out: &mut EmbeddingResponse, sends: u32) -> Option<Usage> {
         out.attempts = sends;
-        out.usage
+        Some(out.usage.unwrap_or_default())
     }
 
     type Kept = EmbeddingResponse;
