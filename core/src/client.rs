@@ -764,6 +764,11 @@ impl ClientBuilder {
                 .transpose()?,
         };
         providers.splice(0..0, std::mem::take(&mut self.providers));
+        // A credential of the wrong shape (a key file that is no service-account key) fails
+        // here, not at the first request.
+        for (adapter, settings) in &providers {
+            adapter.check_credential(settings.credential.as_ref())?;
+        }
         if let Some(order) = self.chat_order.take() {
             orders.set(
                 Capability::Chat,

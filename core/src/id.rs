@@ -200,6 +200,9 @@ pub enum CredentialSource {
     Env(String),
     /// Passed in code (builder or per-request override).
     Explicit,
+    /// Read from this file (`key_file` in `providers.toml`: a service account's JSON key, a
+    /// mounted secret).
+    File(std::path::PathBuf),
 }
 
 impl fmt::Display for CredentialSource {
@@ -207,6 +210,7 @@ impl fmt::Display for CredentialSource {
         match self {
             CredentialSource::Env(var) => write!(f, "environment variable `{var}`"),
             CredentialSource::Explicit => f.write_str("credential passed in code"),
+            CredentialSource::File(path) => write!(f, "key file `{}`", path.display()),
         }
     }
 }
@@ -307,6 +311,15 @@ impl Credential {
             secret: SecretString::from(key),
             parts: None,
             source: CredentialSource::Env(var.into()),
+        }
+    }
+
+    /// A key read from the file at `path` (its contents, surrounding whitespace trimmed).
+    pub(crate) fn from_file(key: String, path: impl Into<std::path::PathBuf>) -> Self {
+        Credential {
+            secret: SecretString::from(key),
+            parts: None,
+            source: CredentialSource::File(path.into()),
         }
     }
 

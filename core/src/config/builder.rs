@@ -241,6 +241,7 @@ impl super::types::ProviderConfig {
                 transcription_model: None,
                 embedding_model: None,
                 api_key_env: None,
+                key_file: None,
                 auth: None,
                 key_in_code: false,
                 limits: None,

@@ -54,17 +54,22 @@ pub enum ProviderKind {
     /// AWS Bedrock's Converse API (SigV4-signed): the Bedrock wing (`llm-failover-bedrock`,
     /// the facade's `bedrock` feature) brings its adapter.
     Bedrock,
+    /// Google Vertex AI, Gemini on Vertex (regional endpoints, OAuth 2 access tokens of a
+    /// service account): the Vertex wing (`llm-failover-vertex`, the facade's `vertex`
+    /// feature) brings its adapter.
+    Vertex,
 }
 
 impl ProviderKind {
     /// Every kind, in documentation order.
-    pub const ALL: [ProviderKind; 6] = [
+    pub const ALL: [ProviderKind; 7] = [
         ProviderKind::OpenAi,
         ProviderKind::Azure,
         ProviderKind::Anthropic,
         ProviderKind::Gemini,
         ProviderKind::Deepgram,
         ProviderKind::Bedrock,
+        ProviderKind::Vertex,
     ];
 
     /// The kind's registry row: the one place a kind is matched on.
@@ -133,6 +138,14 @@ impl ProviderKind {
             // Bedrock states no limits in headers: its throttling is learned from its 429s.
             ProviderKind::Bedrock => &Kit {
                 name: "bedrock",
+                capabilities: CHAT,
+                api_version: ApiVersion::None,
+                dialect: |_| HeaderDialect::Generic,
+            },
+            // Vertex states no limits in headers either (a 429 RESOURCE_EXHAUSTED alone); its
+            // project and location are read from the base URL by the wing's factory.
+            ProviderKind::Vertex => &Kit {
+                name: "vertex",
                 capabilities: CHAT,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
@@ -236,6 +249,7 @@ mod tests {
             (ProviderKind::Gemini, true, false, true),
             (ProviderKind::Deepgram, false, true, false),
             (ProviderKind::Bedrock, true, false, false),
+            (ProviderKind::Vertex, true, false, false),
         ];
         for (kind, chat, transcription, embedding) in table {
             let c = kind.capabilities();
@@ -285,6 +299,11 @@ mod tests {
             (
                 ProviderKind::Deepgram,
                 "api.deepgram.com",
+                HeaderDialect::Generic,
+            ),
+            (
+                ProviderKind::Vertex,
+                "us-central1-aiplatform.googleapis.com",
                 HeaderDialect::Generic,
             ),
         ];

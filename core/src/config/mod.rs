@@ -22,7 +22,11 @@
 //! environment: `api_key_env = { dev = "OPENAI_API_KEY_DEV", prod = "OPENAI_API_KEY" }`.
 //! A key is read from the environment only when a credential is asked for
 //! ([`Config::credential`]), and it lives in a [`Credential`], whose `Debug` hides it.
-//! Before serde runs, a scan of the file refuses:
+//! A key kept in a file (a service account's JSON key for Vertex AI, a secret mounted as a
+//! file) is named by its path instead, per environment: `key_file = { prod =
+//! "/run/secrets/vertex.json" }`; the file is read when the credential is asked for, and a
+//! missing, unreadable, empty or oversized one is an error naming the file, never its
+//! contents. Before serde runs, a scan of the file refuses:
 //!
 //! * a literal key: a field such as `api_key`, `key`, `token` or `secret`, or an
 //!   `api_key_env` value that is not a variable name or looks like a key (`sk-…`, `gsk_…`,
@@ -324,6 +328,16 @@ impl Config {
                 .with_provider(id()));
             }
             Some(KeySource::Env(var)) => var,
+            Some(KeySource::File(file)) => {
+                let at = TomlPath::root()
+                    .key("providers")
+                    .key(provider)
+                    .key("key_file")
+                    .key(environment);
+                return read_key_file(file, &at)
+                    .map(Some)
+                    .map_err(|e| e.with_provider(id()));
+            }
             None => {
                 return Err(Error::config(format!(
                     "{at} has no entry for environment `{environment}`; add {environment} = \
@@ -397,11 +411,156 @@ impl Config {
     }
 }
 
+/// The largest key file read: a service account's JSON key is about 2.3 KB.
+const KEY_FILE_MAX: u64 = 64 << 10;
+
+/// The credential in the key file at `file` (`at` its TOML path): its contents, surrounding
+/// whitespace trimmed. Errors name the file and what was wrong, never what it holds.
+fn read_key_file(file: &Path, at: &TomlPath) -> Result<Credential> {
+    use std::io::Read as _;
+    let shown = file.display();
+    let problem = |what: String| Error::config(format!("key file `{shown}` ({at}) {what}"));
+    let opened = std::fs::File::open(file).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => problem("does not exist".to_owned()),
+        _ => problem(format!("cannot be read: {e}")),
+    })?;
+    let mut bytes = Vec::new();
+    opened
+        .take(KEY_FILE_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| problem(format!("cannot be read: {e}")))?;
+    if bytes.len() as u64 > KEY_FILE_MAX {
+        return Err(problem(format!(
+            "is larger than {} KiB: no key file is",
+            KEY_FILE_MAX >> 10
+        )));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Err(problem("is not UTF-8 text".to_owned()));
+    };
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(problem("is empty".to_owned()));
+    }
+    Ok(Credential::from_file(key.to_owned(), file))
+}
+
 impl FromStr for Config {
     type Err = Error;
 
     /// Same as [`Config::from_toml_str`].
     fn from_str(text: &str) -> Result<Config> {
         Config::from_toml_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::CredentialSource;
+
+    fn with_keys(keys: &str) -> Result<Config> {
+        Config::from_toml_str(&format!(
+            r#"
+            default_environment = "prod"
+            [environments.dev]
+            chat = ["p"]
+            [environments.prod]
+            chat = ["p"]
+            [providers.p]
+            kind = "openai"
+            base_url = "https://api.openai.com/v1"
+            model = "gpt-4o-mini"
+            {keys}
+            "#
+        ))
+    }
+
+    /// `key_file` names a file per environment, beside or instead of `api_key_env`; each
+    /// environment's key comes from one place.
+    #[test]
+    fn a_key_file_per_environment_and_its_rules() {
+        let config = with_keys(
+            r#"api_key_env = { dev = "OPENAI_API_KEY_DEV" }
+               key_file = { prod = "/run/secrets/openai" }"#,
+        )
+        .unwrap();
+        let p = config.provider("p").unwrap();
+        assert_eq!(p.keys["dev"], KeySource::Env("OPENAI_API_KEY_DEV".into()));
+        assert_eq!(
+            p.keys["prod"],
+            KeySource::File("/run/secrets/openai".into())
+        );
+
+        let table = [
+            (
+                r#"api_key_env = { prod = "K" }
+                   key_file = { prod = "/k" }"#,
+                "providers.p.key_file.prod",
+            ),
+            (
+                r#"key_file = { staging = "/k" }"#,
+                "no environment `staging`",
+            ),
+            (
+                r#"key_file = { prod = "sk-proj-abcdef" }"#,
+                "the path of the file",
+            ),
+            (
+                r#"auth = "none"
+                   key_file = { prod = "/k" }"#,
+                "must not have api_key_env or key_file",
+            ),
+            (r#"key_file = { prod = "/k" }"#, "providers.p.api_key_env"),
+        ];
+        for (keys, needle) in table {
+            let err = with_keys(keys).unwrap_err();
+            assert!(err.to_string().contains(needle), "{keys}: {err}");
+            assert!(!err.to_string().contains("abcdef"), "{err}");
+        }
+    }
+
+    /// The key is the file's contents, trimmed; a missing, empty or oversized file is a
+    /// `Config` error naming the file and the TOML path, never its contents.
+    #[test]
+    fn reads_the_key_file_and_names_it_when_it_cannot() {
+        let dir =
+            std::env::temp_dir().join(format!("llm-failover-key-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("key");
+        std::fs::write(&file, "  sk-from-a-file\n").unwrap();
+        let keys = |path: &Path| {
+            format!(
+                r#"api_key_env = {{ dev = "K" }}
+                   key_file = {{ prod = "{}" }}"#,
+                path.display()
+            )
+        };
+        let config = with_keys(&keys(&file)).unwrap();
+        let key = config.credential("p", "prod", &|_| None).unwrap().unwrap();
+        assert_eq!(key.expose(), "sk-from-a-file");
+        assert_eq!(key.source(), &CredentialSource::File(file.clone()));
+        assert!(key.source().to_string().contains("key file"));
+
+        let empty = dir.join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let large = dir.join("large");
+        std::fs::write(&large, "x".repeat(70_000)).unwrap();
+        let missing = dir.join("missing");
+        for (path, needle) in [
+            (&empty, "is empty"),
+            (&large, "is larger than 64 KiB"),
+            (&missing, "does not exist"),
+        ] {
+            let config = with_keys(&keys(path)).unwrap();
+            let err = config.credential("p", "prod", &|_| None).unwrap_err();
+            let msg = err.to_string();
+            assert!(err.is_config(), "{msg}");
+            assert!(msg.contains(&path.display().to_string()), "{msg}");
+            assert!(msg.contains("providers.p.key_file.prod"), "{msg}");
+            assert!(msg.contains(needle), "{msg}");
+            assert!(!msg.contains("xxxx"), "{msg}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -150,6 +150,8 @@ pub(crate) struct RawProvider {
     pub(crate) embedding_model: Option<String>,
     /// Environment name → the NAME of the variable holding the key.
     pub(crate) api_key_env: Option<BTreeMap<String, String>>,
+    /// Environment name → the path of the file holding the key (a service account's JSON key).
+    pub(crate) key_file: Option<BTreeMap<String, String>>,
     pub(crate) auth: Option<String>,
     pub(crate) limits: Option<RawLimits>,
     #[serde(default)]

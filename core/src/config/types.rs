@@ -46,6 +46,10 @@ pub use super::kind::ProviderKind;
 pub enum KeySource {
     /// The key is read from this environment variable (the variable's name, never the key).
     Env(String),
+    /// The key is the contents of this file (`key_file = { prod = "/path/key.json" }`: a
+    /// service account's JSON key for Vertex AI, a secret mounted as a file), read when a
+    /// credential is asked for. A relative path is relative to the working directory.
+    File(std::path::PathBuf),
     /// No key is sent (local hosts such as Ollama or vLLM): `auth = "none"`.
     None,
     /// The key is handed over in code with

@@ -841,6 +841,96 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn frames(&self) -> Box<dyn FrameParser> {
         Box::new(SseParser::new())
     }
+
+    /// The credential a request is sent with, when the provider must fetch it first from
+    /// the configured one (an OAuth 2 access token for a service account's key): the router
+    /// awaits it before each attempt, and the adapter's builders then see it as
+    /// `ctx.credential` (the configured credential still names where the key came from in
+    /// an `Auth` error). `None` by default: the configured credential as it is.
+    ///
+    /// A provider that fetches keeps what it fetched (refreshing it before it expires, one
+    /// fetch at a time) and sends its own requests through [`Authorizing::send`], the
+    /// client's transport.
+    ///
+    /// # Errors
+    ///
+    /// The future's error ends the attempt before anything is sent to the provider:
+    /// `Auth` (terminal) for a refused key, a retryable kind for a token endpoint that is
+    /// down, `Config` for a credential of the wrong shape.
+    fn authorize<'a>(&'a self, auth: Authorizing<'a>) -> Option<Authorized<'a>> {
+        let _ = auth;
+        None
+    }
+
+    /// Whether `credential` (the provider's configured one, `None` without a key) is of the
+    /// shape this provider needs, checked when the client is built: a service-account key
+    /// file that is no such JSON fails there, not at the first request. Every shape by
+    /// default.
+    ///
+    /// # Errors
+    ///
+    /// `Config`, naming where the credential came from and what is wrong (never the key).
+    fn check_credential(&self, credential: Option<&Credential>) -> Result<()> {
+        let _ = credential;
+        Ok(())
+    }
+}
+
+/// The credential [`Provider::authorize`] fetched, once awaited.
+pub type Authorized<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Credential>> + Send + 'a>>;
+
+/// What [`Provider::authorize`] is given: the configured credential, the client's clock, and
+/// the client's transport for a request of its own (a token endpoint's).
+#[derive(Clone, Copy)]
+pub struct Authorizing<'a> {
+    /// The request's credential: its own, else the provider's configured one.
+    pub credential: Option<&'a Credential>,
+    /// The client's clock, before the attempt.
+    pub now: Now,
+    transport: &'a dyn crate::http::Transport,
+    timeout: std::time::Duration,
+}
+
+impl<'a> Authorizing<'a> {
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
+    pub(crate) fn new(
+        credential: Option<&'a Credential>,
+        now: Now,
+        transport: &'a dyn crate::http::Transport,
+        timeout: std::time::Duration,
+    ) -> Self {
+        Authorizing {
+            credential,
+            now,
+            transport,
+            timeout,
+        }
+    }
+
+    /// Sends `req` through the client's transport (its TLS, no redirects, the body capped),
+    /// within the attempt's timeout, and reads the whole answer.
+    ///
+    /// # Errors
+    ///
+    /// As a provider request's: `Timeout`, `Connect`, `Decode` (a body over the cap).
+    pub fn send(
+        &self,
+        req: HttpRequest,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<RawResponse>> + Send + 'static>>
+    {
+        self.transport.send(req, self.timeout)
+    }
+}
+
+impl fmt::Debug for Authorizing<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authorizing")
+            .field("credential", &self.credential)
+            .field("now", &self.now)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Cuts a streamed body into events, as bytes arrive in arbitrary pieces
@@ -922,6 +1012,7 @@ pub fn from_config(cfg: &crate::config::ProviderConfig) -> Result<Arc<dyn Provid
         ProviderKind::Gemini => Arc::new(gemini::Gemini::from_config(cfg)?),
         ProviderKind::Deepgram => Arc::new(deepgram::Deepgram::from_config(cfg)?),
         ProviderKind::Bedrock => wing_adapter(cfg, "bedrock", "llm-failover-bedrock")?,
+        ProviderKind::Vertex => wing_adapter(cfg, "vertex", "llm-failover-vertex")?,
     })
 }
 

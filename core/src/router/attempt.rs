@@ -25,7 +25,7 @@ use crate::observe::{
     AdmissionWaited, AttemptEnded, AttemptOutcome, CacheLooked, Event, FailedOver, RequestEnded,
     Sent, operation_name,
 };
-use crate::provider::RequestContext;
+use crate::provider::{Authorizing, Exchange, Provider, RequestContext};
 use crate::ratelimit::{Heard, LimitReport, Permit, Tightening};
 use crate::types::Usage;
 
@@ -197,19 +197,40 @@ impl Router {
             )
         };
         run.attempt_at = self.clock.now();
-        let exchange = job
-            .send(Attempt {
-                adapter: entry.adapter.as_ref(),
-                transport: self.transport.as_ref(),
-                ctx: RequestContext::new(&ticket.key.model, credential)
-                    .with_extra_body(&entry.extra_body),
-                timeout: self.timeout::<J>(entry, run, ticket.slot),
-                clock: self.clock.as_ref(),
-                span: &span,
-                on_end: &on_end,
-            })
-            .instrument(span.clone())
-            .await;
+        let timeout = self.timeout::<J>(entry, run, ticket.slot);
+        // The credential the provider fetches first (an access token), else the configured one.
+        let adapter = entry.adapter.as_ref();
+        let fetched = match adapter.authorize(Authorizing::new(
+            credential,
+            self.clock.both(),
+            self.transport.as_ref(),
+            timeout,
+        )) {
+            None => Ok(None),
+            Some(fetching) => fetching.instrument(span.clone()).await.map(Some),
+        };
+        let exchange = match fetched {
+            // Nothing went to the provider.
+            Err(e) => Exchange {
+                result: Err(unauthorized(e, adapter, &ticket.key.model, credential)),
+                report: None,
+                sent: false,
+            },
+            Ok(token) => {
+                job.send(Attempt {
+                    adapter,
+                    transport: self.transport.as_ref(),
+                    ctx: RequestContext::new(&ticket.key.model, token.as_ref().or(credential))
+                        .with_extra_body(&entry.extra_body),
+                    timeout,
+                    clock: self.clock.as_ref(),
+                    span: &span,
+                    on_end: &on_end,
+                })
+                .instrument(span.clone())
+                .await
+            }
+        };
         if exchange.sent {
             permit.commit();
             self.sent(run, ticket, index, verdict.is_probe());
@@ -597,13 +618,35 @@ fn failure_update(
     Some(t)
 }
 
+/// A credential the provider could not fetch (`Provider::authorize`): the error names the
+/// provider and the model, and holds no secret of the configured credential.
+fn unauthorized(
+    mut err: Error,
+    adapter: &dyn Provider,
+    model: &str,
+    credential: Option<&Credential>,
+) -> Error {
+    if err.provider().is_none() {
+        err = err.with_provider(adapter.id().clone());
+    }
+    if err.model().is_none() {
+        err = err.with_model(model);
+    }
+    for secret in credential.into_iter().flat_map(Credential::secrets) {
+        err = err.scrub(secret);
+    }
+    err
+}
+
 /// An `Auth` error names where the key came from (never the key).
 fn explain_auth(err: Error, credential: Option<&Credential>) -> Error {
     if err.kind() != ErrorKind::Auth {
         return err;
     }
     match credential.map(Credential::source) {
-        Some(src @ CredentialSource::Env(_)) => err.note(&format!("the key comes from {src}")),
+        Some(src @ (CredentialSource::Env(_) | CredentialSource::File(_))) => {
+            err.note(&format!("the key comes from {src}"))
+        }
         Some(src) => err.note(&format!("the key is a {src}")),
         None => err.note("no key was sent"),
     }

@@ -15,7 +15,7 @@ pub(crate) use shared::{check_settings as check_shared_settings, check_url as ch
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::keys::{check_variable_name, shown};
+use super::keys::{check_variable_name, looks_like_key, shown};
 use super::raw::{RawConfig, RawEnvironment, RawProvider};
 use super::source::{Issue, TomlPath};
 use super::types::{Config, Environment, KeySource, ProviderConfig, ProviderKind};
@@ -226,7 +226,7 @@ fn keys(
 ) -> Check<BTreeMap<String, KeySource>> {
     let key_path = path.key("api_key_env");
     if raw.key_in_code {
-        if raw.auth.is_some() || raw.api_key_env.is_some() {
+        if raw.auth.is_some() || raw.api_key_env.is_some() || raw.key_file.is_some() {
             return Err(Issue::new(
                 key_path,
                 "the key is handed over in code (key_in_code), so this provider must name no \
@@ -239,10 +239,11 @@ fn keys(
             .collect());
     }
     if raw.auth.is_some() {
-        if raw.api_key_env.is_some() {
+        if raw.api_key_env.is_some() || raw.key_file.is_some() {
             return Err(Issue::new(
                 path.key("auth"),
-                "auth = \"none\" sends no key, so this provider must not have api_key_env",
+                "auth = \"none\" sends no key, so this provider must not have api_key_env or \
+                 key_file",
             ));
         }
         return Ok(environments
@@ -267,6 +268,36 @@ fn keys(
             return Err(Issue::new(entry, message));
         }
         keys.insert(env.clone(), KeySource::Env(var.clone()));
+    }
+    for (env, file) in raw.key_file.iter().flatten() {
+        let entry = path.key("key_file").key(env);
+        if !environments.contains_key(env) {
+            return Err(Issue::new(
+                entry,
+                format!(
+                    "no environment {} is defined under [environments]; defined: {}",
+                    shown(env),
+                    listing(environments.keys())
+                ),
+            ));
+        }
+        if keys.contains_key(env) {
+            return Err(Issue::new(
+                entry,
+                format!(
+                    "api_key_env names a variable for environment `{env}` too: one key per \
+                     provider per environment, from a variable or from a file"
+                ),
+            ));
+        }
+        if file.trim().is_empty() || looks_like_key(file) {
+            return Err(Issue::new(
+                entry,
+                "must be the path of the file that holds the key (its contents never go in \
+                 this file)",
+            ));
+        }
+        keys.insert(env.clone(), KeySource::File(file.into()));
     }
     Ok(keys)
 }
@@ -295,9 +326,9 @@ fn check_uses(
                         here.key("api_key_env"),
                         format!(
                             "has no entry for environment `{}`, and {used}; add {} = \
-                             \"VARIABLE_NAME\" (or auth = \"none\" for a local host that takes \
-                             no key)",
-                            env.name, env.name
+                             \"VARIABLE_NAME\" (or key_file = {{ {} = \"PATH\" }} for a key \
+                             in a file, or auth = \"none\" for a local host that takes no key)",
+                            env.name, env.name, env.name
                         ),
                     ));
                 }
