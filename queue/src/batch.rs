@@ -21,7 +21,8 @@ use llm_failover_core::wing::batch::{
     Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
     set_skipped_ok, warn_unreadable, warn_unreadable_rest,
 };
-use llm_failover_core::{ChatRequest, Client, RequestOptions};
+use llm_failover_core::batch::BatchRequest;
+use llm_failover_core::{Client, RequestOptions};
 use llm_failover_core::{Error, ErrorKind, Result};
 
 /// The job kind of a batch item.
@@ -630,7 +631,7 @@ fn failed_kind(line: &str) -> String {
 }
 
 /// The request of item `id` as the queue stores it (its JSON).
-fn payload(id: &str, request: &ChatRequest) -> Result<String> {
+fn payload(id: &str, request: &BatchRequest) -> Result<String> {
     serde_json::to_string(request)
         .map_err(|e| Error::new(ErrorKind::Config, format!("item {id:?}: {e}")).with_source(e))
 }
@@ -754,10 +755,13 @@ struct Served {
 impl Handler for BatchChat {
     async fn run(&self, ctx: &JobContext) -> Result<String> {
         let job = ctx.job();
-        let request: ChatRequest = serde_json::from_str(&job.payload).map_err(|e| {
+        let request: BatchRequest = serde_json::from_str(&job.payload).map_err(|e| {
             Error::new(
                 ErrorKind::InvalidRequest,
-                format!("job {:?}: the payload is not a chat request: {e}", job.id),
+                format!(
+                    "job {:?}: the payload is neither a chat nor an embedding request: {e}",
+                    job.id
+                ),
             )
         })?;
         let clock = llm_failover_core::wing::client_clock(ctx.client()).clone();
@@ -768,9 +772,21 @@ impl Handler for BatchChat {
             .max_wait(self.max_wait)
             .priority(job.priority)
             .tenant(job.tenant.clone());
-        let response = ctx.client().chat_with(request, &options).await?;
-        let answer =
-            Answer::from_response(response, clock.now().saturating_duration_since(started));
+        let latency = || clock.now().saturating_duration_since(started);
+        let answer = match request {
+            BatchRequest::Chat(req) => {
+                Answer::from_response(ctx.client().chat_with(req, &options).await?, latency())
+            }
+            BatchRequest::Embed(req) => {
+                Answer::from_embedding(ctx.client().embed_with(&req, &options).await?, latency())
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("job {:?}: a batch request of a kind this worker does not know", job.id),
+                ));
+            }
+        };
         if answer.cached {
             let tokens = answer.usage.map_or(0, |u| u.total());
             self.served.cached.fetch_add(1, Ordering::Relaxed);

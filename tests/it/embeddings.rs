@@ -434,3 +434,76 @@ async fn an_answer_with_the_wrong_number_of_vectors_is_a_decode_error_naming_the
     assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn the_batch_runs_embedding_lines_beside_chat_lines_and_resumes() {
+    use llm_failover::batch::{FileJob, Runner, Stop};
+
+    let clock = ManualClock::new();
+    let emu = emulator(&clock, vec![ProviderConfig::openai("openai")]).await;
+    let c = client(
+        &clock,
+        vec![(openai(&emu, "openai"), keyed(&emu, "openai"))],
+    );
+    let dir = std::env::temp_dir().join(format!("llm-failover-embed-batch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("in.jsonl"), dir.join("out.jsonl"));
+    let lines = [
+        r#"{"id": "q1", "prompt": "Name a prime.", "max_tokens": 8}"#,
+        r#"{"id": "d1", "input": "the weather in Paris"}"#,
+        r#"{"id": "d2", "input": ["a recipe for pancakes", "Paris weather today"], "dimensions": 64}"#,
+        r#"{"id": "bad", "input": "x", "prompt": "y"}"#,
+    ];
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let runner = Runner::new(c.clone()).concurrency(4);
+    let report = FileJob::new(&input, &output)
+        .run(&runner, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(report.run.ok, 3, "{report:?}");
+    assert_eq!(report.run.failed(), 1);
+
+    let results: Vec<serde_json::Value> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: &str| results.iter().find(|v| v["id"] == id).unwrap().clone();
+    let q1 = by_id("q1");
+    assert!(
+        q1["text"].is_string() && q1.get("vectors").is_none(),
+        "{q1}"
+    );
+    let d1 = by_id("d1");
+    assert_eq!(d1.get("text"), None, "{d1}");
+    assert_eq!(
+        (d1["ok"].as_bool(), d1["provider"].as_str()),
+        (Some(true), Some("openai"))
+    );
+    assert_eq!(d1["usage"]["output_tokens"], 0);
+    let v: Vec<f32> = serde_json::from_value(d1["vectors"][0].clone()).unwrap();
+    assert!(cosine(&v, &text_vector("the weather in Paris", 1536)) > 0.999);
+    let d2: Vec<Vec<f32>> = serde_json::from_value(by_id("d2")["vectors"].clone()).unwrap();
+    assert_eq!((d2.len(), d2[0].len()), (2, 64));
+    let bad = by_id("bad");
+    assert_eq!(bad["error"]["kind"], "invalid_input");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not both"),
+        "{bad}"
+    );
+
+    // A rerun sends nothing: every answered line, chat or embedding, is kept.
+    let sent = emu.counters("openai").requests;
+    assert_eq!(sent, 3);
+    let again = FileJob::new(&input, &output)
+        .run(&runner, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!((again.skipped_ok, again.run.ok), (3, 0), "{again:?}");
+    assert_eq!(emu.counters("openai").requests, sent);
+    let _ = std::fs::remove_dir_all(&dir);
+}

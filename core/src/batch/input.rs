@@ -3,9 +3,19 @@
 //! ```text
 //! {"id": "q1", "prompt": "Name three prime numbers.", "max_tokens": 64}
 //! {"id": "q2", "messages": [{"role": "user", "content": "Hi"}], "system": "Be brief."}
+//! {"id": "d1", "input": "The quick brown fox"}
+//! {"id": "d2", "input": ["first text", "second text"], "dimensions": 256}
 //! ```
 //!
-//! Fields: `id` (a non-empty string, unique in the file, without a NUL character), then either `prompt` (a non-empty
+//! A line is a chat or an embedding by its fields: `prompt` or `messages` make a chat
+//! ([`ChatRequest`]), `input` an embedding ([`EmbeddingRequest`]); a line with both is an
+//! [`InputError`], and one file may hold both kinds. An embedding line takes `input` (a
+//! non-empty string, or an array of them, answered in one request with a vector each, in
+//! order), and optionally `model`, `dimensions` (a positive integer) and `input_type`
+//! (`query`, `document`, `similarity`, `classification`, `clustering`); the chat fields
+//! `system`, `max_tokens` and `temperature` are refused on it.
+//!
+//! Chat fields: `id` (a non-empty string, unique in the file, without a NUL character), then either `prompt` (a non-empty
 //! string, sent as one user message) or `messages` (`[{"role": "system" | "user" |
 //! "assistant", "content": "…"}]`), and optionally `system` (prepended as a system message),
 //! `max_tokens` (a positive integer), `model` (overrides the provider's model) and
@@ -27,7 +37,7 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use super::key::ItemKey;
-use crate::types::{ChatRequest, Message, Role};
+use crate::types::{ChatRequest, EmbeddingRequest, InputType, Message, Role};
 
 /// Longest input line read, in bytes (8 MiB); a longer line is an [`InputError`] (and is
 /// skipped without being held in memory).
@@ -60,18 +70,79 @@ pub struct BatchItem {
     pub id: String,
     /// 1-based line number in the input.
     pub line: u64,
-    /// The request.
-    pub request: ChatRequest,
+    /// The request: a chat or an embedding.
+    pub request: BatchRequest,
 }
 
 impl BatchItem {
-    /// An item built in code (line 0: not from a file).
-    pub fn new(id: impl Into<String>, request: ChatRequest) -> Self {
+    /// An item built in code (line 0: not from a file), of a [`ChatRequest`] or an
+    /// [`EmbeddingRequest`].
+    pub fn new(id: impl Into<String>, request: impl Into<BatchRequest>) -> Self {
         BatchItem {
             id: id.into(),
             line: 0,
-            request,
+            request: request.into(),
         }
+    }
+}
+
+/// What one batch item asks for: a chat answer or embedding vectors.
+///
+/// Serialized as the request itself (no tag): a chat item's JSON is its [`ChatRequest`]'s, as
+/// before embeddings were batched, and an embedding's is told by its `inputs`.
+///
+/// # Examples
+///
+/// ```
+/// use llm_failover::batch::{BatchItem, BatchRequest};
+/// use llm_failover::{ChatRequest, EmbeddingRequest};
+///
+/// let chat = BatchItem::new("q1", ChatRequest::from_prompt("Hi"));
+/// assert!(matches!(chat.request, BatchRequest::Chat(_)));
+/// let embed = BatchItem::new("d1", EmbeddingRequest::many(["a", "b"]));
+/// assert_eq!(embed.request.as_embedding().map(|r| r.inputs.len()), Some(2));
+///
+/// let json = serde_json::to_string(&embed.request).unwrap();
+/// let back: BatchRequest = serde_json::from_str(&json).unwrap();
+/// assert_eq!(back, embed.request);
+/// ```
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum BatchRequest {
+    /// Embedding vectors (tried first when read back: a chat request has no `inputs`).
+    Embed(EmbeddingRequest),
+    /// A chat completion.
+    Chat(ChatRequest),
+}
+
+impl BatchRequest {
+    /// The chat request, if it is one.
+    pub fn as_chat(&self) -> Option<&ChatRequest> {
+        match self {
+            BatchRequest::Chat(r) => Some(r),
+            BatchRequest::Embed(_) => None,
+        }
+    }
+
+    /// The embedding request, if it is one.
+    pub fn as_embedding(&self) -> Option<&EmbeddingRequest> {
+        match self {
+            BatchRequest::Embed(r) => Some(r),
+            BatchRequest::Chat(_) => None,
+        }
+    }
+}
+
+impl From<ChatRequest> for BatchRequest {
+    fn from(r: ChatRequest) -> Self {
+        BatchRequest::Chat(r)
+    }
+}
+
+impl From<EmbeddingRequest> for BatchRequest {
+    fn from(r: EmbeddingRequest) -> Self {
+        BatchRequest::Embed(r)
     }
 }
 
@@ -181,7 +252,12 @@ pub(crate) fn parse_line(text: &[u8], line: u64) -> Result<BatchItem, InputError
         }
         None => return Err(InputError::new(None, line, "no `id` field")),
     };
-    match request(&obj) {
+    let request = if obj.contains_key("input") {
+        embedding(&obj).map(BatchRequest::Embed)
+    } else {
+        request(&obj).map(BatchRequest::Chat)
+    };
+    match request {
         Ok(request) => Ok(BatchItem { id, line, request }),
         Err(message) => Err(InputError::new(Some(id), line, message)),
     }
@@ -228,7 +304,11 @@ fn request(obj: &Map<String, Value>) -> Result<ChatRequest, String> {
     };
     match (prompt, messages) {
         (Some(_), Some(_)) => return Err("give `prompt` or `messages`, not both".into()),
-        (None, None) => return Err("no `prompt` and no `messages`".into()),
+        (None, None) => {
+            return Err(
+                "no `prompt`, no `messages` (a chat) and no `input` (an embedding)".into(),
+            );
+        }
         (Some(p), None) => req = req.user(p),
         (None, Some(list)) => {
             if list.is_empty() {
@@ -263,6 +343,74 @@ fn request(obj: &Map<String, Value>) -> Result<ChatRequest, String> {
                 ));
             }
         },
+    }
+    Ok(req)
+}
+
+/// An embedding line: `input` (a string or an array of strings), `model`, `dimensions`,
+/// `input_type`.
+fn embedding(obj: &Map<String, Value>) -> Result<EmbeddingRequest, String> {
+    for chat in ["prompt", "messages"] {
+        if obj.contains_key(chat) {
+            return Err(format!(
+                "give `input` (an embedding) or `{chat}` (a chat), not both"
+            ));
+        }
+    }
+    for chat in ["system", "max_tokens", "temperature"] {
+        if obj.get(chat).is_some_and(|v| !v.is_null()) {
+            return Err(format!(
+                "`{chat}` is for chat lines; an embedding line (`input`) takes `model`, \
+                 `dimensions` and `input_type`"
+            ));
+        }
+    }
+    let text = |i: Option<usize>, v: &Value| -> Result<String, String> {
+        let at = i.map_or_else(|| "`input`".to_owned(), |i| format!("`input[{i}]`"));
+        match v {
+            Value::String(s) if s.trim().is_empty() => Err(format!("{at} is empty")),
+            Value::String(s) => Ok(s.clone()),
+            other => Err(format!(
+                "{at} must be a string, found {}",
+                json_type(other)
+            )),
+        }
+    };
+    let inputs = match &obj["input"] {
+        Value::Array(list) if list.is_empty() => return Err("`input` is empty".into()),
+        Value::Array(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| text(Some(i), v))
+            .collect::<Result<Vec<_>, _>>()?,
+        v => vec![text(None, v)?],
+    };
+    let mut req = EmbeddingRequest::many(inputs);
+    if let Some(model) = text_field(obj, "model")? {
+        req = req.model(model);
+    }
+    match obj.get("dimensions") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_u64().filter(|n| *n > 0).map(u32::try_from) {
+            Some(Ok(n)) => req = req.dimensions(n),
+            _ => return Err(format!("`dimensions` must be a positive integer, not {v}")),
+        },
+    }
+    if let Some(t) = text_field(obj, "input_type")? {
+        let all = [
+            InputType::Query,
+            InputType::Document,
+            InputType::Similarity,
+            InputType::Classification,
+            InputType::Clustering,
+        ];
+        let Some(t) = all.into_iter().find(|k| k.as_str() == t) else {
+            return Err(format!(
+                "unknown `input_type` {t:?} (expected query, document, similarity, \
+                 classification or clustering)"
+            ));
+        };
+        req = req.input_type(t);
     }
     Ok(req)
 }
@@ -436,6 +584,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_input_line_is_an_embedding_and_a_mixed_line_is_refused() {
+        let item = parse_line(
+            br#"{"id": "d", "input": ["a", "b"], "model": "m", "dimensions": 8, "input_type": "document"}"#,
+            2,
+        )
+        .unwrap();
+        let expected = EmbeddingRequest::many(["a", "b"])
+            .model("m")
+            .dimensions(8)
+            .input_type(InputType::Document);
+        assert_eq!(item.request, BatchRequest::Embed(expected));
+        let one = parse_line(br#"{"id": "e", "input": "just one"}"#, 3).unwrap();
+        assert_eq!(
+            one.request,
+            BatchRequest::Embed(EmbeddingRequest::new("just one"))
+        );
+        for (line, word) in [
+            (r#"{"id": "m", "input": "x", "prompt": "y"}"#, "not both"),
+            (r#"{"id": "m", "input": "x", "messages": []}"#, "not both"),
+            (r#"{"id": "m", "input": "x", "max_tokens": 5}"#, "chat lines"),
+            (r#"{"id": "m", "input": []}"#, "empty"),
+            (r#"{"id": "m", "input": ["a", 3]}"#, "input[1]"),
+            (r#"{"id": "m", "input": ["a", " "]}"#, "input[1]"),
+            (r#"{"id": "m", "input": 7}"#, "string"),
+            (r#"{"id": "m", "input": "x", "dimensions": 0}"#, "dimensions"),
+            (r#"{"id": "m", "input": "x", "input_type": "poem"}"#, "input_type"),
+        ] {
+            let err = parse_line(line.as_bytes(), 1).unwrap_err();
+            assert_eq!(err.id.as_deref(), Some("m"), "{line}");
+            assert!(err.message.contains(word), "{line}: {err}");
+        }
+        // A chat's JSON, as the queue stores it, is read back as a chat.
+        let chat = BatchRequest::Chat(ChatRequest::from_prompt("Hi"));
+        let json = serde_json::to_string(&chat).unwrap();
+        assert_eq!(json, serde_json::to_string(chat.as_chat().unwrap()).unwrap());
+        assert_eq!(serde_json::from_str::<BatchRequest>(&json).unwrap(), chat);
+    }
+
+    #[test]
     fn bad_lines_are_reported_with_a_reason_and_the_best_id_known() {
         // (line, expected id ("" for none: reported by line number), a word the message must
         // contain)
@@ -532,14 +719,15 @@ mod tests {
             .max_tokens(12)
             .model("m")
             .temperature(0.5);
-        assert_eq!(item.request, expected);
+        assert_eq!(item.request, BatchRequest::Chat(expected));
 
         let item = parse_line(
             br#"{"id": "y", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}, {"role": "user", "content": "U2"}]}"#,
             1,
         )
         .unwrap();
-        let roles: Vec<Role> = item.request.messages.iter().map(|m| m.role).collect();
+        let chat = item.request.as_chat().unwrap();
+        let roles: Vec<Role> = chat.messages.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
             [Role::System, Role::User, Role::Assistant, Role::User]

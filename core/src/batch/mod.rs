@@ -1,6 +1,7 @@
 //! Prompt batches that finish: bounded concurrency, one outcome per item, resumable results.
 //!
-//! A batch is a stream of items (an id and a [`ChatRequest`](crate::ChatRequest)) run through
+//! A batch is a stream of items (an id and a [`ChatRequest`](crate::ChatRequest) or an
+//! [`EmbeddingRequest`](crate::EmbeddingRequest): a [`BatchRequest`]) run through
 //! a [`Client`](crate::Client) by a [`Runner`]. The client does the pacing — every request
 //! waits for its provider's buckets and fails over as the router decides — so the runner's
 //! concurrency only bounds the work in flight. Every item ends in exactly one [`ItemOutcome`]: a
@@ -52,7 +53,7 @@ mod sink;
 mod summary;
 
 pub use crate::stop::Stop;
-pub use input::{BatchItem, InputError, InputReader};
+pub use input::{BatchItem, BatchRequest, InputError, InputReader};
 // Public with `test-util`, for tests that compute a line's job id.
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]

@@ -9,7 +9,7 @@ use super::input::InputError;
 use super::key::ItemKey;
 use crate::error::{Error, ErrorKind};
 use crate::id::ProviderId;
-use crate::types::{ChatResponse, Usage};
+use crate::types::{ChatResponse, EmbeddingResponse, Usage};
 
 /// How one item ended: exactly one per item that was started.
 ///
@@ -25,6 +25,15 @@ use crate::types::{ChatResponse, Usage};
 /// ```json
 /// {"id":"q2","ok":false,"error":{"kind":"context_length_exceeded","status":400,
 ///  "provider":"openai","message":"…"},"attempts":1}
+/// ```
+///
+/// An embedding item's line has `vectors` (one array of numbers per input, in the input's
+/// order) in place of `text`, and `usage` with `output_tokens` 0:
+///
+/// ```json
+/// {"id":"d1","ok":true,"provider":"openai","model":"text-embedding-3-small",
+///  "vectors":[[0.0123,-0.0456,…]],"usage":{"input_tokens":5,"output_tokens":0},
+///  "attempts":1,"latency_ms":120}
 /// ```
 ///
 /// An answer served from the response cache ([`cache`](crate::cache)) also has
@@ -106,8 +115,10 @@ pub struct Answer {
     pub provider: ProviderId,
     /// The model, as the provider named it.
     pub model: String,
-    /// The generated text.
+    /// The generated text (empty for an embedding).
     pub text: String,
+    /// An embedding item's vectors, one per input in order (`None` for a chat).
+    pub vectors: Option<Vec<Vec<f32>>>,
     /// Tokens, when the provider reported them.
     pub usage: Option<Usage>,
     /// Attempts the router made (1 = first try; 0 for an answer from the cache).
@@ -126,6 +137,7 @@ impl fmt::Debug for Answer {
             .field("provider", &self.provider)
             .field("model", &self.model)
             .field("text_len", &self.text.len())
+            .field("vectors", &self.vectors.as_ref().map(Vec::len))
             .field("usage", &self.usage)
             .field("attempts", &self.attempts)
             .field("latency", &self.latency)
@@ -142,6 +154,37 @@ impl Answer {
             provider: response.provider,
             model: response.model,
             text: response.text,
+            vectors: None,
+            usage: response.usage,
+            attempts: response.attempts,
+            latency,
+        }
+    }
+
+    /// The vectors in `response`, which took `latency`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover::batch::{Answer, ItemOutcome};
+    /// use llm_failover::{EmbeddingResponse, ProviderId};
+    ///
+    /// let response = EmbeddingResponse::new(ProviderId::new("openai"), "text-embedding-3-small",
+    ///     vec![vec![0.5, -0.25]]);
+    /// let answer = Answer::from_embedding(response, Duration::from_millis(120));
+    /// let line: serde_json::Value =
+    ///     serde_json::from_str(&ItemOutcome::ok("d1", answer).to_json_line()).unwrap();
+    /// assert_eq!(line["vectors"], serde_json::json!([[0.5, -0.25]]));
+    /// assert_eq!(line.get("text"), None);
+    /// ```
+    pub fn from_embedding(response: EmbeddingResponse, latency: Duration) -> Self {
+        Answer {
+            cached: response.origin.is_cache(),
+            provider: response.provider,
+            model: response.model,
+            text: String::new(),
+            vectors: Some(response.vectors),
             usage: response.usage,
             attempts: response.attempts,
             latency,
@@ -331,7 +374,11 @@ enum WireLine<'a> {
         ok: bool,
         provider: &'a str,
         model: &'a str,
-        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<&'a str>,
+        /// Only on an embedding's line.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vectors: Option<&'a [Vec<f32>]>,
         usage: Option<WireUsage>,
         attempts: u32,
         latency_ms: u64,
@@ -391,7 +438,8 @@ impl ItemOutcome {
                 ok: true,
                 provider: a.provider.as_str(),
                 model: &a.model,
-                text: &a.text,
+                text: a.vectors.is_none().then_some(a.text.as_str()),
+                vectors: a.vectors.as_deref(),
                 usage: a.usage.map(|u| WireUsage {
                     input_tokens: u.input_tokens,
                     output_tokens: u.output_tokens,
@@ -489,6 +537,7 @@ mod tests {
             provider: ProviderId::new("openai"),
             model: "gpt-4o-mini".into(),
             text: "Hello \"there\"\nfriend".into(),
+            vectors: None,
             usage: Some(Usage {
                 input_tokens: 12,
                 output_tokens: 3,

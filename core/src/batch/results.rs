@@ -477,6 +477,7 @@ mod tests {
                 provider: ProviderId::new("p"),
                 model: "m".into(),
                 text: format!("answer {id}"),
+                vectors: None,
                 usage: None,
                 attempts: 1,
                 latency: Duration::from_millis(5),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use tokio::task::{Id, JoinSet};
 
-use super::input::{BatchItem, InputError};
+use super::input::{BatchItem, BatchRequest, InputError};
 use super::outcome::{Answer, Failure, ItemOutcome};
 use super::sink::OutcomeSink;
 use crate::admission::Priority;
@@ -317,11 +317,19 @@ async fn run_item(
     clock: Arc<dyn Clock>,
 ) -> ItemOutcome {
     let started = clock.now();
-    match client.chat_with(item.request, &options).await {
-        Ok(response) => {
-            let latency = clock.now().saturating_duration_since(started);
-            ItemOutcome::ok(item.id, Answer::from_response(response, latency))
-        }
+    let latency = || clock.now().saturating_duration_since(started);
+    let answered = match item.request {
+        BatchRequest::Chat(req) => client
+            .chat_with(req, &options)
+            .await
+            .map(|r| Answer::from_response(r, latency())),
+        BatchRequest::Embed(req) => client
+            .embed_with(&req, &options)
+            .await
+            .map(|r| Answer::from_embedding(r, latency())),
+    };
+    match answered {
+        Ok(answer) => ItemOutcome::ok(item.id, answer),
         Err(err) => ItemOutcome::failed(item.id, Failure::from_error(&err)),
     }
 }

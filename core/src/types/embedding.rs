@@ -317,7 +317,10 @@ mod tests {
     fn debug_shows_neither_texts_nor_values() {
         let req = EmbeddingRequest::many(["secret text", "another"]).extra_body("user", "u1");
         let shown = format!("{req:?}");
-        assert!(!shown.contains("secret") && !shown.contains("u1"), "{shown}");
+        assert!(
+            !shown.contains("secret") && !shown.contains("u1"),
+            "{shown}"
+        );
         assert!(shown.contains("inputs: 2"), "{shown}");
         let resp = EmbeddingResponse::new(ProviderId::new("p"), "m", vec![vec![0.125; 3]]);
         let shown = format!("{resp:?}");

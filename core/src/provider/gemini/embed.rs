@@ -116,13 +116,10 @@ pub(super) fn parse_response(
         }
     };
     let mut answer = EmbeddingResponse::new(id.clone(), model, vectors);
-    answer.usage = wire
-        .usage
-        .and_then(|u| u.prompt_tokens)
-        .map(|t| Usage {
-            input_tokens: t,
-            output_tokens: 0,
-        });
+    answer.usage = wire.usage.and_then(|u| u.prompt_tokens).map(|t| Usage {
+        input_tokens: t,
+        output_tokens: 0,
+    });
     Ok(answer)
 }
 
@@ -142,7 +139,8 @@ mod tests {
         assert_eq!(body["content"]["parts"][0]["text"], "hi");
         assert_eq!(body["taskType"], "RETRIEVAL_QUERY");
         assert_eq!(body["outputDimensionality"], 768);
-        let (method, body) = request_body(&EmbeddingRequest::many(["a", "b"]), "text-embedding-004");
+        let (method, body) =
+            request_body(&EmbeddingRequest::many(["a", "b"]), "text-embedding-004");
         assert_eq!(method, "batchEmbedContents");
         assert_eq!(body["requests"][1]["content"]["parts"][0]["text"], "b");
         assert_eq!(body["requests"][0]["model"], "models/text-embedding-004");

@@ -100,7 +100,10 @@ pub(crate) fn parse_response(
     let vectors = vectors.into_iter().flatten().collect();
     let mut answer = EmbeddingResponse::new(
         id.clone(),
-        wire.model.filter(|m| !m.is_empty()).as_deref().unwrap_or(model),
+        wire.model
+            .filter(|m| !m.is_empty())
+            .as_deref()
+            .unwrap_or(model),
         vectors,
     );
     answer.usage = wire.usage.and_then(|u| {
