@@ -1,6 +1,8 @@
 //! `llm-failover batch`: a JSON-lines prompt file through every chat provider of an
 //! environment into a JSON-lines results file, on a durable queue (or, with `--no-queue`, with
-//! the results file as the only state).
+//! the results file as the only state). Lines with `input` instead of `prompt`/`messages` are
+//! embeddings, sent through the environment's embedding providers; their result lines carry
+//! `vectors`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,8 +27,9 @@ use crate::setup;
 pub(crate) struct Args {
     #[command(flatten)]
     target: setup::Target,
-    /// Prompts, one JSON object per line: {"id", "prompt"} or {"id", "messages"} [default:
-    /// the demo's prompts].
+    /// Prompts, one JSON object per line: {"id", "prompt"} or {"id", "messages"} for a chat,
+    /// {"id", "input"} (a text or an array of texts) for embeddings [default: the demo's
+    /// prompts].
     #[arg(long)]
     input: Option<PathBuf>,
     /// Results, one JSON object per input id (appended, then compacted).

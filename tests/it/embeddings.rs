@@ -507,3 +507,59 @@ async fn the_batch_runs_embedding_lines_beside_chat_lines_and_resumes() {
     assert_eq!(emu.counters("openai").requests, sent);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn the_batch_on_the_queue_runs_embedding_lines() {
+    use llm_failover::batch::Stop;
+    use llm_failover_queue::{Queue, QueuedJob};
+
+    let emu = Emulator::builder()
+        .provider(ProviderConfig::openai("openai"))
+        .start()
+        .await
+        .unwrap();
+    let c = Client::builder()
+        .provider(openai(&emu, "openai"), keyed(&emu, "openai"))
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("llm-failover-embed-queue-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("in.jsonl"), dir.join("out.jsonl"));
+    let lines = [
+        r#"{"id": "d1", "input": "the weather in Paris"}"#,
+        r#"{"id": "q1", "prompt": "Name a prime.", "max_tokens": 8}"#,
+        r#"{"id": "d2", "input": ["a recipe for pancakes", "Paris weather today"]}"#,
+    ];
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let queue = Queue::open(&format!("sqlite:{}", dir.join("jobs.sqlite").display()))
+        .await
+        .unwrap();
+    let report = QueuedJob::new(&input, &output, queue.clone())
+        .run(&c, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.enqueued, report.ok, report.failed),
+        (3, 3, 0),
+        "{report:?}"
+    );
+    let got: Vec<serde_json::Value> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got[0]["id"], "d1");
+    assert_eq!(got[0]["vectors"].as_array().map(Vec::len), Some(1));
+    assert!(got[1]["text"].is_string());
+    let d2: Vec<Vec<f32>> = serde_json::from_value(got[2]["vectors"].clone()).unwrap();
+    assert!(cosine(&d2[1], &text_vector("Paris weather today", 1536)) > 0.999);
+    // A rerun enqueues and sends nothing.
+    let again = QueuedJob::new(&input, &output, queue)
+        .run(&c, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!((again.enqueued, again.ok), (0, 3));
+    assert_eq!(emu.counters("openai").requests, 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
