@@ -50,6 +50,9 @@
 //! - `bedrock`: the AWS Bedrock wing (`llm-failover-bedrock`). `kind = "bedrock"` in
 //!   `providers.toml`, and the adapter `bedrock::Bedrock`: the Converse API, each request
 //!   signed with AWS Signature Version 4 ([`Credential::aws`]).
+//! - `vertex`: the Google Vertex AI wing (`llm-failover-vertex`). `kind = "vertex"` in
+//!   `providers.toml`, and the adapter `vertex::Vertex`: Gemini on Vertex at a regional
+//!   endpoint, with OAuth 2 access tokens of a service account's key file (`key_file`).
 //! - Durable jobs and the batch on a queue (SQLite, PostgreSQL) are the queue wing's: the
 //!   `llm-failover-queue` crate. The `llm-failover` command is `llm-failover-cli`.
 
@@ -72,6 +75,14 @@ pub use llm_failover_redis as redis;
 #[cfg(feature = "bedrock")]
 #[doc(inline)]
 pub use llm_failover_bedrock as bedrock;
+
+/// The Google Vertex AI wing (`llm-failover-vertex`, feature `vertex`): the
+/// [`Vertex`](vertex::Vertex) adapter (Gemini on Vertex, OAuth 2 access tokens of a service
+/// account). `kind = "vertex"` in `providers.toml` builds it by itself: name it to build one
+/// in code.
+#[cfg(feature = "vertex")]
+#[doc(inline)]
+pub use llm_failover_vertex as vertex;
 
 /// The README's code compiles (`cargo test --doc`).
 #[cfg(doctest)]

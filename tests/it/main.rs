@@ -14,6 +14,7 @@ mod adapter_bedrock;
 mod adapter_deepgram;
 mod adapter_gemini;
 mod adapter_openai;
+mod adapter_vertex;
 mod admission;
 mod batch;
 mod batch_cache;
