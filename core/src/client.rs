@@ -697,10 +697,7 @@ impl ClientBuilder {
     }
 
     /// The embedding failover order, replacing the environment's.
-    pub fn embedding_order<S: Into<String>>(
-        mut self,
-        order: impl IntoIterator<Item = S>,
-    ) -> Self {
+    pub fn embedding_order<S: Into<String>>(mut self, order: impl IntoIterator<Item = S>) -> Self {
         self.embedding_order = Some(order.into_iter().map(Into::into).collect());
         self
     }

@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::{Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport, patiently};
 use llm_failover_core::Config;
+use llm_failover_core::batch::BatchRequest;
 use llm_failover_core::batch::Stop;
 use llm_failover_core::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
 use llm_failover_core::clock::Clock;
@@ -21,7 +22,6 @@ use llm_failover_core::wing::batch::{
     Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
     set_skipped_ok, warn_unreadable, warn_unreadable_rest,
 };
-use llm_failover_core::batch::BatchRequest;
 use llm_failover_core::{Client, RequestOptions};
 use llm_failover_core::{Error, ErrorKind, Result};
 
@@ -783,7 +783,10 @@ impl Handler for BatchChat {
             _ => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
-                    format!("job {:?}: a batch request of a kind this worker does not know", job.id),
+                    format!(
+                        "job {:?}: a batch request of a kind this worker does not know",
+                        job.id
+                    ),
                 ));
             }
         };

@@ -305,9 +305,7 @@ fn request(obj: &Map<String, Value>) -> Result<ChatRequest, String> {
     match (prompt, messages) {
         (Some(_), Some(_)) => return Err("give `prompt` or `messages`, not both".into()),
         (None, None) => {
-            return Err(
-                "no `prompt`, no `messages` (a chat) and no `input` (an embedding)".into(),
-            );
+            return Err("no `prompt`, no `messages` (a chat) and no `input` (an embedding)".into());
         }
         (Some(p), None) => req = req.user(p),
         (None, Some(list)) => {
@@ -370,10 +368,7 @@ fn embedding(obj: &Map<String, Value>) -> Result<EmbeddingRequest, String> {
         match v {
             Value::String(s) if s.trim().is_empty() => Err(format!("{at} is empty")),
             Value::String(s) => Ok(s.clone()),
-            other => Err(format!(
-                "{at} must be a string, found {}",
-                json_type(other)
-            )),
+            other => Err(format!("{at} must be a string, found {}", json_type(other))),
         }
     };
     let inputs = match &obj["input"] {
@@ -603,13 +598,22 @@ mod tests {
         for (line, word) in [
             (r#"{"id": "m", "input": "x", "prompt": "y"}"#, "not both"),
             (r#"{"id": "m", "input": "x", "messages": []}"#, "not both"),
-            (r#"{"id": "m", "input": "x", "max_tokens": 5}"#, "chat lines"),
+            (
+                r#"{"id": "m", "input": "x", "max_tokens": 5}"#,
+                "chat lines",
+            ),
             (r#"{"id": "m", "input": []}"#, "empty"),
             (r#"{"id": "m", "input": ["a", 3]}"#, "input[1]"),
             (r#"{"id": "m", "input": ["a", " "]}"#, "input[1]"),
             (r#"{"id": "m", "input": 7}"#, "string"),
-            (r#"{"id": "m", "input": "x", "dimensions": 0}"#, "dimensions"),
-            (r#"{"id": "m", "input": "x", "input_type": "poem"}"#, "input_type"),
+            (
+                r#"{"id": "m", "input": "x", "dimensions": 0}"#,
+                "dimensions",
+            ),
+            (
+                r#"{"id": "m", "input": "x", "input_type": "poem"}"#,
+                "input_type",
+            ),
         ] {
             let err = parse_line(line.as_bytes(), 1).unwrap_err();
             assert_eq!(err.id.as_deref(), Some("m"), "{line}");
@@ -618,7 +622,10 @@ mod tests {
         // A chat's JSON, as the queue stores it, is read back as a chat.
         let chat = BatchRequest::Chat(ChatRequest::from_prompt("Hi"));
         let json = serde_json::to_string(&chat).unwrap();
-        assert_eq!(json, serde_json::to_string(chat.as_chat().unwrap()).unwrap());
+        assert_eq!(
+            json,
+            serde_json::to_string(chat.as_chat().unwrap()).unwrap()
+        );
         assert_eq!(serde_json::from_str::<BatchRequest>(&json).unwrap(), chat);
     }
 

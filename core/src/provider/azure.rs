@@ -512,7 +512,9 @@ mod tests {
     #[test]
     fn builds_deployment_urls_with_escaped_names() {
         let p = Azure::from_config(&cfg(Some("2024-10-21"))).unwrap();
-        let u = p.url("chat-dep", &["chat", "completions"], "model").unwrap();
+        let u = p
+            .url("chat-dep", &["chat", "completions"], "model")
+            .unwrap();
         assert_eq!(
             u.as_str(),
             "https://res.openai.azure.com/openai/deployments/chat-dep/chat/completions?api-version=2024-10-21"
