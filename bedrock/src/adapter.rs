@@ -8,12 +8,12 @@ use llm_failover_core::config::{ProviderConfig, ProviderKind};
 use llm_failover_core::http::{HttpRequest, RawResponse};
 use llm_failover_core::provider::{FrameParser, Provider, RequestContext, StreamDecoder};
 use llm_failover_core::{
-    Capabilities, Capability, ChatRequest, ChatResponse, Error, ErrorKind, LimitReport, ProviderId,
-    Result,
+    Capabilities, Capability, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
+    Error, ErrorKind, LimitReport, ProviderId, Result,
 };
 use url::Url;
 
-use crate::{error, sign, stream, wire};
+use crate::{embed, error, sign, stream, wire};
 
 /// The wire format's name, as written in `providers.toml` (`kind = "bedrock"`).
 pub const PROVIDER_TYPE: &str = "bedrock";
@@ -51,6 +51,7 @@ pub struct Bedrock {
     base_url: Url,
     region: String,
     model: Option<String>,
+    embedding_model: Option<String>,
 }
 
 impl Bedrock {
@@ -62,6 +63,7 @@ impl Bedrock {
             base_url,
             region: region.to_owned(),
             model: None,
+            embedding_model: None,
         }
     }
 
@@ -70,6 +72,37 @@ impl Bedrock {
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the embedding model used when a request names none: a Titan Text Embeddings
+    /// model (`amazon.titan-embed-text-v2:0`, one text per request) or a Cohere Embed model
+    /// (`cohere.embed-english-v3`, up to 96), called through `InvokeModel`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::bedrock::Bedrock;
+    /// use llm_failover::provider::{Provider, RequestContext};
+    /// use llm_failover::{Capability, EmbeddingRequest, ProviderId};
+    ///
+    /// let bedrock = Bedrock::new(
+    ///     ProviderId::new("bedrock"),
+    ///     "https://bedrock-runtime.us-east-1.amazonaws.com".parse()?,
+    ///     "us-east-1",
+    /// )
+    /// .with_embedding_model("cohere.embed-english-v3");
+    /// let model = bedrock.default_model(Capability::Embedding).unwrap();
+    /// let req = EmbeddingRequest::many(["a", "b"]);
+    /// let http = bedrock.embedding_request(&req, &RequestContext::new(model, None))?;
+    /// assert_eq!(http.url.path(), "/model/cohere.embed-english-v3/invoke");
+    /// let body: serde_json::Value = serde_json::from_slice(http.json_body().unwrap())?;
+    /// assert_eq!(body["texts"], serde_json::json!(["a", "b"]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_embedding_model(mut self, model: impl Into<String>) -> Self {
+        self.embedding_model = Some(model.into());
         self
     }
 
@@ -112,12 +145,23 @@ impl Bedrock {
         };
         let mut provider = Self::new(cfg.id.clone(), cfg.base_url.clone(), region);
         provider.model = cfg.model.clone();
+        provider.embedding_model = cfg.embedding_model.clone();
         Ok(provider)
     }
 
     /// `{base}/model/{modelId}/converse` (or `converse-stream`), the model id percent-encoded
     /// as the AWS SDKs encode a path label (`:` of a version, `/` of an ARN).
     fn endpoint(&self, model: &str, stream: bool) -> Result<Url> {
+        let action = if stream {
+            "converse-stream"
+        } else {
+            "converse"
+        };
+        self.model_url(model, action)
+    }
+
+    /// `{base}/model/{modelId}/{action}`.
+    fn model_url(&self, model: &str, action: &str) -> Result<Url> {
         if self.base_url.cannot_be_a_base() {
             return Err(Error::new(
                 ErrorKind::Config,
@@ -129,11 +173,6 @@ impl Bedrock {
         }
         let mut url = self.base_url.clone();
         let base = url.path().trim_end_matches('/').to_owned();
-        let action = if stream {
-            "converse-stream"
-        } else {
-            "converse"
-        };
         url.set_path(&format!("{base}/model/{}/{action}", encode_label(model)));
         url.set_query(None);
         Ok(url)
@@ -185,6 +224,7 @@ impl Provider for Bedrock {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             chat: true,
+            embedding: true,
             ..Capabilities::default()
         }
     }
@@ -192,6 +232,7 @@ impl Provider for Bedrock {
     fn default_model(&self, capability: Capability) -> Option<&str> {
         match capability {
             Capability::Chat => self.model.as_deref(),
+            Capability::Embedding => self.embedding_model.as_deref(),
             _ => None,
         }
     }
@@ -213,6 +254,27 @@ impl Provider for Bedrock {
 
     fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
         Box::new(stream::Decoder::new(model))
+    }
+
+    /// Titan embeds one text per request, Cohere up to 96; other models are refused.
+    fn check_embedding(&self, req: &EmbeddingRequest) -> Result<()> {
+        let model = req.model.as_deref().or(self.embedding_model.as_deref());
+        embed::check(&self.id, req, model)
+    }
+
+    fn embedding_request(
+        &self,
+        req: &EmbeddingRequest,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let body = embed::request_body(&self.id, req, ctx.model)?;
+        HttpRequest::post_json(self.model_url(ctx.model, "invoke")?, &body)
+    }
+
+    fn embedding_response(&self, raw: RawResponse, model: &str) -> Result<EmbeddingResponse> {
+        let mut answer = embed::parse_response(&self.id, &raw.body, &raw.headers, model)?;
+        answer.request_id = self.request_id(&raw.headers);
+        Ok(answer)
     }
 
     fn error(&self, raw: &RawResponse, now: Now) -> Error {

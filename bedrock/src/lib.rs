@@ -34,6 +34,9 @@
 //!   them is an `Auth` error and nothing is sent.
 //! - **Streams** are AWS event-stream frames (CRC-checked), read by the `frames` hook; calls
 //!   are assembled from their input pieces and delivered whole.
+//! - **Embeddings** through `InvokeModel` (`/model/{modelId}/invoke`, the model's own body):
+//!   Titan Text Embeddings (one text per request) and Cohere Embed (up to 96); a request the
+//!   model cannot take in one call is refused before sending, so the router passes it over.
 //! - **Errors** by the exception in `x-amzn-ErrorType` (`ThrottlingException` →
 //!   `RateLimited`, `ServiceQuotaExceededException` → `QuotaExhausted`, signature and token
 //!   refusals → `Auth`, …), the same for exception frames inside a stream. Bedrock states no
@@ -69,6 +72,7 @@ use llm_failover_core::provider::Provider;
 use llm_failover_core::wing::providers::{PROVIDER_WINGS, ProviderWing, linkme};
 
 mod adapter;
+mod embed;
 mod error;
 mod sign;
 mod stream;

@@ -563,3 +563,60 @@ async fn the_batch_on_the_queue_runs_embedding_lines() {
     assert_eq!(emu.counters("openai").requests, 3);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn bedrock_embeds_with_titan_one_text_and_cohere_many_signed() {
+    use llm_failover::bedrock::Bedrock;
+
+    let clock = ManualClock::new();
+    let emu = emulator(&clock, vec![ProviderConfig::bedrock("bedrock")]).await;
+    let aws = emu.aws_credentials("bedrock");
+    let credential = Credential::aws(
+        aws.access_key_id.clone(),
+        aws.secret_access_key.clone(),
+        aws.session_token.clone(),
+    );
+    let bedrock = |model: &str| {
+        Bedrock::new(
+            ProviderId::new(format!("bedrock-{}", &model[..5])),
+            emu.base_url("bedrock").parse().unwrap(),
+            &aws.region,
+        )
+        .with_embedding_model(model)
+    };
+    let titan = bedrock("amazon.titan-embed-text-v2:0");
+    let cohere = bedrock("cohere.embed-english-v3");
+    let c = client(
+        &clock,
+        vec![
+            (
+                Arc::new(titan),
+                ProviderSettings::new().credential(credential.clone()),
+            ),
+            (
+                Arc::new(cohere),
+                ProviderSettings::new().credential(credential),
+            ),
+        ],
+    );
+    // One text: Titan, the first in the order.
+    let one = c
+        .embed(&EmbeddingRequest::new(TEXTS[0]).dimensions(256))
+        .await
+        .unwrap();
+    assert_eq!(one.provider.as_str(), "bedrock-amazo");
+    assert_eq!(one.dimensions(), Some(256));
+    assert!(one.usage.is_some_and(|u| u.input_tokens > 0));
+    // Three texts: Titan takes one per request, so Cohere answers them in one.
+    let many = c
+        .embed(&EmbeddingRequest::many(TEXTS).input_type(InputType::Query))
+        .await
+        .unwrap();
+    assert_eq!(many.provider.as_str(), "bedrock-coher");
+    assert_in_order(&many, &TEXTS, 1024);
+    assert!(many.usage.is_some_and(|u| u.input_tokens > 0));
+    // Every request went through with a verified signature, to InvokeModel.
+    let c = emu.counters("bedrock");
+    assert_eq!((c.requests, c.ok), (2, 2), "{c:?}");
+    assert!(emu.log().iter().all(|e| e.path.ends_with("/invoke")));
+}

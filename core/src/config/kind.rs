@@ -138,7 +138,7 @@ impl ProviderKind {
             // Bedrock states no limits in headers: its throttling is learned from its 429s.
             ProviderKind::Bedrock => &Kit {
                 name: "bedrock",
-                capabilities: CHAT,
+                capabilities: CHAT_EMBED,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
             },
@@ -164,7 +164,8 @@ impl ProviderKind {
     }
 
     /// What a provider of this kind can do: OpenAI-compatible hosts and Azure chat,
-    /// transcribe and embed, Gemini chats and embeds, Anthropic chats, Deepgram transcribes.
+    /// transcribe and embed, Gemini and Bedrock chat and embed, Anthropic chats, Deepgram
+    /// transcribes.
     pub fn capabilities(self) -> Capabilities {
         self.kit().capabilities
     }
@@ -248,7 +249,7 @@ mod tests {
             (ProviderKind::Anthropic, true, false, false),
             (ProviderKind::Gemini, true, false, true),
             (ProviderKind::Deepgram, false, true, false),
-            (ProviderKind::Bedrock, true, false, false),
+            (ProviderKind::Bedrock, true, false, true),
             (ProviderKind::Vertex, true, false, false),
         ];
         for (kind, chat, transcription, embedding) in table {
