@@ -14,7 +14,7 @@ use super::{
 use crate::clock::Now;
 
 /// Every header name any dialect reads.
-const NAMES: [&str; 38] = super::RATE_LIMIT_HEADERS;
+const NAMES: [&str; 40] = super::RATE_LIMIT_HEADERS;
 
 /// Pieces that steer random strings toward the parsers' interesting paths.
 const FRAGMENTS: [&str; 40] = [

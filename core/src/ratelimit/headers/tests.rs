@@ -464,6 +464,35 @@ fn mistral_counters_are_read_per_minute_in_every_dialect() {
     }
 }
 
+/// Cohere's trial key headers, as recorded from api.cohere.com on a chat call (the OpenAI
+/// compatibility API sends them too): the trial's calls per minute (docs.cohere.com/v2/docs/
+/// rate-limits: trial Chat "20 req / min") and what is left; the monthly cap beside them is
+/// not a window here.
+#[test]
+fn cohere_trial_counters_are_the_requests_per_minute_in_every_dialect() {
+    let now = fixed_now();
+    let cohere: &[(&str, &str)] = &[
+        ("x-endpoint-monthly-call-limit", "1000"),
+        ("x-trial-endpoint-call-limit", "20"),
+        ("x-trial-endpoint-call-remaining", "19"),
+    ];
+    for dialect in ALL_DIALECTS {
+        let report = parse(dialect, cohere, now);
+        assert_eq!(
+            report.requests,
+            win(Some(20), Some(19), None, Per::Minute),
+            "{dialect:?}"
+        );
+        assert_eq!(report.tokens, None, "{dialect:?}");
+    }
+    for name in [
+        "x-trial-endpoint-call-limit",
+        "x-trial-endpoint-call-remaining",
+    ] {
+        assert!(RATE_LIMIT_HEADERS.contains(&name), "{name}");
+    }
+}
+
 #[test]
 fn every_dialect_falls_back_to_generic_then_ietf_fields() {
     let now = fixed_now();
