@@ -474,3 +474,30 @@ async fn the_token_never_shows() {
         "a given token is not exchanged"
     );
 }
+
+/// A token endpoint that cannot be reached: a retryable error (the request may go elsewhere
+/// or be tried again), never a Vertex request without a token.
+#[tokio::test]
+async fn an_unreachable_token_endpoint_is_retryable_and_nothing_is_sent() {
+    let clock = ManualClock::new();
+    let emu = emulator(&clock).await;
+    let mut key: serde_json::Value =
+        serde_json::from_str(&emu.service_account_key("vertex").to_json()).unwrap();
+    // A loopback port nothing listens on (the emulator's own, once it has stopped).
+    let closed = {
+        let other = emulator(&clock).await;
+        let url = format!("{}/vertex/token", other.url());
+        other.shutdown().await;
+        url
+    };
+    key["token_uri"] = json!(closed);
+    let c = client_with(&clock, &emu, Credential::new(key.to_string()));
+    let err = c
+        .chat(ChatRequest::from_prompt("hi").max_tokens(10))
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable() && !err.is_terminal(), "{err}");
+    assert_eq!(emu.counters("vertex").requests, 0, "nothing reached Vertex");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+}
