@@ -169,7 +169,14 @@ impl Tokens {
                 Ok(_fetching) => match slot.fetch(now, &send).await {
                     Ok(token) => Some(token),
                     // The token held is still valid: the next request due tries again.
-                    Err(_) => held,
+                    Err(e) => {
+                        tracing::debug!(
+                            account = %slot.account.client_email,
+                            error = %e,
+                            "refreshing the access token failed; the one held is still valid"
+                        );
+                        held
+                    }
                 },
             },
             Plan::Fetch => {
