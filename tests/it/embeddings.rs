@@ -620,3 +620,29 @@ async fn bedrock_embeds_with_titan_one_text_and_cohere_many_signed() {
     assert_eq!((c.requests, c.ok), (2, 2), "{c:?}");
     assert!(emu.log().iter().all(|e| e.path.ends_with("/invoke")));
 }
+
+#[tokio::test]
+async fn the_same_embedding_request_is_answered_from_the_cache() {
+    use llm_failover::Origin;
+    use llm_failover::cache::Cache;
+
+    let clock = ManualClock::new();
+    let emu = emulator(&clock, vec![ProviderConfig::openai("openai")]).await;
+    let c = Client::builder()
+        .clock(Arc::new(clock.clone()))
+        .rng(Arc::new(SeededRng::new(7)))
+        .provider(openai(&emu, "openai"), keyed(&emu, "openai"))
+        .cache(Cache::memory())
+        .build()
+        .unwrap();
+    let req = EmbeddingRequest::many(TEXTS);
+    let first = c.embed(&req).await.unwrap();
+    let again = c.embed(&req).await.unwrap();
+    assert!(again.origin.is_cache(), "{again:?}");
+    assert_eq!((again.attempts, &again.vectors), (0, &first.vectors));
+    assert_eq!(first.origin, Origin::Provider);
+    // Other dimensions are another request.
+    let short = c.embed(&req.clone().dimensions(64)).await.unwrap();
+    assert!(!short.origin.is_cache());
+    assert_eq!(emu.counters("openai").requests, 2);
+}
