@@ -94,9 +94,23 @@ pub(crate) struct KeyState {
     gate: Option<Instant>,
     /// Bookings not yet known to be answered: (number, cost, when booked).
     log: VecDeque<(u64, Demand, Instant)>,
+    /// A limit stated without a reset is spent and how it refills is not known: one request
+    /// at a time goes, to find out ([`Stated::empty_and_unproven`]).
+    probe: Option<Probe>,
     next_booking: u64,
     allowance: Duration,
 }
+
+/// One request at a time to a key whose resetless limit is spent and unproven.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Probe {
+    /// The booking sent to find out, and when (`None`: none yet).
+    out: Option<(u64, Instant)>,
+}
+
+/// A probe whose answer never came (a timeout, a dropped request) is given up after this: the
+/// next request probes instead.
+const PROBE_GIVEN_UP: Duration = Duration::from_secs(30);
 
 impl KeyState {
     /// The buckets of `limits`, full.
@@ -351,6 +365,55 @@ impl KeyState {
     /// The gate, while it is ahead of `now`.
     pub(crate) fn gate(&self, now: Instant) -> Option<Instant> {
         self.gate.filter(|g| *g > now)
+    }
+
+    /// Whether `booking`, its slot come, must not be sent (how long to look again): the gate,
+    /// or a probe out for a spent, unproven resetless limit — the first booking to come
+    /// after it was armed is the probe, the others wait for its answer (a refill slot at a
+    /// time).
+    pub(crate) fn blocked(&mut self, booking: u64, now: Instant) -> Option<Duration> {
+        if let Some(g) = self.gate(now) {
+            return Some(g - now);
+        }
+        let probe = self.probe.as_mut()?;
+        match probe.out {
+            Some((b, _)) if b == booking => None,
+            Some((_, at)) if now.saturating_duration_since(at) < PROBE_GIVEN_UP => {
+                let slot = self.stated[REQUESTS]
+                    .as_ref()
+                    .map_or(Duration::from_secs(1), |s| {
+                        s.window() / u32::try_from(s.bucket.capacity().max(1)).unwrap_or(u32::MAX)
+                    });
+                Some(slot.max(Duration::from_millis(10)))
+            }
+            _ => {
+                probe.out = Some((booking, now));
+                None
+            }
+        }
+    }
+
+    /// After an answer to `booking` was applied (`refused`: a 429): the probe it was is over
+    /// — answered, it showed the limit gives back after it was spent (a bucket's refill, or a
+    /// fixed window's boundary, which the level's jump tells); refused, the drain made the
+    /// window fixed — and one is armed while a resetless limit is spent and unproven.
+    pub(crate) fn settle(&mut self, booking: Option<u64>, refused: bool) {
+        if let (Some(p), Some(b)) = (self.probe, booking)
+            && p.out.is_some_and(|(out, _)| out == b)
+        {
+            self.probe = None;
+            if !refused {
+                for s in self.stated.iter_mut().flatten() {
+                    s.prove();
+                }
+            }
+        }
+        let unproven = self.stated.iter().flatten().any(Stated::empty_and_unproven);
+        if !unproven {
+            self.probe = None;
+        } else if self.probe.is_none() {
+            self.probe = Some(Probe::default());
+        }
     }
 
     /// Tokens that could be booked now while every token bucket stays at least half full
@@ -636,6 +699,67 @@ mod tests {
         let mut b = KeyState::from_limits(&Limits::none().with_rpm(60), Duration::ZERO, now);
         b.drain(Drain::every_minute(), t);
         assert_eq!(b.gate(t), None);
+    }
+
+    /// A resetless limit spent before anything showed how it refills (LiteLLM's proxy: a
+    /// limit and what is left, no reset): of the slots booked ahead at the refill rate, one
+    /// goes and the others wait for its answer — a refusal closes the window to its
+    /// boundary; an answer shows it gives back, and nothing is held after it.
+    #[tokio::test(start_paused = true)]
+    async fn a_spent_resetless_limit_sends_one_probe_at_a_time_until_an_answer_tells() {
+        let now = Instant::now();
+        let said = |remaining, at| LimitReport {
+            requests: window(60, remaining, None, Per::Minute, at),
+            ..LimitReport::default()
+        };
+        let spent = |s: &mut KeyState| {
+            let b = s.book(Demand::one_request(), now);
+            s.apply(&said(0, now), Some(b), now);
+            s.settle(Some(b), false);
+            // Three slots booked ahead at the refill rate (a second apart).
+            [1u32, 2, 3].map(|k| {
+                let wait = s.wait(Demand::one_request(), now).unwrap();
+                assert!(wait > Duration::ZERO, "slot {k} waits for the refill");
+                s.book(Demand::one_request(), now)
+            })
+        };
+        // A fixed window: the probe is refused, the window closes to its boundary.
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let [a, b, c] = spent(&mut s);
+        let t = now + S;
+        assert_eq!(s.blocked(a, t), None, "the first slot to come is the probe");
+        assert!(
+            s.blocked(b, t + S).is_some(),
+            "the next waits for its answer"
+        );
+        assert_eq!(s.blocked(a, t + S), None, "the probe itself may go");
+        let r = t + 2 * S;
+        s.throttled(Some(a), r);
+        s.drain(Drain::every_minute(), r);
+        s.settle(Some(a), true);
+        assert_eq!(
+            s.blocked(c, r),
+            Some(now + 60 * S - r),
+            "closed to the boundary"
+        );
+
+        // A bucket: the probe is answered (it used the unit the refill gave back), and the
+        // limit is known to give back: nothing is held any more.
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let [a, b, c] = spent(&mut s);
+        assert_eq!(s.blocked(a, t), None);
+        assert!(s.blocked(b, t).is_some());
+        s.apply(&said(0, t + S), Some(a), t + S);
+        s.settle(Some(a), false);
+        assert_eq!(s.blocked(b, t + S), None);
+        assert_eq!(s.blocked(c, t + S), None);
+
+        // A probe whose answer never comes is given up: the next slot probes.
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let [a, b, _] = spent(&mut s);
+        assert_eq!(s.blocked(a, t), None);
+        assert!(s.blocked(b, t + S).is_some());
+        assert_eq!(s.blocked(b, t + PROBE_GIVEN_UP), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -112,19 +112,19 @@ impl MemoryStore {
 #[async_trait]
 impl LimiterStore for MemoryStore {
     /// A slot booked before a gate was raised (a 429's, a closed fixed window's) does not go
-    /// during it.
+    /// during it; nor, while a resetless limit is spent and its refill unknown, any but one
+    /// probe at a time.
     async fn blocked(
         &self,
         key: &LimitKey,
         booking: u64,
         now: Instant,
     ) -> Result<Option<Duration>> {
-        let _ = booking;
         let Some(state) = self.existing(key) else {
             return Ok(None);
         };
-        let s = state.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(s.gate(now).map(|g| g - now))
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(s.blocked(booking, now))
     }
 
     async fn reserve(
@@ -183,6 +183,7 @@ impl LimiterStore for MemoryStore {
             if let Some(until) = t.gate_until {
                 s.raise_gate(until);
             }
+            s.settle(t.booking, t.drain.any());
             if t.drain.any() {
                 tracing::debug!(
                     key = %key,

@@ -170,6 +170,10 @@ pub(crate) struct Stated {
     /// The last stated level came without a reset (LiteLLM's limits: a limit and what is
     /// left, nothing on when it is full again).
     resetless: bool,
+    /// A stated level has shown a bucket's refill: the limit is a bucket, not a fixed window.
+    proven: bool,
+    /// The level the last statement set (what was left, less what was in flight).
+    stated_level: Option<f64>,
 }
 
 impl Stated {
@@ -192,7 +196,32 @@ impl Stated {
             charged: 0.0,
             dry: 0,
             resetless: false,
+            proven: false,
+            stated_level: None,
         }
+    }
+
+    /// None left of a limit stated without a reset whose refill is not known yet: a bucket
+    /// would give a unit back at its refill rate, a fixed window nothing before its boundary.
+    /// Until an answer tells which, one request at a time finds out
+    /// ([`KeyState`](super::key_state::KeyState)'s probe): every request sent at the refill
+    /// rate into a closed window is refused, and those sent while the first refusal is on
+    /// its way are refused with it.
+    /// A request sent after it was spent was answered: it gives back before a window ends.
+    pub(crate) fn prove(&mut self) {
+        if self.refill == Refill::Continuous {
+            self.proven = true;
+        }
+    }
+
+    ///
+    /// Spent is what the last statement said (a unit or less left, less what was in flight),
+    /// not the level since: that one counts the refill that is in doubt.
+    pub(crate) fn empty_and_unproven(&self) -> bool {
+        self.resetless
+            && !self.proven
+            && self.refill == Refill::Continuous
+            && self.stated_level.is_some_and(|l| l < 1.0)
     }
 
     /// The window as learned so far.
@@ -336,6 +365,7 @@ impl Stated {
         self.resetless = w.reset_at.is_none();
         let read = !self.resetless || self.classify(truth, limit, now);
         self.bucket.set_level(truth, now);
+        self.stated_level = Some(truth);
         if read {
             self.last_truth = Some((now, self.bucket.level(now)));
             self.charged = 0.0;
@@ -402,7 +432,10 @@ impl Stated {
                     self.fix_boundary(now);
                 }
             }
-            Sign::Steady if self.refill == Refill::Continuous => self.dry = 0,
+            Sign::Steady if self.refill == Refill::Continuous => {
+                self.dry = 0;
+                self.proven = true;
+            }
             Sign::Unclear if elapsed < window.mul_f64(REREAD) => return false,
             _ => {}
         }
