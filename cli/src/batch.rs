@@ -116,8 +116,14 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Erro
         builder = builder.observer(m.observer());
     }
     let client: Client = builder.build()?;
+    let embedding = client.embedding_providers();
+    let embeddings = if embedding.is_empty() {
+        String::new()
+    } else {
+        format!(", embeddings via {}", setup::order(&embedding))
+    };
     eprintln!(
-        "environment {}: chat via {} (in failover order)",
+        "environment {}: chat via {}{embeddings} (in failover order)",
         client.environment(),
         setup::order(&client.chat_providers())
     );
