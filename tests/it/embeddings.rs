@@ -236,12 +236,41 @@ async fn a_provider_without_embeddings_is_passed_over_or_refused_by_name() {
             (openai(&emu, "openai"), keyed(&emu, "openai")),
         ],
     );
+    // A chat-only OpenAI-compatible host (no embedding model) is passed over, not the end
+    // of the request.
+    let chat_only: Arc<dyn Provider> = Arc::new(
+        OpenAi::new(
+            ProviderId::new("groq"),
+            emu.base_url("openai").parse().unwrap(),
+        )
+        .with_chat_model("llama-3.3-70b-versatile"),
+    );
+    let mixed = client(
+        &clock,
+        vec![
+            (chat_only.clone(), keyed(&emu, "openai")),
+            (openai(&emu, "openai"), keyed(&emu, "openai")),
+        ],
+    );
+    let served = mixed.embed(&EmbeddingRequest::new("hello")).await.unwrap();
+    assert_eq!(served.provider.as_str(), "openai");
+    let alone = client(&clock, vec![(chat_only, keyed(&emu, "openai"))]);
+    let err = alone
+        .embed(&EmbeddingRequest::new("hello"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no default embedding model"),
+        "{err}"
+    );
+
     // Chat goes to Claude first; embeddings only to the provider that has them.
     assert_eq!(c.chat_providers()[0].as_str(), "claude");
     assert_eq!(c.embedding_providers(), [ProviderId::new("openai")]);
     let answer = c.embed(&EmbeddingRequest::new("hello")).await.unwrap();
     assert_eq!(answer.provider.as_str(), "openai");
     assert_eq!(emu.counters("claude").requests, 0);
+    assert_eq!(emu.counters("openai").requests, 2);
 
     // Pinned to the one without: refused before anything is sent, naming it.
     let pinned = RequestOptions::new().provider("claude");

@@ -226,7 +226,20 @@ impl Admissible for EmbeddingRequest {
         embedding_floor(self)
     }
 
+    /// What the adapter refuses ([`Provider::check_embedding`]), and a provider with no
+    /// embedding model for a request that names none: a chat provider added in code (an
+    /// OpenAI-compatible host serves both) is passed over, not the end of the request.
     fn refusal(&self, adapter: &dyn Provider) -> Option<crate::Error> {
+        if self.model.is_none() && adapter.default_model(Capability::Embedding).is_none() {
+            let id = adapter.id();
+            return Some(
+                crate::Error::config(format!(
+                    "provider `{id}` has no default embedding model: set `embedding_model` in \
+                     providers.toml (with_embedding_model in code) or the request's model"
+                ))
+                .with_provider(id.clone()),
+            );
+        }
         adapter.check_embedding(self).err()
     }
 }
