@@ -136,12 +136,26 @@ impl Bedrock {
             )));
         }
         let host = cfg.base_url.host_str().unwrap_or_default();
-        let Some(region) = region_from_host(host) else {
-            return Err(config(format!(
-                "{}: cannot read the AWS region from the host `{host}`: a Bedrock base URL is \
-                 `https://bedrock-runtime.<region>.amazonaws.com` (or `bedrock-runtime-fips.`)",
-                at("base_url")
-            )));
+        let from_host = region_from_host(host);
+        let region = match (cfg.region.as_deref(), from_host) {
+            (Some(r), Some(h)) if r != h => {
+                return Err(config(format!(
+                    "{}: `{r}`, but the base URL's host `{host}` is in `{h}`: requests signed for \
+                     one region are refused by another",
+                    at("region")
+                )));
+            }
+            (Some(r), _) => r,
+            (None, Some(h)) => h,
+            (None, None) => {
+                return Err(config(format!(
+                    "{}: cannot read the AWS region from the host `{host}`: a Bedrock base URL \
+                     is `https://bedrock-runtime.<region>.amazonaws.com` (or \
+                     `bedrock-runtime-fips.`); for another host (a VPC endpoint, a proxy) name \
+                     it with region = \"us-east-1\"",
+                    at("base_url")
+                )));
+            }
         };
         let mut provider = Self::new(cfg.id.clone(), cfg.base_url.clone(), region);
         provider.model = cfg.model.clone();

@@ -305,6 +305,18 @@ impl Credential {
         }
     }
 
+    /// AWS credentials read from environment variables; `var` names the secret's.
+    pub(crate) fn aws_from_env(
+        access_key_id: String,
+        secret_access_key: String,
+        session_token: Option<String>,
+        var: String,
+    ) -> Self {
+        let mut c = Self::aws(access_key_id, secret_access_key, session_token);
+        c.source = CredentialSource::Env(var);
+        c
+    }
+
     /// A key read from environment variable `var`.
     pub(crate) fn from_env(key: String, var: impl Into<String>) -> Self {
         Credential {

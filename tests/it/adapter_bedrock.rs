@@ -421,7 +421,8 @@ async fn a_later_request_after_throttling_is_answered() {
 }
 
 /// `kind = "bedrock"` in providers.toml builds the wing's adapter (the facade links it), the
-/// region read from the host; a host without one is a configuration error.
+/// region read from the host; a host without one is a configuration error. Its credentials
+/// are AWS's, read per environment from the variables `aws_credentials_env` names.
 #[test]
 fn providers_toml_builds_the_bedrock_adapter() {
     let config = |base_url: &str| {
@@ -432,7 +433,7 @@ fn providers_toml_builds_the_bedrock_adapter() {
             kind = "bedrock"
             base_url = "{base_url}"
             model = "amazon.nova-lite-v1:0"
-            api_key_env = {{ prod = "AWS_SECRET_ACCESS_KEY" }}
+            aws_credentials_env = {{ prod = {{ access_key_id = "AWS_ACCESS_KEY_ID", secret_access_key = "AWS_SECRET_ACCESS_KEY" }} }}
             [environments.prod]
             chat = ["aws"]
             "#
@@ -455,6 +456,124 @@ fn providers_toml_builds_the_bedrock_adapter() {
         err.to_string().contains("cannot read the AWS region"),
         "{err}"
     );
+}
+
+/// One key for Bedrock, or AWS credentials for another kind, is refused naming the field
+/// and what to write instead; a variable that is not set is named with its TOML path.
+#[test]
+fn aws_credentials_are_bedrocks_and_bedrock_takes_nothing_else() {
+    let parse = |provider: &str| {
+        Config::from_toml_str(&format!(
+            r#"
+            default_environment = "prod"
+            [environments.prod]
+            chat = ["p"]
+            [providers.p]
+            model = "m"
+            {provider}
+            "#
+        ))
+    };
+    let err = parse(
+        r#"kind = "bedrock"
+        base_url = "https://bedrock-runtime.us-east-1.amazonaws.com"
+        api_key_env = { prod = "AWS_SECRET_ACCESS_KEY" }"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("providers.p.api_key_env")
+            && err.to_string().contains("aws_credentials_env"),
+        "{err}"
+    );
+    let err = parse(
+        r#"kind = "openai"
+        base_url = "https://api.openai.com/v1"
+        aws_credentials_env = { prod = { access_key_id = "A", secret_access_key = "B" } }"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("providers.p.aws_credentials_env"),
+        "{err}"
+    );
+    let err = parse(
+        r#"kind = "bedrock"
+        base_url = "https://bedrock-runtime.us-east-1.amazonaws.com"
+        aws_credentials_env = { prod = { access_key_id = "AKIAIOSFODNN7EXAMPLE", secret_access_key = "AWS_SECRET_ACCESS_KEY" } }"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("providers.p.aws_credentials_env.prod.access_key_id")
+            && !err.to_string().contains("AKIAIOSFODNN7EXAMPLE"),
+        "{err}"
+    );
+    let cfg = parse(
+        r#"kind = "bedrock"
+        base_url = "https://bedrock-runtime.us-east-1.amazonaws.com"
+        aws_credentials_env = { prod = { access_key_id = "KEY_ID", secret_access_key = "SECRET", session_token = "TOKEN" } }"#,
+    )
+    .unwrap();
+    let err = cfg
+        .credential("p", "prod", &|var| (var != "TOKEN").then(|| "x".to_owned()))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("`TOKEN`")
+            && err
+                .to_string()
+                .contains("providers.p.aws_credentials_env.prod.session_token"),
+        "{err}"
+    );
+}
+
+/// End to end from providers.toml: the client reads the environment's variables (temporary
+/// credentials: a session token too), signs for the region named, and the emulator verifies
+/// every signature.
+#[tokio::test]
+async fn a_client_from_providers_toml_signs_with_the_environments_aws_credentials() {
+    let clock = ManualClock::new();
+    let emu = emulator(
+        &clock,
+        ProviderConfig::bedrock("bedrock").with_session_token("FwoGZXIvYXdzEXAMPLETOKEN"),
+    )
+    .await;
+    let creds = emu.aws_credentials("bedrock");
+    let config = Config::from_toml_str(&format!(
+        r#"
+        default_environment = "prod"
+        [environments.prod]
+        chat = ["aws"]
+        [providers.aws]
+        kind = "bedrock"
+        base_url = "{}"
+        region = "{}"
+        allow_http = true
+        model = "{MODEL}"
+        aws_credentials_env = {{ prod = {{ access_key_id = "AWS_ACCESS_KEY_ID", secret_access_key = "AWS_SECRET_ACCESS_KEY", session_token = "AWS_SESSION_TOKEN" }} }}
+        "#,
+        emu.base_url("bedrock"),
+        creds.region
+    ))
+    .unwrap();
+    let c = creds.clone();
+    let client = Client::builder()
+        .config(config)
+        .clock(Arc::new(clock.clone()))
+        .env_lookup(move |var| match var {
+            "AWS_ACCESS_KEY_ID" => Some(c.access_key_id.clone()),
+            "AWS_SECRET_ACCESS_KEY" => Some(c.secret_access_key.clone()),
+            "AWS_SESSION_TOKEN" => c.session_token.clone(),
+            _ => None,
+        })
+        .build()
+        .unwrap();
+    client
+        .chat(ChatRequest::from_prompt("hi").max_tokens(10))
+        .await
+        .unwrap();
+    all_verified(&emu, 1);
+    // The secrets never show in the client's Debug.
+    let shown = format!("{client:?}");
+    assert!(!shown.contains(&creds.secret_access_key), "{shown}");
 }
 
 /// The provider's extra body is merged before `finish` signs: the signature covers the body

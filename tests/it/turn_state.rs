@@ -114,7 +114,10 @@ async fn gemini_3_gets_its_own_signature_back_and_refuses_the_turn_without_one()
     let c = client(&emu, &["gemini"]);
     let first = c.chat(question()).await.unwrap();
     assert_eq!(first.tool_calls.len(), 1);
-    let state = first.provider_state.as_ref().expect("Gemini 3 signed its call");
+    let state = first
+        .provider_state
+        .as_ref()
+        .expect("Gemini 3 signed its call");
     assert_eq!(state.provider(), &ProviderId::new("gemini"));
     // The turn, kept whole, goes back: Gemini verifies its own signature.
     let next = answered(question(), first.to_message());
@@ -155,7 +158,10 @@ async fn a_streamed_gemini_turn_hands_its_signatures_over_on_the_last_chunk() {
         let chunk = chunk.unwrap();
         calls.extend(chunk.tool_calls);
         if chunk.provider_state.is_some() {
-            assert!(chunk.finish_reason.is_some(), "the state comes with the end");
+            assert!(
+                chunk.finish_reason.is_some(),
+                "the state comes with the end"
+            );
             state = chunk.provider_state;
         }
     }
@@ -177,7 +183,9 @@ async fn a_streamed_gemini_turn_hands_its_signatures_over_on_the_last_chunk() {
     }
     let mut turn = Message::assistant(text);
     turn.provider_state = state;
-    c.chat(plain.message(turn).user("And goodbye?")).await.unwrap();
+    c.chat(plain.message(turn).user("And goodbye?"))
+        .await
+        .unwrap();
     assert_eq!(last(&emu, "gemini").returned, [1, 0]);
 }
 
@@ -232,10 +240,7 @@ async fn claude_gets_its_thinking_blocks_back_first_and_refuses_a_tool_turn_with
         // Without its thinking blocks the turn is one Anthropic refuses: terminal, once.
         let bare = Message::assistant_calls(first.text.clone(), first.tool_calls.clone());
         let err = c
-            .chat_with(
-                thinking(answered(question(), bare)),
-                &RequestOptions::new(),
-            )
+            .chat_with(thinking(answered(question(), bare)), &RequestOptions::new())
             .await
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");

@@ -242,6 +242,8 @@ impl super::types::ProviderConfig {
                 embedding_model: None,
                 api_key_env: None,
                 key_file: None,
+                aws_credentials_env: None,
+                region: None,
                 auth: None,
                 key_in_code: false,
                 limits: None,
@@ -283,6 +285,51 @@ impl ProviderConfigBuilder {
             .api_key_env
             .get_or_insert_with(BTreeMap::new)
             .insert(environment.into(), variable.into());
+        self
+    }
+
+    /// In `environment`, AWS credentials (Bedrock) are read from the variables named
+    /// `access_key_id` and `secret_access_key`, and `session_token` for temporary ones (their
+    /// names, never the values: `aws_credentials_env` in `providers.toml`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::config::{ProviderConfig, ProviderKind};
+    ///
+    /// let aws = ProviderConfig::builder(
+    ///     ProviderKind::Bedrock,
+    ///     "https://bedrock-runtime.us-east-1.amazonaws.com",
+    /// )
+    /// .model("amazon.nova-lite-v1:0")
+    /// .aws_credentials_env("prod", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", Some("AWS_SESSION_TOKEN"));
+    /// # let _ = aws;
+    /// ```
+    pub fn aws_credentials_env(
+        mut self,
+        environment: impl Into<String>,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+        session_token: Option<&str>,
+    ) -> Self {
+        self.raw
+            .aws_credentials_env
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                environment.into(),
+                super::raw::RawAwsEnv {
+                    access_key_id: access_key_id.into(),
+                    secret_access_key: secret_access_key.into(),
+                    session_token: session_token.map(str::to_owned),
+                },
+            );
+        self
+    }
+
+    /// The AWS region requests are signed for (Bedrock), when the base URL's host does not
+    /// name it: `region` in `providers.toml`.
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.raw.region = Some(region.into());
         self
     }
 

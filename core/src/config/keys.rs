@@ -48,12 +48,22 @@ pub(crate) fn is_env_var_name(name: &str) -> bool {
 /// hex digits, or a long string whose characters switch between lower case, upper case and
 /// digits as often as random text does.
 pub(crate) fn looks_like_key(value: &str) -> bool {
-    if KEY_PREFIXES.iter().any(|p| value.starts_with(p)) {
+    if KEY_PREFIXES.iter().any(|p| value.starts_with(p)) || is_aws_key_id(value) {
         return true;
     }
     value
         .split(|c: char| !c.is_ascii_alphanumeric())
         .any(|run| is_hex_blob(run) || is_random_mix(run))
+}
+
+/// An AWS access key id: `AKIA` (long-term) or `ASIA` (temporary) and 16 more uppercase
+/// letters and digits (IAM's "Unique identifiers" reference).
+fn is_aws_key_id(value: &str) -> bool {
+    value.len() == 20
+        && (value.starts_with("AKIA") || value.starts_with("ASIA"))
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
 fn is_hex_blob(run: &str) -> bool {
@@ -144,6 +154,8 @@ mod tests {
             "LLM_FAILOVER_DEMO_KEY",
             "AZURE_OPENAI_API_KEY_2",
             "MyCompanyOpenAIKeyProd",
+            "AWS_ACCESS_KEY_ID",
+            "AKIA_KEY_ID_FOR_PROD",
         ] {
             assert!(is_env_var_name(name), "{name}");
             assert!(!looks_like_key(name), "{name}");
@@ -160,6 +172,8 @@ mod tests {
             "xai-abc",
             "0123456789abcdef0123456789abcdef01234567",
             "Qx7pL2mZ9tR4vB8nK3wY6sD1fG5hJ0cE",
+            "AKIAIOSFODNN7EXAMPLE",
+            "ASIAXYZ0123456789ABC",
         ] {
             assert!(looks_like_key(key), "{key}");
             assert!(check_variable_name(key).is_some(), "{key}");

@@ -101,6 +101,7 @@ impl ProviderKind {
                     }
                     _ => HeaderDialect::OpenAi,
                 },
+                credential: CredentialShape::Key,
             },
             ProviderKind::Azure => &Kit {
                 name: "azure",
@@ -109,6 +110,7 @@ impl ProviderKind {
                     what: "the api-version query value, e.g. \"2024-10-21\"",
                 },
                 dialect: |_| HeaderDialect::Azure,
+                credential: CredentialShape::Key,
             },
             ProviderKind::Anthropic => &Kit {
                 name: "anthropic",
@@ -118,12 +120,14 @@ impl ProviderKind {
                     default: "2023-06-01",
                 },
                 dialect: |_| HeaderDialect::Anthropic,
+                credential: CredentialShape::Key,
             },
             ProviderKind::Gemini => &Kit {
                 name: "gemini",
                 capabilities: CHAT_EMBED,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
+                credential: CredentialShape::Key,
             },
             ProviderKind::Deepgram => &Kit {
                 name: "deepgram",
@@ -134,6 +138,7 @@ impl ProviderKind {
                 },
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
+                credential: CredentialShape::Key,
             },
             // Bedrock states no limits in headers: its throttling is learned from its 429s.
             ProviderKind::Bedrock => &Kit {
@@ -141,6 +146,7 @@ impl ProviderKind {
                 capabilities: CHAT_EMBED,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
+                credential: CredentialShape::Aws,
             },
             // Vertex states no limits in headers either (a 429 RESOURCE_EXHAUSTED alone); its
             // project and location are read from the base URL by the wing's factory.
@@ -149,6 +155,7 @@ impl ProviderKind {
                 capabilities: CHAT,
                 api_version: ApiVersion::None,
                 dialect: |_| HeaderDialect::Generic,
+                credential: CredentialShape::Key,
             },
         }
     }
@@ -187,6 +194,17 @@ pub(crate) struct Kit {
     /// The dialect its answers state limits in, for the base URL's host (lowercase): a host
     /// that speaks another one (Groq, OpenRouter behind the OpenAI format) is named here.
     pub(crate) dialect: fn(host: &str) -> HeaderDialect,
+    /// The credential it signs or authenticates with.
+    pub(crate) credential: CredentialShape,
+}
+
+/// What a kind's credential is, in `providers.toml`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CredentialShape {
+    /// One key: `api_key_env` or `key_file` (an API key, a service account's key file).
+    Key,
+    /// AWS credentials, parts from variables: `aws_credentials_env`.
+    Aws,
 }
 
 /// What a kind's `api_version` in `providers.toml` is.

@@ -328,6 +328,47 @@ impl Config {
                 .with_provider(id()));
             }
             Some(KeySource::Env(var)) => var,
+            Some(KeySource::Aws {
+                access_key_id,
+                secret_access_key,
+                session_token,
+            }) => {
+                let at = TomlPath::root()
+                    .key("providers")
+                    .key(provider)
+                    .key("aws_credentials_env")
+                    .key(environment);
+                let read = |field: &str, var: &str| -> Result<String> {
+                    let at = at.key(field);
+                    let value = lookup(var).ok_or_else(|| {
+                        Error::config(format!(
+                            "environment variable `{var}` ({at}) is not set; set it, or give \
+                             the credentials in code with ClientBuilder::credential(\"{provider}\", \
+                             Credential::aws(…))"
+                        ))
+                        .with_provider(id())
+                    })?;
+                    match check_key_value(&value) {
+                        Some(problem) => Err(Error::config(format!(
+                            "environment variable `{var}` ({at}) {problem}"
+                        ))
+                        .with_provider(id())),
+                        None => Ok(value),
+                    }
+                };
+                let key_id = read("access_key_id", access_key_id)?;
+                let secret = read("secret_access_key", secret_access_key)?;
+                let token = session_token
+                    .as_deref()
+                    .map(|var| read("session_token", var))
+                    .transpose()?;
+                return Ok(Some(Credential::aws_from_env(
+                    key_id,
+                    secret,
+                    token,
+                    secret_access_key.clone(),
+                )));
+            }
             Some(KeySource::File(file)) => {
                 let at = TomlPath::root()
                     .key("providers")

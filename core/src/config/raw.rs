@@ -152,6 +152,8 @@ pub(crate) struct RawProvider {
     pub(crate) api_key_env: Option<BTreeMap<String, String>>,
     /// Environment name → the path of the file holding the key (a service account's JSON key).
     pub(crate) key_file: Option<BTreeMap<String, String>>,
+    /// Environment name → the NAMES of the variables holding its AWS credentials (Bedrock).
+    pub(crate) aws_credentials_env: Option<BTreeMap<String, RawAwsEnv>>,
     pub(crate) auth: Option<String>,
     pub(crate) limits: Option<RawLimits>,
     #[serde(default)]
@@ -161,6 +163,8 @@ pub(crate) struct RawProvider {
     pub(crate) allow_http: bool,
     pub(crate) api_version: Option<String>,
     pub(crate) header_dialect: Option<String>,
+    /// The AWS region requests are signed for (Bedrock), when the host does not say.
+    pub(crate) region: Option<String>,
     /// Fields merged into each chat request's JSON body, as TOML.
     #[serde(default)]
     pub(crate) extra_body: toml::Table,
@@ -171,6 +175,16 @@ pub(crate) struct RawProvider {
     /// Written in code only: the key is handed over with `ClientBuilder::credential`.
     #[serde(skip)]
     pub(crate) key_in_code: bool,
+}
+
+/// One environment's `aws_credentials_env` entry: the names of the variables that hold an
+/// access key id, its secret access key and, for temporary credentials, a session token.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAwsEnv {
+    pub(crate) access_key_id: String,
+    pub(crate) secret_access_key: String,
+    pub(crate) session_token: Option<String>,
 }
 
 /// `limits = { … }` and each `model_limits` entry.

@@ -50,6 +50,18 @@ pub enum KeySource {
     /// service account's JSON key for Vertex AI, a secret mounted as a file), read when a
     /// credential is asked for. A relative path is relative to the working directory.
     File(std::path::PathBuf),
+    /// AWS credentials (Bedrock), read from these environment variables (their names): an
+    /// access key id, its secret access key and, for temporary credentials, a session token —
+    /// `aws_credentials_env = { prod = { access_key_id = "AWS_ACCESS_KEY_ID",
+    /// secret_access_key = "AWS_SECRET_ACCESS_KEY", session_token = "AWS_SESSION_TOKEN" } }`.
+    Aws {
+        /// The variable holding the access key id.
+        access_key_id: String,
+        /// The variable holding the secret access key.
+        secret_access_key: String,
+        /// The variable holding the session token, for temporary credentials.
+        session_token: Option<String>,
+    },
     /// No key is sent (local hosts such as Ollama or vLLM): `auth = "none"`.
     None,
     /// The key is handed over in code with
@@ -118,6 +130,9 @@ pub struct ProviderConfig {
     /// Fields merged into each chat request's JSON body (`extra_body = { seed = 7 }`; see
     /// [`ProviderSettings::extra_body`](crate::ProviderSettings::extra_body)).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// The region requests are signed for (AWS kinds: `region = "us-east-1"`), when the base
+    /// URL's host does not say (a VPC endpoint, a proxy, a local emulator).
+    pub region: Option<String>,
 }
 
 impl ProviderConfig {

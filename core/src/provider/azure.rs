@@ -488,6 +488,7 @@ mod tests {
             api_version: api_version.map(str::to_owned),
             header_dialect: HeaderDialect::OpenAi,
             extra_body: Default::default(),
+            region: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub(crate) use shared::{check_settings as check_shared_settings, check_url as ch
 use std::collections::{BTreeMap, HashMap};
 
 use super::keys::{check_variable_name, looks_like_key, shown};
+use super::kind::CredentialShape;
 use super::raw::{RawConfig, RawEnvironment, RawProvider};
 use super::source::{Issue, TomlPath};
 use super::types::{Config, Environment, KeySource, ProviderConfig, ProviderKind};
@@ -225,8 +226,15 @@ fn keys(
     environments: &BTreeMap<String, Environment>,
 ) -> Check<BTreeMap<String, KeySource>> {
     let key_path = path.key("api_key_env");
+    let aws = ProviderKind::from_name(&raw.kind)
+        .is_some_and(|k| k.kit().credential == CredentialShape::Aws);
+    check_credential_shape(path, raw, aws)?;
     if raw.key_in_code {
-        if raw.auth.is_some() || raw.api_key_env.is_some() || raw.key_file.is_some() {
+        if raw.auth.is_some()
+            || raw.api_key_env.is_some()
+            || raw.key_file.is_some()
+            || raw.aws_credentials_env.is_some()
+        {
             return Err(Issue::new(
                 key_path,
                 "the key is handed over in code (key_in_code), so this provider must name no \
@@ -239,7 +247,8 @@ fn keys(
             .collect());
     }
     if raw.auth.is_some() {
-        if raw.api_key_env.is_some() || raw.key_file.is_some() {
+        if raw.api_key_env.is_some() || raw.key_file.is_some() || raw.aws_credentials_env.is_some()
+        {
             return Err(Issue::new(
                 path.key("auth"),
                 "auth = \"none\" sends no key, so this provider must not have api_key_env or \
@@ -299,7 +308,70 @@ fn keys(
         }
         keys.insert(env.clone(), KeySource::File(file.into()));
     }
+    for (env, vars) in raw.aws_credentials_env.iter().flatten() {
+        let entry = path.key("aws_credentials_env").key(env);
+        if !environments.contains_key(env) {
+            return Err(Issue::new(
+                entry,
+                format!(
+                    "no environment {} is defined under [environments]; defined: {}",
+                    shown(env),
+                    listing(environments.keys())
+                ),
+            ));
+        }
+        for (field, var) in [
+            ("access_key_id", Some(&vars.access_key_id)),
+            ("secret_access_key", Some(&vars.secret_access_key)),
+            ("session_token", vars.session_token.as_ref()),
+        ] {
+            if let Some(message) = var.and_then(|v| check_variable_name(v)) {
+                return Err(Issue::new(entry.key(field), message));
+            }
+        }
+        keys.insert(
+            env.clone(),
+            KeySource::Aws {
+                access_key_id: vars.access_key_id.clone(),
+                secret_access_key: vars.secret_access_key.clone(),
+                session_token: vars.session_token.clone(),
+            },
+        );
+    }
     Ok(keys)
+}
+
+/// A kind that signs with AWS credentials takes them from `aws_credentials_env`, never one
+/// key; the others the other way round.
+fn check_credential_shape(path: &TomlPath, raw: &RawProvider, aws: bool) -> Check<()> {
+    let one_key = [
+        ("api_key_env", raw.api_key_env.is_some()),
+        ("key_file", raw.key_file.is_some()),
+    ];
+    if aws {
+        if let Some((field, _)) = one_key.into_iter().find(|(_, set)| *set) {
+            return Err(Issue::new(
+                path.key(field),
+                format!(
+                    "kind = \"{}\" signs with AWS credentials, not one key: name their variables \
+                     with aws_credentials_env = {{ ENV = {{ access_key_id = \"AWS_ACCESS_KEY_ID\", \
+                     secret_access_key = \"AWS_SECRET_ACCESS_KEY\" }} }} (and session_token = \
+                     \"AWS_SESSION_TOKEN\" for temporary credentials)",
+                    raw.kind
+                ),
+            ));
+        }
+    } else if raw.aws_credentials_env.is_some() {
+        return Err(Issue::new(
+            path.key("aws_credentials_env"),
+            format!(
+                "is for kind = \"bedrock\" (AWS credentials); kind = \"{}\" takes one key, from \
+                 api_key_env or key_file",
+                raw.kind
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Every provider an environment lists has what that use needs: a key source for the
@@ -327,7 +399,8 @@ fn check_uses(
                         format!(
                             "has no entry for environment `{}`, and {used}; add {} = \
                              \"VARIABLE_NAME\" (or key_file = {{ {} = \"PATH\" }} for a key \
-                             in a file, or auth = \"none\" for a local host that takes no key)",
+                             in a file, aws_credentials_env for Bedrock, or auth = \"none\" for \
+                             a local host that takes no key)",
                             env.name, env.name, env.name
                         ),
                     ));

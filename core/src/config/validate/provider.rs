@@ -108,7 +108,36 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
         api_version,
         header_dialect,
         extra_body: extra_body(&path.key("extra_body"), &raw.extra_body, &raw.extra_json)?,
+        region: region(path, kind, raw.region.as_deref())?,
     })
+}
+
+/// `region`: for a kind that signs with AWS credentials only, an AWS region's shape
+/// (`us-east-1`, `eu-central-2`, `us-gov-west-1`: lowercase letters, digits and dashes).
+fn region(path: &TomlPath, kind: ProviderKind, region: Option<&str>) -> Check<Option<String>> {
+    let Some(r) = region else { return Ok(None) };
+    let at = path.key("region");
+    if kind.kit().credential != super::super::kind::CredentialShape::Aws {
+        return Err(Issue::new(
+            at,
+            format!("is the AWS region Bedrock signs for; kind {kind} takes none"),
+        ));
+    }
+    let shaped = !r.is_empty()
+        && r.len() <= 32
+        && r.split('-').count() >= 3
+        && r.split('-').all(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        });
+    if !shaped {
+        return Err(Issue::new(
+            at,
+            format!("{} is not an AWS region (e.g. \"us-east-1\")", shown(r)),
+        ));
+    }
+    Ok(Some(r.to_owned()))
 }
 
 /// `auth` is absent or `"none"`; `model`, `transcription_model` and `embedding_model` are

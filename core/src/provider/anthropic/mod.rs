@@ -320,6 +320,7 @@ mod tests {
             api_version: None,
             header_dialect: HeaderDialect::Anthropic,
             extra_body: Default::default(),
+            region: None,
         }
     }
 

@@ -370,6 +370,7 @@ mod tests {
             api_version: None,
             header_dialect: HeaderDialect::Generic,
             extra_body: Default::default(),
+            region: None,
         }
     }
 

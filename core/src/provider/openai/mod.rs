@@ -522,6 +522,7 @@ mod tests {
             api_version: None,
             header_dialect: HeaderDialect::Groq,
             extra_body: Default::default(),
+            region: None,
         };
         let p = OpenAi::from_config(&cfg).unwrap();
         assert_eq!(p.default_model(Capability::Chat), Some("llama"));
