@@ -172,6 +172,9 @@ impl KeyState {
             .gate
             .filter(|g| *g > now)
             .map_or(Duration::ZERO, |g| g - now);
+        if let Some(d) = self.probe_out(now) {
+            wait = wait.max(d);
+        }
         for (bucket, n, dimension) in self.buckets(cost) {
             if let Some(b) = bucket {
                 wait = wait.max(b.peek(n, now).map_err(|e| too_large(dimension, e))?);
@@ -375,21 +378,40 @@ impl KeyState {
         if let Some(g) = self.gate(now) {
             return Some(g - now);
         }
-        let probe = self.probe.as_mut()?;
-        match probe.out {
-            Some((b, _)) if b == booking => None,
-            Some((_, at)) if now.saturating_duration_since(at) < PROBE_GIVEN_UP => {
-                let slot = self.stated[REQUESTS]
-                    .as_ref()
-                    .map_or(Duration::from_secs(1), |s| {
-                        s.window() / u32::try_from(s.bucket.capacity().max(1)).unwrap_or(u32::MAX)
-                    });
-                Some(slot.max(Duration::from_millis(10)))
-            }
-            _ => {
-                probe.out = Some((booking, now));
-                None
-            }
+        if let Some((b, _)) = self.probe.and_then(|p| p.out)
+            && b == booking
+        {
+            return None;
+        }
+        if let Some(d) = self.probe_out(now) {
+            return Some(d);
+        }
+        self.take_probe(booking, now);
+        None
+    }
+
+    /// While a probe is out (and not given up): how long until looking again, a refill slot.
+    fn probe_out(&self, now: Instant) -> Option<Duration> {
+        let (_, at) = self.probe?.out?;
+        if now.saturating_duration_since(at) >= PROBE_GIVEN_UP {
+            return None;
+        }
+        let slot = self.stated[REQUESTS]
+            .as_ref()
+            .map_or(Duration::from_secs(1), |s| {
+                s.window() / u32::try_from(s.bucket.capacity().max(1)).unwrap_or(u32::MAX)
+            });
+        Some(slot.max(Duration::from_millis(10)))
+    }
+
+    /// `booking` goes now: while a probe is armed and none is out, it is the probe.
+    pub(crate) fn take_probe(&mut self, booking: u64, now: Instant) {
+        if let Some(p) = self.probe.as_mut()
+            && p.out
+                .is_none_or(|(_, at)| now.saturating_duration_since(at) >= PROBE_GIVEN_UP)
+        {
+            tracing::debug!(booking, "sent as the probe of a spent resetless limit");
+            p.out = Some((booking, now));
         }
     }
 
@@ -412,6 +434,10 @@ impl KeyState {
         if !unproven {
             self.probe = None;
         } else if self.probe.is_none() {
+            tracing::debug!(
+                after = ?booking,
+                "a limit stated without a reset is spent, its refill unknown: one probe at a time"
+            );
             self.probe = Some(Probe::default());
         }
     }
@@ -753,6 +779,21 @@ mod tests {
         s.settle(Some(a), false);
         assert_eq!(s.blocked(b, t + S), None);
         assert_eq!(s.blocked(c, t + S), None);
+
+        // A request admitted at once when the refill gave a unit back is the probe too; the
+        // next one waits for its answer.
+        let mut s = KeyState::unconfigured(Duration::ZERO);
+        let b = s.book(Demand::one_request(), now);
+        s.apply(&said(0, now), Some(b), now);
+        s.settle(Some(b), false);
+        let later = now + 2 * S;
+        assert_eq!(
+            s.wait(Demand::one_request(), later).unwrap(),
+            Duration::ZERO
+        );
+        let probe = s.book(Demand::one_request(), later);
+        s.take_probe(probe, later);
+        assert!(s.wait(Demand::one_request(), later + 2 * S).unwrap() > Duration::ZERO);
 
         // A probe whose answer never comes is given up: the next slot probes.
         let mut s = KeyState::unconfigured(Duration::ZERO);

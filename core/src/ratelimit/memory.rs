@@ -149,6 +149,10 @@ impl LimiterStore for MemoryStore {
                 Ok(wait) if wait > max_wait => Reservation::NotUntil { wait },
                 Ok(wait) => {
                     let booking = s.book(cost, now);
+                    if wait.is_zero() {
+                        // Sent at once, never asked again: the probe, if one is due.
+                        s.take_probe(booking, now);
+                    }
                     Reservation::Granted {
                         wait,
                         token_room: s.token_room(now),

@@ -366,6 +366,13 @@ impl Stated {
         let read = !self.resetless || self.classify(truth, limit, now);
         self.bucket.set_level(truth, now);
         self.stated_level = Some(truth);
+        tracing::trace!(
+            remaining = r,
+            truth,
+            proven = self.proven,
+            fixed = self.refill != Refill::Continuous,
+            "stated level"
+        );
         if read {
             self.last_truth = Some((now, self.bucket.level(now)));
             self.charged = 0.0;
