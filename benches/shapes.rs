@@ -21,7 +21,11 @@
 //!   `Retry-After`, no delay in the 429's text;
 //! - `three`: three providers at once in failover order, 60, 30 and 30 requests per 6 s
 //!   window, stated in OpenAI's headers, at concurrency 32: the first contact with each (the
-//!   limits are not configured) is where a burst overshoots.
+//!   limits are not configured) is where a burst overshoots;
+//! - `bedrock` (with `--features bedrock`): AWS Bedrock's Converse API, signed, throttling at
+//!   60 requests per minute with `ThrottlingException`s and no limit headers at all, as the
+//!   real service does: learned from its 429s alone. Only llm-failover runs it (the
+//!   retry-only client does not sign).
 //!
 //! The figure that matters is the share of the binding limit used once the first window's
 //! burst is spent, the share of requests answered 429, and that no item fails that was only
@@ -30,6 +34,7 @@
 //! ```sh
 //! cargo bench --bench shapes                  # every shape
 //! B1_SHAPES=silent cargo bench --bench shapes # one
+//! B1_SHAPES=bedrock cargo bench --bench shapes --features bedrock
 //! ```
 
 mod common;
@@ -59,9 +64,18 @@ const CONCURRENCY: usize = 16;
 const MAX_WALL_S: u64 = 120;
 const MODEL: &str = "gpt-4o-mini";
 
+/// The wire format of a shape's providers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    OpenAi,
+    #[cfg(feature = "bedrock")]
+    Bedrock,
+}
+
 /// One provider shape.
 struct Shape {
     name: &'static str,
+    format: Format,
     /// The providers, in the client's failover order (the first one's scripted).
     providers: fn() -> Vec<ProviderConfig>,
     /// Requests in flight per client.
@@ -80,6 +94,7 @@ struct Shape {
 fn shapes() -> Vec<Shape> {
     vec![
         Shape {
+            format: Format::OpenAi,
             name: "window-6s",
             providers: || {
                 vec![
@@ -95,6 +110,7 @@ fn shapes() -> Vec<Shape> {
             binding: (60, Duration::from_secs(6), false),
         },
         Shape {
+            format: Format::OpenAi,
             name: "groq-day",
             providers: || {
                 vec![
@@ -123,6 +139,7 @@ fn shapes() -> Vec<Shape> {
             binding: (6_000, Duration::from_secs(60), true),
         },
         Shape {
+            format: Format::OpenAi,
             name: "fixed-minute",
             providers: || {
                 vec![
@@ -139,6 +156,7 @@ fn shapes() -> Vec<Shape> {
             binding: (60, Duration::from_secs(60), false),
         },
         Shape {
+            format: Format::OpenAi,
             name: "silent",
             providers: || {
                 vec![
@@ -154,6 +172,7 @@ fn shapes() -> Vec<Shape> {
             binding: (120, Duration::from_secs(60), false),
         },
         Shape {
+            format: Format::OpenAi,
             name: "three",
             providers: || {
                 [("p", 60), ("q", 30), ("r", 30)]
@@ -170,6 +189,22 @@ fn shapes() -> Vec<Shape> {
             items: 600,
             max_tokens: 8,
             binding: (120, Duration::from_secs(6), false),
+        },
+        #[cfg(feature = "bedrock")]
+        Shape {
+            format: Format::Bedrock,
+            name: "bedrock",
+            providers: || {
+                vec![
+                    ProviderConfig::bedrock("p")
+                        .with_limits(llm_failover_emulator::Limits::default().with_rpm(60)),
+                ]
+            },
+            concurrency: CONCURRENCY,
+            script: Vec::new,
+            items: 600,
+            max_tokens: 8,
+            binding: (60, Duration::from_secs(60), false),
         },
     ]
 }
@@ -224,6 +259,9 @@ fn main() {
             continue;
         }
         for side in [Side::Sdk, Side::RetryOnly] {
+            if side == Side::RetryOnly && shape.format != Format::OpenAi {
+                continue; // it speaks OpenAI's format only (no signing)
+            }
             let fig = rt.block_on(run(&shape, side));
             let pct = 100.0 * fig.limited as f64 / fig.requests.max(1) as f64;
             table.row([
@@ -267,7 +305,7 @@ async fn run(shape: &Shape, side: Side) -> Figures {
         .await
         .expect("the emulator starts");
     emu.script(&names[0], (shape.script)());
-    let sdk = (side == Side::Sdk).then(|| sdk_client(&emu, &names, clock));
+    let sdk = (side == Side::Sdk).then(|| sdk_client(&emu, &names, shape.format, clock));
     let http = reqwest::Client::new();
     // The retry-only client has no failover: its workers are spread over the providers.
     let targets: Vec<(String, String)> = names
@@ -349,7 +387,7 @@ fn steady(log: &[LogEntry], (limit, window, tokens): (u64, Duration, bool)) -> f
     100.0 * used as f64 / (limit as f64 * windows)
 }
 
-fn sdk_client(emu: &Emulator, names: &[String], clock: FastClock) -> Client {
+fn sdk_client(emu: &Emulator, names: &[String], format: Format, clock: FastClock) -> Client {
     let mut p = Policy::default();
     // A batch's deadline: an item waits as long as the provider makes it.
     p.deadline = Duration::from_secs(3_600);
@@ -360,15 +398,39 @@ fn sdk_client(emu: &Emulator, names: &[String], clock: FastClock) -> Client {
         .rng(Arc::new(SeededRng::new(1)))
         .policy(p);
     for name in names {
-        let adapter = OpenAi::new(
-            ProviderId::new(name),
-            emu.base_url(name).parse().expect("a URL"),
-        )
-        .with_chat_model(MODEL);
-        builder = builder.provider(
-            Arc::new(adapter),
-            ProviderSettings::new().credential(Credential::new(emu.key(name))),
-        );
+        let (adapter, credential): (Arc<dyn llm_failover::provider::Provider>, Credential) =
+            match format {
+                Format::OpenAi => (
+                    Arc::new(
+                        OpenAi::new(
+                            ProviderId::new(name),
+                            emu.base_url(name).parse().expect("a URL"),
+                        )
+                        .with_chat_model(MODEL),
+                    ),
+                    Credential::new(emu.key(name)),
+                ),
+                #[cfg(feature = "bedrock")]
+                Format::Bedrock => {
+                    let aws = emu.aws_credentials(name);
+                    (
+                        Arc::new(
+                            llm_failover::bedrock::Bedrock::new(
+                                ProviderId::new(name),
+                                emu.base_url(name).parse().expect("a URL"),
+                                &aws.region,
+                            )
+                            .with_model("amazon.nova-lite-v1:0"),
+                        ),
+                        Credential::aws(
+                            aws.access_key_id,
+                            aws.secret_access_key,
+                            aws.session_token,
+                        ),
+                    )
+                }
+            };
+        builder = builder.provider(adapter, ProviderSettings::new().credential(credential));
     }
     builder.build().expect("the client builds")
 }

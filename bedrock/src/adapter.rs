@@ -384,7 +384,7 @@ mod tests {
             kind = "bedrock"
             base_url = "{base_url}"
             model = "amazon.nova-lite-v1:0"
-            api_key_env = {{ dev = "AWS_SECRET_ACCESS_KEY" }}
+            aws_credentials_env = {{ dev = {{ access_key_id = "AWS_ACCESS_KEY_ID", secret_access_key = "AWS_SECRET_ACCESS_KEY" }} }}
             [environments.dev]
             chat = ["aws"]
             "#
@@ -401,6 +401,44 @@ mod tests {
             b.default_model(Capability::Chat),
             Some("amazon.nova-lite-v1:0")
         );
+    }
+
+    /// `region` names the region for a host that does not (a VPC endpoint, a proxy); one
+    /// that contradicts the host is refused; `region` on another kind is refused by the
+    /// configuration.
+    #[test]
+    fn a_named_region_serves_another_host_and_must_agree_with_an_aws_one() {
+        let with_region = |base_url: &str, region: &str| {
+            Config::from_toml_str(&format!(
+                r#"
+                default_environment = "dev"
+                [providers.aws]
+                kind = "bedrock"
+                base_url = "{base_url}"
+                region = "{region}"
+                model = "amazon.nova-lite-v1:0"
+                aws_credentials_env = {{ dev = {{ access_key_id = "AWS_ACCESS_KEY_ID", secret_access_key = "AWS_SECRET_ACCESS_KEY" }} }}
+                [environments.dev]
+                chat = ["aws"]
+                "#
+            ))
+        };
+        let cfg = with_region(
+            "https://vpce-0abc.bedrock-runtime.example.internal",
+            "eu-central-2",
+        )
+        .unwrap();
+        let b = Bedrock::from_config(cfg.provider("aws").unwrap()).unwrap();
+        assert_eq!(b.region(), "eu-central-2");
+        let cfg = with_region(
+            "https://bedrock-runtime.us-east-1.amazonaws.com",
+            "eu-west-1",
+        )
+        .unwrap();
+        let err = Bedrock::from_config(cfg.provider("aws").unwrap()).unwrap_err();
+        assert!(err.message().contains("providers.aws.region"), "{err}");
+        let err = with_region("https://x.example.com", "Frankfurt").unwrap_err();
+        assert!(err.to_string().contains("is not an AWS region"), "{err}");
     }
 
     #[test]

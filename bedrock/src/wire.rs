@@ -196,7 +196,7 @@ pub(crate) fn request_body(req: &ChatRequest) -> Result<Value> {
         let mut blocks = Vec::new();
         let role = match m.role {
             Role::Assistant => {
-                if !m.content.is_empty() {
+                if !m.content.trim().is_empty() {
                     blocks.push(json!({ "text": m.content }));
                 }
                 for call in &m.tool_calls {
@@ -220,7 +220,7 @@ pub(crate) fn request_body(req: &ChatRequest) -> Result<Value> {
                 for image in &m.images {
                     blocks.push(image_block(image).map_err(unsupported)?);
                 }
-                if !m.content.is_empty() {
+                if !m.content.trim().is_empty() {
                     blocks.push(json!({ "text": m.content }));
                 }
                 "user"
@@ -231,6 +231,16 @@ pub(crate) fn request_body(req: &ChatRequest) -> Result<Value> {
             Some((last, content)) if *last == role => content.extend(blocks),
             _ => messages.push((role, blocks)),
         }
+    }
+    // "The content field in the Message object at messages.N is empty" and "The text field
+    // in the ContentBlock object … is blank" are Converse's ValidationExceptions: a turn with
+    // no text (or only whitespace), image or call is left out of a text block and refused
+    // here, naming it, so the router asks a provider that takes it.
+    if let Some(n) = messages.iter().position(|(_, content)| content.is_empty()) {
+        return Err(unsupported(format!(
+            "messages.{n} (after system messages are lifted and runs of one role joined) has \
+             no content: Converse refuses an empty or blank turn"
+        )));
     }
     body.insert(
         "messages".into(),
@@ -541,6 +551,27 @@ mod tests {
     }
 
     /// An answer with text and a call, and each stop reason.
+    #[test]
+    fn an_empty_or_blank_turn_is_refused_naming_it() {
+        for req in [
+            ChatRequest::new().user("hi").assistant("").user("again"),
+            ChatRequest::new().user("  \n"),
+        ] {
+            let err = request_body(&req).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+            assert!(err.to_string().contains("no content"), "{err}");
+        }
+        // A blank text beside a call is left out, the call kept.
+        let call = llm_failover_core::ToolCall::new("c1", "f", json!({}));
+        let req = ChatRequest::new()
+            .user("hi")
+            .tool(Tool::new("f", json!({"type": "object"})))
+            .message(Message::assistant_calls(" ", vec![call]))
+            .message(Message::tool_result("c1", "ok"));
+        let body = request_body(&req).unwrap();
+        assert_eq!(body["messages"][1]["content"].as_array().unwrap().len(), 1);
+    }
+
     #[test]
     fn parses_answers_and_stop_reasons() {
         // The Converse reference's response syntax:
