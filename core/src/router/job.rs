@@ -125,6 +125,30 @@ pub(crate) trait Admissible: Sync {
     }
 }
 
+/// What a request priced in tokens (a chat's, an embedding's) demands: one request where
+/// tokens are not counted; the count already made for `model`; the `bound` where it fits the
+/// known room (admitted at once, the excess held only until the answer's usage gives it back);
+/// else the counted estimate (`exact`, counted once per model).
+fn priced_in_tokens(
+    model: &str,
+    tokens: TokenCounting,
+    costs: &mut TokenCounts,
+    bound: impl FnOnce() -> Demand,
+    exact: impl FnOnce() -> Demand,
+) -> (Demand, Reckoning) {
+    let TokenCounting::On { room } = tokens else {
+        return (Demand::one_request(), Reckoning::Requests);
+    };
+    if let Some(c) = costs.known(model) {
+        return (c, Reckoning::Count);
+    }
+    let bound = bound();
+    match room {
+        Some(room) if bound.tokens() <= room => (bound, Reckoning::Bound),
+        _ => (costs.exact(model, exact), Reckoning::Count),
+    }
+}
+
 /// A chat request: one request where tokens are not counted; the bound where it fits the
 /// known room (admitted at once either way, the excess held only until the answer's usage
 /// gives it back); else the counted estimate.
@@ -143,20 +167,13 @@ impl Admissible for ChatRequest {
         tokens: TokenCounting,
         costs: &mut TokenCounts,
     ) -> (Demand, Reckoning) {
-        let TokenCounting::On { room } = tokens else {
-            return (Demand::one_request(), Reckoning::Requests);
-        };
-        if let Some(c) = costs.known(model) {
-            return (c, Reckoning::Count);
-        }
-        let bound = chat_cost_bound(self, model);
-        match room {
-            Some(room) if bound.tokens() <= room => (bound, Reckoning::Bound),
-            _ => (
-                costs.exact(model, || estimate_chat(self, model)),
-                Reckoning::Count,
-            ),
-        }
+        priced_in_tokens(
+            model,
+            tokens,
+            costs,
+            || chat_cost_bound(self, model),
+            || estimate_chat(self, model),
+        )
     }
 
     fn floor(&self) -> u64 {
@@ -206,20 +223,13 @@ impl Admissible for EmbeddingRequest {
         tokens: TokenCounting,
         costs: &mut TokenCounts,
     ) -> (Demand, Reckoning) {
-        let TokenCounting::On { room } = tokens else {
-            return (Demand::one_request(), Reckoning::Requests);
-        };
-        if let Some(c) = costs.known(model) {
-            return (c, Reckoning::Count);
-        }
-        let bound = embedding_cost_bound(self, model);
-        match room {
-            Some(room) if bound.tokens() <= room => (bound, Reckoning::Bound),
-            _ => (
-                costs.exact(model, || estimate_embedding(self, model)),
-                Reckoning::Count,
-            ),
-        }
+        priced_in_tokens(
+            model,
+            tokens,
+            costs,
+            || embedding_cost_bound(self, model),
+            || estimate_embedding(self, model),
+        )
     }
 
     fn floor(&self) -> u64 {

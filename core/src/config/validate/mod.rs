@@ -263,16 +263,7 @@ fn keys(
     let mut keys = BTreeMap::new();
     for (env, var) in raw.api_key_env.iter().flatten() {
         let entry = key_path.key(env);
-        if !environments.contains_key(env) {
-            return Err(Issue::new(
-                entry,
-                format!(
-                    "no environment {} is defined under [environments]; defined: {}",
-                    shown(env),
-                    listing(environments.keys())
-                ),
-            ));
-        }
+        defined(&entry, env, environments)?;
         if let Some(message) = check_variable_name(var) {
             return Err(Issue::new(entry, message));
         }
@@ -280,16 +271,7 @@ fn keys(
     }
     for (env, file) in raw.key_file.iter().flatten() {
         let entry = path.key("key_file").key(env);
-        if !environments.contains_key(env) {
-            return Err(Issue::new(
-                entry,
-                format!(
-                    "no environment {} is defined under [environments]; defined: {}",
-                    shown(env),
-                    listing(environments.keys())
-                ),
-            ));
-        }
+        defined(&entry, env, environments)?;
         if keys.contains_key(env) {
             return Err(Issue::new(
                 entry,
@@ -310,16 +292,7 @@ fn keys(
     }
     for (env, vars) in raw.aws_credentials_env.iter().flatten() {
         let entry = path.key("aws_credentials_env").key(env);
-        if !environments.contains_key(env) {
-            return Err(Issue::new(
-                entry,
-                format!(
-                    "no environment {} is defined under [environments]; defined: {}",
-                    shown(env),
-                    listing(environments.keys())
-                ),
-            ));
-        }
+        defined(&entry, env, environments)?;
         for (field, var) in [
             ("access_key_id", Some(&vars.access_key_id)),
             ("secret_access_key", Some(&vars.secret_access_key)),
@@ -339,6 +312,21 @@ fn keys(
         );
     }
     Ok(keys)
+}
+
+/// `env`, named at `entry`, is one of `[environments]`.
+fn defined(entry: &TomlPath, env: &str, environments: &BTreeMap<String, Environment>) -> Check<()> {
+    if environments.contains_key(env) {
+        return Ok(());
+    }
+    Err(Issue::new(
+        entry.clone(),
+        format!(
+            "no environment {} is defined under [environments]; defined: {}",
+            shown(env),
+            listing(environments.keys())
+        ),
+    ))
 }
 
 /// A kind that signs with AWS credentials takes them from `aws_credentials_env`, never one
