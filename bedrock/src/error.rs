@@ -60,22 +60,9 @@ fn says_too_long(message: &str) -> bool {
     .any(|w| m.contains(w))
 }
 
-/// The kind of a status with no exception this table knows.
-fn kind_for_status(status: u16) -> ErrorKind {
-    match status {
-        400 | 422 => ErrorKind::InvalidRequest,
-        401 => ErrorKind::Auth,
-        403 => ErrorKind::PermissionDenied,
-        404 => ErrorKind::NotFound,
-        408 => ErrorKind::Timeout,
-        409 => ErrorKind::Conflict,
-        413 => ErrorKind::PayloadTooLarge,
-        429 => ErrorKind::RateLimited,
-        503 | 529 => ErrorKind::Overloaded,
-        _ if status >= 500 => ErrorKind::Server,
-        _ => ErrorKind::InvalidRequest,
-    }
-}
+/// The kind of a status with no exception this table knows: the core's reading, the same for
+/// every kind.
+use llm_failover_core::wing::providers::kind_for_status;
 
 /// The exception's name from an `x-amzn-ErrorType` value or a `__type`
 /// (`com.amazon.coral.service#ThrottlingException` too).

@@ -91,6 +91,9 @@ pub mod batch {
 /// `llm-failover-bedrock`) adds a `ProviderWing` to `PROVIDER_WINGS` when the build links it;
 /// `provider::from_config` finds it there and, without it, says which feature is missing.
 pub mod providers {
+    /// What a status means when the body names nothing an adapter knows: one reading for
+    /// every kind (`tests/it/conformance.rs` holds every adapter to it).
+    pub use crate::provider::body::kind_for_status;
     pub use crate::provider::{PROVIDER_WINGS, ProviderWing};
     /// For the wing's `#[distributed_slice(…)]` (`#[linkme(crate = …)]`).
     pub use linkme;

@@ -27,6 +27,7 @@ mod circuit_breaker;
 mod cli;
 mod code_first;
 mod config;
+mod conformance;
 mod docs;
 mod e2e;
 mod embeddings;

@@ -61,7 +61,7 @@ pub(crate) fn snippet(body: &[u8]) -> String {
 }
 
 /// The kind an HTTP error status means when the body does not say more.
-pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
+pub fn kind_for_status(status: u16) -> ErrorKind {
     match status {
         401 => ErrorKind::Auth,
         // OpenRouter and Together answer 402 when the account's credits are used up.

@@ -40,7 +40,7 @@
 
 pub mod anthropic;
 pub mod azure;
-mod body;
+pub(crate) mod body;
 pub mod deepgram;
 mod exchange;
 mod extra;
