@@ -13,6 +13,11 @@
 //!   counted twice until its own answer arrives — a short, safe underestimate.
 //! * A 429 drains the buckets of the limit it is about ([`Drain`]); a gate is only ever moved
 //!   later.
+//! * A limit stated without a reset that is spent before anything showed how it refills
+//!   ([`Stated::empty_and_unproven`]) lets one request go — the probe, whether it waited for
+//!   a slot ([`KeyState::blocked`]) or was admitted at once ([`KeyState::take_probe`]) — and
+//!   holds the others a refill slot at a time until its answer ([`KeyState::settle`]), or
+//!   [`PROBE_GIVEN_UP`].
 //! * A key about which nothing is configured or stated learns a pace from its 429s alone
 //!   ([`Paced`]); the first stated limit ends it.
 
