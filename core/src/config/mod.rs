@@ -143,6 +143,30 @@ use source::{Document, TomlPath};
 
 /// For a provider on this machine, how to run against the emulator without a key (host and
 /// port only: a URL could carry more).
+/// The value of the variable `var` (named at `at`): a Config error when it is unset (how to
+/// give `provider`'s credential in code instead, `made` by, and `hint`) or holds what no key
+/// holds, naming the variable and its TOML path, never the value.
+fn read_variable(
+    lookup: &dyn Fn(&str) -> Option<String>,
+    var: &str,
+    at: &TomlPath,
+    (provider, made): (&str, &str),
+    hint: &str,
+) -> Result<String> {
+    let value = lookup(var).ok_or_else(|| {
+        Error::config(format!(
+            "environment variable `{var}` ({at}) is not set; set it, or give the key in code \
+             with ClientBuilder::credential(\"{provider}\", {made}){hint}"
+        ))
+    })?;
+    match check_key_value(&value) {
+        Some(problem) => Err(Error::config(format!(
+            "environment variable `{var}` ({at}) {problem}"
+        ))),
+        None => Ok(value),
+    }
+}
+
 fn emulator_hint(base_url: &Url, environment: &str, var: &str) -> String {
     let loopback = match base_url.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -338,23 +362,15 @@ impl Config {
                     .key(provider)
                     .key("aws_credentials_env")
                     .key(environment);
-                let read = |field: &str, var: &str| -> Result<String> {
-                    let at = at.key(field);
-                    let value = lookup(var).ok_or_else(|| {
-                        Error::config(format!(
-                            "environment variable `{var}` ({at}) is not set; set it, or give \
-                             the credentials in code with ClientBuilder::credential(\"{provider}\", \
-                             Credential::aws(…))"
-                        ))
-                        .with_provider(id())
-                    })?;
-                    match check_key_value(&value) {
-                        Some(problem) => Err(Error::config(format!(
-                            "environment variable `{var}` ({at}) {problem}"
-                        ))
-                        .with_provider(id())),
-                        None => Ok(value),
-                    }
+                let read = |field: &str, var: &str| {
+                    read_variable(
+                        lookup,
+                        var,
+                        &at.key(field),
+                        (provider, "Credential::aws(…)"),
+                        "",
+                    )
+                    .map_err(|e| e.with_provider(id()))
                 };
                 let key_id = read("access_key_id", access_key_id)?;
                 let secret = read("secret_access_key", secret_access_key)?;
@@ -387,22 +403,16 @@ impl Config {
                 .with_provider(id()));
             }
         };
-        let at = at.key(environment);
-        match lookup(var) {
-            None => Err(Error::config(format!(
-                "environment variable `{var}` ({at}) is not set; set it, or give the key in code \
-                 with ClientBuilder::credential(\"{provider}\", Credential::new(…)){}",
-                emulator_hint(&config.base_url, environment, var)
-            ))
-            .with_provider(id())),
-            Some(key) => match check_key_value(&key) {
-                Some(problem) => Err(Error::config(format!(
-                    "environment variable `{var}` ({at}) {problem}"
-                ))
-                .with_provider(id())),
-                None => Ok(Some(Credential::from_env(key, var.clone()))),
-            },
-        }
+        let hint = emulator_hint(&config.base_url, environment, var);
+        read_variable(
+            lookup,
+            var,
+            &at.key(environment),
+            (provider, "Credential::new(…)"),
+            &hint,
+        )
+        .map(|key| Some(Credential::from_env(key, var.clone())))
+        .map_err(|e| e.with_provider(id()))
     }
 
     /// As [`credential`](Self::credential), reading this process's environment. A variable
