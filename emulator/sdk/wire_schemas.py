@@ -133,6 +133,47 @@ def to_json_schema(node: object) -> object:
     return out
 
 
+# Errata: where a vendored spec contradicts its own provider's documentation of the same
+# version, the documentation wins — narrowly, one keyword at one place, each with its source,
+# and each checked to still be what the vendored file says (a re-vendored spec that fixed it
+# fails here, so the erratum goes). Applied before validating; `controls` in the Rust test
+# feed the validator a body each erratum must still refuse.
+ERRATA = {
+    "azure-2024-10-21.json": [
+        {
+            # The 2024-10-21 spec's ResponseFormatJsonSchema lists `required: ["type", "name"]`
+            # for the `json_schema` object, whose properties are description, name, schema and
+            # strict — `type` is not one of them. Microsoft's REST example for this very
+            # api-version sends `{"type": "json_schema", "json_schema": {"name", "strict",
+            # "schema"}}`, no `type` inside (MicrosoftDocs/azure-ai-docs,
+            # articles/ai-services/openai/includes/structured-outputs-rest.md, "curl -X POST
+            # …/chat/completions?api-version=2024-10-21"), as openai-python's AzureOpenAI and
+            # OpenAI's own spec (`required: [name]`) do.
+            "schema": "ResponseFormatJsonSchema",
+            "path": ["properties", "json_schema", "required"],
+            "spec_says": ["type", "name"],
+            "documented": ["name"],
+            "source": "https://learn.microsoft.com/en-us/azure/ai-services/openai/how-to/"
+            "structured-outputs (REST, api-version=2024-10-21)",
+        }
+    ]
+}
+
+
+def apply_errata(file_name: str, components: dict) -> None:
+    for e in ERRATA.get(file_name, []):
+        node = components[e["schema"]]
+        for key in e["path"][:-1]:
+            node = node[key]
+        last = e["path"][-1]
+        if node.get(last) != e["spec_says"]:
+            raise SystemExit(
+                f"erratum for {file_name} {e['schema']}.{'.'.join(e['path'])} no longer applies: "
+                f"the spec says {node.get(last)!r}, not {e['spec_says']!r}; drop the erratum"
+            )
+        node[last] = e["documented"]
+
+
 class OpenApiSubset:
     """A vendored subset: its source and a validator per root schema."""
 
@@ -140,6 +181,7 @@ class OpenApiSubset:
         doc = json.loads((SCHEMAS / file_name).read_text(encoding="utf-8"))
         self.source = doc["x-source"]
         components = doc["components"]["schemas"]
+        apply_errata(file_name, components)
         self.declared = components  # raw, for the declared-field check
         self.defs = {name: to_json_schema(s) for name, s in components.items()}
         self._validators: dict = {}

@@ -73,6 +73,23 @@ async fn the_validator_refuses_what_the_providers_refuse() {
             ),
             vec!["$.stop", "$.stream_options"],
         ),
+        // The erratum the validator applies to Azure's 2024-10-21 spec (`json_schema` requires
+        // `name`, not `type` too: see ERRATA in emulator/sdk/wire_schemas.py) keeps `name`
+        // required: a `json_schema` without one is still refused.
+        (
+            "azure: json_schema without a name",
+            chat(
+                "azure",
+                json!({
+                    "messages": user,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"schema": {"type": "object"}, "strict": true}
+                    }
+                }),
+            ),
+            vec!["$.response_format.json_schema"],
+        ),
         // `temperature` "Ranges from 0.0 to 1.0"; an unknown field; a `tool_use.id` outside
         // ^[a-zA-Z0-9_-]+$: https://docs.anthropic.com/en/api/messages
         (
