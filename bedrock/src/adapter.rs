@@ -7,6 +7,7 @@ use llm_failover_core::clock::Now;
 use llm_failover_core::config::{ProviderConfig, ProviderKind};
 use llm_failover_core::http::{HttpRequest, RawResponse};
 use llm_failover_core::provider::{FrameParser, Provider, RequestContext, StreamDecoder};
+use llm_failover_core::ratelimit::{HeaderDialect, parse_limit_headers};
 use llm_failover_core::{
     Capabilities, Capability, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
     Error, ErrorKind, LimitReport, ProviderId, Result,
@@ -300,10 +301,11 @@ impl Provider for Bedrock {
         error::classify(raw.status, error_type, &raw.body)
     }
 
+    /// Bedrock states no limits in headers: its throttling is learned from its 429s. A proxy
+    /// in front of it may (a `Retry-After`, the generic forms), so the generic reader runs,
+    /// as for every kind whose registry row says `generic` (Gemini, Vertex).
     fn limit_report(&self, headers: &HeaderMap, now: Now) -> LimitReport {
-        // Bedrock states no limits in headers: its throttling is learned from its 429s.
-        let _ = (headers, now);
-        LimitReport::default()
+        parse_limit_headers(HeaderDialect::Generic, headers, now)
     }
 
     fn request_id(&self, headers: &HeaderMap) -> Option<String> {
