@@ -10,7 +10,8 @@
 //!   <https://developers.deepgram.com/docs/language-detection>.
 //! - Errors: <https://developers.deepgram.com/reference/errors> (400 "corrupt or unsupported
 //!   data", 401 `INVALID_AUTH`, 402 insufficient credits, 403, 413, 429, 503; the
-//!   `err_code` / `err_msg` / `request_id` body).
+//!   `err_code` / `err_msg` / `request_id` body). Which kind each status and body is, is a
+//!   row of the conformance table (`conformance.rs`), every kind alike.
 
 use std::time::Duration;
 
@@ -174,96 +175,6 @@ async fn falls_back_to_one_segment_per_word_and_the_body_request_id() {
         t.request_id.as_deref(),
         Some("4b1d9f0e-53c2-4d3e-9f3b-6c3c1b8e2a10")
     );
-}
-
-#[tokio::test]
-async fn classifies_each_error_class_by_status_and_code() {
-    let dg = |code: &str, msg: &str| {
-        serde_json::json!({"err_code": code, "err_msg": msg, "request_id": "uuid"}).to_string()
-    };
-    let cases: Vec<(u16, String, ErrorKind, Option<&str>)> = vec![
-        (
-            400,
-            include_str!("../fixtures/deepgram/error_corrupt_audio.json").to_owned(),
-            ErrorKind::InvalidRequest,
-            Some("Bad Request"),
-        ),
-        (
-            401,
-            include_str!("../fixtures/deepgram/error_invalid_auth.json").to_owned(),
-            ErrorKind::Auth,
-            Some("INVALID_AUTH"),
-        ),
-        (
-            401,
-            dg(
-                "INSUFFICIENT_PERMISSIONS",
-                "User does not have sufficient permissions.",
-            ),
-            ErrorKind::PermissionDenied,
-            Some("INSUFFICIENT_PERMISSIONS"),
-        ),
-        (
-            402,
-            dg(
-                "ASR_PAYMENT_REQUIRED",
-                "Project does not have enough credits for an ASR request and does not have an overage agreement.",
-            ),
-            ErrorKind::QuotaExhausted,
-            Some("ASR_PAYMENT_REQUIRED"),
-        ),
-        (
-            403,
-            dg("FORBIDDEN", "Insufficient permissions."),
-            ErrorKind::PermissionDenied,
-            Some("FORBIDDEN"),
-        ),
-        (
-            413,
-            dg("PAYLOAD_TOO_LARGE", "Payload too large."),
-            ErrorKind::PayloadTooLarge,
-            Some("PAYLOAD_TOO_LARGE"),
-        ),
-        (
-            429,
-            dg(
-                "TOO_MANY_REQUESTS",
-                "Too many requests. Please try again later",
-            ),
-            ErrorKind::RateLimited,
-            Some("TOO_MANY_REQUESTS"),
-        ),
-        (
-            500,
-            dg("INTERNAL_SERVER_ERROR", "Internal server error."),
-            ErrorKind::Server,
-            Some("INTERNAL_SERVER_ERROR"),
-        ),
-        (
-            503,
-            dg("SERVICE_UNAVAILABLE", "Service unavailable."),
-            ErrorKind::Overloaded,
-            Some("SERVICE_UNAVAILABLE"),
-        ),
-        (
-            504,
-            "<html><body>Gateway Timeout</body></html>".to_owned(),
-            ErrorKind::Timeout,
-            None,
-        ),
-        (502, String::new(), ErrorKind::Server, None),
-    ];
-    let server = ScriptedServer::start().await;
-    for (status, body, _, _) in &cases {
-        server.push(PATH, Reply::status(*status).body(body.clone()));
-    }
-    for (status, body, kind, code) in cases {
-        let err = transcribe(&server, &wav_request()).await.unwrap_err();
-        assert_eq!(err.kind(), kind, "{status} {body}: {err}");
-        assert_eq!(err.status(), Some(status));
-        assert_eq!(err.code(), code, "{status}");
-        assert_eq!(err.provider().map(ProviderId::as_str), Some("deepgram"));
-    }
 }
 
 #[tokio::test]
