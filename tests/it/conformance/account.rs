@@ -72,17 +72,11 @@ pub(super) fn rejected_key() -> Refusal {
             // A token Vertex does not accept: Google's 401 UNAUTHENTICATED
             // (cloud.google.com/apis/design/errors) with the ErrorInfo reason of
             // google/api/error_reason.proto; the code kept is the reason.
-            Cell::new(
-                "vertex",
+            vertex_reason(
                 401,
-                json!({"error": {"code": 401, "status": "UNAUTHENTICATED",
-                    "message": "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
-                    "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": "ACCESS_TOKEN_EXPIRED", "domain": "googleapis.com",
-                        "metadata": {"service": "aiplatform.googleapis.com"}}]}})
-                .to_string(),
-                Some("ACCESS_TOKEN_EXPIRED"),
-                "Request had invalid authentication credentials.",
+                "UNAUTHENTICATED",
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                "ACCESS_TOKEN_EXPIRED",
             ),
         ],
     }
@@ -340,19 +334,23 @@ pub(super) fn quota_spent() -> Refusal {
             // PermissionDenied, terminal, as its `error` doc says ("billing off") — so the
             // request ends there and the provider is closed for the account, where every
             // other kind's spent credit fails over and reopens after the quota's cooldown.
-            Cell::new(
-                "vertex",
+            vertex_reason(
                 403,
-                json!({"error": {"code": 403, "status": "PERMISSION_DENIED",
-                    "message": "This API method requires billing to be enabled. Please enable billing on project #p by visiting https://console.developers.google.com/billing/enable?project=p then retry. If you enabled billing for this project recently, wait a few minutes for the action to propagate to our systems and retry.",
-                    "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": "BILLING_DISABLED", "domain": "googleapis.com",
-                        "metadata": {"service": "aiplatform.googleapis.com"}}]}})
-                .to_string(),
-                Some("BILLING_DISABLED"),
-                "requires billing to be enabled",
+                "PERMISSION_DENIED",
+                "This API method requires billing to be enabled. Please enable billing on project #p by visiting https://console.developers.google.com/billing/enable?project=p then retry. If you enabled billing for this project recently, wait a few minutes for the action to propagate to our systems and retry.",
+                "BILLING_DISABLED",
             )
             .but_reads(ErrorKind::PermissionDenied),
         ],
     }
+}
+
+/// A Vertex AI error whose `google.rpc.ErrorInfo` names its reason (the reasons of
+/// google/api/error_reason.proto in github.com/googleapis/googleapis): the code kept is the
+/// reason.
+fn vertex_reason(status: u16, grpc: &str, message: &'static str, reason: &'static str) -> Cell {
+    let body = json!({"error": {"code": status, "status": grpc, "message": message,
+        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+            "domain": "googleapis.com", "metadata": {"service": "aiplatform.googleapis.com"}}]}});
+    Cell::new("vertex", status, body.to_string(), Some(reason), message)
 }
