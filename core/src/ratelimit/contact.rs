@@ -7,8 +7,16 @@
 //! * An answer that **states a limit** ends first contact: the stated buckets govern from
 //!   then on (most providers: one round trip, then full speed within what they state).
 //! * A **429** ends it too: the store drains and, where nothing is stated, paces from it.
-//! * An answer that states **nothing** (a silent provider) widens the window by one request
-//!   — doubling it each round trip — until it reaches [`OPEN_AT`]: then nothing is held.
+//! * An answer that states **nothing** (a silent provider: Bedrock, Vertex, Gemini, a proxy)
+//!   widens the window slowly: after `n` clean answers it is `1 + ⌊√n⌋` ([`window_after`]),
+//!   half a request per round trip, until it reaches [`OPEN_AT`]: then nothing is held. Such a
+//!   provider will never say where its limit is; the first sign is a 429, and every request
+//!   in flight then is refused with it. Against a 60-request bucket and a batch's 16
+//!   workers, doubling (TCP's slow start) had all 16 in flight when the bucket ran out; one
+//!   more per round trip (congestion avoidance) about 11; half of that, 8 (`B1_SHAPES=
+//!   bedrock`, BENCHMARKS.md). The price: 16 wide after 225 answers, about 30 round trips,
+//!   where doubling took 4 — paid once per key and process, against a provider that says
+//!   nothing.
 //! * Any other failure (a 5xx, a timeout) gives its place back and widens nothing.
 //!
 //! Held requests wait for an answer, through the injected clock, as long as the router lets
@@ -34,6 +42,12 @@ use crate::clock::Clock;
 pub(crate) const FIRST_WINDOW: u32 = 1;
 /// The window at which a key that states nothing is no longer held: full concurrency.
 pub(crate) const OPEN_AT: u32 = 32;
+
+/// The window after `clean` answers that stated nothing: `1 + ⌊√clean⌋`, so that the next
+/// step (one wider) takes two windows' worth of answers — half a request per round trip.
+pub(crate) fn window_after(clean: u32) -> u32 {
+    FIRST_WINDOW + clean.isqrt()
+}
 
 /// What an answer to a first-contact request said about the key's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,8 +80,13 @@ impl Heard {
 /// The first-contact state of one key: the pure decisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Contact {
-    /// Limits unknown: at most `window` requests in flight; `in_flight` now.
-    Opening { window: u32, in_flight: u32 },
+    /// Limits unknown: at most `window` requests in flight; `in_flight` now; `clean`
+    /// answers heard that stated nothing.
+    Opening {
+        window: u32,
+        in_flight: u32,
+        clean: u32,
+    },
     /// Over: the limits are known, or the provider states nothing and the window is open.
     Over,
 }
@@ -77,13 +96,16 @@ impl Contact {
         Contact::Opening {
             window: FIRST_WINDOW,
             in_flight: 0,
+            clean: 0,
         }
     }
 
     /// Whether one more request may go now (`true` also once contact is over); counts it.
     pub(crate) fn admit(&mut self) -> bool {
         match self {
-            Contact::Opening { window, in_flight } if *in_flight < *window => {
+            Contact::Opening {
+                window, in_flight, ..
+            } if *in_flight < *window => {
                 *in_flight += 1;
                 true
             }
@@ -95,13 +117,16 @@ impl Contact {
     /// An admitted request's answer was heard (its place is given back by
     /// [`leave`](Self::leave)).
     pub(crate) fn heard(&mut self, heard: Heard) {
-        let Contact::Opening { window, .. } = self else {
+        let Contact::Opening { window, clean, .. } = self else {
             return;
         };
         match heard {
             Heard::Stated | Heard::Throttled => *self = Contact::Over,
-            Heard::Clean if *window + 1 >= OPEN_AT => *self = Contact::Over,
-            Heard::Clean => *window += 1,
+            Heard::Clean if window_after(*clean + 1) >= OPEN_AT => *self = Contact::Over,
+            Heard::Clean => {
+                *clean += 1;
+                *window = window_after(*clean);
+            }
             Heard::Failed => {}
         }
     }
@@ -244,19 +269,27 @@ mod tests {
     /// The decisions, as a table: (answers heard in order, the state after them), each
     /// answer to a request admitted while the state allowed it.
     #[test]
-    fn the_window_opens_by_one_per_clean_answer_and_ends_at_a_statement_or_a_429() {
+    fn the_window_opens_by_half_a_request_per_round_trip_and_ends_at_a_statement_or_a_429() {
         use Heard::*;
-        let opening = |window, in_flight| Contact::Opening { window, in_flight };
+        let opening = |window, clean| Contact::Opening {
+            window,
+            in_flight: 0,
+            clean,
+        };
         let table: &[(&[Heard], Contact)] = &[
             (&[], opening(1, 0)),
-            (&[Clean], opening(2, 0)),
-            (&[Clean, Clean, Clean], opening(4, 0)),
+            (&[Clean], opening(2, 1)),
+            (&[Clean, Clean, Clean], opening(2, 3)),
+            (&[Clean; 4], opening(3, 4)),
             (&[Failed], opening(1, 0)),
-            (&[Clean, Failed, Clean], opening(3, 0)),
+            (&[Clean, Failed, Clean], opening(2, 2)),
             (&[Stated], Contact::Over),
             (&[Clean, Throttled], Contact::Over),
-            (&[Clean; 30], opening(31, 0)),
-            (&[Clean; 31], Contact::Over),
+            // 8 wide after 49 answers, 16 after 225 (a batch's workers).
+            (&[Clean; 49], opening(8, 49)),
+            (&[Clean; 225], opening(16, 225)),
+            (&[Clean; 960], opening(31, 960)),
+            (&[Clean; 961], Contact::Over),
         ];
         for (answers, after) in table {
             let mut c = Contact::new();
@@ -278,6 +311,11 @@ mod tests {
         assert!(c.admit(), "a clean answer widens the window to two");
         c.leave();
         assert!(c.admit() && !c.admit(), "two in flight, no third");
+        for _ in 0..3 {
+            c.heard(Heard::Clean);
+        }
+        assert!(c.admit(), "four clean answers: three wide");
+        assert!(!c.admit(), "three in flight, no fourth");
         c.heard(Heard::Stated);
         assert!(c.admit() && c.admit(), "over: nothing held");
     }

@@ -12,6 +12,12 @@
 //! * **Additive increase** after each clean [`INTERVAL`]: + [`INCREASE`] × the rate set at the
 //!   last cut, so the pace creeps back up to the provider's limit and, past it, drains only
 //!   what the provider refilled meanwhile before the next 429.
+//! * **Slower near the last 429**: from [`NEAR`] × the rate that was refused last, the step is
+//!   [`PROBE_SHARE`] of that (CUBIC's plateau, in its simplest form): the rate that drew the
+//!   last 429 is where the limit most likely is, so the pace lingers just below it and probes
+//!   past it slowly. Each saw-tooth of the additive increase is a 429; against Bedrock's
+//!   header-less 60 a minute this makes them rarer (`B1_SHAPES=bedrock`, BENCHMARKS.md) for a
+//!   little less of the limit used between them.
 //!
 //! Requests are paced by a bucket at that rate with [`BURST`] of it in reserve.
 
@@ -28,6 +34,10 @@ pub(crate) const START: f64 = 1.0;
 pub(crate) const DECREASE: f64 = 0.8;
 /// The rate's rise after each clean interval, as a share of the rate set at the last cut.
 pub(crate) const INCREASE: f64 = 0.02;
+/// From this share of the rate that drew the last 429, the pace rises more slowly.
+pub(crate) const NEAR: f64 = 0.95;
+/// The additive step's share near (and past) the rate that drew the last 429.
+pub(crate) const PROBE_SHARE: f64 = 0.25;
 /// A stretch without a 429 that raises the rate.
 pub(crate) const INTERVAL: Duration = Duration::from_secs(5);
 /// The stretch over which the achieved rate is measured.
@@ -45,6 +55,8 @@ pub(crate) struct Paced {
     slow_start: bool,
     /// The rate set at the last cut (the additive step's base).
     cut_rate: f64,
+    /// The rate being achieved when the last 429 came (before the cut); none before one.
+    refused_at: f64,
     /// When the rate last changed.
     changed: Instant,
     /// The first booking number made under the current rate: a 429 to an older booking was
@@ -63,6 +75,7 @@ impl Paced {
             rate: START,
             slow_start: true,
             cut_rate: START,
+            refused_at: f64::INFINITY,
             changed: now,
             since_booking: next_booking,
             booked: VecDeque::new(),
@@ -89,7 +102,7 @@ impl Paced {
             let rate = if self.slow_start {
                 self.rate * 2.0
             } else {
-                self.rate + INCREASE * self.cut_rate
+                self.rate + step(self.rate, self.cut_rate, self.refused_at)
             };
             self.set(rate, now);
         }
@@ -106,7 +119,9 @@ impl Paced {
             .min(MEASURE)
             .max(Duration::from_millis(1));
         let achieved = self.booked.len() as f64 / span.as_secs_f64();
-        let rate = DECREASE * achieved.min(self.rate);
+        let refused_at = achieved.min(self.rate);
+        let rate = DECREASE * refused_at;
+        self.refused_at = refused_at;
         self.slow_start = false;
         self.cut_rate = rate.max(MIN_RATE);
         self.since_booking = next_booking;
@@ -122,6 +137,16 @@ impl Paced {
             .set_limit(capacity, window_of(capacity, self.rate), now);
         self.bucket.set_level(level.min(capacity as f64), now);
     }
+}
+
+/// The additive step at `rate`, from a cut to `cut_rate` of a rate refused at `refused_at`.
+fn step(rate: f64, cut_rate: f64, refused_at: f64) -> f64 {
+    let share = if rate >= NEAR * refused_at {
+        PROBE_SHARE
+    } else {
+        1.0
+    };
+    share * INCREASE * cut_rate
 }
 
 /// The least rate: one request a minute.
@@ -192,6 +217,61 @@ mod tests {
         // A 429 to a booking after the cut counts.
         p.throttled(Some(40), 41, t2 + INTERVAL);
         assert!(p.rate() < cut);
+    }
+
+    /// The additive step, as a table: (rate, cut rate, rate refused at, step).
+    #[test]
+    fn the_step_slows_near_the_rate_that_drew_the_last_429() {
+        let full = INCREASE * 8.0;
+        let table = [
+            // Before any cut (slow start never reaches here): nothing refused yet, full step.
+            (8.0, 8.0, f64::INFINITY, full),
+            // Just after a cut to 0.8 of 10: full step.
+            (8.0, 8.0, 10.0, full),
+            (9.4, 8.0, 10.0, full),
+            // From 95 % of the refused rate, and past it: a quarter.
+            (9.5, 8.0, 10.0, PROBE_SHARE * full),
+            (10.0, 8.0, 10.0, PROBE_SHARE * full),
+            (12.0, 8.0, 10.0, PROBE_SHARE * full),
+        ];
+        for (rate, cut, refused, want) in table {
+            let got = step(rate, cut, refused);
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{rate} {cut} {refused}: {got} ≠ {want}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn near_the_refused_rate_the_pace_rises_a_quarter_as_fast() {
+        let t0 = Instant::now();
+        let mut p = Paced::start(0, t0);
+        // 10 a second achieved over the last 10 s, then a 429: cut to 8.
+        p.booked(t0 + INTERVAL);
+        p.booked(t0 + 2 * INTERVAL);
+        p.booked(t0 + 3 * INTERVAL);
+        p.booked(t0 + 4 * INTERVAL);
+        let t1 = t0 + 4 * INTERVAL;
+        let t2 = book(&mut p, 100, t1, MEASURE);
+        p.throttled(Some(10), 200, t2);
+        let cut = p.rate();
+        assert!((cut - DECREASE * 10.0).abs() < 0.1, "{cut}");
+        // Clean intervals: full steps up to 95 % of 10, then quarter steps.
+        let mut t = t2;
+        let mut steps = Vec::new();
+        while p.rate() < 10.0 {
+            let before = p.rate();
+            t += INTERVAL;
+            p.booked(t);
+            steps.push(p.rate() - before);
+        }
+        let full = INCREASE * cut;
+        assert!((steps[0] - full).abs() < 1e-9, "{steps:?}");
+        assert!(
+            (steps.last().unwrap() - PROBE_SHARE * full).abs() < 1e-9,
+            "{steps:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
