@@ -325,7 +325,8 @@ impl Provider for Vertex {
 
     /// Google's errors, as Gemini's: `RESOURCE_EXHAUSTED` (Vertex sends it without headers
     /// or `RetryInfo`) is `RateLimited`, a per-day quota `QuotaExhausted`, `UNAUTHENTICATED`
-    /// is `Auth`, `PERMISSION_DENIED` (another project, billing off) `PermissionDenied`.
+    /// is `Auth`, `PERMISSION_DENIED` (another project) `PermissionDenied`, a
+    /// project without billing (`BILLING_DISABLED`) `QuotaExhausted`.
     fn error(&self, raw: &RawResponse, now: Now) -> Error {
         self.gemini.error(raw, now)
     }

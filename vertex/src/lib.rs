@@ -35,7 +35,8 @@
 //! - **Errors** are Google's: a `429 RESOURCE_EXHAUSTED` (Vertex states no limits in
 //!   headers, nor a delay) is `RateLimited` and the core learns the pace from its 429s; a
 //!   per-day quota is `QuotaExhausted`; `UNAUTHENTICATED` is `Auth`, `PERMISSION_DENIED`
-//!   (a project the service account may not use) `PermissionDenied`.
+//!   (a project the service account may not use) `PermissionDenied`; a project without
+//!   billing (`BILLING_DISABLED`) `QuotaExhausted`, as any kind's spent credit.
 //!
 //! ```
 //! use std::sync::Arc;

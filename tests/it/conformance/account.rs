@@ -326,21 +326,18 @@ pub(super) fn quota_spent() -> Refusal {
                 "ServiceQuotaExceededException",
                 "Your request exceeds the service quota for your account.",
             ),
-            // DISAGREES: a Vertex project without billing. Google answers 403
-            // PERMISSION_DENIED with the ErrorInfo reason BILLING_DISABLED
-            // (google/api/error_reason.proto in github.com/googleapis/googleapis: "the billing
-            // account associated has been disabled"; the emulator answers its
-            // `insufficient_quota` fault so). Vertex reads it as Gemini does, by the status:
-            // PermissionDenied, terminal, as its `error` doc says ("billing off") — so the
-            // request ends there and the provider is closed for the account, where every
-            // other kind's spent credit fails over and reopens after the quota's cooldown.
+            // A Vertex project without billing: Google answers 403 PERMISSION_DENIED with the
+            // ErrorInfo reason BILLING_DISABLED (google/api/error_reason.proto in
+            // github.com/googleapis/googleapis: "the billing account associated has been
+            // disabled"; the emulator answers its `insufficient_quota` fault so). Read by the
+            // reason, not the status: spent credit, as every other kind's (it read as a
+            // rejected key, PermissionDenied, until this table found it).
             vertex_reason(
                 403,
                 "PERMISSION_DENIED",
                 "This API method requires billing to be enabled. Please enable billing on project #p by visiting https://console.developers.google.com/billing/enable?project=p then retry. If you enabled billing for this project recently, wait a few minutes for the action to propagate to our systems and retry.",
                 "BILLING_DISABLED",
-            )
-            .but_reads(ErrorKind::PermissionDenied),
+            ),
         ],
     }
 }

@@ -249,8 +249,15 @@ pub(super) fn from_value(status: Option<u16>, error: &Value) -> Error {
     let mut kind = kind_for_grpc(grpc)
         .or_else(|| http.map(kind_for_status))
         .unwrap_or(ErrorKind::Server);
-    if details.reason.as_deref() == Some("API_KEY_INVALID") {
-        kind = ErrorKind::Auth;
+    match details.reason.as_deref() {
+        Some("API_KEY_INVALID") => kind = ErrorKind::Auth,
+        // A project whose billing is off (google/api/error_reason.proto: "the billing account
+        // associated has been disabled"; the message says "enable billing … then retry"): the
+        // key is good and the money is not there, as every other kind's spent credit —
+        // QuotaExhausted, which fails over and reopens after the quota's cooldown, not a
+        // rejected key that ends the request and closes the provider for good.
+        Some("BILLING_DISABLED") => kind = ErrorKind::QuotaExhausted,
+        _ => {}
     }
     let exhausted = details.per_day || details.zero_limit || states_zero_limit(&message);
     if kind == ErrorKind::RateLimited && exhausted {
