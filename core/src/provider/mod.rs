@@ -41,6 +41,7 @@
 pub mod anthropic;
 pub mod azure;
 pub(crate) mod body;
+pub mod bulk;
 pub mod deepgram;
 mod exchange;
 mod extra;
@@ -873,6 +874,12 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn check_credential(&self, credential: Option<&Credential>) -> Result<()> {
         let _ = credential;
         Ok(())
+    }
+
+    /// The provider's Batch API, for the bulk lane ([`bulk`]): `None` (the default) when it
+    /// has none, and its items go live.
+    fn bulk(&self) -> Option<&dyn bulk::BulkApi> {
+        None
     }
 }
 

@@ -38,6 +38,7 @@
 //! [`ToolChoice::Required`]: crate::types::ToolChoice::Required
 //! [`ResponseFormat::JsonObject`]: crate::types::ResponseFormat::JsonObject
 
+mod bulk;
 mod error;
 mod messages;
 mod stream;
@@ -275,6 +276,11 @@ impl Provider for Anthropic {
 
     fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
         Box::new(stream::Decoder::new(&self.id, model))
+    }
+
+    /// Anthropic's Message Batches ([`bulk`]): the requests inline in the create.
+    fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
+        Some(self)
     }
 
     fn error(&self, raw: &RawResponse, now: Now) -> Error {

@@ -50,6 +50,7 @@
 //!   `RetryInfo` says; otherwise it is `RateLimited` with `retry_after` from `RetryInfo`.
 //!   A prompt blocked by `promptFeedback.blockReason` is `ContentFiltered`.
 
+mod bulk;
 mod embed;
 mod error;
 mod request;
@@ -299,6 +300,11 @@ impl Provider for Gemini {
 
     fn stream_decoder(&self, model: &str) -> Box<dyn StreamDecoder> {
         Box::new(stream::Decoder::new(&self.id, model))
+    }
+
+    /// Gemini's batch mode ([`bulk`]): the requests inline, the responses inline.
+    fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
+        Some(self)
     }
 
     /// At most 100 inputs per request (`batchEmbedContents`' limit).

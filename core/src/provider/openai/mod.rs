@@ -23,6 +23,7 @@
 //! ([`super::azure`]); only URLs, the key header and the header dialect differ.
 
 mod audio;
+pub(crate) mod bulk;
 mod chat;
 mod embed;
 mod error;
@@ -438,6 +439,11 @@ impl Provider for OpenAi {
 
     fn embedding_response(&self, raw: RawResponse, model: &str) -> Result<EmbeddingResponse> {
         embedding_result(&self.id, &raw, model, self.request_id(&raw.headers))
+    }
+
+    /// OpenAI's Batch API ([`bulk`]): a file uploaded, a batch created on it.
+    fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
+        Some(self)
     }
 
     /// Classifies a non-2xx response.
