@@ -225,6 +225,11 @@ impl Client {
         self.router.run(router::Embed(req.clone()), opts)
     }
 
+    /// The router every request of this client takes.
+    pub(crate) fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
     /// The response cache, when the client has one ([`ClientBuilder::cache`]).
     pub fn cache(&self) -> Option<&Cache> {
         self.router.cache()

@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod batch;
+pub mod bulk;
 pub mod cache;
 mod client;
 pub mod clock;

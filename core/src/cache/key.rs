@@ -55,6 +55,14 @@ pub(crate) fn embedding_key(req: &EmbeddingRequest, answerers: &[Answerer<'_>]) 
     h.finish()
 }
 
+/// The key of a bulk step (never kept: see `BulkCall`): its model and who may answer.
+pub(crate) fn bulk_key(model: &str, answerers: &[Answerer<'_>]) -> Key {
+    let mut h = Hasher::new("bulk");
+    h.str(model);
+    h.answerers(answerers);
+    h.finish()
+}
+
 /// The key of a transcription: the audio by its SHA-256 (and its type), then the options.
 pub(crate) fn transcription_key(req: &TranscriptionRequest, answerers: &[Answerer<'_>]) -> Key {
     let mut h = Hasher::new("transcription");

@@ -91,7 +91,7 @@ mod memory;
 mod sqlite;
 mod store;
 
-pub(crate) use key::{Answerer, chat_key, embedding_key, transcription_key};
+pub(crate) use key::{Answerer, bulk_key, chat_key, embedding_key, transcription_key};
 pub(crate) use store::Key;
 use store::{Store, Stored};
 

@@ -18,10 +18,12 @@ use futures_util::future::{Either, ready};
 use futures_util::{FutureExt, Stream};
 use tokio::time::Instant;
 
+use super::bulk::{BulkReply, BulkStep};
 use super::{FrameParser, Provider, RequestContext, StreamDecoder, extra};
 use crate::clock::Now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{ByteStream, RawResponse, Streamed, Transport};
+use crate::id::ProviderId;
 use crate::ratelimit::LimitReport;
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Transcript,
@@ -252,6 +254,58 @@ pub(crate) fn embed_once<'a>(
             }
         },
     )
+}
+
+/// What one step of a remote batch got from the provider that holds the batch.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct BulkAnswer {
+    pub(crate) provider: ProviderId,
+    pub(crate) model: String,
+    pub(crate) reply: BulkReply,
+}
+
+/// Sends one step of a remote batch ([`BulkApi::request`]) and reads its answer
+/// ([`BulkApi::reply`]); a provider without a Batch API refuses it before sending.
+///
+/// Built and handed to the transport when called, as [`chat_once`].
+pub(crate) fn bulk_once<'a>(
+    provider: &'a dyn Provider,
+    transport: &dyn Transport,
+    step: &'a BulkStep,
+    ctx: RequestContext<'a>,
+    timeout: Duration,
+    now: impl Fn() -> Now + Send + 'a,
+) -> impl Future<Output = Exchange<BulkAnswer>> + Send + 'a {
+    let built = provider
+        .bulk()
+        .ok_or_else(|| no_bulk(provider.id()))
+        .and_then(|api| api.request(step, &ctx))
+        .and_then(|http| provider.finish(http, &ctx, now()));
+    send_whole(
+        provider,
+        transport,
+        built,
+        ctx,
+        timeout,
+        now,
+        move |p, raw, model| {
+            let api = p.bulk().ok_or_else(|| no_bulk(p.id()))?;
+            Ok(BulkAnswer {
+                provider: p.id().clone(),
+                model: model.to_owned(),
+                reply: api.reply(step, raw)?,
+            })
+        },
+    )
+}
+
+/// The refusal of a bulk step to a provider without a Batch API.
+pub(crate) fn no_bulk(id: &ProviderId) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("provider `{id}` has no Batch API: its items go through the live lane"),
+    )
+    .with_provider(id.clone())
 }
 
 /// Hands a `built` request to the transport now; the future reads the whole answer and

@@ -50,12 +50,14 @@ pub mod openai;
 mod sse;
 pub(crate) mod tools;
 
+pub(crate) use exchange::{BulkAnswer, bulk_once, no_bulk};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use exchange::{ChunkStream, Exchange};
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use exchange::{chat_once, chat_stream_once, embed_once, transcribe_once};
+pub(crate) use extra::apply as apply_extra;
 pub(crate) use extra::check as check_extra_body;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]

@@ -356,6 +356,26 @@ impl Router {
             .map(|&i| self.entries[i].id())
     }
 
+    /// The adapter of `provider`.
+    pub(crate) fn adapter(&self, provider: &ProviderId) -> Option<&dyn Provider> {
+        self.entries
+            .iter()
+            .find(|e| e.id() == provider)
+            .map(|e| &*e.adapter)
+    }
+
+    /// The extra body fields configured for `provider`'s chat requests, if any.
+    pub(crate) fn extra_body(
+        &self,
+        provider: &ProviderId,
+    ) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.entries
+            .iter()
+            .find(|e| e.id() == provider)
+            .map(|e| &e.extra_body)
+            .filter(|m| !m.is_empty())
+    }
+
     /// Every provider.
     pub(crate) fn providers(&self) -> impl Iterator<Item = &ProviderId> {
         self.entries.iter().map(Entry::id)

@@ -12,15 +12,16 @@ use tracing::Instrument;
 
 use super::core::StreamWatch;
 use super::stream::{ChatStream, whole};
-use crate::cache::{Answerer, Fill, Key, chat_key, embedding_key, transcription_key};
+use crate::cache::{Answerer, Fill, Key, bulk_key, chat_key, embedding_key, transcription_key};
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::http::Transport;
 use crate::id::Capability;
 use crate::id::ProviderId;
+use crate::provider::bulk::BulkStep;
 use crate::provider::{
-    ChunkStream, Exchange, Provider, RequestContext, chat_once, chat_stream_once, embed_once,
-    transcribe_once,
+    BulkAnswer, ChunkStream, Exchange, Provider, RequestContext, bulk_once, chat_once,
+    chat_stream_once, embed_once, no_bulk, transcribe_once,
 };
 use crate::ratelimit::{
     Demand, chat_cost_bound, embedding_cost_bound, embedding_floor, estimate_chat,
@@ -597,5 +598,84 @@ async fn first_content(mut stream: ChunkStream) -> Result<(Vec<ChatChunk>, Chunk
             Some(Err(e)) => return Err(e),
             None => return Ok((buffered, stream)),
         }
+    }
+}
+
+/// One step of a remote batch, sent to the provider that holds it (the caller pins it):
+/// through the same admission (one request of the provider's bucket), breaker and retries as
+/// any request. Never cached.
+#[derive(Debug)]
+pub(crate) struct BulkCall {
+    /// The model of the batch (its limit key).
+    pub(crate) model: String,
+    pub(crate) step: BulkStep,
+}
+
+impl Admissible for BulkCall {
+    fn capability(&self) -> Capability {
+        Capability::Chat
+    }
+
+    fn model(&self) -> Option<&str> {
+        Some(&self.model)
+    }
+
+    fn demand(&self, _: &str, _: TokenCounting, _: &mut TokenCounts) -> (Demand, Reckoning) {
+        (Demand::one_request(), Reckoning::Requests)
+    }
+
+    fn refusal(&self, adapter: &dyn Provider) -> Option<crate::Error> {
+        adapter.bulk().is_none().then(|| no_bulk(adapter.id()))
+    }
+}
+
+impl Job for BulkCall {
+    type Output = BulkAnswer;
+    type Request = BulkCall;
+
+    fn request(&self) -> &BulkCall {
+        self
+    }
+
+    fn send<'a>(
+        &'a self,
+        a: Attempt<'a>,
+    ) -> impl Future<Output = Exchange<BulkAnswer>> + Send + 'a {
+        let clock = a.clock;
+        bulk_once(
+            a.adapter,
+            a.transport,
+            &self.step,
+            a.ctx,
+            a.timeout,
+            move || clock.both(),
+        )
+    }
+
+    fn finish(_: &mut BulkAnswer, _: u32) -> Option<Usage> {
+        None
+    }
+
+    fn answered_model(out: &BulkAnswer) -> &str {
+        &out.model
+    }
+
+    fn answered_by(out: &BulkAnswer) -> &ProviderId {
+        &out.provider
+    }
+
+    type Kept = BulkAnswer;
+
+    /// A step is never kept ([`keep`](Self::keep)), so its key finds nothing.
+    fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key {
+        bulk_key(&self.model, answerers)
+    }
+
+    fn replay(kept: BulkAnswer, _: i64) -> (BulkAnswer, u64) {
+        (kept, 0)
+    }
+
+    fn keep(_: &mut BulkAnswer, _: Fill, _: i64) -> Option<(Fill, Vec<u8>)> {
+        None
     }
 }

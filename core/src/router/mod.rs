@@ -62,7 +62,7 @@ mod request;
 mod stream;
 
 pub(crate) use self::core::{Parts, Router};
-pub(crate) use job::{Chat, Embed, Stream, Transcribe};
+pub(crate) use job::{BulkCall, Chat, Embed, Stream, Transcribe};
 pub(crate) use options::NO_OPTIONS;
 pub use options::RequestOptions;
 pub use stream::ChatStream;

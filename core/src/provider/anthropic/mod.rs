@@ -40,6 +40,9 @@
 
 mod bulk;
 mod error;
+
+#[cfg(test)]
+pub(crate) use bulk::fits as bulk_id_fits;
 mod messages;
 mod stream;
 mod structured;
