@@ -60,7 +60,7 @@ pub use input::{BatchItem, BatchRequest, InputError, InputReader};
 pub(crate) use input::parse_line;
 pub use job::{FileJob, JobReport};
 pub use key::ItemKey;
-pub use outcome::{Answer, Failure, FailureKind, ItemOutcome};
+pub use outcome::{Answer, Failure, FailureKind, ItemOutcome, Lane};
 pub use results::{Compaction, ResultsWriter, ResumeIndex, compact};
 pub use runner::{DEFAULT_CONCURRENCY, Progress, ProgressSnapshot, RunReport, Runner};
 pub use sink::OutcomeSink;

@@ -17,7 +17,8 @@ use crate::types::{ChatResponse, EmbeddingResponse, Usage};
 ///
 /// ```json
 /// {"id":"q1","ok":true,"provider":"openai","model":"gpt-4o-mini","text":"…",
-///  "usage":{"input_tokens":12,"output_tokens":30},"attempts":1,"latency_ms":840}
+///  "usage":{"input_tokens":12,"output_tokens":30},"attempts":1,"latency_ms":840,
+///  "lane":"live"}
 /// ```
 ///
 /// and on failure
@@ -33,7 +34,7 @@ use crate::types::{ChatResponse, EmbeddingResponse, Usage};
 /// ```json
 /// {"id":"d1","ok":true,"provider":"openai","model":"text-embedding-3-small",
 ///  "vectors":[[0.0123,-0.0456,…]],"usage":{"input_tokens":5,"output_tokens":0},
-///  "attempts":1,"latency_ms":120}
+///  "attempts":1,"latency_ms":120,"lane":"live"}
 /// ```
 ///
 /// An answer served from the response cache ([`cache`](crate::cache)) also has
@@ -129,6 +130,30 @@ pub struct Answer {
     /// provider's earlier answer to the same request, nothing sent. `usage` is then what that
     /// answer used when it was first asked.
     pub cached: bool,
+    /// Which lane answered: a live request, or the provider's Batch API
+    /// ([`bulk`](crate::bulk)).
+    pub lane: Lane,
+}
+
+/// Which way an item went to its provider.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Lane {
+    /// A live request through the router.
+    #[default]
+    Live,
+    /// The provider's Batch API: hours, half price ([`bulk`](crate::bulk)).
+    ProviderBatch,
+}
+
+impl Lane {
+    /// Its name in a results line and on the command line: `live`, `provider-batch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Live => "live",
+            Lane::ProviderBatch => "provider-batch",
+        }
+    }
 }
 
 impl fmt::Debug for Answer {
@@ -142,6 +167,7 @@ impl fmt::Debug for Answer {
             .field("attempts", &self.attempts)
             .field("latency", &self.latency)
             .field("cached", &self.cached)
+            .field("lane", &self.lane)
             .finish()
     }
 }
@@ -158,6 +184,7 @@ impl Answer {
             usage: response.usage,
             attempts: response.attempts,
             latency,
+            lane: Lane::Live,
         }
     }
 
@@ -188,6 +215,7 @@ impl Answer {
             usage: response.usage,
             attempts: response.attempts,
             latency,
+            lane: Lane::Live,
         }
     }
 }
@@ -385,6 +413,8 @@ enum WireLine<'a> {
         /// Only on an answer from the cache: other lines stay as they were.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         cached: bool,
+        /// Which lane answered.
+        lane: &'static str,
     },
     Failed {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -447,6 +477,7 @@ impl ItemOutcome {
                 attempts: a.attempts,
                 latency_ms: u64::try_from(a.latency.as_millis()).unwrap_or(u64::MAX),
                 cached: a.cached,
+                lane: a.lane.as_str(),
             },
             Err(f) => WireLine::Failed {
                 id: self.key.id(),
@@ -545,6 +576,7 @@ mod tests {
             attempts: 2,
             latency: Duration::from_millis(1234),
             cached: false,
+            lane: Lane::Live,
         }
     }
 
@@ -558,8 +590,15 @@ mod tests {
             json!({"id": "q1", "ok": true, "provider": "openai", "model": "gpt-4o-mini",
                    "text": "Hello \"there\"\nfriend",
                    "usage": {"input_tokens": 12, "output_tokens": 3},
-                   "attempts": 2, "latency_ms": 1234})
+                   "attempts": 2, "latency_ms": 1234, "lane": "live"})
         );
+        let bulk = Answer {
+            lane: Lane::ProviderBatch,
+            ..answer()
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&ItemOutcome::ok("q1", bulk).to_json_line()).unwrap();
+        assert_eq!(v["lane"], "provider-batch");
     }
 
     #[test]

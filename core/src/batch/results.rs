@@ -482,6 +482,7 @@ mod tests {
                 attempts: 1,
                 latency: Duration::from_millis(5),
                 cached: false,
+                lane: crate::batch::outcome::Lane::Live,
             },
         )
     }
