@@ -56,6 +56,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bulk;
 mod config;
 pub mod demo;
 pub mod embedding;
@@ -73,6 +74,7 @@ mod state;
 pub mod text;
 mod tools;
 
+pub use bulk::{BatchItemFault, BatchLog, BatchOrder, BatchRecord, BatchTiming};
 pub use config::{
     AwsCredentials, CLOUD_PLATFORM_SCOPE, ChargeMode, ConfigError, DEFAULT_KEY, DEFAULT_PROJECT,
     DEFAULT_REGION, EmulatorConfig, GOOGLE_TOKEN_URI, HeaderStyle, Kind, Latency, LimitScope,

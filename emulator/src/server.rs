@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::bulk::{BatchItemFault, BatchLog, BatchOrder, BatchTiming};
 use crate::config::{
     AwsCredentials, EmulatorConfig, Kind, Limits, ProviderConfig, ServiceAccountKey,
 };
@@ -512,7 +513,8 @@ impl Emulator {
         self.app.counters()
     }
 
-    /// Zero counters, empty log, full buckets, no pending scripts (limits and mixes stay).
+    /// Zero counters, empty log, full buckets, no pending scripts, no batches or files
+    /// (limits, mixes and batch settings stay).
     pub fn reset(&self) {
         self.app.reset();
     }
@@ -570,6 +572,112 @@ impl Emulator {
     pub fn set_limits(&self, prefix: &str, model: Option<&str>, limits: Limits) {
         self.provider(prefix)
             .set_limits(model, limits, None, self.app.now().0);
+    }
+
+    /// How long `prefix`'s batches take from now on (batches already created keep theirs),
+    /// on the emulator's time source: a test on a manual clock advances through them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use llm_failover_emulator::{BatchTiming, Emulator};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let emu = Emulator::builder().openai("openai").start().await?;
+    /// // An hour of processing, then expiry after 30 minutes: half the items answered.
+    /// emu.set_batch_timing(
+    ///     "openai",
+    ///     BatchTiming::new(Duration::from_secs(3600)).with_window(Duration::from_secs(1800)),
+    /// );
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn set_batch_timing(&self, prefix: &str, timing: BatchTiming) {
+        self.provider(prefix)
+            .bulk
+            .with(|s| s.settings.timing = timing);
+    }
+
+    /// The order in which `prefix`'s batches answer their items (OpenAI's output file and
+    /// Anthropic's results follow it; Gemini's responses are in input order whatever it is).
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn set_batch_order(&self, prefix: &str, order: BatchOrder) {
+        self.provider(prefix)
+            .bulk
+            .with(|s| s.settings.order = order);
+    }
+
+    /// Makes the item `custom_id` (Gemini: `metadata.key`) of every later batch of `prefix`
+    /// fail with `fault` — a line of OpenAI's error file, an Anthropic `errored` result, a
+    /// Gemini inline `error` — while the batch's other items are answered.
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn fail_batch_item(&self, prefix: &str, custom_id: &str, fault: BatchItemFault) {
+        self.provider(prefix).bulk.with(|s| {
+            s.settings.item_faults.insert(custom_id.to_owned(), fault);
+        });
+    }
+
+    /// Forgets every [`fail_batch_item`](Self::fail_batch_item) of `prefix`.
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn clear_batch_item_faults(&self, prefix: &str) {
+        self.provider(prefix)
+            .bulk
+            .with(|s| s.settings.item_faults.clear());
+    }
+
+    /// OpenAI's enqueued-token limit of `prefix`'s batches, for one model or (`None`) every
+    /// model without its own; `limit: None` removes it. A batch whose input tokens, with
+    /// those of the model's batches not yet ended, exceed it is created and then `failed`
+    /// with `errors.data[0].code = "token_limit_exceeded"`, as OpenAI's are.
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn set_enqueued_token_limit(&self, prefix: &str, model: Option<&str>, limit: Option<u64>) {
+        self.provider(prefix).bulk.with(|s| match (model, limit) {
+            (None, l) => s.settings.token_limit = l,
+            (Some(m), Some(l)) => {
+                s.settings.model_token_limits.insert(m.to_owned(), l);
+            }
+            (Some(m), None) => {
+                s.settings.model_token_limits.remove(m);
+            }
+        });
+    }
+
+    /// Anthropic's limit of batch requests in the processing queue of `prefix` (`None`: no
+    /// limit): a create whose requests, with those of batches still processing, exceed it is
+    /// refused with a 429 `rate_limit_error`.
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn set_batch_queue_limit(&self, prefix: &str, limit: Option<u64>) {
+        self.provider(prefix)
+            .bulk
+            .with(|s| s.settings.queue_limit = limit);
+    }
+
+    /// What `prefix`'s Batch API saw: creates (and refused ones), polls, downloads, and each
+    /// batch with its items' ids and where it is now.
+    ///
+    /// # Panics
+    ///
+    /// If no provider has that prefix (a test bug).
+    pub fn batch_log(&self, prefix: &str) -> BatchLog {
+        self.provider(prefix).bulk.log(self.app.now().0)
     }
 
     /// Stops listening and waits for the listeners to finish.

@@ -221,6 +221,8 @@ pub(crate) struct ProviderState {
     default_seed: u64,
     /// Vertex: the service account whose JWTs the token endpoint takes, and its tokens.
     pub(crate) google: Option<Identity>,
+    /// Its Batch API's batches, files, settings and log (`crate::bulk`).
+    pub(crate) bulk: crate::bulk::Store,
 }
 
 impl ProviderState {
@@ -259,6 +261,7 @@ impl ProviderState {
             concurrency: AtomicU32::new(cfg.limits.concurrency.unwrap_or(0)),
             default_seed: emu.seed,
             google,
+            bulk: crate::bulk::Store::new(emu.seed),
             cfg,
         })
     }
@@ -388,6 +391,7 @@ impl ProviderState {
         lock(&self.limits).sets.clear();
         self.clear_script();
         self.counters.reset();
+        self.bulk.reset();
     }
 }
 

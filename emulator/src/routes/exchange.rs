@@ -261,7 +261,10 @@ impl Ex<'_> {
 
 async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
     let Some(route) = x.wire.route(&x.parts.method, rest, x.parts.uri.query()) else {
-        return x.fail(&ApiError::NotFound);
+        return match super::bulk::route(x.p.cfg.kind, &x.parts.method, rest) {
+            Some(b) => bulk(x, b, body).await,
+            None => x.fail(&ApiError::NotFound),
+        };
     };
     x.cx.api_version = super::query_param(x.parts.uri.query(), "api-version").map(str::to_owned);
     x.rec.model.clone_from(&route.model);
@@ -329,6 +332,34 @@ async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
             count(x, req, fault).await
         }
         Op::Embed(req) => embed(x, req, fault, guard).await,
+    }
+}
+
+/// A request to the provider's Batch API (`bulk.rs`): the early faults and the key as for
+/// any request, then the batch store answers; the live endpoints' limits do not apply.
+async fn bulk(x: &mut Ex<'_>, route: super::bulk::BulkRoute, body: Body) -> Response {
+    x.cx.api_version = super::query_param(x.parts.uri.query(), "api-version").map(str::to_owned);
+    let fault = x.p.next_fault();
+    if let Some(f) = fault.as_ref().filter(|f| f.is_early()) {
+        x.rec.fault = Some(f.name());
+        return early(x, f, &Route::new(super::OpKind::Chat), body).await;
+    }
+    if let Err(e) = x.wire.authorize(x.parts, &x.p.cfg.key) {
+        return x.fail(&e);
+    }
+    let body = match read_body(x.parts, body, route.body_limit()).await {
+        Ok(b) => b,
+        Err(e) => return x.fail(&e),
+    };
+    match super::bulk::answer(x.p, x.wire, x.parts, &x.cx, x.now, route, body).await {
+        Ok(reply) => {
+            x.rec.model = reply.model;
+            let mut r = Response::new(Body::from(reply.body));
+            *r.status_mut() = reply.status;
+            x.base_headers(r.headers_mut(), reply.content_type);
+            r
+        }
+        Err(e) => x.fail(&e),
     }
 }
 
