@@ -395,6 +395,46 @@ impl Queue {
         on_backend!(self, q => q.claim_many(worker, max, lease, now_ms).await)
     }
 
+    /// Claims the jobs named by `ids` that are `ready`, whenever they are eligible (a job
+    /// snoozed far ahead is claimed too), outside the admission order: for work that holds
+    /// jobs aside — a provider's remote batch holds its items snoozed while it runs, and
+    /// claims them back to settle them when it ends. A job not `ready` (running elsewhere,
+    /// done, dead, unknown) is left as it is and not returned; each one claimed is a new
+    /// `(id, attempt)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use llm_failover_queue::{NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// for id in ["a", "b", "c"] {
+    ///     queue.enqueue(NewJob::new(id, "chat", "{}"), 0).await?;
+    /// }
+    /// let held = queue.claim("w", Duration::from_secs(30), 0).await?.unwrap(); // "a"
+    /// queue.snooze(&held.id, held.attempt, 86_400_000).await?; // set aside for a day
+    /// let got = queue
+    ///     .claim_ids(&["a".into(), "c".into(), "zz".into()], "w", Duration::from_secs(30), 1_000)
+    ///     .await?;
+    /// let ids: Vec<_> = got.iter().map(|j| (j.id.as_str(), j.attempt)).collect();
+    /// assert_eq!(ids, [("a", 2), ("c", 1)]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when the database fails.
+    pub async fn claim_ids(
+        &self,
+        ids: &[String],
+        worker: &str,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Vec<Job>> {
+        on_backend!(self, q => q.claim_ids(ids, worker, lease, now_ms).await)
+    }
+
     /// Extends the lease of claim `(id, attempt)` to `now_ms + lease`, for a long upload or
     /// transcription. A lease that has expired but not yet been reaped can still be extended.
     ///

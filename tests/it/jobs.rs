@@ -81,6 +81,7 @@ on_both_backends!(
     a_tenant_with_1000_jobs_does_not_starve_one_with_2,
     one_job_of_a_small_tenant_is_claimed_within_one_round_past_10000_and_idle_tenants,
     claim_many_claims_as_claim_would_in_turn,
+    claim_ids_takes_back_jobs_set_aside_and_only_ready_ones,
     complete_all_applies_current_claims_and_refuses_the_rest,
     snooze_counts_no_failure_and_fail_backs_off_to_its_cap,
     a_job_failing_past_its_limit_is_dead_with_a_reason_and_requeue_revives_it,
@@ -94,6 +95,76 @@ on_both_backends!(
 );
 
 const LEASE: Duration = Duration::from_secs(10);
+
+/// A remote batch sets its items aside (snoozed a day) and claims them back by id when it
+/// ends: a job set aside is claimed whatever its eligible time; one running elsewhere, done,
+/// dead or unknown is left as it is; each claim is a new attempt, fenced as any other.
+async fn claim_ids_takes_back_jobs_set_aside_and_only_ready_ones(backend: Backend) {
+    let queue = backend.queue().await;
+    for id in ["aside", "ready", "running", "done", "dead"] {
+        assert!(queue.enqueue(job(id), 0).await.unwrap());
+    }
+    let mut claimed = std::collections::HashMap::new();
+    for j in queue.claim_many("w", 5, LEASE, 1_000).await.unwrap() {
+        claimed.insert(j.id.clone(), j.attempt);
+    }
+    let day = 86_400_000;
+    assert_eq!(
+        queue.snooze("aside", claimed["aside"], day).await.unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(
+        queue
+            .snooze("ready", claimed["ready"], 1_000)
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    queue.complete("done", claimed["done"], "1").await.unwrap();
+    queue
+        .dead_now("dead", claimed["dead"], "400")
+        .await
+        .unwrap();
+    let ids: Vec<String> = ["aside", "ready", "running", "done", "dead", "unknown"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let got = queue.claim_ids(&ids, "b", LEASE, 2_000).await.unwrap();
+    let mut got: Vec<(String, u32, JobState)> = got
+        .into_iter()
+        .map(|j| (j.id, j.attempt, j.state))
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        [
+            ("aside".to_owned(), 2, JobState::Running),
+            ("ready".to_owned(), 2, JobState::Running)
+        ]
+    );
+    // The old claims are stale; the new ones settle.
+    assert_eq!(
+        queue
+            .complete("aside", claimed["aside"], "1")
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        queue.complete("aside", 2, "2").await.unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(state_of(&queue, "running").await, JobState::Running);
+    assert_eq!(state_of(&queue, "done").await, JobState::Done);
+    assert_eq!(state_of(&queue, "dead").await, JobState::Dead);
+    assert!(
+        queue
+            .claim_ids(&[], "b", LEASE, 2_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
 
 fn job(id: &str) -> NewJob {
     NewJob::new(id, "chat", r#"{"prompt":"hi"}"#)

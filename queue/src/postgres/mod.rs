@@ -192,6 +192,43 @@ impl PostgresQueue {
         rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
     }
 
+    /// [`Queue::claim_ids`](crate::Queue::claim_ids) on PostgreSQL. A text holding a NUL
+    /// character, which PostgreSQL cannot store, is a `Config` error.
+    pub(crate) async fn claim_ids(
+        &self,
+        ids: &[String],
+        worker: &str,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Vec<Job>> {
+        no_nul(worker, || "worker name".to_owned())?;
+        for id in ids {
+            no_nul(id, || "job id".to_owned())?;
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lease_until = now_ms.saturating_add(millis(lease));
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let rows = self
+            .query(
+                "claiming by id",
+                &format!(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                                     lease_until = $2, worker = $3
+                      WHERE id = ANY($1) AND state = 'ready'
+                      RETURNING {COLUMNS}"
+                ),
+                &[
+                    (&ids, Type::TEXT_ARRAY),
+                    (&lease_until, Type::INT8),
+                    (&worker, Type::TEXT),
+                ],
+            )
+            .await?;
+        rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
+    }
+
     /// [`Queue::stats`](crate::Queue::stats) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {

@@ -139,6 +139,37 @@ impl SqliteQueue {
         .await
     }
 
+    /// [`Queue::claim_ids`](crate::Queue::claim_ids) on SQLite.
+    pub(crate) async fn claim_ids(
+        &self,
+        ids: &[String],
+        worker: &str,
+        lease: Duration,
+        now_ms: i64,
+    ) -> Result<Vec<Job>> {
+        let ids = ids.to_vec();
+        let worker = worker.to_owned();
+        let lease_until = now_ms.saturating_add(millis(lease));
+        self.write("claiming by id", move |tx| {
+            let mut claim = tx.prepare_cached(&format!(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_until = ?2,
+                                 worker = ?3
+                 WHERE id = ?1 AND state = 'ready' RETURNING {COLUMNS}"
+            ))?;
+            let mut jobs = Vec::with_capacity(ids.len());
+            for id in &ids {
+                if let Some(job) = claim
+                    .query_row(params![id, lease_until, worker], job_from_row)
+                    .optional()?
+                {
+                    jobs.push(job);
+                }
+            }
+            Ok(jobs)
+        })
+        .await
+    }
+
     /// [`Queue::stats`](crate::Queue::stats) on SQLite.
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<QueueStats> {
         self.read("reading stats", move |conn| {
