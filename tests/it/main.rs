@@ -31,6 +31,7 @@ mod conformance;
 mod docs;
 mod e2e;
 mod embeddings;
+mod emulator_bulk;
 mod example_chat;
 mod example_tools;
 mod extra_body;
