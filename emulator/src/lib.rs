@@ -11,6 +11,11 @@
 //! structured answers and images — checks keys and requests the way each provider does, enforces RPM/TPM (and RPD/TPD, concurrency) as
 //! continuously refilled buckets, states them in each provider's own rate-limit headers and
 //! 429 bodies, and injects faults on request (scripted for tests, a seeded mix for soaks).
+//! It serves the providers' Batch APIs too — OpenAI's files and batches (Azure's global
+//! batch), Anthropic's Message Batches, Gemini's `batchGenerateContent` — on the same time
+//! source, with their own limits, per-item failures, expiry and cancellation set through
+//! [`Emulator::set_batch_timing`] and its siblings, and read back with
+//! [`Emulator::batch_log`].
 //!
 //! Several providers run at once, each under its own path prefix
 //! (`http://127.0.0.1:PORT/{prefix}/…`) or on its own port. It binds 127.0.0.1 only.

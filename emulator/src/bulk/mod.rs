@@ -333,7 +333,9 @@ impl Inner {
 
     /// Input tokens of `model`'s batches not yet ended at `now` (OpenAI's enqueued tokens:
     /// "Once your batch request is completed, your batch rate limit is reset, as your input
-    /// tokens are cleared", help.openai.com Batch API FAQ). A batch that fails holds none.
+    /// tokens are cleared" — OpenAI's Batch API FAQ, quoted in
+    /// community.openai.com/t/batch-api-request-limit-violates-terms-of-service/1002388). A
+    /// batch that fails holds none.
     pub(crate) fn enqueued_tokens(&self, model: &str, now: Instant) -> u64 {
         self.jobs
             .iter()
