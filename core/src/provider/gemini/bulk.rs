@@ -131,10 +131,23 @@ fn state(s: &str) -> Option<BulkState> {
     })
 }
 
-/// The HTTP status and name of a `google.rpc.Code`
-/// (<https://cloud.google.com/apis/design/errors#handling_errors>): a line's error carries
-/// the code only.
+/// The HTTP status and name of a line's error code: a `google.rpc.Code` (1 to 16, what the
+/// `Status` message holds: <https://cloud.google.com/apis/design/errors#handling_errors>),
+/// or the HTTP status Google's JSON error bodies put in `code` (400, 429, …) — both are
+/// read, since a batch's inline `error` has been seen in either form.
 fn http_of(code: i64) -> (u16, &'static str) {
+    let code = match code {
+        400 => 3,
+        401 => 16,
+        403 => 7,
+        404 => 5,
+        429 => 8,
+        499 => 1,
+        503 => 14,
+        504 => 4,
+        c if c >= 100 => 13,
+        c => c,
+    };
     match code {
         1 => (499, "CANCELLED"),
         3 => (400, "INVALID_ARGUMENT"),
@@ -441,6 +454,18 @@ mod tests {
 
     #[test]
     fn a_failed_operation_keeps_its_message() {
+        for (code, http, name) in [
+            (3, 400, "INVALID_ARGUMENT"),
+            (400, 400, "INVALID_ARGUMENT"),
+            (8, 429, "RESOURCE_EXHAUSTED"),
+            (429, 429, "RESOURCE_EXHAUSTED"),
+            (13, 500, "INTERNAL"),
+            (502, 500, "INTERNAL"),
+            (14, 503, "UNAVAILABLE"),
+            (503, 503, "UNAVAILABLE"),
+        ] {
+            assert_eq!(http_of(code), (http, name), "{code}");
+        }
         let s = status(json!({"name": "batches/b1", "done": true,
             "error": {"code": 8, "message": "quota"}}));
         assert_eq!(s.state, BulkState::Failed);
