@@ -12,11 +12,14 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
+use crate::bulk;
 use crate::{Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport, patiently};
 use llm_failover_core::Config;
 use llm_failover_core::batch::BatchRequest;
 use llm_failover_core::batch::Stop;
-use llm_failover_core::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
+use llm_failover_core::batch::{
+    Answer, InputReader, ItemKey, ItemOutcome, Lane, RunReport, Summary,
+};
 use llm_failover_core::clock::Clock;
 use llm_failover_core::wing::batch::{
     Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
@@ -26,7 +29,7 @@ use llm_failover_core::{Client, RequestOptions};
 use llm_failover_core::{Error, ErrorKind, Result};
 
 /// The job kind of a batch item.
-const CHAT_KIND: &str = "chat";
+pub(crate) const CHAT_KIND: &str = "chat";
 
 /// Items enqueued per transaction.
 const ENQUEUE_CHUNK: usize = 1_000;
@@ -90,6 +93,7 @@ pub struct QueuedJob {
     patience: Duration,
     max_wait: Duration,
     database_patience: Duration,
+    lane: Lane,
 }
 
 /// What a [`QueuedJob::run`] did.
@@ -149,6 +153,7 @@ impl QueuedJob {
             patience: Duration::from_secs(30 * 60),
             max_wait: DEFAULT_MAX_WAIT,
             database_patience: DEFAULT_DATABASE_PATIENCE,
+            lane: Lane::Live,
         }
     }
 
@@ -283,6 +288,20 @@ impl QueuedJob {
         self
     }
 
+    /// Which lane the items go by (default [`Lane::Live`]). With
+    /// [`Lane::ProviderBatch`], the chat items are sent through the Batch API of the first
+    /// provider in the chat order that has one (hours, half price: see
+    /// [`llm_failover_core::bulk`]); what its batch cannot carry, expired, or refused
+    /// retryably is answered live in the same run, and a terminal refusal (a 400) ends its
+    /// item as failed. A remote batch lives in the queue: a rerun after a crash polls the
+    /// same batch, never submits its items again. Whatever the lane, a run settles the
+    /// remote batches an earlier run left.
+    #[must_use]
+    pub fn lane(mut self, lane: Lane) -> Self {
+        self.lane = lane;
+        self
+    }
+
     /// Enqueues the input, runs it, exports the results. See the type's documentation.
     ///
     /// # Errors
@@ -305,6 +324,15 @@ impl QueuedJob {
         } else {
             0
         };
+        let aside = self.set_aside(clock.as_ref(), client).await?;
+        if aside.batches > 0 {
+            tracing::info!(
+                batches = aside.batches,
+                items = aside.items,
+                live = aside.live,
+                "items set aside in the providers' batches"
+            );
+        }
         let served = Arc::new(Served::default());
         let worker = self.work(client, stop, &served).await?;
         // The last answers' reports, for the other processes sharing the limits (every
@@ -350,12 +378,34 @@ impl QueuedJob {
         };
         Worker::builder(self.queue.clone(), client.clone())
             .handler(CHAT_KIND, Arc::new(chat))
+            .handler(bulk::CREATE_KIND, Arc::new(bulk::Create))
+            .handler(bulk::POLL_KIND, Arc::new(bulk::Poll))
             .concurrency(self.concurrency)
             .lease(self.lease)
             .until_drained(self.patience)
             .database_patience(self.database_patience)
             .build()?
             .run(stop)
+            .await
+    }
+
+    /// In the bulk lane, the eligible chat items set aside in remote batches of the first
+    /// provider that has a Batch API.
+    async fn set_aside(&self, clock: &dyn Clock, client: &Client) -> Result<bulk::SetAside> {
+        if self.lane != Lane::ProviderBatch {
+            return Ok(bulk::SetAside::default());
+        }
+        let Some(provider) = client.bulk_providers().into_iter().next() else {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "the provider-batch lane needs a provider with a Batch API (OpenAI or an \
+                 OpenAI-compatible host, Anthropic, Gemini) in the chat order",
+            ));
+        };
+        let queue = &self.queue;
+        let lease = self.lease;
+        let provider = provider.as_str().to_owned();
+        self.patiently(clock, |_| bulk::set_aside(queue, client, &provider, lease))
             .await
     }
 

@@ -104,6 +104,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+mod bulk;
 mod job;
 #[cfg(feature = "otel")]
 mod metrics;

@@ -21,6 +21,7 @@ mod batch_cache;
 mod batch_defaults;
 mod batch_files;
 mod batch_queue;
+mod bulk_lane;
 mod cache;
 mod cache_config;
 mod circuit_breaker;

@@ -19,7 +19,7 @@ use llm_failover_core::batch::Stop;
 use llm_failover_core::clock::Clock;
 use llm_failover_core::{Error, ErrorKind, Result};
 
-mod decide;
+pub(crate) mod decide;
 mod report;
 mod run;
 #[cfg(feature = "jsonschema")]
@@ -95,6 +95,8 @@ pub struct JobContext {
     client: Client,
     queue: Queue,
     lease: Duration,
+    /// When the handler asked to be run again ([`later`](Self::later)), in wall ms.
+    later: Arc<std::sync::Mutex<Option<i64>>>,
 }
 
 impl fmt::Debug for JobContext {
@@ -116,6 +118,28 @@ impl JobContext {
     /// shares.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The queue the job is in.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// The worker's lease: how long a claim is held without renewal.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Asks for this job to be run again `after` from now, whatever the handler then
+    /// returns: the job is snoozed (no failure counted, no worker holds it) — for work that
+    /// waits on something remote, such as a provider's batch polled until it ends.
+    pub fn later(&self, after: Duration) {
+        let now = wall_ms(llm_failover_core::wing::client_clock(&self.client).wall());
+        let until = now.saturating_add(crate::job::millis(after));
+        *self
+            .later
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
     }
 
     /// Extends this claim's lease by the worker's lease from now. The worker already renews
@@ -420,7 +444,7 @@ fn default_name() -> String {
 }
 
 /// Runs `job` through its kind's handler, a panic caught as an error.
-async fn run_job(inner: Arc<Inner>, job: Job) -> (Job, Result<String>) {
+async fn run_job(inner: Arc<Inner>, job: Job) -> (Job, Answered) {
     let Some(kind) = inner.kinds.get(&job.kind) else {
         let err = Error::new(
             ErrorKind::Unsupported,
@@ -429,13 +453,14 @@ async fn run_job(inner: Arc<Inner>, job: Job) -> (Job, Result<String>) {
                 job.kind, inner.name
             ),
         );
-        return (job, Err(err));
+        return (job, Answered::Now(Err(err)));
     };
     let ctx = JobContext {
         job,
         client: inner.client.clone(),
         queue: inner.queue.clone(),
         lease: inner.lease,
+        later: Arc::default(),
     };
     let answer = AssertUnwindSafe(kind.handler.run(&ctx))
         .catch_unwind()
@@ -446,7 +471,23 @@ async fn run_job(inner: Arc<Inner>, job: Job) -> (Job, Result<String>) {
                 format!("the handler of job kind {:?} panicked", ctx.job.kind),
             ))
         });
-    (ctx.job, answer)
+    let later = *ctx
+        .later
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match later {
+        Some(until_ms) => (ctx.job, Answered::Later { until_ms }),
+        None => (ctx.job, Answered::Now(answer)),
+    }
 }
 
-type Running = JoinSet<(Job, Result<String>)>;
+/// What a handler's run came to.
+#[derive(Debug)]
+pub(crate) enum Answered {
+    /// Its answer, settled by [`decide::settle`].
+    Now(Result<String>),
+    /// It asked to be run again then ([`JobContext::later`]): snoozed.
+    Later { until_ms: i64 },
+}
+
+type Running = JoinSet<(Job, Answered)>;

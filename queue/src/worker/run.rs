@@ -16,13 +16,13 @@ use tokio::task::{Id, JoinError};
 
 use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
-use super::{Inner, Running, run_job};
+use super::{Answered, Inner, Running, run_job};
 use crate::job::{Failed, Fenced, Job, wall_ms};
 use llm_failover_core::Result;
 use llm_failover_core::batch::Stop;
 use llm_failover_core::observe::{Event, JobSettled, Settled};
 
-type Finished = (Id, std::result::Result<(Job, Result<String>), JoinError>);
+type Finished = (Id, std::result::Result<(Job, Answered), JoinError>);
 
 pub(super) struct Run<'a> {
     inner: &'a Arc<Inner>,
@@ -263,7 +263,13 @@ impl<'a> Run<'a> {
                 .kinds
                 .get(&job.kind)
                 .and_then(|k| k.contract.as_ref());
-            match decide::settle(answer.as_ref().map(String::clone), contract, &job, at) {
+            let settle = match answer {
+                Answered::Later { until_ms } => Settle::Snooze { until_ms },
+                Answered::Now(answer) => {
+                    decide::settle(answer.as_ref().map(String::clone), contract, &job, at)
+                }
+            };
+            match settle {
                 Settle::Complete(result) => {
                     kinds.push(job.kind);
                     completions.push((job.id, job.attempt, result));
@@ -383,7 +389,7 @@ fn heartbeat_every(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(10))
 }
 
-fn flatten(done: std::result::Result<(Id, (Job, Result<String>)), JoinError>) -> Finished {
+fn flatten(done: std::result::Result<(Id, (Job, Answered)), JoinError>) -> Finished {
     match done {
         Ok((id, value)) => (id, Ok(value)),
         Err(e) => (e.id(), Err(e)),

@@ -1,0 +1,245 @@
+//! The bulk lane (issue 30): the demo batch through each provider's Batch API on the
+//! emulator, on the durable queue (`QueuedJob::lane(Lane::ProviderBatch)`), against the
+//! same batch through the live lane; the emulator's batches take ten minutes of a manual
+//! clock shared by the client, the worker and the emulator — nothing sleeps.
+//!
+//! The emulator's Batch APIs are checked against the providers' SDKs in `emulator_bulk`;
+//! here our side speaks them: OpenAI's files and batches, Anthropic's Message Batches,
+//! Gemini's `batchGenerateContent`, results read out of order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_failover::batch::{BatchRequest, InputReader, Lane, Stop};
+use llm_failover::bulk::BulkItem;
+use llm_failover::clock::{Clock, ManualClock};
+use llm_failover::provider::Provider;
+use llm_failover::provider::anthropic::Anthropic;
+use llm_failover::provider::gemini::Gemini;
+use llm_failover::provider::openai::OpenAi;
+use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+use llm_failover_emulator::{BatchItemFault, BatchTiming, Emulator, TimeSource};
+use llm_failover_queue::{Queue, QueuedJob};
+use serde_json::Value;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!(
+            "llm-failover-bulk-lane-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prompts.jsonl")
+}
+
+/// The emulator with one provider `p` of `kind`, on `clock`; batches validate for a
+/// minute, run for ten, finalize for one.
+async fn emulator(kind: &str, clock: &ManualClock) -> Emulator {
+    let c = clock.clone();
+    let b = Emulator::builder().time_source(TimeSource::new(move || (c.now(), c.wall())));
+    let b = match kind {
+        "openai" => b.openai("p"),
+        "anthropic" => b.anthropic("p"),
+        "gemini" => b.gemini("p"),
+        other => panic!("{other}"),
+    };
+    let emu = b.start().await.unwrap();
+    emu.set_batch_timing(
+        "p",
+        BatchTiming::new(10 * MINUTE)
+            .with_validating(MINUTE)
+            .with_finalizing(MINUTE),
+    );
+    emu
+}
+
+fn client(kind: &str, emu: &Emulator, clock: &ManualClock) -> Client {
+    let id = ProviderId::new("p");
+    let base = emu.base_url("p");
+    let adapter: Arc<dyn Provider> = match kind {
+        "openai" => Arc::new(OpenAi::new(id, base.parse().unwrap()).with_chat_model("gpt-4o-mini")),
+        "anthropic" => Arc::new(
+            Anthropic::new(id, base.parse().unwrap()).with_model("claude-3-5-haiku-latest"),
+        ),
+        "gemini" => Arc::new(
+            Gemini::new(id, format!("{base}/v1beta").parse().unwrap())
+                .with_model("gemini-2.5-flash"),
+        ),
+        other => panic!("{other}"),
+    };
+    Client::builder()
+        .clock(Arc::new(clock.clone()))
+        .provider(
+            adapter,
+            ProviderSettings::new().credential(Credential::new(emu.key("p"))),
+        )
+        .build()
+        .unwrap()
+}
+
+/// The results file, by id (or `line N`).
+fn results(path: &Path) -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = BTreeMap::new();
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let key = match v["id"].as_str() {
+            Some(id) => id.to_owned(),
+            None => format!("line {}", v["line"]),
+        };
+        assert!(out.insert(key.clone(), v).is_none(), "two lines for {key}");
+    }
+    out
+}
+
+async fn run(kind: &str, lane: Lane, dir: &Dir) -> (BTreeMap<String, Value>, Emulator) {
+    let clock = ManualClock::new();
+    let emu = emulator(kind, &clock).await;
+    let client = client(kind, &emu, &clock);
+    let name = format!("{kind}-{}", lane.as_str());
+    let output = dir.path(&format!("{name}.jsonl"));
+    let queue = Queue::open(&format!(
+        "sqlite:{}",
+        dir.path(&format!("{name}.sqlite")).display()
+    ))
+    .await
+    .unwrap();
+    let report = QueuedJob::new(demo(), &output, queue)
+        .lane(lane)
+        .run(&client, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(report.pending, 0, "{kind} {lane:?}: {report:?}");
+    (results(&output), emu)
+}
+
+/// The demo batch through each provider's Batch API: every id the live lane answers is
+/// answered, one line each, by the provider's batch (out of order in the emulator's output),
+/// the same bad lines fail the same way; one remote batch created, polled until it ended.
+#[tokio::test]
+async fn the_demo_batch_through_each_providers_batch_api_answers_what_the_live_lane_does() {
+    let dir = Dir::new("demo");
+    for kind in ["openai", "anthropic", "gemini"] {
+        let (live, _) = run(kind, Lane::Live, &dir).await;
+        let (bulk, emu) = run(kind, Lane::ProviderBatch, &dir).await;
+        assert_eq!(
+            live.keys().collect::<Vec<_>>(),
+            bulk.keys().collect::<Vec<_>>(),
+            "{kind}: the same ids"
+        );
+        let mut answered = 0;
+        for (id, l) in &live {
+            let b = &bulk[id];
+            assert_eq!(b["ok"], l["ok"], "{kind} {id}: {b} vs {l}");
+            if l["ok"] == true {
+                answered += 1;
+                assert_eq!(l["lane"], "live", "{kind} {id}");
+                assert_eq!(b["lane"], "provider-batch", "{kind} {id}: {b}");
+                assert_eq!(b["provider"], "p");
+                assert_eq!(b["text"], l["text"], "{kind} {id}: the same answer");
+                assert_eq!(b["usage"], l["usage"], "{kind} {id}: the same usage");
+            } else {
+                assert_eq!(b["error"]["kind"], l["error"]["kind"], "{kind} {id}");
+            }
+        }
+        assert!(answered > 190, "{kind}: {answered} answered");
+        let log = emu.batch_log("p");
+        assert_eq!(log.creates, 1, "{kind}: one batch for the demo: {log:?}");
+        assert_eq!(log.batches[0].custom_ids.len(), answered, "{kind}");
+        assert!(log.polls >= 1, "{kind}: {log:?}");
+    }
+}
+
+/// The id the provider files item `id` of `input` under: its queue job id (the id and a
+/// hash of its request), mapped where the provider's rule refuses it (Anthropic: no `#`).
+async fn custom_id(client: &Client, input: &Path, id: &str) -> String {
+    let text = std::fs::read(input).unwrap();
+    let mut reader = InputReader::new(&text[..]);
+    while let Some(parsed) = reader.next().await.unwrap() {
+        let Ok(item) = parsed else { continue };
+        if item.id != id {
+            continue;
+        }
+        let payload = serde_json::to_string(&item.request).unwrap();
+        let job = QueuedJob::job_id(id, &payload);
+        let BatchRequest::Chat(req) = item.request else {
+            panic!("{id}: not a chat")
+        };
+        let plan = client
+            .bulk_plan("p", &[BulkItem::new(job, req)], "probe")
+            .unwrap();
+        return plan.submissions[0].items[0].custom_id.clone();
+    }
+    panic!("no item {id}")
+}
+
+/// Per-item failures inside a finished batch: a retryable one (a 500 line) is answered live
+/// in the same run; a terminal one (a 400 line) ends failed with the provider's words, never
+/// sent again.
+#[tokio::test]
+async fn a_retryable_line_goes_live_in_the_same_run_and_a_terminal_one_fails() {
+    let dir = Dir::new("lines");
+    for kind in ["openai", "anthropic", "gemini"] {
+        let clock = ManualClock::new();
+        let emu = emulator(kind, &clock).await;
+        let client = client(kind, &emu, &clock);
+        let input = dir.path(&format!("{kind}-in.jsonl"));
+        std::fs::write(
+            &input,
+            "{\"id\": \"a\", \"prompt\": \"one\"}\n{\"id\": \"b\", \"prompt\": \"two\"}\n\
+             {\"id\": \"c\", \"prompt\": \"three\"}\n",
+        )
+        .unwrap();
+        let b = custom_id(&client, &input, "b").await;
+        let c = custom_id(&client, &input, "c").await;
+        emu.fail_batch_item("p", &b, BatchItemFault::ServerError);
+        emu.fail_batch_item("p", &c, BatchItemFault::InvalidRequest);
+        let queue = Queue::open(&format!(
+            "sqlite:{}",
+            dir.path(&format!("{kind}.sqlite")).display()
+        ))
+        .await
+        .unwrap();
+        let output = dir.path(&format!("{kind}-out.jsonl"));
+        let report = QueuedJob::new(&input, &output, queue)
+            .lane(Lane::ProviderBatch)
+            .run(&client, &Stop::new())
+            .await
+            .unwrap();
+        let got = results(&output);
+        assert_eq!(report.pending, 0, "{kind}: {report:?}");
+        assert_eq!(got["a"]["lane"], "provider-batch", "{kind}: {}", got["a"]);
+        assert_eq!(got["b"]["ok"], true, "{kind}: {}", got["b"]);
+        assert_eq!(got["b"]["lane"], "live", "{kind}: the 500 line went live");
+        assert_eq!(got["c"]["ok"], false, "{kind}: {}", got["c"]);
+        assert_eq!(
+            got["c"]["error"]["kind"], "invalid_request",
+            "{kind}: {}",
+            got["c"]
+        );
+        let log = emu.batch_log("p");
+        assert_eq!(log.creates, 1, "{kind}: {log:?}");
+    }
+}
