@@ -12,7 +12,7 @@ use llm_failover::Client;
 use llm_failover::batch::{DEFAULT_CONCURRENCY, FileJob, Runner, Stop, Summary};
 use llm_failover::cache::Cache;
 use llm_failover_queue::{Ended, Queue};
-use llm_failover_queue::{QueuedJob, QueuedReport};
+use llm_failover_queue::{LaneChoice, QueuedJob, QueuedReport};
 
 use crate::metrics::Metrics;
 use crate::progress::{
@@ -76,12 +76,37 @@ pub(crate) struct Args {
     /// Put the dead (or in review) job with this id back in the queue and exit.
     #[arg(long)]
     requeue: Option<String>,
+    /// Which lane the chat items take: `live` requests, or `provider-batch` — the Batch API
+    /// of the first provider that has one (OpenAI and compatible hosts, Anthropic, Gemini):
+    /// answers within hours, at half the price, under the batch API's own limits; what its
+    /// batch expires or refuses retryably is answered live in the same run — or `auto`
+    /// (the provider batch where a provider has one, else live). Needs the queue.
+    #[arg(long, value_enum, default_value_t = LaneArg::Live, conflicts_with = "no_queue")]
+    lane: LaneArg,
     /// A response cache: `memory`, `sqlite:PATH` or `redis://host:port[/db]` (over `[cache]`
     /// in the providers file). A question it has the answer to is not sent again.
     #[arg(long, value_name = "SPEC")]
     cache: Option<String>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+}
+
+/// `--lane`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LaneArg {
+    Live,
+    ProviderBatch,
+    Auto,
+}
+
+impl LaneArg {
+    fn choice(self) -> LaneChoice {
+        match self {
+            LaneArg::Live => LaneChoice::Live,
+            LaneArg::ProviderBatch => LaneChoice::ProviderBatch,
+            LaneArg::Auto => LaneChoice::Auto,
+        }
+    }
 }
 
 /// A batch item's deadline when neither `--item-deadline-s` nor the providers file sets one:
@@ -246,7 +271,8 @@ async fn run_queued(
         .concurrency(args.concurrency)
         .deadline(args.item_deadline(config))
         .max_wait(Duration::from_secs(args.max_wait_s))
-        .patience(Duration::from_secs(args.patience_s));
+        .patience(Duration::from_secs(args.patience_s))
+        .lane(args.lane.choice());
     let job = match args.lease_s {
         Some(s) => job.lease(Duration::from_secs(s.max(1))),
         None => job,

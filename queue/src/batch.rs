@@ -17,9 +17,7 @@ use crate::{Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerRep
 use llm_failover_core::Config;
 use llm_failover_core::batch::BatchRequest;
 use llm_failover_core::batch::Stop;
-use llm_failover_core::batch::{
-    Answer, InputReader, ItemKey, ItemOutcome, Lane, RunReport, Summary,
-};
+use llm_failover_core::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
 use llm_failover_core::clock::Clock;
 use llm_failover_core::wing::batch::{
     Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
@@ -93,7 +91,32 @@ pub struct QueuedJob {
     patience: Duration,
     max_wait: Duration,
     database_patience: Duration,
-    lane: Lane,
+    lane: LaneChoice,
+}
+
+/// Which lane a [`QueuedJob`]'s chat items take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LaneChoice {
+    /// Live requests through the router (the default).
+    #[default]
+    Live,
+    /// The Batch API of the first provider in the chat order that has one: hours, half
+    /// price. The run refuses to start when no provider has one.
+    ProviderBatch,
+    /// The provider batch where a provider has a Batch API, else live.
+    Auto,
+}
+
+impl LaneChoice {
+    /// Its name on the command line: `live`, `provider-batch`, `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneChoice::Live => "live",
+            LaneChoice::ProviderBatch => "provider-batch",
+            LaneChoice::Auto => "auto",
+        }
+    }
 }
 
 /// What a [`QueuedJob::run`] did.
@@ -133,7 +156,7 @@ impl QueuedReport {
     /// `config`, when given, names each provider's model, whose limiter state is read.
     pub async fn summary(&self, client: &Client, config: Option<&Config>) -> Summary {
         let mut s = Summary::for_run(client, &self.run, config).await;
-        set_skipped_ok(&mut s, self.ok.saturating_sub(self.worker.completed));
+        set_skipped_ok(&mut s, self.ok.saturating_sub(self.run.ok));
         s.unreadable_lines = self.unreadable;
         s
     }
@@ -153,7 +176,7 @@ impl QueuedJob {
             patience: Duration::from_secs(30 * 60),
             max_wait: DEFAULT_MAX_WAIT,
             database_patience: DEFAULT_DATABASE_PATIENCE,
-            lane: Lane::Live,
+            lane: LaneChoice::Live,
         }
     }
 
@@ -288,8 +311,9 @@ impl QueuedJob {
         self
     }
 
-    /// Which lane the items go by (default [`Lane::Live`]). With
-    /// [`Lane::ProviderBatch`], the chat items are sent through the Batch API of the first
+    /// Which lane the items go by (default [`LaneChoice::Live`]). With
+    /// [`LaneChoice::ProviderBatch`] (or [`LaneChoice::Auto`] where a provider has a Batch
+    /// API), the chat items are sent through the Batch API of the first
     /// provider in the chat order that has one (hours, half price: see
     /// [`llm_failover_core::bulk`]); what its batch cannot carry, expired, or refused
     /// retryably is answered live in the same run, and a terminal refusal (a 400) ends its
@@ -297,7 +321,7 @@ impl QueuedJob {
     /// same batch, never submits its items again. Whatever the lane, a run settles the
     /// remote batches an earlier run left.
     #[must_use]
-    pub fn lane(mut self, lane: Lane) -> Self {
+    pub fn lane(mut self, lane: LaneChoice) -> Self {
         self.lane = lane;
         self
     }
@@ -334,7 +358,8 @@ impl QueuedJob {
             );
         }
         let served = Arc::new(Served::default());
-        let worker = self.work(client, stop, &served).await?;
+        let tally = Arc::new(bulk::Tally::default());
+        let worker = self.work(client, stop, &served, &tally).await?;
         // The last answers' reports, for the other processes sharing the limits (every
         // result is in the queue already: a warning, not an error).
         if let Err(e) = client.flush().await {
@@ -342,7 +367,15 @@ impl QueuedJob {
         }
         let export = self.export(clock.as_ref(), &output, &previous).await?;
         let mut run = RunReport::default();
-        run.ok = worker.completed;
+        // The worker's completions count the bulk lane's own jobs, not the items a remote
+        // batch answered (settled by its poll job): items are what the report counts.
+        let bulk_jobs = tally.jobs.load(Ordering::Relaxed);
+        run.provider_batch = tally.answered.load(Ordering::Relaxed);
+        run.provider_batch_usage = llm_failover_core::Usage {
+            input_tokens: tally.input_tokens.load(Ordering::Relaxed),
+            output_tokens: tally.output_tokens.load(Ordering::Relaxed),
+        };
+        run.ok = worker.completed.saturating_sub(bulk_jobs) + run.provider_batch;
         run.cached = served.cached.load(Ordering::Relaxed);
         run.tokens_saved = served.tokens_saved.load(Ordering::Relaxed);
         run.failed_by_kind = export.failed_by_kind;
@@ -370,6 +403,7 @@ impl QueuedJob {
         client: &Client,
         stop: &Stop,
         served: &Arc<Served>,
+        tally: &Arc<bulk::Tally>,
     ) -> Result<WorkerReport> {
         let chat = BatchChat {
             deadline: self.deadline,
@@ -378,8 +412,8 @@ impl QueuedJob {
         };
         Worker::builder(self.queue.clone(), client.clone())
             .handler(CHAT_KIND, Arc::new(chat))
-            .handler(bulk::CREATE_KIND, Arc::new(bulk::Create))
-            .handler(bulk::POLL_KIND, Arc::new(bulk::Poll))
+            .handler(bulk::CREATE_KIND, Arc::new(bulk::Create(tally.clone())))
+            .handler(bulk::POLL_KIND, Arc::new(bulk::Poll(tally.clone())))
             .concurrency(self.concurrency)
             .lease(self.lease)
             .until_drained(self.patience)
@@ -392,10 +426,13 @@ impl QueuedJob {
     /// In the bulk lane, the eligible chat items set aside in remote batches of the first
     /// provider that has a Batch API.
     async fn set_aside(&self, clock: &dyn Clock, client: &Client) -> Result<bulk::SetAside> {
-        if self.lane != Lane::ProviderBatch {
+        if self.lane == LaneChoice::Live {
             return Ok(bulk::SetAside::default());
         }
         let Some(provider) = client.bulk_providers().into_iter().next() else {
+            if self.lane == LaneChoice::Auto {
+                return Ok(bulk::SetAside::default());
+            }
             return Err(Error::new(
                 ErrorKind::Config,
                 "the provider-batch lane needs a provider with a Batch API (OpenAI or an \

@@ -23,6 +23,8 @@
 //!    run.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -176,8 +178,19 @@ pub(crate) async fn set_aside(
     Ok(done)
 }
 
+/// What this process's bulk jobs did, for the run's report.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// `bulk-create` and `bulk-poll` jobs this process completed (not items).
+    pub(crate) jobs: AtomicU64,
+    /// Items a remote batch answered, completed by this process.
+    pub(crate) answered: AtomicU64,
+    pub(crate) input_tokens: AtomicU64,
+    pub(crate) output_tokens: AtomicU64,
+}
+
 /// Creates a remote batch (a `bulk-create` job).
-pub(crate) struct Create;
+pub(crate) struct Create(pub(crate) Arc<Tally>);
 
 #[async_trait]
 impl Handler for Create {
@@ -187,6 +200,7 @@ impl Handler for Create {
         let queue = ctx.queue();
         let poll = poll_id(&sub.label);
         if queue.get(&poll).await?.is_some() {
+            self.0.jobs.fetch_add(1, Ordering::Relaxed);
             return Ok(serde_json::json!({"created": "before"}).to_string());
         }
         let batch = match ctx.client().bulk_create(sub).await {
@@ -213,12 +227,13 @@ impl Handler for Create {
         let mut job = NewJob::new(poll, POLL_KIND, payload).with_priority(Priority::Interactive);
         job.eligible_at_ms = Some(now.saturating_add(millis(POLL_FIRST)));
         queue.enqueue(job, now).await?;
+        self.0.jobs.fetch_add(1, Ordering::Relaxed);
         Ok(serde_json::json!({"provider": sub.provider.as_str(), "batch": remote}).to_string())
     }
 }
 
 /// Polls a remote batch and, once it is final, settles its items (a `bulk-poll` job).
-pub(crate) struct Poll;
+pub(crate) struct Poll(pub(crate) Arc<Tally>);
 
 #[async_trait]
 impl Handler for Poll {
@@ -257,13 +272,22 @@ impl Handler for Poll {
             };
             match said.remove(id) {
                 Some(BulkOutcome::Answered(response)) => {
+                    let usage = response.usage.unwrap_or_default();
                     let mut answer = Answer::from_response(*response, latency);
                     answer.lane = Lane::ProviderBatch;
                     let line = ItemOutcome::ok(crate::QueuedJob::item_id(id), answer)
                         .to_json_line()
                         .trim_end()
                         .to_owned();
-                    ok += u64::from(queue.complete(id, attempt, &line).await? == Fenced::Applied);
+                    if queue.complete(id, attempt, &line).await? == Fenced::Applied {
+                        ok += 1;
+                        self.0.answered.fetch_add(1, Ordering::Relaxed);
+                        let t = &self.0;
+                        t.input_tokens
+                            .fetch_add(usage.input_tokens, Ordering::Relaxed);
+                        t.output_tokens
+                            .fetch_add(usage.output_tokens, Ordering::Relaxed);
+                    }
                 }
                 Some(BulkOutcome::Failed(e)) if e.disposition() == Disposition::Terminal => {
                     dead += u64::from(
@@ -275,6 +299,7 @@ impl Handler for Poll {
                 }
             }
         }
+        self.0.jobs.fetch_add(1, Ordering::Relaxed);
         Ok(serde_json::json!({
             "batch": p.batch.id, "state": format!("{:?}", status.state),
             "answered": ok, "failed": dead, "live": live

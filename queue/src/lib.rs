@@ -118,7 +118,7 @@ mod schema;
 mod sqlite;
 mod worker;
 
-pub use batch::{QueuedJob, QueuedReport};
+pub use batch::{LaneChoice, QueuedJob, QueuedReport};
 pub use job::{Failed, Fenced, Job, JobState, NewJob, QueueStats, Reaped, wall_ms};
 #[cfg(feature = "otel")]
 pub use metrics::QueueMetrics;

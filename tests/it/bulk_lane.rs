@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use llm_failover::batch::{BatchRequest, InputReader, Lane, Stop};
+use llm_failover::batch::{BatchRequest, InputReader, Stop};
 use llm_failover::bulk::BulkItem;
 use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::provider::Provider;
@@ -21,7 +21,7 @@ use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
 use llm_failover_emulator::{BatchItemFault, BatchTiming, Emulator, TimeSource};
-use llm_failover_queue::{Queue, QueuedJob};
+use llm_failover_queue::{LaneChoice, Queue, QueuedJob};
 use serde_json::Value;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -114,7 +114,7 @@ fn results(path: &Path) -> BTreeMap<String, Value> {
     out
 }
 
-async fn run(kind: &str, lane: Lane, dir: &Dir) -> (BTreeMap<String, Value>, Emulator) {
+async fn run(kind: &str, lane: LaneChoice, dir: &Dir) -> (BTreeMap<String, Value>, Emulator) {
     let clock = ManualClock::new();
     let emu = emulator(kind, &clock).await;
     let client = client(kind, &emu, &clock);
@@ -132,7 +132,26 @@ async fn run(kind: &str, lane: Lane, dir: &Dir) -> (BTreeMap<String, Value>, Emu
         .await
         .unwrap();
     assert_eq!(report.pending, 0, "{kind} {lane:?}: {report:?}");
-    (results(&output), emu)
+    let got = results(&output);
+    let ok = got.values().filter(|l| l["ok"] == true).count() as u64;
+    // The report counts items, not the lane's own jobs; the summary splits them by lane.
+    assert_eq!(report.run.ok, ok, "{kind} {lane:?}: {report:?}");
+    let summary = report.summary(&client, None).await;
+    let lanes = serde_json::to_value(&summary).unwrap()["lanes"].clone();
+    if lane == LaneChoice::ProviderBatch {
+        assert_eq!(report.run.provider_batch, ok, "{kind}");
+        assert_eq!(lanes["provider_batch"], ok, "{kind}: {lanes}");
+        assert_eq!(lanes["live"], 0, "{kind}: {lanes}");
+        assert!(report.run.provider_batch_usage.input_tokens > 0, "{kind}");
+    } else {
+        assert_eq!(report.run.provider_batch, 0, "{kind}");
+        assert_eq!(
+            lanes,
+            Value::Null,
+            "{kind}: no lanes without a provider batch"
+        );
+    }
+    (got, emu)
 }
 
 /// The demo batch through each provider's Batch API: every id the live lane answers is
@@ -142,8 +161,8 @@ async fn run(kind: &str, lane: Lane, dir: &Dir) -> (BTreeMap<String, Value>, Emu
 async fn the_demo_batch_through_each_providers_batch_api_answers_what_the_live_lane_does() {
     let dir = Dir::new("demo");
     for kind in ["openai", "anthropic", "gemini"] {
-        let (live, _) = run(kind, Lane::Live, &dir).await;
-        let (bulk, emu) = run(kind, Lane::ProviderBatch, &dir).await;
+        let (live, _) = run(kind, LaneChoice::Live, &dir).await;
+        let (bulk, emu) = run(kind, LaneChoice::ProviderBatch, &dir).await;
         assert_eq!(
             live.keys().collect::<Vec<_>>(),
             bulk.keys().collect::<Vec<_>>(),
@@ -224,7 +243,7 @@ async fn a_retryable_line_goes_live_in_the_same_run_and_a_terminal_one_fails() {
         .unwrap();
         let output = dir.path(&format!("{kind}-out.jsonl"));
         let report = QueuedJob::new(&input, &output, queue)
-            .lane(Lane::ProviderBatch)
+            .lane(LaneChoice::ProviderBatch)
             .run(&client, &Stop::new())
             .await
             .unwrap();

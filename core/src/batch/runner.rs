@@ -389,6 +389,11 @@ pub struct RunReport {
     pub tokens_saved: u64,
     /// The model that last answered for each provider.
     pub models: BTreeMap<ProviderId, String>,
+    /// Of the items that succeeded, those a provider's Batch API answered (the bulk lane);
+    /// the others went live.
+    pub provider_batch: u64,
+    /// Tokens the bulk lane's answers reported.
+    pub provider_batch_usage: Usage,
 }
 
 impl RunReport {

@@ -88,6 +88,37 @@ pub struct Summary {
     /// `hits + misses` is the items that succeeded, and failed items are in neither.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheSummary>,
+    /// The items each lane answered, when a provider's Batch API answered any (else absent
+    /// from the JSON): the bulk lane's are billed at the provider's batch price (half, at
+    /// OpenAI, Anthropic and Gemini).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<LaneSummary>,
+}
+
+/// The items each lane answered ([`Summary::lanes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LaneSummary {
+    /// Items answered live (the cache's hits included).
+    pub live: u64,
+    /// Items a provider's Batch API answered.
+    pub provider_batch: u64,
+    /// Input tokens of the Batch API's answers.
+    pub provider_batch_input_tokens: u64,
+    /// Output tokens of the Batch API's answers.
+    pub provider_batch_output_tokens: u64,
+}
+
+impl LaneSummary {
+    /// The lanes of `run`; `None` when no item went by a provider's batch.
+    pub fn of(run: &RunReport) -> Option<Self> {
+        (run.provider_batch > 0).then(|| LaneSummary {
+            live: run.ok.saturating_sub(run.provider_batch),
+            provider_batch: run.provider_batch,
+            provider_batch_input_tokens: run.provider_batch_usage.input_tokens,
+            provider_batch_output_tokens: run.provider_batch_usage.output_tokens,
+        })
+    }
 }
 
 /// What the response cache did for a run's answers ([`Summary::cache`]).
@@ -293,6 +324,7 @@ impl Summary {
             providers,
             unreadable_lines: 0,
             cache: client.cache().map(|_| CacheSummary::of(run)),
+            lanes: LaneSummary::of(run),
         }
     }
 }
@@ -379,6 +411,16 @@ impl Summary {
                 format!("cache {} hits", c.hits),
                 format!("{} misses", c.misses),
                 format!("{} tokens saved", c.tokens_saved),
+            ];
+            out.extend(wrap("", 2, &fields, WIDTH));
+        }
+        if let Some(l) = &self.lanes {
+            let fields = [
+                format!("lanes: live {}", l.live),
+                format!(
+                    "provider batch {} ({} tokens in, {} out, at the batch price)",
+                    l.provider_batch, l.provider_batch_input_tokens, l.provider_batch_output_tokens
+                ),
             ];
             out.extend(wrap("", 2, &fields, WIDTH));
         }
@@ -550,6 +592,12 @@ mod tests {
                 hits: n,
                 misses: n,
                 tokens_saved: n * 150,
+            }),
+            lanes: Some(LaneSummary {
+                live: n,
+                provider_batch: n,
+                provider_batch_input_tokens: n * 1_000,
+                provider_batch_output_tokens: n * 1_000,
             }),
         }
     }
