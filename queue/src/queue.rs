@@ -395,6 +395,31 @@ impl Queue {
         on_backend!(self, q => q.claim_many(worker, max, lease, now_ms).await)
     }
 
+    /// Jobs not yet settled (`ready` or `running`), by kind, in the order of the kinds'
+    /// names: how many chat items wait, how many remote batches are being created or
+    /// polled (`bulk-create`, `bulk-poll`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use llm_failover_queue::{NewJob, Queue};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> llm_failover::Result<()> {
+    /// let queue = Queue::sqlite_in_memory()?;
+    /// queue.enqueue(NewJob::new("a", "chat", "{}"), 0).await?;
+    /// queue.enqueue(NewJob::new("b", "chat", "{}"), 0).await?;
+    /// queue.enqueue(NewJob::new("c", "bulk-poll", "{}"), 0).await?;
+    /// let kinds = queue.unsettled_by_kind().await?;
+    /// assert_eq!(kinds, [("bulk-poll".to_owned(), 1), ("chat".to_owned(), 2)]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Io` when the database fails.
+    pub async fn unsettled_by_kind(&self) -> Result<Vec<(String, u64)>> {
+        on_backend!(self, q => q.unsettled_by_kind().await)
+    }
+
     /// Claims the jobs named by `ids` that are `ready`, whenever they are eligible (a job
     /// snoozed far ahead is claimed too), outside the admission order: for work that holds
     /// jobs aside — a provider's remote batch holds its items snoozed while it runs, and

@@ -262,3 +262,117 @@ async fn a_retryable_line_goes_live_in_the_same_run_and_a_terminal_one_fails() {
         assert_eq!(log.creates, 1, "{kind}: {log:?}");
     }
 }
+
+/// A kill -9 after the remote batch was created and before it ended: the rerun polls the
+/// same batch — the emulator saw one create for those items — and every item is answered
+/// once. The command runs as a user runs it, against the emulator on real time (the batch
+/// takes 4 s); the test waits for the queue to record the batch, never for a fixed time.
+#[cfg(unix)]
+#[test]
+fn a_kill_after_the_create_resumes_polling_the_same_batch_and_answers_each_item_once() {
+    use std::process::{Command, Stdio};
+    use std::sync::PoisonError;
+
+    use crate::support::examples::{
+        FLEETS, Served, TempDir, batch_bin, output_within, real_now, still_ours,
+        write_one_provider_config,
+    };
+
+    const KEY_VAR: &str = "BULK_LANE_EMU_KEY";
+    const KEY: &str = "sk-bulk-lane-5a6b7c";
+    const LIMIT: Duration = Duration::from_secs(120);
+
+    let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let served = Served::start(
+        Emulator::builder()
+            .provider(llm_failover_emulator::ProviderConfig::openai("openai").with_key(KEY)),
+    );
+    let emu = &served.emu;
+    emu.set_batch_timing("openai", BatchTiming::new(Duration::from_secs(4)));
+    let dir = TempDir::new("bulk-lane", "kill");
+    let config = dir.path("providers.toml");
+    write_one_provider_config(&config, "only", "openai", &emu.base_url("openai"), KEY_VAR);
+    let input = dir.path("in.jsonl");
+    let lines: Vec<String> = (0..30)
+        .map(|i| format!("{{\"id\": \"k{i}\", \"prompt\": \"question {i}\", \"max_tokens\": 16}}"))
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let output = dir.path("out.jsonl");
+    let queue_file = dir.path("out.jsonl.queue.sqlite");
+    let argv: Vec<std::ffi::OsString> = [
+        "--config".into(),
+        config.clone().into_os_string(),
+        "--input".into(),
+        input.clone().into_os_string(),
+        "--output".into(),
+        output.clone().into_os_string(),
+        "--lane".into(),
+        "provider-batch".into(),
+    ]
+    .to_vec();
+    let command = || {
+        let mut c = Command::new(batch_bin());
+        c.args(&argv)
+            .current_dir(dir.root())
+            .env_remove("RUST_LOG")
+            .env_remove("LLM_FAILOVER_ENV")
+            .env_remove("LLM_FAILOVER_REDIS_URL")
+            .env("NO_COLOR", "1")
+            .env(KEY_VAR, KEY);
+        c
+    };
+
+    let mut child = command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = real_now();
+    // The batch is recorded once its poll job is in the queue.
+    loop {
+        assert!(started.elapsed() < LIMIT, "the batch was never recorded");
+        let polling = rt.block_on(async {
+            let q = Queue::open(&format!("sqlite:{}", queue_file.display()))
+                .await
+                .ok()?;
+            let kinds = q.unsettled_by_kind().await.ok()?;
+            Some(kinds.iter().any(|(k, n)| k == "bulk-poll" && *n > 0))
+        });
+        if polling == Some(true) {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "it ended before the kill"
+        );
+        rt.block_on(
+            llm_failover::clock::TokioClock
+                .sleep_until(llm_failover::clock::TokioClock.now() + Duration::from_millis(20)),
+        );
+    }
+    let log = emu.batch_log("openai");
+    assert_eq!(log.creates, 1, "{log:?}");
+    assert!(
+        !log.batches[0].status.contains("completed"),
+        "the batch ended before the kill: {log:?}"
+    );
+    assert!(still_ours(child.id(), batch_bin().as_os_str()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = output_within(command(), LIMIT, "the rerun");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(KEY), "the key was printed:\n{stderr}");
+    let got = results(&output);
+    assert_eq!(got.len(), 30, "{stderr}");
+    for (id, l) in &got {
+        assert_eq!(l["ok"], true, "{id}: {l}");
+        assert_eq!(l["lane"], "provider-batch", "{id}: {l}");
+    }
+    let log = emu.batch_log("openai");
+    assert_eq!(log.creates, 1, "one create for those items: {log:?}");
+    assert_eq!(log.batches[0].custom_ids.len(), 30);
+}

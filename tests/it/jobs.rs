@@ -164,6 +164,11 @@ async fn claim_ids_takes_back_jobs_set_aside_and_only_ready_ones(backend: Backen
             .unwrap()
             .is_empty()
     );
+    // What is left unsettled: "ready" (claimed back) and "running".
+    assert_eq!(
+        queue.unsettled_by_kind().await.unwrap(),
+        [("chat".to_owned(), 2)]
+    );
 }
 
 fn job(id: &str) -> NewJob {

@@ -277,6 +277,22 @@ impl PostgresQueue {
             .transpose()
     }
 
+    /// [`Queue::unsettled_by_kind`](crate::Queue::unsettled_by_kind) on PostgreSQL.
+    pub(crate) async fn unsettled_by_kind(&self) -> Result<Vec<(String, u64)>> {
+        let rows = self
+            .query(
+                "counting jobs by kind",
+                "SELECT kind, count(*) FROM jobs WHERE state IN ('ready', 'running')
+                 GROUP BY kind ORDER BY kind",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1).max(0) as u64))
+            .collect())
+    }
+
     /// [`Queue::dead_letters`](crate::Queue::dead_letters) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {

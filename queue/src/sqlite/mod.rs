@@ -230,6 +230,19 @@ impl SqliteQueue {
         .await
     }
 
+    /// [`Queue::unsettled_by_kind`](crate::Queue::unsettled_by_kind) on SQLite.
+    pub(crate) async fn unsettled_by_kind(&self) -> Result<Vec<(String, u64)>> {
+        self.read("counting jobs by kind", move |conn| {
+            conn.prepare_cached(
+                "SELECT kind, count(*) FROM jobs WHERE state IN ('ready', 'running')
+                 GROUP BY kind ORDER BY kind",
+            )?
+            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))?
+            .collect()
+        })
+        .await
+    }
+
     /// [`Queue::requeue`](crate::Queue::requeue) on SQLite.
     pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
