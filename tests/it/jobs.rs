@@ -120,11 +120,17 @@ async fn claim_ids_takes_back_jobs_set_aside_and_only_ready_ones(backend: Backen
             .unwrap(),
         Fenced::Applied
     );
-    queue.complete("done", claimed["done"], "1").await.unwrap();
-    queue
-        .dead_now("dead", claimed["dead"], "400")
-        .await
-        .unwrap();
+    assert_eq!(
+        queue.complete("done", claimed["done"], "1").await.unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(
+        queue
+            .dead_now("dead", claimed["dead"], "400")
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
     let ids: Vec<String> = ["aside", "ready", "running", "done", "dead", "unknown"]
         .iter()
         .map(|s| (*s).to_owned())
