@@ -376,3 +376,58 @@ fn a_kill_after_the_create_resumes_polling_the_same_batch_and_answers_each_item_
     assert_eq!(log.creates, 1, "one create for those items: {log:?}");
     assert_eq!(log.batches[0].custom_ids.len(), 30);
 }
+
+/// A batch whose window passes halfway: what it answered keeps its answer (lane
+/// provider-batch), what it expired is answered live in the same run (Gemini keeps nothing
+/// of an expired batch: all of it goes live).
+#[tokio::test]
+async fn items_a_batch_expired_are_answered_live_in_the_same_run() {
+    let dir = Dir::new("expiry");
+    let input = dir.path("in.jsonl");
+    let lines: Vec<String> = (0..20)
+        .map(|i| format!("{{\"id\": \"e{i}\", \"prompt\": \"question {i}\"}}"))
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    for kind in ["openai", "anthropic", "gemini"] {
+        let clock = ManualClock::new();
+        let emu = emulator(kind, &clock).await;
+        emu.set_batch_timing(
+            "p",
+            BatchTiming::new(10 * MINUTE)
+                .with_validating(MINUTE)
+                .with_finalizing(MINUTE)
+                .with_window(6 * MINUTE),
+        );
+        let client = client(kind, &emu, &clock);
+        let queue = Queue::open(&format!(
+            "sqlite:{}",
+            dir.path(&format!("{kind}.sqlite")).display()
+        ))
+        .await
+        .unwrap();
+        let output = dir.path(&format!("{kind}-out.jsonl"));
+        let report = QueuedJob::new(&input, &output, queue)
+            .lane(LaneChoice::ProviderBatch)
+            .run(&client, &Stop::new())
+            .await
+            .unwrap();
+        assert_eq!(report.pending, 0, "{kind}: {report:?}");
+        let got = results(&output);
+        assert_eq!(got.len(), 20, "{kind}");
+        assert!(got.values().all(|l| l["ok"] == true), "{kind}: {got:?}");
+        let by_lane = |lane: &str| got.values().filter(|l| l["lane"] == lane).count();
+        let (batch, live) = (by_lane("provider-batch"), by_lane("live"));
+        assert_eq!(batch + live, 20, "{kind}");
+        assert!(live > 0, "{kind}: nothing expired: {got:?}");
+        if kind == "gemini" {
+            assert_eq!(batch, 0, "gemini keeps nothing of an expired batch");
+        } else {
+            assert!(
+                batch > 0,
+                "{kind}: the answers before the window passed are kept"
+            );
+        }
+        assert_eq!(report.run.provider_batch, batch as u64, "{kind}");
+        assert_eq!(emu.batch_log("p").creates, 1, "{kind}");
+    }
+}
