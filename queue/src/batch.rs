@@ -412,7 +412,10 @@ impl QueuedJob {
         };
         Worker::builder(self.queue.clone(), client.clone())
             .handler(CHAT_KIND, Arc::new(chat))
-            .handler(bulk::CREATE_KIND, Arc::new(bulk::Create(tally.clone())))
+            .handler(
+                bulk::CREATE_KIND,
+                Arc::new(bulk::Create::new(tally.clone())),
+            )
             .handler(bulk::POLL_KIND, Arc::new(bulk::Poll(tally.clone())))
             .concurrency(self.concurrency)
             .lease(self.lease)

@@ -61,12 +61,17 @@ const WORKER: &str = "bulk-lane";
 #[derive(Serialize, Deserialize)]
 struct CreatePayload {
     submission: Submission,
+    /// The provider's limit on enqueued input tokens for the model, when a refusal stated
+    /// it: the batch is created only when it fits beside the batches still running.
+    #[serde(default)]
+    limit: Option<u64>,
 }
 
 /// [`CreatePayload`], written from a borrowed submission.
 #[derive(Serialize)]
 struct CreateRef<'a> {
     submission: &'a Submission,
+    limit: Option<u64>,
 }
 
 /// What a `bulk-poll` job holds: the remote batch and when it was created.
@@ -74,6 +79,9 @@ struct CreateRef<'a> {
 struct PollPayload {
     batch: RemoteBatch,
     created_ms: i64,
+    /// Its items' input tokens as estimated (what a limit on enqueued tokens counts).
+    #[serde(default)]
+    tokens: u64,
 }
 
 /// What [`set_aside`] did.
@@ -155,7 +163,13 @@ pub(crate) async fn set_aside(
             back.push((id.clone(), attempts[id]));
         }
         for sub in &plan.submissions {
-            let payload = json("a remote batch", &CreateRef { submission: sub })?;
+            let payload = json(
+                "a remote batch",
+                &CreateRef {
+                    submission: sub,
+                    limit: None,
+                },
+            )?;
             let create = NewJob::new(format!("{CREATE_KIND}:{}", sub.label), CREATE_KIND, payload)
                 .with_priority(Priority::Interactive);
             queue.enqueue(create, now).await?;
@@ -189,8 +203,47 @@ pub(crate) struct Tally {
     pub(crate) output_tokens: AtomicU64,
 }
 
-/// Creates a remote batch (a `bulk-create` job).
-pub(crate) struct Create(pub(crate) Arc<Tally>);
+/// Creates a remote batch (a `bulk-create` job). One at a time in a process, so that two
+/// pieces cut to fit an enqueued-token limit are never both created against the same room.
+pub(crate) struct Create(pub(crate) Arc<Tally>, pub(crate) tokio::sync::Mutex<()>);
+
+impl Create {
+    pub(crate) fn new(tally: Arc<Tally>) -> Self {
+        Create(tally, tokio::sync::Mutex::new(()))
+    }
+}
+
+/// The share of a stated limit on enqueued tokens the lane fills: estimates are estimates.
+fn room(limit: u64) -> u64 {
+    limit / 10 * 9
+}
+
+/// The limit an OpenAI `token_limit_exceeded` message states: "… Limit: 2,000,000
+/// enqueued tokens. …" (thousands separators as OpenAI writes them). Pure.
+pub(crate) fn stated_limit(message: &str) -> Option<u64> {
+    let after = &message[message.find("Limit:")? + "Limit:".len()..];
+    let digits: String = after
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '_')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok().filter(|n| *n > 0)
+}
+
+/// The estimated input tokens of `provider`'s batches of `model` still being polled.
+async fn enqueued(queue: &Queue, provider: &str, model: &str) -> Result<u64> {
+    let mut sum = 0u64;
+    for job in queue.unsettled_of_kind(POLL_KIND).await? {
+        if let Ok(p) = serde_json::from_str::<PollPayload>(&job.payload)
+            && p.batch.provider.as_str() == provider
+            && p.batch.model == model
+        {
+            sum = sum.saturating_add(p.tokens);
+        }
+    }
+    Ok(sum)
+}
 
 #[async_trait]
 impl Handler for Create {
@@ -199,6 +252,15 @@ impl Handler for Create {
         let sub = &p.submission;
         let queue = ctx.queue();
         let poll = poll_id(&sub.label);
+        let _one = self.1.lock().await;
+        if let Some(limit) = p.limit {
+            let running = enqueued(queue, sub.provider.as_str(), &sub.model).await?;
+            if running > 0 && running.saturating_add(sub.input_tokens()) > room(limit) {
+                // It fits only once an earlier batch ends: asked again later.
+                ctx.later(poll_after(ctx.job().attempt));
+                return Ok(String::new());
+            }
+        }
         if queue.get(&poll).await?.is_some() {
             self.0.jobs.fetch_add(1, Ordering::Relaxed);
             return Ok(serde_json::json!({"created": "before"}).to_string());
@@ -222,6 +284,7 @@ impl Handler for Create {
             &PollPayload {
                 batch,
                 created_ms: now,
+                tokens: sub.input_tokens(),
             },
         )?;
         let mut job = NewJob::new(poll, POLL_KIND, payload).with_priority(Priority::Interactive);
@@ -244,6 +307,12 @@ impl Handler for Poll {
         if !status.state.is_final() {
             ctx.later(poll_after(ctx.job().attempt));
             return Ok(String::new());
+        }
+        if let Some((code, message)) = &status.failure
+            && code == "token_limit_exceeded"
+            && let Some(limit) = stated_limit(message)
+        {
+            return in_pieces(ctx, &p, limit, &self.0).await;
         }
         let answers = if status.fetch.is_empty() && status.inline.is_none() {
             Vec::new() // failed as a whole, or nothing ran: every item is missing
@@ -308,6 +377,65 @@ impl Handler for Poll {
     }
 }
 
+/// A batch the provider refused for its limit on enqueued tokens, planned again in pieces
+/// that fit the limit it stated, each created once the batches before it leave room (its
+/// items stay aside, for another window).
+async fn in_pieces(ctx: &JobContext, p: &PollPayload, limit: u64, tally: &Tally) -> Result<String> {
+    let queue = ctx.queue();
+    let client = ctx.client();
+    let clock = llm_failover_core::wing::client_clock(client).clone();
+    let now = wall_ms(clock.wall());
+    let mut items = Vec::new();
+    let mut back = Vec::new();
+    for f in &p.batch.items {
+        let Some(job) = queue.get(&f.id).await? else {
+            continue;
+        };
+        match serde_json::from_str::<BatchRequest>(&job.payload) {
+            Ok(BatchRequest::Chat(req)) => items.push(BulkItem::new(f.id.clone(), req)),
+            _ => back.push(f.id.clone()),
+        }
+    }
+    let plan = client.bulk_plan(p.batch.provider.as_str(), &items, &p.batch.label)?;
+    back.extend(plan.refused.iter().map(|(id, _)| id.clone()));
+    let mut pieces = 0u64;
+    for sub in &plan.submissions {
+        for piece in sub.pieces(room(limit)) {
+            let payload = json(
+                "a remote batch",
+                &CreateRef {
+                    submission: &piece,
+                    limit: Some(limit),
+                },
+            )?;
+            let job = NewJob::new(
+                format!("{CREATE_KIND}:{}", piece.label),
+                CREATE_KIND,
+                payload,
+            )
+            .with_priority(Priority::Interactive);
+            queue.enqueue(job, now).await?;
+            pieces += 1;
+        }
+    }
+    // Another window aside for the items, from now.
+    let ids: Vec<String> = p.batch.items.iter().map(|f| f.id.clone()).collect();
+    for job in queue.claim_ids(&ids, WORKER, ctx.lease(), now).await? {
+        let until = if back.contains(&job.id) {
+            now
+        } else {
+            now.saturating_add(millis(ASIDE))
+        };
+        let _ = queue.snooze(&job.id, job.attempt, until).await?; // lost: another worker has it
+    }
+    tracing::info!(
+        batch = %p.batch.id, limit, pieces,
+        "the provider's enqueued-token limit refused the batch: it goes in pieces"
+    );
+    tally.jobs.fetch_add(1, Ordering::Relaxed);
+    Ok(serde_json::json!({"batch": p.batch.id, "limit": limit, "pieces": pieces}).to_string())
+}
+
 /// Claims `ids` back and puts them in the queue now, for the live lane.
 async fn release(ctx: &JobContext, ids: Vec<String>) -> Result<()> {
     let clock = llm_failover_core::wing::client_clock(ctx.client()).clone();
@@ -338,6 +466,26 @@ mod tests {
         for (n, secs) in table {
             assert_eq!(poll_after(n), Duration::from_secs(secs), "poll {n}");
         }
+    }
+
+    #[test]
+    fn the_limit_a_refusal_states_is_read_as_openai_writes_it() {
+        let table = [
+            (
+                "Enqueued token limit reached for gpt-4o-mini in organization org-x. Limit: \
+                 2,000,000 enqueued tokens. Please try again once some in_progress batches have \
+                 been completed.",
+                Some(2_000_000),
+            ),
+            ("Limit: 90000 enqueued tokens.", Some(90_000)),
+            ("Limit: 0 enqueued tokens.", None),
+            ("Enqueued token limit reached.", None),
+            ("Limit: lots", None),
+        ];
+        for (message, want) in table {
+            assert_eq!(stated_limit(message), want, "{message}");
+        }
+        assert_eq!(room(2_000_000), 1_800_000);
     }
 
     #[test]

@@ -420,6 +420,16 @@ impl Queue {
         on_backend!(self, q => q.unsettled_by_kind().await)
     }
 
+    /// The jobs of `kind` not yet settled (`ready` or `running`), in the order they were
+    /// enqueued: the remote batches still being polled, for instance.
+    ///
+    /// # Errors
+    ///
+    /// `Io` when the database fails.
+    pub async fn unsettled_of_kind(&self, kind: &str) -> Result<Vec<Job>> {
+        on_backend!(self, q => q.unsettled_of_kind(kind).await)
+    }
+
     /// Claims the jobs named by `ids` that are `ready`, whenever they are eligible (a job
     /// snoozed far ahead is claimed too), outside the admission order: for work that holds
     /// jobs aside — a provider's remote batch holds its items snoozed while it runs, and

@@ -431,3 +431,98 @@ async fn items_a_batch_expired_are_answered_live_in_the_same_run() {
         assert_eq!(emu.batch_log("p").creates, 1, "{kind}");
     }
 }
+
+/// OpenAI's limit on enqueued tokens: a 2,000-item batch against a limit of a quarter of its
+/// tokens is refused once (`token_limit_exceeded`, stated after the create, as OpenAI does);
+/// then it goes in pieces that fit the limit it stated, each created as the one before it
+/// ends — no create refused twice — and every item is answered by the provider's batch.
+#[tokio::test]
+async fn a_batch_over_the_enqueued_token_limit_goes_in_pieces_as_earlier_ones_end() {
+    let dir = Dir::new("enqueued");
+    let input = dir.path("in.jsonl");
+    let lines: Vec<String> = (0..2_000)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"t{i}\", \"prompt\": \"Question number {i}: what is a token bucket, \
+                 in a sentence?\", \"max_tokens\": 16}}"
+            )
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let clock = ManualClock::new();
+    let emu = emulator("openai", &clock).await;
+    let client = client("openai", &emu, &clock);
+    // The limit: a quarter of the batch's tokens as the emulator counts them (a probe batch
+    // of the same items, refused by a limit of one token, records its count).
+    emu.set_enqueued_token_limit("p", None, Some(1));
+    let items = {
+        let text = std::fs::read(&input).unwrap();
+        let mut reader = InputReader::new(&text[..]);
+        let mut out = Vec::new();
+        while let Some(parsed) = reader.next().await.unwrap() {
+            if let Ok(item) = parsed
+                && let BatchRequest::Chat(req) = item.request
+            {
+                out.push(BulkItem::new(item.id, req));
+            }
+        }
+        out
+    };
+    let plan = client.bulk_plan("p", &items, "probe").unwrap();
+    let remote = client.bulk_create(&plan.submissions[0]).await.unwrap();
+    clock.advance(2 * MINUTE);
+    let status = client.bulk_poll(&remote).await.unwrap();
+    assert_eq!(
+        status.failure.as_ref().map(|f| f.0.as_str()),
+        Some("token_limit_exceeded")
+    );
+    let counted = emu.batch_log("p").batches[0].tokens;
+    let limit = counted / 4;
+    emu.reset();
+    emu.set_batch_timing(
+        "p",
+        BatchTiming::new(10 * MINUTE)
+            .with_validating(MINUTE)
+            .with_finalizing(MINUTE),
+    );
+    emu.set_enqueued_token_limit("p", None, Some(limit));
+
+    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
+        .await
+        .unwrap();
+    let output = dir.path("out.jsonl");
+    let report = QueuedJob::new(&input, &output, queue)
+        .lane(LaneChoice::ProviderBatch)
+        .run(&client, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(report.pending, 0, "{report:?}");
+    let got = results(&output);
+    assert_eq!(got.len(), 2_000);
+    assert!(
+        got.values()
+            .all(|l| l["ok"] == true && l["lane"] == "provider-batch"),
+        "every item answered by the provider's batch"
+    );
+    let log = emu.batch_log("p");
+    let refused: Vec<_> = log
+        .batches
+        .iter()
+        .filter(|b| b.error_code.as_deref() == Some("token_limit_exceeded"))
+        .collect();
+    assert_eq!(refused.len(), 1, "refused once, never twice: {log:?}");
+    let pieces = log.batches.len() - 1;
+    assert!(
+        pieces >= 4,
+        "in pieces: {pieces} ({counted} tokens, limit {limit})"
+    );
+    for b in log.batches.iter().skip(1) {
+        assert!(
+            b.tokens <= limit,
+            "a piece fits the limit: {} > {limit}",
+            b.tokens
+        );
+    }
+    let answered: usize = log.batches.iter().skip(1).map(|b| b.custom_ids.len()).sum();
+    assert_eq!(answered, 2_000, "each item in one piece");
+}

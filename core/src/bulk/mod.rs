@@ -34,6 +34,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::id::{Capability, ProviderId};
 use crate::provider::bulk::{BulkApi, BulkInput, BulkLine, BulkReply, BulkShape, BulkStep};
 use crate::provider::{Provider, RequestContext};
+use crate::ratelimit::{estimate_chat, input_floor};
 use crate::router::{BulkCall, RequestOptions};
 use crate::types::{ChatRequest, ChatResponse};
 
@@ -87,6 +88,10 @@ pub struct Submission {
     pub items: Vec<Filed>,
     /// Each item's request body, in the same order.
     lines: Vec<BulkLine>,
+    /// Each item's input tokens as estimated (the larger of the model's tokenizer count and
+    /// `ceil(characters / 4)`), in the same order.
+    #[serde(default)]
+    tokens: Vec<u64>,
 }
 
 impl Submission {
@@ -94,6 +99,36 @@ impl Submission {
     /// roughly).
     pub fn bytes(&self) -> usize {
         self.lines.iter().map(|l| l.body.to_string().len()).sum()
+    }
+
+    /// The items' input tokens as estimated: what a limit on enqueued tokens (OpenAI's, per
+    /// model) counts of this batch.
+    pub fn input_tokens(&self) -> u64 {
+        self.tokens.iter().sum()
+    }
+
+    /// This batch cut into consecutive pieces of at most `max_tokens` estimated input
+    /// tokens each (an item larger alone is a piece of its own), labelled `LABEL-p1`,
+    /// `LABEL-p2`, …: what fits under a limit on enqueued tokens. Pure.
+    pub fn pieces(&self, max_tokens: u64) -> Vec<Submission> {
+        let sizes: Vec<usize> = self
+            .tokens
+            .iter()
+            .map(|t| usize::try_from(*t).unwrap_or(usize::MAX))
+            .collect();
+        let max = usize::try_from(max_tokens).unwrap_or(usize::MAX);
+        split(&sizes, usize::MAX, max)
+            .into_iter()
+            .enumerate()
+            .map(|(n, (start, end))| Submission {
+                provider: self.provider.clone(),
+                model: self.model.clone(),
+                label: format!("{}-p{}", self.label, n + 1),
+                items: self.items[start..end].to_vec(),
+                lines: self.lines[start..end].to_vec(),
+                tokens: self.tokens[start..end].to_vec(),
+            })
+            .collect()
     }
 }
 
@@ -222,7 +257,7 @@ impl Client {
         let extra = router.extra_body(&id);
         let mut seen = HashSet::new();
         let mut refused = Vec::new();
-        let mut by_model: BTreeMap<String, Vec<(String, BulkLine)>> = BTreeMap::new();
+        let mut by_model: BTreeMap<String, Vec<(String, BulkLine, u64)>> = BTreeMap::new();
         for item in items {
             if !seen.insert(item.id.as_str()) {
                 return Err(Error::new(
@@ -249,23 +284,30 @@ impl Client {
                 }
             };
             match line_body(adapter, &item.request, &model, extra) {
-                Ok(body) => by_model
-                    .entry(model)
-                    .or_default()
-                    .push((item.id.clone(), BulkLine::new(String::new(), body))),
+                Ok(body) => {
+                    let tokens = estimate_chat(&item.request, &model)
+                        .input_tokens
+                        .max(input_floor(&item.request));
+                    by_model.entry(model).or_default().push((
+                        item.id.clone(),
+                        BulkLine::new(String::new(), body),
+                        tokens,
+                    ));
+                }
                 Err(e) => refused.push((item.id.clone(), e)),
             }
         }
         let limits = api.limits();
         let mut submissions = Vec::new();
         for (model, mut group) in by_model {
-            let ids: Vec<String> = group.iter().map(|(i, _)| i.clone()).collect();
-            for ((_, line), custom) in group.iter_mut().zip(custom_ids(&ids, |i| api.fits_id(i))) {
+            let ids: Vec<String> = group.iter().map(|(i, _, _)| i.clone()).collect();
+            for ((_, line, _), custom) in group.iter_mut().zip(custom_ids(&ids, |i| api.fits_id(i)))
+            {
                 line.custom_id = custom;
             }
             let sizes: Vec<usize> = group
                 .iter()
-                .map(|(_, l)| l.body.to_string().len() + l.custom_id.len() + 64)
+                .map(|(_, l, _)| l.body.to_string().len() + l.custom_id.len() + 64)
                 .collect();
             for (start, end) in split(&sizes, limits.max_requests, limits.max_bytes) {
                 submissions.push((model.clone(), group[start..end].to_vec()));
@@ -285,12 +327,13 @@ impl Client {
                 },
                 items: group
                     .iter()
-                    .map(|(i, l)| Filed {
+                    .map(|(i, l, _)| Filed {
                         id: i.clone(),
                         custom_id: l.custom_id.clone(),
                     })
                     .collect(),
-                lines: group.into_iter().map(|(_, l)| l).collect(),
+                tokens: group.iter().map(|(_, _, t)| *t).collect(),
+                lines: group.into_iter().map(|(_, l, _)| l).collect(),
             })
             .collect();
         Ok(BulkPlan {

@@ -293,6 +293,22 @@ impl PostgresQueue {
             .collect())
     }
 
+    /// [`Queue::unsettled_of_kind`](crate::Queue::unsettled_of_kind) on PostgreSQL.
+    pub(crate) async fn unsettled_of_kind(&self, kind: &str) -> Result<Vec<Job>> {
+        no_nul(kind, || "job kind".to_owned())?;
+        let rows = self
+            .query(
+                "listing jobs of a kind",
+                &format!(
+                    "SELECT {COLUMNS} FROM jobs WHERE kind = $1 AND state IN ('ready', 'running')
+                     ORDER BY seq"
+                ),
+                &[(&kind, Type::TEXT)],
+            )
+            .await?;
+        rows.iter().map(|r| job_from_row(&self.pool, r)).collect()
+    }
+
     /// [`Queue::dead_letters`](crate::Queue::dead_letters) on PostgreSQL. A text holding a NUL character, which PostgreSQL cannot
     /// store, is a `Config` error.
     pub(crate) async fn dead_letters(&self) -> Result<Vec<Job>> {

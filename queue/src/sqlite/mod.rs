@@ -243,6 +243,20 @@ impl SqliteQueue {
         .await
     }
 
+    /// [`Queue::unsettled_of_kind`](crate::Queue::unsettled_of_kind) on SQLite.
+    pub(crate) async fn unsettled_of_kind(&self, kind: &str) -> Result<Vec<Job>> {
+        let kind = kind.to_owned();
+        self.read("listing jobs of a kind", move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE kind = ?1 AND state IN ('ready', 'running')
+                 ORDER BY seq"
+            ))?
+            .query_map(params![kind], job_from_row)?
+            .collect()
+        })
+        .await
+    }
+
     /// [`Queue::requeue`](crate::Queue::requeue) on SQLite.
     pub(crate) async fn requeue(&self, id: &str, now_ms: i64) -> Result<bool> {
         let id = id.to_owned();
