@@ -70,6 +70,11 @@ pub(crate) struct Args {
     /// worker renews its leases every third of it) [default: 30].
     #[arg(long)]
     lease_s: Option<u64>,
+    /// Ask the providers to cancel the remote batches the queue still polls (--lane
+    /// provider-batch) and exit; what they answered is kept, and the next run answers the
+    /// rest live. A second Ctrl-C during a run does the same.
+    #[arg(long)]
+    cancel_batches: bool,
     /// List the dead letters (id and reason) and exit.
     #[arg(long)]
     dead_letters: bool,
@@ -252,6 +257,12 @@ async fn run_queued(
     let queue = Queue::open(&spec).await?;
     if let Some(code) = dead_letter_command(args, &queue).await? {
         return Ok(code);
+    }
+    if args.cancel_batches {
+        let job = QueuedJob::new(input, &args.output, queue.clone());
+        let n = job.cancel_remote_batches(client).await?;
+        eprintln!("{n} remote batch(es) asked to cancel; what they answered is kept");
+        return Ok(ExitCode::SUCCESS);
     }
     eprintln!("queue: {} ({})", queue.backend(), shown(&spec, &queue));
     let stop = Stop::new();

@@ -360,6 +360,17 @@ impl QueuedJob {
         let served = Arc::new(Served::default());
         let tally = Arc::new(bulk::Tally::default());
         let worker = self.work(client, stop, &served, &tally).await?;
+        if stop.is_aborted() && self.lane != LaneChoice::Live {
+            // An abort (a second Ctrl-C) stops the remote batches too; what they answered
+            // is kept for the next run.
+            let n = self.cancel_remote_batches(client).await?;
+            if n > 0 {
+                tracing::warn!(
+                    batches = n,
+                    "aborted: the providers' batches were asked to cancel"
+                );
+            }
+        }
         // The last answers' reports, for the other processes sharing the limits (every
         // result is in the queue already: a warning, not an error).
         if let Err(e) = client.flush().await {
@@ -424,6 +435,18 @@ impl QueuedJob {
             .build()?
             .run(stop)
             .await
+    }
+
+    /// Asks the providers to cancel every remote batch this queue still polls (the bulk
+    /// lane's); returns how many accepted. What they already answered is kept: a later run
+    /// collects it and answers the rest live. A batch that has already ended refuses the
+    /// cancel (logged, not counted).
+    ///
+    /// # Errors
+    ///
+    /// `Io` when the queue's database fails.
+    pub async fn cancel_remote_batches(&self, client: &Client) -> Result<u64> {
+        bulk::cancel_all(&self.queue, client).await
     }
 
     /// In the bulk lane, the eligible chat items set aside in remote batches of the first

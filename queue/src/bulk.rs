@@ -436,6 +436,25 @@ async fn in_pieces(ctx: &JobContext, p: &PollPayload, limit: u64, tally: &Tally)
     Ok(serde_json::json!({"batch": p.batch.id, "limit": limit, "pieces": pieces}).to_string())
 }
 
+/// Asks the provider to cancel every remote batch `queue` still polls; returns how many it
+/// accepted. What they already answered is kept: their poll jobs stay, and settle the items
+/// when the batches end (what was not run then goes live, on the next run).
+pub(crate) async fn cancel_all(queue: &Queue, client: &Client) -> Result<u64> {
+    let mut cancelled = 0;
+    for job in queue.unsettled_of_kind(POLL_KIND).await? {
+        let p: PollPayload = parse(&job)?;
+        match client.bulk_cancel(&p.batch).await {
+            Ok(status) => {
+                tracing::info!(batch = %p.batch.id, state = ?status.state, "cancel asked");
+                cancelled += 1;
+            }
+            // An ended batch refuses a cancel: nothing to stop.
+            Err(e) => tracing::warn!(batch = %p.batch.id, error = %e, "the cancel was refused"),
+        }
+    }
+    Ok(cancelled)
+}
+
 /// Claims `ids` back and puts them in the queue now, for the live lane.
 async fn release(ctx: &JobContext, ids: Vec<String>) -> Result<()> {
     let clock = llm_failover_core::wing::client_clock(ctx.client()).clone();

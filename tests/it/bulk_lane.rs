@@ -526,3 +526,72 @@ async fn a_batch_over_the_enqueued_token_limit_goes_in_pieces_as_earlier_ones_en
     let answered: usize = log.batches.iter().skip(1).map(|b| b.custom_ids.len()).sum();
     assert_eq!(answered, 2_000, "each item in one piece");
 }
+
+/// An abort (a second Ctrl-C) while the remote batch runs asks the provider to cancel it;
+/// the next run keeps what the batch answered before it stopped and answers the rest live —
+/// one create, every item answered once.
+#[tokio::test]
+async fn an_abort_cancels_the_remote_batch_and_the_rerun_keeps_what_it_answered() {
+    let dir = Dir::new("cancel");
+    let input = dir.path("in.jsonl");
+    let lines: Vec<String> = (0..40)
+        .map(|i| format!("{{\"id\": \"c{i}\", \"prompt\": \"question {i}\"}}"))
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    for kind in ["openai", "anthropic"] {
+        let clock = ManualClock::new();
+        let emu = emulator(kind, &clock).await;
+        // Ten hours of processing: the worker polls (every 5 minutes at most) many times
+        // before it would end, and the test aborts in between.
+        emu.set_batch_timing("p", BatchTiming::new(10 * 60 * MINUTE));
+        let client = client(kind, &emu, &clock);
+        let spec = format!("sqlite:{}", dir.path(&format!("{kind}.sqlite")).display());
+        let output = dir.path(&format!("{kind}-out.jsonl"));
+        let stop = Stop::new();
+        let run = {
+            let (input, output, client, stop) =
+                (input.clone(), output.clone(), client.clone(), stop.clone());
+            let queue = Queue::open(&spec).await.unwrap();
+            tokio::spawn(async move {
+                QueuedJob::new(&input, &output, queue)
+                    .lane(LaneChoice::ProviderBatch)
+                    .run(&client, &stop)
+                    .await
+            })
+        };
+        loop {
+            let polled = emu.batch_log("p").polls;
+            if polled >= 3 {
+                break;
+            }
+            assert!(!run.is_finished(), "{kind}: the run ended before the abort");
+            tokio::task::yield_now().await;
+        }
+        stop.abort();
+        let first = run.await.unwrap().unwrap();
+        assert!(first.pending > 0, "{kind}: {first:?}");
+        let log = emu.batch_log("p");
+        assert_eq!(log.creates, 1, "{kind}");
+        assert!(
+            ["cancelling", "cancelled", "canceling", "ended"]
+                .iter()
+                .any(|s| log.batches[0].status.contains(s)),
+            "{kind}: the batch was asked to cancel: {log:?}"
+        );
+
+        // The rerun: the batch ends cancelled, what it answered is kept, the rest go live.
+        let queue = Queue::open(&spec).await.unwrap();
+        let report = QueuedJob::new(&input, &output, queue)
+            .lane(LaneChoice::ProviderBatch)
+            .run(&client, &Stop::new())
+            .await
+            .unwrap();
+        assert_eq!(report.pending, 0, "{kind}: {report:?}");
+        let got = results(&output);
+        assert_eq!(got.len(), 40, "{kind}");
+        assert!(got.values().all(|l| l["ok"] == true), "{kind}");
+        let live = got.values().filter(|l| l["lane"] == "live").count();
+        assert!(live > 0, "{kind}: the cancelled items went live");
+        assert_eq!(emu.batch_log("p").creates, 1, "{kind}: never created again");
+    }
+}
