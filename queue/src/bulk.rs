@@ -265,7 +265,21 @@ impl Handler for Create {
             self.0.jobs.fetch_add(1, Ordering::Relaxed);
             return Ok(serde_json::json!({"created": "before"}).to_string());
         }
-        let batch = match ctx.client().bulk_create(sub).await {
+        // A create job run again may have created its batch before its process died: look
+        // for the label first, where the provider keeps one.
+        let found = if ctx.job().attempt > 1 {
+            ctx.client().bulk_find(sub).await?
+        } else {
+            None
+        };
+        if let Some(b) = &found {
+            tracing::info!(batch = %b.id, "found the batch an earlier create made");
+        }
+        let created = match found {
+            Some(b) => Ok(b),
+            None => ctx.client().bulk_create(sub).await,
+        };
+        let batch = match created {
             Ok(b) => b,
             Err(e) => {
                 if e.disposition() == Disposition::Terminal {

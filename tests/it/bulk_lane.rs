@@ -19,7 +19,7 @@ use llm_failover::provider::Provider;
 use llm_failover::provider::anthropic::Anthropic;
 use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::{Client, Credential, ProviderId, ProviderSettings};
+use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
 use llm_failover_emulator::{BatchItemFault, BatchTiming, Emulator, TimeSource};
 use llm_failover_queue::{LaneChoice, Queue, QueuedJob};
 use serde_json::Value;
@@ -593,5 +593,38 @@ async fn an_abort_cancels_the_remote_batch_and_the_rerun_keeps_what_it_answered(
         let live = got.values().filter(|l| l["lane"] == "live").count();
         assert!(live > 0, "{kind}: the cancelled items went live");
         assert_eq!(emu.batch_log("p").creates, 1, "{kind}: never created again");
+    }
+}
+
+/// A process that died between sending a create and recording its answer looks for the
+/// batch by its label before creating again: found at OpenAI (the batch's `metadata`) and
+/// Gemini (its display name), among other batches; none before it exists; Anthropic keeps no
+/// label, so nothing is found there.
+#[tokio::test]
+async fn a_created_batch_is_found_again_by_its_label_where_the_provider_keeps_one() {
+    for kind in ["openai", "gemini", "anthropic"] {
+        let clock = ManualClock::new();
+        let emu = emulator(kind, &clock).await;
+        let client = client(kind, &emu, &clock);
+        let items: Vec<BulkItem> = (0..3)
+            .map(|i| BulkItem::new(format!("f{i}"), ChatRequest::from_prompt(format!("q {i}"))))
+            .collect();
+        let other = client.bulk_plan("p", &items[..1], "someone-else").unwrap();
+        client.bulk_create(&other.submissions[0]).await.unwrap();
+        let plan = client.bulk_plan("p", &items, "llmf-find-me").unwrap();
+        let sub = &plan.submissions[0];
+        assert_eq!(
+            client.bulk_find(sub).await.unwrap(),
+            None,
+            "{kind}: not yet"
+        );
+        let made = client.bulk_create(sub).await.unwrap();
+        let found = client.bulk_find(sub).await.unwrap();
+        if kind == "anthropic" {
+            assert_eq!(found, None, "anthropic keeps no label");
+        } else {
+            assert_eq!(found.as_ref().map(|b| &b.id), Some(&made.id), "{kind}");
+            assert_eq!(found.unwrap().items, made.items, "{kind}");
+        }
     }
 }

@@ -396,6 +396,55 @@ impl Client {
         })
     }
 
+    /// The remote batch `submission` was created as, if the provider has one with its label
+    /// (OpenAI's `metadata`, Gemini's display name): what a process that died between
+    /// sending a create and recording its answer looks for before creating again. `None`
+    /// when there is none — or when the provider keeps no label (Anthropic): then nothing
+    /// can tell.
+    ///
+    /// # Errors
+    ///
+    /// As any request to its provider.
+    pub async fn bulk_find(&self, submission: &Submission) -> Result<Option<RemoteBatch>> {
+        let finds = self
+            .router()
+            .adapter(&submission.provider)
+            .and_then(|a| a.bulk())
+            .is_some_and(BulkApi::finds_by_label);
+        if !finds {
+            return Ok(None);
+        }
+        let mut after = None;
+        // A page is 100 batches: the newest few hundred hold a batch created moments ago.
+        for _ in 0..10 {
+            let step = BulkStep::Find {
+                label: submission.label.clone(),
+                after: after.take(),
+            };
+            match self
+                .bulk_step(&submission.provider, &submission.model, step)
+                .await?
+            {
+                BulkReply::Found {
+                    batch: Some(status),
+                    ..
+                } => {
+                    return Ok(Some(RemoteBatch {
+                        provider: submission.provider.clone(),
+                        id: status.id,
+                        model: submission.model.clone(),
+                        label: submission.label.clone(),
+                        items: submission.items.clone(),
+                    }));
+                }
+                BulkReply::Found { next: Some(n), .. } => after = Some(n),
+                BulkReply::Found { next: None, .. } => return Ok(None),
+                _ => return Err(unexpected(&submission.provider, "a look for a batch")),
+            }
+        }
+        Ok(None)
+    }
+
     /// The remote batch's state now.
     ///
     /// # Errors

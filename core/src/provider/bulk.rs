@@ -110,6 +110,14 @@ pub enum BulkStep {
         /// The provider's id of the batch.
         id: String,
     },
+    /// Looks for the batch created with `label` among the provider's batches, one page at a
+    /// time: the create a process may have sent just before it died.
+    Find {
+        /// The label the create gave ([`BulkStep::Create`]).
+        label: String,
+        /// The page to read: `None` for the first, else the cursor the last page gave.
+        after: Option<String>,
+    },
 }
 
 /// What a create names as its input.
@@ -135,6 +143,13 @@ pub enum BulkReply {
     Status(BulkStatus),
     /// A document's bytes.
     Fetched(Vec<u8>),
+    /// One page of the provider's batches looked through for a label.
+    Found {
+        /// The batch with the label, if this page has it.
+        batch: Option<BulkStatus>,
+        /// The cursor of the next page, if there is one.
+        next: Option<String>,
+    },
 }
 
 /// Where a remote batch is.
@@ -238,6 +253,12 @@ pub trait BulkApi: Send + Sync + fmt::Debug {
 
     /// What one batch may hold.
     fn limits(&self) -> BulkLimits;
+
+    /// Whether the provider keeps a label with a batch that [`BulkStep::Find`] can look
+    /// for (OpenAI's `metadata`, Gemini's display name; Anthropic keeps none).
+    fn finds_by_label(&self) -> bool {
+        false
+    }
 
     /// Whether `id` may be sent as an item's id as it is (else it is mapped: an id is never
     /// refused for its characters).

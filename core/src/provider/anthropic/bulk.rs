@@ -184,7 +184,7 @@ impl BulkApi for Anthropic {
             BulkStep::Cancel { id } => {
                 HttpRequest::post_json(self.batches(&[id, "cancel"])?, &json!({}))?
             }
-            BulkStep::Upload { .. } | BulkStep::Create { .. } => {
+            BulkStep::Upload { .. } | BulkStep::Create { .. } | BulkStep::Find { .. } => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(

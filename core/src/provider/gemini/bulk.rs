@@ -83,6 +83,15 @@ struct Batch {
     response: Option<Value>,
 }
 
+/// `GET /batches`: a page of batches (long-running operations).
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    operations: Vec<Value>,
+    #[serde(default, rename = "nextPageToken")]
+    next: Option<String>,
+}
+
 #[derive(Deserialize)]
 struct Metadata {
     #[serde(default)]
@@ -194,6 +203,23 @@ impl BulkApi for Gemini {
                 HttpRequest::post_json(self.endpoint(model, "batchGenerateContent")?, &body)?
             }
             BulkStep::Poll { id } => HttpRequest::new(Method::GET, self.batch_url(id, "")?),
+            BulkStep::Find { after, .. } => {
+                let mut url = self.base_url.clone();
+                url.path_segments_mut()
+                    .map_err(|()| {
+                        Error::config(format!(
+                            "provider `{}`: base_url `{}` cannot carry a path",
+                            self.id, self.base_url
+                        ))
+                    })?
+                    .pop_if_empty()
+                    .push("batches");
+                url.query_pairs_mut().append_pair("pageSize", "100");
+                if let Some(after) = after {
+                    url.query_pairs_mut().append_pair("pageToken", after);
+                }
+                HttpRequest::new(Method::GET, url)
+            }
             BulkStep::Cancel { id } => {
                 HttpRequest::post_json(self.batch_url(id, ":cancel")?, &json!({}))?
             }
@@ -214,7 +240,32 @@ impl BulkApi for Gemini {
         Ok(http)
     }
 
-    fn reply(&self, _step: &BulkStep, raw: RawResponse) -> Result<BulkReply> {
+    fn finds_by_label(&self) -> bool {
+        true
+    }
+
+    fn reply(&self, step: &BulkStep, raw: RawResponse) -> Result<BulkReply> {
+        if let BulkStep::Find { label, .. } = step {
+            let page: Page = self.decode("the list of batches", &raw.body)?;
+            let next = page.next.filter(|n| !n.is_empty());
+            let Some(op) = page.operations.into_iter().find(|op| {
+                let m = &op["metadata"];
+                m["displayName"].as_str() == Some(label.as_str())
+                    || m["display_name"].as_str() == Some(label.as_str())
+            }) else {
+                return Ok(BulkReply::Found { batch: None, next });
+            };
+            let raw = RawResponse::new(200, raw.headers, bytes::Bytes::from(op.to_string()));
+            let BulkReply::Status(found) =
+                self.reply(&BulkStep::Poll { id: String::new() }, raw)?
+            else {
+                return Ok(BulkReply::Found { batch: None, next });
+            };
+            return Ok(BulkReply::Found {
+                batch: Some(found),
+                next,
+            });
+        }
         let b: Batch = self.decode("the batch", &raw.body)?;
         let named = b.metadata.as_ref().and_then(|m| m.state.as_deref());
         let mut st = match named.map(|s| (s, state(s))) {

@@ -81,6 +81,14 @@ pub(crate) fn step_request(
             endpoint(id, base, &["batches", batch, "cancel"])?,
             &json!({}),
         ),
+        BulkStep::Find { after, .. } => {
+            let mut url = endpoint(id, base, &["batches"])?;
+            url.query_pairs_mut().append_pair("limit", "100");
+            if let Some(after) = after {
+                url.query_pairs_mut().append_pair("after", after);
+            }
+            Ok(HttpRequest::new(Method::GET, url))
+        }
     }
 }
 
@@ -122,6 +130,27 @@ struct BatchObject {
     error_file_id: Option<String>,
     #[serde(default)]
     request_counts: Option<Counts>,
+}
+
+/// `GET /batches`: a page of batch objects
+/// (<https://platform.openai.com/docs/api-reference/batch/list>).
+#[derive(Deserialize)]
+struct BatchList {
+    #[serde(default)]
+    data: Vec<Listed>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    last_id: Option<String>,
+}
+
+/// A batch object in a list, with its metadata.
+#[derive(Deserialize)]
+struct Listed {
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, Value>>,
+    #[serde(flatten)]
+    batch: BatchObject,
 }
 
 #[derive(Deserialize)]
@@ -183,6 +212,21 @@ pub(crate) fn step_reply(id: &ProviderId, step: &BulkStep, raw: RawResponse) -> 
             Ok(BulkReply::Uploaded { file: f.id })
         }
         BulkStep::Fetch { .. } => Ok(BulkReply::Fetched(raw.body.to_vec())),
+        BulkStep::Find { label, .. } => {
+            let page: BatchList = decode(id, "the list of batches", &raw.body)?;
+            let next = if page.has_more { page.last_id } else { None };
+            let found = page.data.into_iter().find(|b| {
+                b.metadata
+                    .as_ref()
+                    .and_then(|m| m.get(LABEL_KEY))
+                    .and_then(Value::as_str)
+                    == Some(label.as_str())
+            });
+            Ok(BulkReply::Found {
+                batch: found.map(|b| status(id, b.batch)).transpose()?,
+                next,
+            })
+        }
         BulkStep::Create { .. } | BulkStep::Poll { .. } | BulkStep::Cancel { .. } => {
             let b: BatchObject = decode(id, "the batch object", &raw.body)?;
             Ok(BulkReply::Status(status(id, b)?))
@@ -322,6 +366,10 @@ impl BulkApi for OpenAi {
 
     fn fits_id(&self, id: &str) -> bool {
         plain_id(id)
+    }
+
+    fn finds_by_label(&self) -> bool {
+        true
     }
 
     fn request(&self, step: &BulkStep, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
