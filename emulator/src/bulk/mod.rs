@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::state::lock;
 use crate::text::mix;
 pub(crate) use timeline::{Phase, Progress, Timeline};
 
@@ -418,6 +417,12 @@ impl Store {
             };
         });
     }
+}
+
+/// A mutex's contents, a panic elsewhere notwithstanding (as `state::lock`, which imports
+/// this module, so it keeps its own copy).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

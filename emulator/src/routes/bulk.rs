@@ -10,15 +10,14 @@
 //! `bulk_openai.rs` (OpenAI and Azure: files and batches), `bulk_anthropic.rs` (Message
 //! Batches) and `bulk_gemini.rs` (`batchGenerateContent` operations).
 
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::http::{Method, StatusCode};
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{ApiError, Cx, Op, OpKind, Route, Usage, Wire, header};
+use super::{ApiError, Cx, Op, OpKind, Route, Usage, Wire};
 use crate::bulk::{BatchItemFault, Outcome};
-use crate::config::Kind;
 use crate::state::ProviderState;
 use crate::tools;
 
@@ -71,25 +70,11 @@ impl BulkRoute {
         }
     }
 
-    fn is_create(&self) -> bool {
+    pub(super) fn is_create(&self) -> bool {
         matches!(
             self,
             BulkRoute::OpenAiCreate | BulkRoute::AnthropicCreate | BulkRoute::GeminiCreate(_)
         )
-    }
-}
-
-/// The Batch API route a method and path (after the provider's prefix) name, for `kind`.
-pub(crate) fn route(kind: Kind, method: &Method, path: &str) -> Option<BulkRoute> {
-    match kind {
-        // OpenAI-compatible hosts (Groq's `/openai/v1/batches` is this under its prefix).
-        Kind::OpenAi => super::bulk_openai::route(method, path.strip_prefix("/v1")?),
-        // Azure's global batch: the same API under `/openai` with `?api-version=`
-        // (learn.microsoft.com/en-us/azure/ai-services/openai/how-to/batch).
-        Kind::Azure => super::bulk_openai::route(method, path.strip_prefix("/openai")?),
-        Kind::Anthropic => super::bulk_anthropic::route(method, path),
-        Kind::Gemini => super::bulk_gemini::route(method, path),
-        Kind::Bedrock | Kind::Vertex | Kind::Deepgram => None,
     }
 }
 
@@ -129,58 +114,6 @@ pub(super) struct BulkCx<'a> {
     /// `http://host/{prefix}`: where the provider's routes start, as the client reached
     /// them (Anthropic's `results_url` points back here).
     pub(super) root: String,
-}
-
-/// Answers a Batch API request of `p`; a refused create is counted in the batch log.
-pub(crate) async fn answer(
-    p: &ProviderState,
-    wire: &'static dyn Wire,
-    parts: &Parts,
-    cx: &Cx<'_>,
-    now: Instant,
-    route: BulkRoute,
-    body: Bytes,
-) -> Result<Reply, ApiError> {
-    let full = parts.uri.path();
-    let prefix = &full[..full.len().saturating_sub(cx.path.len())];
-    let host = header(parts, "host").unwrap_or("127.0.0.1");
-    let bx = BulkCx {
-        p,
-        wire,
-        parts,
-        cx,
-        now,
-        root: format!("http://{host}{prefix}"),
-    };
-    let create = route.is_create();
-    let out = match route {
-        BulkRoute::FileUpload => {
-            let form = super::body::parse_form(parts, body).await?;
-            super::bulk_openai::upload(&bx, &form)
-        }
-        BulkRoute::FileGet(id) => super::bulk_openai::file(&bx, &id),
-        BulkRoute::FileContent(id) => super::bulk_openai::content(&bx, &id),
-        BulkRoute::FileDelete(id) => super::bulk_openai::delete_file(&bx, &id),
-        BulkRoute::OpenAiCreate => super::bulk_openai::create(&bx, &body),
-        BulkRoute::OpenAiGet(id) => super::bulk_openai::get(&bx, &id),
-        BulkRoute::OpenAiList => super::bulk_openai::list(&bx),
-        BulkRoute::OpenAiCancel(id) => super::bulk_openai::cancel(&bx, &id),
-        BulkRoute::AnthropicCreate => super::bulk_anthropic::create(&bx, &body),
-        BulkRoute::AnthropicGet(id) => super::bulk_anthropic::get(&bx, &id),
-        BulkRoute::AnthropicList => super::bulk_anthropic::list(&bx),
-        BulkRoute::AnthropicResults(id) => super::bulk_anthropic::results(&bx, &id),
-        BulkRoute::AnthropicCancel(id) => super::bulk_anthropic::cancel(&bx, &id),
-        BulkRoute::AnthropicDelete(id) => super::bulk_anthropic::delete(&bx, &id),
-        BulkRoute::GeminiCreate(model) => super::bulk_gemini::create(&bx, &model, &body),
-        BulkRoute::GeminiGet(id) => super::bulk_gemini::get(&bx, &id),
-        BulkRoute::GeminiList => super::bulk_gemini::list(&bx),
-        BulkRoute::GeminiCancel(id) => super::bulk_gemini::cancel(&bx, &id),
-        BulkRoute::GeminiDelete(id) => super::bulk_gemini::delete(&bx, &id),
-    };
-    if create && out.is_err() {
-        p.bulk.with(|s| s.refused += 1);
-    }
-    out
 }
 
 /// One item answered.

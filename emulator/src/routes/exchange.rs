@@ -261,7 +261,7 @@ impl Ex<'_> {
 
 async fn run(x: &mut Ex<'_>, rest: &str, body: Body) -> Response {
     let Some(route) = x.wire.route(&x.parts.method, rest, x.parts.uri.query()) else {
-        return match super::bulk::route(x.p.cfg.kind, &x.parts.method, rest) {
+        return match super::bulk_dispatch::route(x.p.cfg.kind, &x.parts.method, rest) {
             Some(b) => bulk(x, b, body).await,
             None => x.fail(&ApiError::NotFound),
         };
@@ -351,7 +351,7 @@ async fn bulk(x: &mut Ex<'_>, route: super::bulk::BulkRoute, body: Body) -> Resp
         Ok(b) => b,
         Err(e) => return x.fail(&e),
     };
-    match super::bulk::answer(x.p, x.wire, x.parts, &x.cx, x.now, route, body).await {
+    match super::bulk_dispatch::answer(x.p, x.wire, x.parts, &x.cx, x.now, route, body).await {
         Ok(reply) => {
             x.rec.model = reply.model;
             let mut r = Response::new(Body::from(reply.body));

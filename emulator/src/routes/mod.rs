@@ -13,6 +13,7 @@ mod bedrock_invoke;
 mod body;
 mod bulk;
 mod bulk_anthropic;
+mod bulk_dispatch;
 mod bulk_gemini;
 mod bulk_openai;
 mod deepgram;
