@@ -27,7 +27,7 @@ use llm_failover_core::{Client, RequestOptions};
 use llm_failover_core::{Error, ErrorKind, Result};
 
 /// The job kind of a batch item.
-pub(crate) const CHAT_KIND: &str = "chat";
+use crate::job::CHAT_KIND;
 
 /// Items enqueued per transaction.
 const ENQUEUE_CHUNK: usize = 1_000;
@@ -209,7 +209,7 @@ impl QueuedJob {
 
     /// The item id a [`job_id`](Self::job_id) stands for (the text before its last `#`).
     pub fn item_id(job_id: &str) -> &str {
-        job_id.rsplit_once('#').map_or(job_id, |(id, _)| id)
+        crate::job::item_id(job_id)
     }
 
     /// The results file `output` resolves to (a symbolic link is followed), once it is known

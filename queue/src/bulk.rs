@@ -143,7 +143,7 @@ pub(crate) async fn set_aside(
     let mut items = Vec::new();
     let mut back = Vec::new();
     for job in claimed {
-        let request = (job.kind == crate::batch::CHAT_KIND)
+        let request = (job.kind == crate::job::CHAT_KIND)
             .then(|| serde_json::from_str::<BatchRequest>(&job.payload).ok())
             .flatten();
         match request {
@@ -358,7 +358,7 @@ impl Handler for Poll {
                     let usage = response.usage.unwrap_or_default();
                     let mut answer = Answer::from_response(*response, latency);
                     answer.lane = Lane::ProviderBatch;
-                    let line = ItemOutcome::ok(crate::QueuedJob::item_id(id), answer)
+                    let line = ItemOutcome::ok(crate::job::item_id(id), answer)
                         .to_json_line()
                         .trim_end()
                         .to_owned();

@@ -476,3 +476,12 @@ impl QueueStats {
         (answered > 0).then(|| self.done as f64 / answered as f64)
     }
 }
+
+/// The job kind of a batch item (a chat or an embedding request).
+pub(crate) const CHAT_KIND: &str = "chat";
+
+/// The item id a batch item's job id stands for (the text before its last `#`; see
+/// `QueuedJob::job_id`).
+pub(crate) fn item_id(job_id: &str) -> &str {
+    job_id.rsplit_once('#').map_or(job_id, |(id, _)| id)
+}
