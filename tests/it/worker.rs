@@ -348,11 +348,28 @@ async fn an_outage_longer_than_the_deadline_leaves_jobs_waiting_and_the_same_run
     let seen = outage.seen.lock().unwrap().clone();
     let down: Vec<_> = seen.iter().filter(|(_, status)| *status == 503).collect();
     assert!(down.iter().all(|(t, _)| *t >= from && *t < to));
-    // The requests in flight when it went down (16 at most), then one probe per breaker
-    // cooldown (5 s doubling to the default cap of 30 s: 5, 15, 35, 65, 95, …, 215 — at most
-    // 9 in 240 s).
-    let probes = down.iter().filter(|(t, _)| *t > from).count();
+    // The requests sent before the breaker opened — those in flight when it went down, and
+    // those first contact held (the provider states no limit) until the first answer, sent
+    // within the first backoff (16 at most) — then one probe per breaker cooldown (5 s
+    // doubling to the default cap of 30 s: 5, 15, 35, 65, 95, …, 215 — at most 9 in 240 s).
+    // A request held across the breaker's opening looks at it again before it goes: no
+    // second probe in a cooldown.
+    let probes = down
+        .iter()
+        .filter(|(t, _)| *t > from + Duration::from_secs(1))
+        .count();
     assert!(probes <= 9, "{probes} probes during the outage: {down:?}");
+    let later: Vec<Duration> = down
+        .iter()
+        .map(|(t, _)| *t)
+        .filter(|t| *t > from + Duration::from_secs(1))
+        .collect();
+    for pair in later.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_secs(5),
+            "two probes within a cooldown: {down:?}"
+        );
+    }
     assert!(
         down.len() <= 16 + 9,
         "{} requests during the outage: {down:?}",

@@ -141,6 +141,16 @@ impl Contact {
     fn is_over(&self) -> bool {
         *self == Contact::Over
     }
+
+    /// Whether one more request may go now (without counting it).
+    fn has_room(&self) -> bool {
+        match self {
+            Contact::Opening {
+                window, in_flight, ..
+            } => in_flight < window,
+            Contact::Over => true,
+        }
+    }
 }
 
 /// One key's contact and the requests waiting on it.
@@ -171,6 +181,10 @@ pub(crate) enum Entered {
     Place(ContactPlace),
     /// No place came free before the time given.
     Held,
+    /// It waited, and a place came free (or contact ended): the caller looks again at
+    /// whether the provider may still be sent to — its breaker may have opened while it
+    /// waited — then enters again. No place is taken.
+    Waited,
 }
 
 impl Contacts {
@@ -200,26 +214,33 @@ impl Contacts {
                 }
             }
         };
+        let mut waited = false;
         loop {
             // Registered before the look, so that an answer between the two is not missed.
             let mut changed = pin!(shared.changed.notified());
             changed.as_mut().enable();
-            let (admitted, over) = shared.with(|c| (c.admit(), c.is_over()));
-            if over {
-                return Entered::Known;
-            }
-            if admitted {
-                return Entered::Place(ContactPlace {
-                    shared: shared.clone(),
-                    heard: AtomicBool::new(false),
-                });
+            if waited {
+                if shared.with(|c| c.is_over() || c.has_room()) {
+                    return Entered::Waited;
+                }
+            } else {
+                let (admitted, over) = shared.with(|c| (c.admit(), c.is_over()));
+                if over {
+                    return Entered::Known;
+                }
+                if admitted {
+                    return Entered::Place(ContactPlace {
+                        shared: shared.clone(),
+                        heard: AtomicBool::new(false),
+                    });
+                }
             }
             if clock.now() >= until {
                 return Entered::Held;
             }
             tokio::select! {
                 biased;
-                () = changed => {}
+                () = changed => waited = true,
                 () = clock.wait_for_time(until) => return Entered::Held,
             }
         }
@@ -357,8 +378,14 @@ mod tests {
         let answered = Instant::now();
         drop(first);
         let (e, at) = waiting.await.unwrap();
-        assert!(matches!(e, Entered::Known), "{e:?}");
+        // It waited: it is told to look again (the provider's breaker may have opened
+        // meanwhile) at the answer, not at a poll; then it goes.
+        assert!(matches!(e, Entered::Waited), "{e:?}");
         assert_eq!(at, answered, "it went at the answer, not at a poll");
+        let e = contacts
+            .enter(&key(), &Limits::none(), &TokioClock, far)
+            .await;
+        assert!(matches!(e, Entered::Known), "{e:?}");
         // Configured limits are never held.
         let configured = Limits::none().with_rpm(5);
         let k = LimitKey::new(ProviderId::new("q"), "m");

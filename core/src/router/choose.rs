@@ -201,36 +201,46 @@ impl Router {
         patience: Patience,
         survey: &mut Survey,
     ) -> Result<Option<Ticket<'r>>> {
-        match self.look(job, run, slot, now) {
-            Look::Ready(c) => {
-                // A key whose limits are not yet known takes its first requests one by one.
-                let (contact, now) = match self
-                    .limiter
-                    .enter(&c.key, &c.limits, now + patience.max_wait)
-                    .await
-                {
-                    Entered::Known => (None, now),
-                    Entered::Place(p) => (Some(p), self.clock.now().max(now)),
-                    Entered::Held => {
-                        let at = self.clock.now();
-                        self.release(run, c.slot, c.verdict, at);
-                        survey.sooner(at);
-                        return Ok(None);
+        let until = now + patience.max_wait;
+        let mut now = now;
+        loop {
+            match self.look(job, run, slot, now) {
+                Look::Ready(c) => {
+                    // A key whose limits are not yet known takes its first requests one by one.
+                    let (contact, now) = match self.limiter.enter(&c.key, &c.limits, until).await {
+                        Entered::Known => (None, now),
+                        Entered::Place(p) => (Some(p), self.clock.now().max(now)),
+                        Entered::Held => {
+                            let at = self.clock.now();
+                            self.release(run, c.slot, c.verdict, at);
+                            survey.sooner(at);
+                            return Ok(None);
+                        }
+                        // It waited for a place, and one came free: the breaker's verdict it
+                        // holds is from before the wait (the provider may have been closed
+                        // since: a request held at an outage's start must not go as a second
+                        // probe), so it is given back and this provider looked at again.
+                        Entered::Waited => {
+                            let at = self.clock.now().max(now);
+                            self.release(run, c.slot, c.verdict, at);
+                            now = at;
+                            continue;
+                        }
+                    };
+                    if self.limiter.admits_freely(&c.key, &c.limits) {
+                        return Ok(Some(c.into_ticket(Duration::ZERO, now, None, contact)));
                     }
-                };
-                if self.limiter.admits_freely(&c.key, &c.limits) {
-                    return Ok(Some(c.into_ticket(Duration::ZERO, now, None, contact)));
+                    return Box::pin(self.admit(run, c, now, patience, survey, contact)).await;
                 }
-                Box::pin(self.admit(run, c, now, patience, survey, contact)).await
-            }
-            Look::Skip(until) => {
-                survey.sooner(until);
-                survey.reopens = Some(survey.reopens.map_or(until, |r| r.min(until)));
-                Ok(None)
-            }
-            Look::Never(e) => {
-                survey.never.get_or_insert(e);
-                Ok(None)
+                Look::Skip(until) => {
+                    survey.sooner(until);
+                    survey.reopens = Some(survey.reopens.map_or(until, |r| r.min(until)));
+                    return Ok(None);
+                }
+                Look::Never(e) => {
+                    survey.never.get_or_insert(e);
+                    return Ok(None);
+                }
             }
         }
     }
