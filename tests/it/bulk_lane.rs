@@ -4,8 +4,8 @@
 //! clock shared by the client, the worker and the emulator — nothing sleeps.
 //!
 //! The emulator's Batch APIs are checked against the providers' SDKs in `emulator_bulk`;
-//! here our side speaks them: OpenAI's files and batches, Anthropic's Message Batches,
-//! Gemini's `batchGenerateContent`, results read out of order.
+//! here our side speaks them: OpenAI's files and batches (and Azure's global batch),
+//! Anthropic's Message Batches, Gemini's `batchGenerateContent`, results read out of order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use llm_failover::bulk::BulkItem;
 use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::provider::Provider;
 use llm_failover::provider::anthropic::Anthropic;
+use llm_failover::provider::azure::Azure;
 use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
@@ -63,6 +64,7 @@ async fn emulator(kind: &str, clock: &ManualClock) -> Emulator {
         "openai" => b.openai("p"),
         "anthropic" => b.anthropic("p"),
         "gemini" => b.gemini("p"),
+        "azure" => b.azure("p"),
         other => panic!("{other}"),
     };
     let emu = b.start().await.unwrap();
@@ -86,6 +88,9 @@ fn client(kind: &str, emu: &Emulator, clock: &ManualClock) -> Client {
         "gemini" => Arc::new(
             Gemini::new(id, format!("{base}/v1beta").parse().unwrap())
                 .with_model("gemini-2.5-flash"),
+        ),
+        "azure" => Arc::new(
+            Azure::new(id, base.parse().unwrap(), "2024-10-21").with_chat_model("global-batch"),
         ),
         other => panic!("{other}"),
     };
@@ -160,7 +165,7 @@ async fn run(kind: &str, lane: LaneChoice, dir: &Dir) -> (BTreeMap<String, Value
 #[tokio::test]
 async fn the_demo_batch_through_each_providers_batch_api_answers_what_the_live_lane_does() {
     let dir = Dir::new("demo");
-    for kind in ["openai", "anthropic", "gemini"] {
+    for kind in ["openai", "anthropic", "gemini", "azure"] {
         let (live, _) = run(kind, LaneChoice::Live, &dir).await;
         let (bulk, emu) = run(kind, LaneChoice::ProviderBatch, &dir).await;
         assert_eq!(
@@ -220,7 +225,7 @@ async fn custom_id(client: &Client, input: &Path, id: &str) -> String {
 #[tokio::test]
 async fn a_retryable_line_goes_live_in_the_same_run_and_a_terminal_one_fails() {
     let dir = Dir::new("lines");
-    for kind in ["openai", "anthropic", "gemini"] {
+    for kind in ["openai", "anthropic", "gemini", "azure"] {
         let clock = ManualClock::new();
         let emu = emulator(kind, &clock).await;
         let client = client(kind, &emu, &clock);

@@ -398,6 +398,12 @@ impl Provider for Azure {
         chat_result(&self.id, &raw, model, self.request_id(&raw.headers))
     }
 
+    /// Azure OpenAI's global batch ([`bulk`](crate::provider::bulk)): OpenAI's Batch API
+    /// under `/openai` with the api-version.
+    fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
+        Some(self)
+    }
+
     fn stream_decoder(&self, _model: &str) -> Box<dyn StreamDecoder> {
         Box::new(ChunkDecoder::new(self.id.clone()))
     }
@@ -461,6 +467,68 @@ impl Provider for Azure {
             .map(str::trim)
             .filter(|v| !v.is_empty())
             .map(str::to_owned)
+    }
+}
+
+/// Azure OpenAI's global batch (<https://learn.microsoft.com/en-us/azure/ai-services/openai/how-to/batch>):
+/// OpenAI's Batch API under `{resource}/openai/…?api-version=` with the `api-key` header;
+/// each line's `url` is `/chat/completions` and its `model` the global-batch deployment (the
+/// body's `model`, as the live lane sends it); at most 100,000 requests and 200 MB per file.
+impl crate::provider::bulk::BulkApi for Azure {
+    fn shape(&self) -> crate::provider::bulk::BulkShape {
+        crate::provider::bulk::BulkShape::File
+    }
+
+    fn limits(&self) -> crate::provider::bulk::BulkLimits {
+        crate::provider::bulk::BulkLimits::new(100_000, 200 * 1024 * 1024)
+    }
+
+    fn fits_id(&self, id: &str) -> bool {
+        super::openai::bulk::plain_id(id)
+    }
+
+    fn finds_by_label(&self) -> bool {
+        true
+    }
+
+    fn request(
+        &self,
+        step: &crate::provider::bulk::BulkStep,
+        ctx: &RequestContext<'_>,
+    ) -> Result<HttpRequest> {
+        let url = |segments: &[&str]| -> Result<Url> {
+            let mut path = vec!["openai"];
+            path.extend_from_slice(segments);
+            let mut url = endpoint(&self.id, &self.base_url, &path)?;
+            url.query_pairs_mut()
+                .append_pair("api-version", &self.api_version);
+            Ok(url)
+        };
+        let http = super::openai::bulk::step_request(
+            &self.id,
+            &url,
+            step,
+            "/chat/completions",
+            "/chat/completions",
+        )?;
+        self.api_key(http, ctx)
+    }
+
+    fn reply(
+        &self,
+        step: &crate::provider::bulk::BulkStep,
+        raw: RawResponse,
+    ) -> Result<crate::provider::bulk::BulkReply> {
+        super::openai::bulk::step_reply(&self.id, step, raw)
+    }
+
+    fn answers(
+        &self,
+        _status: &crate::provider::bulk::BulkStatus,
+        fetched: &[Vec<u8>],
+        _submitted: &[String],
+    ) -> Result<Vec<(String, crate::provider::bulk::ItemAnswer)>> {
+        super::openai::bulk::file_answers(&self.id, fetched)
     }
 }
 

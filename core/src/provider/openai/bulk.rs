@@ -34,10 +34,12 @@ const LINE_URL: &str = "/v1/chat/completions";
 /// The key of the label in a batch's `metadata`.
 pub(crate) const LABEL_KEY: &str = "llm_failover";
 
-/// Builds the request of a step against `base` (the provider's base URL, `…/v1`).
+/// Builds the request of a step; `url` makes the URL of the API's path segments (`files`,
+/// `batches/{id}`…) for the host: OpenAI's `{base}/…`, Azure's `{base}/openai/…?api-version=`.
+/// `line_url` is each line's `url`, `endpoint_name` the create's `endpoint`.
 pub(crate) fn step_request(
     id: &ProviderId,
-    base: &url::Url,
+    url: &dyn Fn(&[&str]) -> Result<url::Url>,
     step: &BulkStep,
     line_url: &str,
     endpoint_name: &str,
@@ -45,7 +47,7 @@ pub(crate) fn step_request(
     match step {
         BulkStep::Upload { lines } => {
             let jsonl = jsonl(lines, line_url)?;
-            let mut http = HttpRequest::new(Method::POST, endpoint(id, base, &["files"])?);
+            let mut http = HttpRequest::new(Method::POST, url(&["files"])?);
             http.body = Body::Multipart(vec![
                 FormPart::text("purpose", "batch"),
                 FormPart::file("file", jsonl, "batch.jsonl", "application/jsonl"),
@@ -60,7 +62,7 @@ pub(crate) fn step_request(
                 ));
             };
             HttpRequest::post_json(
-                endpoint(id, base, &["batches"])?,
+                url(&["batches"])?,
                 &json!({
                     "input_file_id": file,
                     "endpoint": endpoint_name,
@@ -69,20 +71,18 @@ pub(crate) fn step_request(
                 }),
             )
         }
-        BulkStep::Poll { id: batch } => Ok(HttpRequest::new(
-            Method::GET,
-            endpoint(id, base, &["batches", batch])?,
-        )),
+        BulkStep::Poll { id: batch } => {
+            Ok(HttpRequest::new(Method::GET, url(&["batches", batch])?))
+        }
         BulkStep::Fetch { what } => Ok(HttpRequest::new(
             Method::GET,
-            endpoint(id, base, &["files", what, "content"])?,
+            url(&["files", what, "content"])?,
         )),
-        BulkStep::Cancel { id: batch } => HttpRequest::post_json(
-            endpoint(id, base, &["batches", batch, "cancel"])?,
-            &json!({}),
-        ),
+        BulkStep::Cancel { id: batch } => {
+            HttpRequest::post_json(url(&["batches", batch, "cancel"])?, &json!({}))
+        }
         BulkStep::Find { after, .. } => {
-            let mut url = endpoint(id, base, &["batches"])?;
+            let mut url = url(&["batches"])?;
             url.query_pairs_mut().append_pair("limit", "100");
             if let Some(after) = after {
                 url.query_pairs_mut().append_pair("after", after);
@@ -373,7 +373,8 @@ impl BulkApi for OpenAi {
     }
 
     fn request(&self, step: &BulkStep, ctx: &RequestContext<'_>) -> Result<HttpRequest> {
-        let http = step_request(&self.id, &self.base_url, step, LINE_URL, LINE_URL)?;
+        let url = |segments: &[&str]| endpoint(&self.id, &self.base_url, segments);
+        let http = step_request(&self.id, &url, step, LINE_URL, LINE_URL)?;
         self.bearer(http, ctx)
     }
 
@@ -414,14 +415,9 @@ mod tests {
             BulkLine::new("q1", json!({"model": "gpt-4o-mini", "messages": []})),
             BulkLine::new("q2", json!({"model": "gpt-4o-mini", "messages": []})),
         ];
-        let http = step_request(
-            &id(),
-            &base(),
-            &BulkStep::Upload { lines },
-            LINE_URL,
-            LINE_URL,
-        )
-        .unwrap();
+        let url = |segments: &[&str]| endpoint(&id(), &base(), segments);
+        let http =
+            step_request(&id(), &url, &BulkStep::Upload { lines }, LINE_URL, LINE_URL).unwrap();
         assert_eq!(http.url.as_str(), "https://api.openai.com/v1/files");
         let Body::Multipart(parts) = &http.body else {
             panic!("{:?}", http.body)
