@@ -20,8 +20,8 @@
 //!    (so a terminal 400 is terminal and an overloaded line retryable, as live), or not run
 //!    (expired, cancelled, missing from the results).
 //!
-//! Providers with a Batch API: OpenAI and every host of its shape (`kind = "openai"`),
-//! Anthropic, Gemini ([`Provider::bulk`](crate::provider::Provider::bulk)).
+//! Providers with a Batch API: OpenAI and every host of its shape (`kind = "openai"`), Azure
+//! OpenAI (global batch), Anthropic, Gemini ([`Provider::bulk`]).
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -281,7 +281,8 @@ impl Provider for Anthropic {
         Box::new(stream::Decoder::new(&self.id, model))
     }
 
-    /// Anthropic's Message Batches ([`bulk`]): the requests inline in the create.
+    /// Anthropic's Message Batches ([`bulk`](crate::provider::bulk)): the requests inline in the
+    /// create.
     fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
         Some(self)
     }

@@ -302,7 +302,8 @@ impl Provider for Gemini {
         Box::new(stream::Decoder::new(&self.id, model))
     }
 
-    /// Gemini's batch mode ([`bulk`]): the requests inline, the responses inline.
+    /// Gemini's batch mode ([`bulk`](crate::provider::bulk)): the requests inline, the
+    /// responses inline.
     fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
         Some(self)
     }

@@ -441,7 +441,8 @@ impl Provider for OpenAi {
         embedding_result(&self.id, &raw, model, self.request_id(&raw.headers))
     }
 
-    /// OpenAI's Batch API ([`bulk`]): a file uploaded, a batch created on it.
+    /// OpenAI's Batch API ([`bulk`](crate::provider::bulk)): a file uploaded, a batch
+    /// created on it.
     fn bulk(&self) -> Option<&dyn crate::provider::bulk::BulkApi> {
         Some(self)
     }
