@@ -22,7 +22,7 @@ use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
 use llm_failover_emulator::{BatchItemFault, BatchTiming, Emulator, TimeSource};
-use llm_failover_queue::{LaneChoice, Queue, QueuedJob};
+use llm_failover_queue::{LaneChoice, Queue, QueuedJob, QueuedReport};
 use serde_json::Value;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -196,6 +196,25 @@ async fn the_demo_batch_through_each_providers_batch_api_answers_what_the_live_l
     }
 }
 
+/// `input` through `kind`'s Batch API on a queue of its own in `dir`: the report (nothing
+/// left pending) and the results file.
+async fn through_batch(
+    kind: &str,
+    dir: &Dir,
+    client: &Client,
+    input: &Path,
+) -> (QueuedReport, BTreeMap<String, Value>) {
+    let spec = format!("sqlite:{}", dir.path(&format!("{kind}.sqlite")).display());
+    let output = dir.path(&format!("{kind}-out.jsonl"));
+    let report = QueuedJob::new(input, &output, Queue::open(&spec).await.unwrap())
+        .lane(LaneChoice::ProviderBatch)
+        .run(client, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(report.pending, 0, "{kind}: {report:?}");
+    (report, results(&output))
+}
+
 /// The id the provider files item `id` of `input` under: its queue job id (the id and a
 /// hash of its request), mapped where the provider's rule refuses it (Anthropic: no `#`).
 async fn custom_id(client: &Client, input: &Path, id: &str) -> String {
@@ -240,20 +259,7 @@ async fn a_retryable_line_goes_live_in_the_same_run_and_a_terminal_one_fails() {
         let c = custom_id(&client, &input, "c").await;
         emu.fail_batch_item("p", &b, BatchItemFault::ServerError);
         emu.fail_batch_item("p", &c, BatchItemFault::InvalidRequest);
-        let queue = Queue::open(&format!(
-            "sqlite:{}",
-            dir.path(&format!("{kind}.sqlite")).display()
-        ))
-        .await
-        .unwrap();
-        let output = dir.path(&format!("{kind}-out.jsonl"));
-        let report = QueuedJob::new(&input, &output, queue)
-            .lane(LaneChoice::ProviderBatch)
-            .run(&client, &Stop::new())
-            .await
-            .unwrap();
-        let got = results(&output);
-        assert_eq!(report.pending, 0, "{kind}: {report:?}");
+        let (_, got) = through_batch(kind, &dir, &client, &input).await;
         assert_eq!(got["a"]["lane"], "provider-batch", "{kind}: {}", got["a"]);
         assert_eq!(got["b"]["ok"], true, "{kind}: {}", got["b"]);
         assert_eq!(got["b"]["lane"], "live", "{kind}: the 500 line went live");
@@ -404,20 +410,7 @@ async fn items_a_batch_expired_are_answered_live_in_the_same_run() {
                 .with_window(6 * MINUTE),
         );
         let client = client(kind, &emu, &clock);
-        let queue = Queue::open(&format!(
-            "sqlite:{}",
-            dir.path(&format!("{kind}.sqlite")).display()
-        ))
-        .await
-        .unwrap();
-        let output = dir.path(&format!("{kind}-out.jsonl"));
-        let report = QueuedJob::new(&input, &output, queue)
-            .lane(LaneChoice::ProviderBatch)
-            .run(&client, &Stop::new())
-            .await
-            .unwrap();
-        assert_eq!(report.pending, 0, "{kind}: {report:?}");
-        let got = results(&output);
+        let (report, got) = through_batch(kind, &dir, &client, &input).await;
         assert_eq!(got.len(), 20, "{kind}");
         assert!(got.values().all(|l| l["ok"] == true), "{kind}: {got:?}");
         let by_lane = |lane: &str| got.values().filter(|l| l["lane"] == lane).count();
