@@ -22,8 +22,11 @@
 //! Held requests wait for an answer, through the injected clock, as long as the router lets
 //! them wait for a provider (`spill_after` in its first pass): a primary whose first answer
 //! comes back within that keeps them; one that does not lets them spill over, as a busy one
-//! would. The state is this process's own: with a shared store, each process's first burst
-//! is one request.
+//! would. A held request that a freed place wakes takes no place at once: it is told it
+//! waited (`Entered::Waited`), and the router looks at the provider's breaker again before
+//! it enters anew — what it had seen was from before the wait, and the provider may have been
+//! closed meanwhile. The state is this process's own: with a shared store, each process's
+//! first burst is one request.
 
 use std::collections::HashMap;
 use std::fmt;
