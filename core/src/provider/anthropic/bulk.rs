@@ -95,8 +95,6 @@ struct MessageBatch {
     request_counts: Option<Counts>,
     #[serde(default)]
     results_url: Option<String>,
-    #[serde(default)]
-    cancel_initiated_at: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -223,7 +221,6 @@ impl BulkApi for Anthropic {
                 .with_provider(self.id.clone()));
             }
         };
-        let _ = b.cancel_initiated_at;
         let mut s = BulkStatus::new(b.id, state);
         if let Some(c) = b.request_counts {
             s.succeeded = c.succeeded;
