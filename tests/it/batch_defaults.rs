@@ -24,7 +24,7 @@ use llm_failover_queue::{QueuedJob, QueuedReport};
 use serde_json::json;
 
 use crate::support::examples::{
-    FLEETS, Served, TempDir, batch_bin, output_within, real_now, results, still_ours,
+    FLEETS, Served, TempDir, batch_bin, kill_when, output_within, real_now, results,
     write_one_provider_config,
 };
 use crate::support::postgres::PgServer;
@@ -179,7 +179,7 @@ fn reruns_and_a_kill_mid_run_leave_exactly_one_line_per_input_line() {
     // A run killed with SIGKILL once some items are done, then the same command again.
     let output = dir.path("killed.jsonl");
     let queue = dir.path("killed.jsonl.queue.sqlite");
-    let mut child = Command::new(batch_bin())
+    let child = Command::new(batch_bin())
         .args(demo_run(&output))
         .current_dir(dir.root())
         .env_remove("RUST_LOG")
@@ -190,10 +190,7 @@ fn reruns_and_a_kill_mid_run_leave_exactly_one_line_per_input_line() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let started = real_now();
-    loop {
-        assert!(started.elapsed() < RUN_LIMIT, "no item was done in time");
+    kill_when(child, RUN_LIMIT, "20 items done", |rt| {
         let done = rt.block_on(async {
             let q = Queue::open(&format!("sqlite:{}", queue.display()))
                 .await
@@ -203,18 +200,8 @@ fn reruns_and_a_kill_mid_run_leave_exactly_one_line_per_input_line() {
                 .ok()
                 .map(|s| s.done)
         });
-        if done.is_some_and(|d| d >= 20) {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "it ended before the kill"
-        );
-        rt.block_on(TokioClock.sleep_until(TokioClock.now() + Duration::from_millis(50)));
-    }
-    assert!(still_ours(child.id(), batch_bin().as_os_str()));
-    child.kill().unwrap();
-    child.wait().unwrap();
+        done.is_some_and(|d| d >= 20)
+    });
     let (code, stderr, _) = run(&dir, &demo_run(&output));
     assert_eq!(code, Some(0), "after the kill:\n{stderr}");
     assert_eq!(results(&output).len(), want, "after the kill:\n{stderr}");

@@ -23,32 +23,15 @@ use llm_failover::provider::openai::OpenAi;
 use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
 use llm_failover_emulator::{BatchItemFault, BatchTiming, Emulator, TimeSource};
 use llm_failover_queue::{LaneChoice, Queue, QueuedJob, QueuedReport};
+
+use crate::support::examples::TempDir;
 use serde_json::Value;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "llm-failover-bulk-lane-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A directory of the test's own under the system's temporary one.
+fn dir(name: &str) -> TempDir {
+    TempDir::new("bulk-lane", name)
 }
 
 fn demo() -> PathBuf {
@@ -119,7 +102,7 @@ fn results(path: &Path) -> BTreeMap<String, Value> {
     out
 }
 
-async fn run(kind: &str, lane: LaneChoice, dir: &Dir) -> (BTreeMap<String, Value>, Emulator) {
+async fn run(kind: &str, lane: LaneChoice, dir: &TempDir) -> (BTreeMap<String, Value>, Emulator) {
     let clock = ManualClock::new();
     let emu = emulator(kind, &clock).await;
     let client = client(kind, &emu, &clock);
@@ -164,7 +147,7 @@ async fn run(kind: &str, lane: LaneChoice, dir: &Dir) -> (BTreeMap<String, Value
 /// the same bad lines fail the same way; one remote batch created, polled until it ended.
 #[tokio::test]
 async fn the_demo_batch_through_each_providers_batch_api_answers_what_the_live_lane_does() {
-    let dir = Dir::new("demo");
+    let dir = dir("demo");
     for kind in ["openai", "anthropic", "gemini", "azure"] {
         let (live, _) = run(kind, LaneChoice::Live, &dir).await;
         let (bulk, emu) = run(kind, LaneChoice::ProviderBatch, &dir).await;
@@ -200,7 +183,7 @@ async fn the_demo_batch_through_each_providers_batch_api_answers_what_the_live_l
 /// left pending) and the results file.
 async fn through_batch(
     kind: &str,
-    dir: &Dir,
+    dir: &TempDir,
     client: &Client,
     input: &Path,
 ) -> (QueuedReport, BTreeMap<String, Value>) {
@@ -243,7 +226,7 @@ async fn custom_id(client: &Client, input: &Path, id: &str) -> String {
 /// sent again.
 #[tokio::test]
 async fn a_retryable_line_goes_live_in_the_same_run_and_a_terminal_one_fails() {
-    let dir = Dir::new("lines");
+    let dir = dir("lines");
     for kind in ["openai", "anthropic", "gemini", "azure"] {
         let clock = ManualClock::new();
         let emu = emulator(kind, &clock).await;
@@ -285,8 +268,7 @@ fn a_kill_after_the_create_resumes_polling_the_same_batch_and_answers_each_item_
     use std::sync::PoisonError;
 
     use crate::support::examples::{
-        FLEETS, Served, TempDir, batch_bin, output_within, real_now, still_ours,
-        write_one_provider_config,
+        FLEETS, Served, batch_bin, kill_when, output_within, write_one_provider_config,
     };
 
     const KEY_VAR: &str = "BULK_LANE_EMU_KEY";
@@ -300,7 +282,7 @@ fn a_kill_after_the_create_resumes_polling_the_same_batch_and_answers_each_item_
     );
     let emu = &served.emu;
     emu.set_batch_timing("openai", BatchTiming::new(Duration::from_secs(4)));
-    let dir = TempDir::new("bulk-lane", "kill");
+    let dir = dir("kill");
     let config = dir.path("providers.toml");
     write_one_provider_config(&config, "only", "openai", &emu.base_url("openai"), KEY_VAR);
     let input = dir.path("in.jsonl");
@@ -333,45 +315,32 @@ fn a_kill_after_the_create_resumes_polling_the_same_batch_and_answers_each_item_
         c
     };
 
-    let mut child = command()
+    let child = command()
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let started = real_now();
-    // The batch is recorded once its poll job is in the queue.
-    loop {
-        assert!(started.elapsed() < LIMIT, "the batch was never recorded");
-        let polling = rt.block_on(async {
+    // The batch is recorded once its poll job is in the queue; it has not ended then.
+    kill_when(child, LIMIT, "the batch recorded", |rt| {
+        let recorded = rt.block_on(async {
             let q = Queue::open(&format!("sqlite:{}", queue_file.display()))
                 .await
                 .ok()?;
             let kinds = q.unsettled_by_kind().await.ok()?;
             Some(kinds.iter().any(|(k, n)| k == "bulk-poll" && *n > 0))
         });
-        if polling == Some(true) {
-            break;
+        if recorded != Some(true) {
+            return false;
         }
+        let log = emu.batch_log("openai");
+        assert_eq!(log.creates, 1, "{log:?}");
         assert!(
-            child.try_wait().unwrap().is_none(),
-            "it ended before the kill"
+            !log.batches[0].status.contains("completed"),
+            "the batch ended before the kill: {log:?}"
         );
-        rt.block_on(
-            llm_failover::clock::TokioClock
-                .sleep_until(llm_failover::clock::TokioClock.now() + Duration::from_millis(20)),
-        );
-    }
-    let log = emu.batch_log("openai");
-    assert_eq!(log.creates, 1, "{log:?}");
-    assert!(
-        !log.batches[0].status.contains("completed"),
-        "the batch ended before the kill: {log:?}"
-    );
-    assert!(still_ours(child.id(), batch_bin().as_os_str()));
-    child.kill().unwrap();
-    child.wait().unwrap();
+        true
+    });
 
     let out = output_within(command(), LIMIT, "the rerun");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -393,7 +362,7 @@ fn a_kill_after_the_create_resumes_polling_the_same_batch_and_answers_each_item_
 /// of an expired batch: all of it goes live).
 #[tokio::test]
 async fn items_a_batch_expired_are_answered_live_in_the_same_run() {
-    let dir = Dir::new("expiry");
+    let dir = dir("expiry");
     let input = dir.path("in.jsonl");
     let lines: Vec<String> = (0..20)
         .map(|i| format!("{{\"id\": \"e{i}\", \"prompt\": \"question {i}\"}}"))
@@ -436,7 +405,7 @@ async fn items_a_batch_expired_are_answered_live_in_the_same_run() {
 /// ends — no create refused twice — and every item is answered by the provider's batch.
 #[tokio::test]
 async fn a_batch_over_the_enqueued_token_limit_goes_in_pieces_as_earlier_ones_end() {
-    let dir = Dir::new("enqueued");
+    let dir = dir("enqueued");
     let input = dir.path("in.jsonl");
     let lines: Vec<String> = (0..2_000)
         .map(|i| {
@@ -530,7 +499,7 @@ async fn a_batch_over_the_enqueued_token_limit_goes_in_pieces_as_earlier_ones_en
 /// one create, every item answered once.
 #[tokio::test]
 async fn an_abort_cancels_the_remote_batch_and_the_rerun_keeps_what_it_answered() {
-    let dir = Dir::new("cancel");
+    let dir = dir("cancel");
     let input = dir.path("in.jsonl");
     let lines: Vec<String> = (0..40)
         .map(|i| format!("{{\"id\": \"c{i}\", \"prompt\": \"question {i}\"}}"))

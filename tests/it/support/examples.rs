@@ -229,6 +229,32 @@ pub fn real_now() -> std::time::Instant {
     std::time::Instant::now()
 }
 
+/// Kills `child` (SIGKILL, a crash) once `ready` says the state the test waits for is
+/// reached: looked at every 20 ms while the child still runs, for at most `limit` (the wait
+/// is for another process, not for logic). `what` names the state in a failure.
+#[allow(dead_code)] // not every includer kills a process
+pub fn kill_when(
+    mut child: std::process::Child,
+    limit: Duration,
+    what: &str,
+    mut ready: impl FnMut(&tokio::runtime::Runtime) -> bool,
+) {
+    use llm_failover::clock::{Clock, TokioClock};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = real_now();
+    while !ready(&rt) {
+        assert!(started.elapsed() < limit, "{what}: not in time");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "it ended before {what}"
+        );
+        rt.block_on(TokioClock.sleep_until(TokioClock.now() + Duration::from_millis(20)));
+    }
+    assert!(still_ours(child.id(), batch_bin().as_os_str()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// An emulator on a runtime of its own, serving while the test thread drives processes.
 #[allow(dead_code)] // a bench that includes this file starts its own
 pub struct Served {
