@@ -65,6 +65,11 @@ struct CreatePayload {
     /// it: the batch is created only when it fits beside the batches still running.
     #[serde(default)]
     limit: Option<u64>,
+    /// The requests the provider's processing queue was seen to hold, when a create was
+    /// refused for it: the batch is created only when it fits beside the batches still
+    /// running.
+    #[serde(default)]
+    queue: Option<u64>,
 }
 
 /// [`CreatePayload`], written from a borrowed submission.
@@ -72,6 +77,7 @@ struct CreatePayload {
 struct CreateRef<'a> {
     submission: &'a Submission,
     limit: Option<u64>,
+    queue: Option<u64>,
 }
 
 /// What a `bulk-poll` job holds: the remote batch and when it was created.
@@ -168,6 +174,7 @@ pub(crate) async fn set_aside(
                 &CreateRef {
                     submission: sub,
                     limit: None,
+                    queue: None,
                 },
             )?;
             let create = NewJob::new(format!("{CREATE_KIND}:{}", sub.label), CREATE_KIND, payload)
@@ -231,18 +238,74 @@ pub(crate) fn stated_limit(message: &str) -> Option<u64> {
     digits.parse().ok().filter(|n| *n > 0)
 }
 
-/// The estimated input tokens of `provider`'s batches of `model` still being polled.
-async fn enqueued(queue: &Queue, provider: &str, model: &str) -> Result<u64> {
-    let mut sum = 0u64;
+/// What `provider`'s batches still being polled hold: the estimated input tokens of those
+/// of `model` (what a limit on enqueued tokens counts, per model) and the requests of all
+/// (what a processing queue holds, per organization).
+async fn in_flight(queue: &Queue, provider: &str, model: &str) -> Result<(u64, u64)> {
+    let (mut tokens, mut requests) = (0u64, 0u64);
     for job in queue.unsettled_of_kind(POLL_KIND).await? {
         if let Ok(p) = serde_json::from_str::<PollPayload>(&job.payload)
             && p.batch.provider.as_str() == provider
-            && p.batch.model == model
         {
-            sum = sum.saturating_add(p.tokens);
+            requests = requests.saturating_add(p.batch.items.len() as u64);
+            if p.batch.model == model {
+                tokens = tokens.saturating_add(p.tokens);
+            }
         }
     }
-    Ok(sum)
+    Ok((tokens, requests))
+}
+
+/// Whether `sub` waits for room beside what is in flight (`running_tokens`,
+/// `running_requests`) under a stated limit on enqueued tokens (`limit`) and what the
+/// provider's processing queue was seen to hold (`held`). Nothing in flight: it goes (a
+/// piece is cut to fit alone). Pure.
+fn waits(
+    sub: &Submission,
+    limit: Option<u64>,
+    held: Option<u64>,
+    running_tokens: u64,
+    running_requests: u64,
+) -> bool {
+    let tokens = limit.is_some_and(|limit| {
+        running_tokens > 0 && running_tokens.saturating_add(sub.input_tokens()) > room(limit)
+    });
+    let requests = held.is_some_and(|held| {
+        running_requests > 0 && running_requests.saturating_add(sub.items.len() as u64) > held
+    });
+    tokens || requests
+}
+
+/// The least that `provider`'s processing queue was seen to hold, by any create still to
+/// run (`own`: this one's).
+async fn held(queue: &Queue, provider: &str, own: Option<u64>) -> Result<Option<u64>> {
+    let mut least = own;
+    for job in queue.unsettled_of_kind(CREATE_KIND).await? {
+        if let Ok(p) = serde_json::from_str::<CreatePayload>(&job.payload)
+            && p.submission.provider.as_str() == provider
+            && let Some(q) = p.queue
+        {
+            least = Some(least.map_or(q, |l| l.min(q)));
+        }
+    }
+    Ok(least)
+}
+
+/// What a create the provider refused with a 429 teaches about its processing queue
+/// (`refused`: the batch's requests, `running`: ours it held then, `known`: what an earlier
+/// refusal taught): it held what ran, else — nothing of ours ran — not even this batch, so
+/// half of it; never more than before. `None`: a batch of one refused with nothing of ours
+/// running, nothing to learn (it is tried again later). Pure.
+fn queue_held(refused: u64, running: u64, known: Option<u64>) -> Option<u64> {
+    let held = if running > 0 { running } else { refused / 2 };
+    let held = known.map_or(held, |k| k.min(held));
+    (held > 0).then_some(held)
+}
+
+/// A 429 to a create that the provider answered (not a request this process held back).
+fn refused_for_a_limit(e: &Error) -> bool {
+    e.kind() == ErrorKind::RateLimited
+        && (e.status() == Some(429) || e.attempts().iter().any(|a| a.status() == Some(429)))
 }
 
 #[async_trait]
@@ -253,17 +316,22 @@ impl Handler for Create {
         let queue = ctx.queue();
         let poll = poll_id(&sub.label);
         let _one = self.1.lock().await;
-        if let Some(limit) = p.limit {
-            let running = enqueued(queue, sub.provider.as_str(), &sub.model).await?;
-            if running > 0 && running.saturating_add(sub.input_tokens()) > room(limit) {
-                // It fits only once an earlier batch ends: asked again later.
-                ctx.later(poll_after(ctx.job().attempt));
-                return Ok(String::new());
-            }
-        }
         if queue.get(&poll).await?.is_some() {
             self.0.jobs.fetch_add(1, Ordering::Relaxed);
             return Ok(serde_json::json!({"created": "before"}).to_string());
+        }
+        let held = held(queue, sub.provider.as_str(), p.queue).await?;
+        if let Some(h) = held
+            && sub.items.len() as u64 > h
+        {
+            // Cut to fit what another piece learned since this one was planned.
+            return cut(ctx, &p, h, None, &self.0).await;
+        }
+        let (tokens, requests) = in_flight(queue, sub.provider.as_str(), &sub.model).await?;
+        if waits(sub, p.limit, held, tokens, requests) {
+            // It fits only once an earlier batch ends: asked again later.
+            ctx.later(poll_after(ctx.job().attempt));
+            return Ok(String::new());
         }
         // A create job run again may have created its batch before its process died: look
         // for the label first, where the provider keeps one.
@@ -281,6 +349,21 @@ impl Handler for Create {
         };
         let batch = match created {
             Ok(b) => b,
+            Err(e) if refused_for_a_limit(&e) => {
+                let n = sub.items.len() as u64;
+                let Some(h) = queue_held(n, requests, held) else {
+                    let wait =
+                        poll_after(ctx.job().attempt).max(e.retry_after().unwrap_or_default());
+                    tracing::info!(provider = %sub.provider, error = %e, "the batch's create was refused: asked again later");
+                    ctx.later(wait);
+                    return Ok(String::new());
+                };
+                tracing::info!(
+                    provider = %sub.provider, requests = n, running = requests, held = h, error = %e,
+                    "the provider refused the batch's create: it goes in pieces that fit what its queue held"
+                );
+                return cut(ctx, &p, h, e.retry_after(), &self.0).await;
+            }
             Err(e) => {
                 if e.disposition() == Disposition::Terminal {
                     // It can only be refused again: its items go live now rather than wait
@@ -307,6 +390,45 @@ impl Handler for Create {
         self.0.jobs.fetch_add(1, Ordering::Relaxed);
         Ok(serde_json::json!({"provider": sub.provider.as_str(), "batch": remote}).to_string())
     }
+}
+
+/// A batch larger than, or refused for, what the provider's processing queue holds (a 429
+/// to its create: Anthropic's processing queue, a limit on the batch endpoints): it goes
+/// again in pieces of at most `held` requests, each created once the batches before it leave
+/// room ([`waits`]), none before `not_before` — never the same create again at once.
+async fn cut(
+    ctx: &JobContext,
+    p: &CreatePayload,
+    held: u64,
+    not_before: Option<Duration>,
+    tally: &Tally,
+) -> Result<String> {
+    let sub = &p.submission;
+    let clock = llm_failover_core::wing::client_clock(ctx.client()).clone();
+    let now = wall_ms(clock.wall());
+    let queue = ctx.queue();
+    let mut pieces = 0u64;
+    for piece in sub.pieces(usize::try_from(held).unwrap_or(usize::MAX), u64::MAX) {
+        let payload = json(
+            "a remote batch",
+            &CreateRef {
+                submission: &piece,
+                limit: p.limit,
+                queue: Some(held),
+            },
+        )?;
+        let mut job = NewJob::new(
+            format!("{CREATE_KIND}:{}", piece.label),
+            CREATE_KIND,
+            payload,
+        )
+        .with_priority(Priority::Interactive);
+        job.eligible_at_ms = Some(now.saturating_add(millis(not_before.unwrap_or_default())));
+        queue.enqueue(job, now).await?;
+        pieces += 1;
+    }
+    tally.jobs.fetch_add(1, Ordering::Relaxed);
+    Ok(serde_json::json!({"held": held, "pieces": pieces}).to_string())
 }
 
 /// Polls a remote batch and, once it is final, settles its items (a `bulk-poll` job).
@@ -414,12 +536,13 @@ async fn in_pieces(ctx: &JobContext, p: &PollPayload, limit: u64, tally: &Tally)
     back.extend(plan.refused.iter().map(|(id, _)| id.clone()));
     let mut pieces = 0u64;
     for sub in &plan.submissions {
-        for piece in sub.pieces(room(limit)) {
+        for piece in sub.pieces(usize::MAX, room(limit)) {
             let payload = json(
                 "a remote batch",
                 &CreateRef {
                     submission: &piece,
                     limit: Some(limit),
+                    queue: None,
                 },
             )?;
             let job = NewJob::new(
@@ -519,6 +642,63 @@ mod tests {
             assert_eq!(stated_limit(message), want, "{message}");
         }
         assert_eq!(room(2_000_000), 1_800_000);
+    }
+
+    #[test]
+    fn a_refused_create_teaches_what_the_queue_held_and_never_more_than_before() {
+        // (refused requests, ours running, known) → held
+        let table = [
+            (100, 60, None, Some(60)),     // it held what ran
+            (100, 0, None, Some(50)),      // nothing of ours ran: not even this batch
+            (100, 60, Some(40), Some(40)), // never more than an earlier refusal taught
+            (50, 0, Some(80), Some(25)),
+            (1, 0, None, None), // a batch of one, nothing of ours: nothing to learn
+            (0, 0, None, None),
+        ];
+        for (refused, running, known, want) in table {
+            assert_eq!(
+                queue_held(refused, running, known),
+                want,
+                "{refused} {running} {known:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_waits_for_room_only_beside_batches_in_flight() {
+        let sub = |n: usize, tokens: u64| {
+            let text = format!(
+                r#"{{"provider":"p","model":"m","label":"l","items":[],"lines":[],"tokens":[{}]}}"#,
+                vec![(tokens / n as u64).to_string(); n].join(",")
+            );
+            let mut s: Submission = serde_json::from_str(&text).unwrap();
+            s.items = (0..n)
+                .map(|i| {
+                    serde_json::from_value(
+                        serde_json::json!({"id": i.to_string(), "custom_id": i.to_string()}),
+                    )
+                    .unwrap()
+                })
+                .collect();
+            s
+        };
+        // (batch, limit, held, running tokens, running requests) → waits
+        let table = [
+            (sub(10, 100), None, None, 1_000_000, 1_000_000, false),
+            (sub(10, 100), Some(1_000), None, 0, 0, false), // alone: goes
+            (sub(10, 100), Some(1_000), None, 800, 5, false), // 900 ≤ 900
+            (sub(10, 100), Some(1_000), None, 801, 5, true),
+            (sub(10, 100), None, Some(30), 0, 20, false), // 30 ≤ 30
+            (sub(10, 100), None, Some(30), 0, 21, true),
+            (sub(40, 100), None, Some(30), 0, 0, false), // alone: goes
+        ];
+        for (i, (s, limit, held, tokens, requests, want)) in table.iter().enumerate() {
+            assert_eq!(
+                waits(s, *limit, *held, *tokens, *requests),
+                *want,
+                "row {i}"
+            );
+        }
     }
 
     #[test]

@@ -494,6 +494,81 @@ async fn a_batch_over_the_enqueued_token_limit_goes_in_pieces_as_earlier_ones_en
     assert_eq!(answered, 2_000, "each item in one piece");
 }
 
+/// Anthropic's processing queue (docs.anthropic.com/en/api/rate-limits#message-batches-api:
+/// "Maximum batch requests in processing queue", refused with a 429 that states no size):
+/// 300 items against a queue of 100. The lane learns what the queue held from its own
+/// refusals — half a batch refused with nothing of ours running, then what ran — and sends
+/// the rest as earlier batches end: each create refused is smaller than the one before, every
+/// item answered by the provider's batch once. The refusals close the Batch API's own
+/// breaker and buckets, never the live lane's: a live request right after one goes at once.
+#[tokio::test]
+async fn a_batch_over_anthropics_processing_queue_is_learned_and_paced() {
+    let dir = dir("processing-queue");
+    let input = dir.path("in.jsonl");
+    let lines: Vec<String> = (0..300)
+        .map(|i| format!("{{\"id\": \"a{i}\", \"prompt\": \"question {i}\"}}"))
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let clock = ManualClock::new();
+    let emu = emulator("anthropic", &clock).await;
+    emu.set_batch_queue_limit("p", Some(100));
+    let client = client("anthropic", &emu, &clock);
+
+    // A refused create ends at once, and the live lane does not notice it.
+    let items: Vec<BulkItem> = (0..101)
+        .map(|i| BulkItem::new(format!("x{i}"), ChatRequest::from_prompt("q")))
+        .collect();
+    let plan = client.bulk_plan("p", &items, "too-many").unwrap();
+    let e = client.bulk_create(&plan.submissions[0]).await.unwrap_err();
+    assert_eq!(e.kind(), llm_failover::ErrorKind::RateLimited, "{e}");
+    assert_eq!(emu.batch_log("p").refused, 1, "sent once, not again");
+    let before = clock.sleeps().len();
+    client.chat(ChatRequest::from_prompt("live")).await.unwrap();
+    assert_eq!(
+        clock.sleeps().len(),
+        before,
+        "the live lane waited for nothing"
+    );
+    emu.reset();
+    emu.set_batch_timing(
+        "p",
+        BatchTiming::new(10 * MINUTE)
+            .with_validating(MINUTE)
+            .with_finalizing(MINUTE),
+    );
+    emu.set_batch_queue_limit("p", Some(100));
+
+    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
+        .await
+        .unwrap();
+    let output = dir.path("out.jsonl");
+    let report = QueuedJob::new(&input, &output, queue)
+        .lane(LaneChoice::ProviderBatch)
+        .run(&client, &Stop::new())
+        .await
+        .unwrap();
+    assert_eq!(report.pending, 0, "{report:?}");
+    let got = results(&output);
+    assert_eq!(got.len(), 300);
+    assert!(
+        got.values()
+            .all(|l| l["ok"] == true && l["lane"] == "provider-batch"),
+        "every item answered by the provider's batch"
+    );
+    let log = emu.batch_log("p");
+    // 300 refused with nothing running (half: 150), then 150 (half: 75); then pieces of 75,
+    // each created when the one before has ended.
+    assert_eq!(
+        log.refused, 2,
+        "two refusals, each of a smaller batch: {log:?}"
+    );
+    let sizes: Vec<usize> = log.batches.iter().map(|b| b.custom_ids.len()).collect();
+    assert_eq!(sizes, [75, 75, 75, 75], "{log:?}");
+    let answered: std::collections::BTreeSet<&String> =
+        log.batches.iter().flat_map(|b| &b.custom_ids).collect();
+    assert_eq!(answered.len(), 300, "each item in one batch");
+}
+
 /// An abort (a second Ctrl-C) while the remote batch runs asks the provider to cancel it;
 /// the next run keeps what the batch answered before it stopped and answers the rest live —
 /// one create, every item answered once.

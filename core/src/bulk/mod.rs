@@ -24,6 +24,7 @@
 //! OpenAI (global batch), Anthropic, Gemini ([`Provider::bulk`]).
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -37,6 +38,11 @@ use crate::provider::{Provider, RequestContext};
 use crate::ratelimit::{estimate_chat, input_floor};
 use crate::router::{BulkCall, RequestOptions};
 use crate::types::{ChatRequest, ChatResponse};
+
+/// The account scope of every step of a remote batch: a provider's Batch API has limits of
+/// its own (OpenAI's and Anthropic's batch endpoints, Anthropic's processing queue), so its
+/// 429s drain its own buckets and close its own breaker, never the live lane's.
+pub(crate) const BATCH_SCOPE: &str = "(batch api)";
 
 pub use crate::provider::bulk::{BulkState, BulkStatus};
 
@@ -107,17 +113,18 @@ impl Submission {
         self.tokens.iter().sum()
     }
 
-    /// This batch cut into consecutive pieces of at most `max_tokens` estimated input
-    /// tokens each (an item larger alone is a piece of its own), labelled `LABEL-p1`,
-    /// `LABEL-p2`, …: what fits under a limit on enqueued tokens. Pure.
-    pub fn pieces(&self, max_tokens: u64) -> Vec<Submission> {
+    /// This batch cut into consecutive pieces of at most `max_items` items and `max_tokens`
+    /// estimated input tokens each (an item larger alone is a piece of its own), labelled
+    /// `LABEL-p1`, `LABEL-p2`, …: what fits under a limit on enqueued tokens or on requests
+    /// in the provider's processing queue. Pure.
+    pub fn pieces(&self, max_items: usize, max_tokens: u64) -> Vec<Submission> {
         let sizes: Vec<usize> = self
             .tokens
             .iter()
             .map(|t| usize::try_from(*t).unwrap_or(usize::MAX))
             .collect();
         let max = usize::try_from(max_tokens).unwrap_or(usize::MAX);
-        split(&sizes, usize::MAX, max)
+        split(&sizes, max_items.max(1), max)
             .into_iter()
             .enumerate()
             .map(|(n, (start, end))| Submission {
@@ -349,6 +356,13 @@ impl Client {
     ///
     /// The provider's refusal, classified as any request's (a 429 is `RateLimited`, a bad
     /// key `Auth`); `Unsupported` for a provider without a Batch API.
+    ///
+    /// A create the provider refuses with a 429 is not sent again here: it ends at once,
+    /// `RateLimited`, the provider's refusal in its [`attempts`](Error::attempts) and when to
+    /// come back in its `retry_after`. A limit on what a provider's batches hold at once
+    /// (Anthropic's processing queue) is the caller's to pace: it knows what it has in
+    /// flight (the queue's bulk lane learns the limit from it). Every step spends the
+    /// provider's batch limits, apart from its live ones.
     pub async fn bulk_create(&self, submission: &Submission) -> Result<RemoteBatch> {
         let api_shape = self
             .router()
@@ -516,9 +530,15 @@ impl Client {
         model: &str,
         step: BulkStep,
     ) -> Result<BulkReply> {
-        let opts = RequestOptions::new()
+        let mut opts = RequestOptions::new()
             .provider(provider.as_str())
             .cache(CacheMode::Bypass);
+        opts.scope = Some(BATCH_SCOPE);
+        if matches!(step, BulkStep::Create { .. }) {
+            // A create the provider refuses for a limit of its batches is the caller's to
+            // pace (it knows what it has in flight): never sent again blindly here.
+            opts = opts.max_wait(Duration::ZERO);
+        }
         let job = BulkCall {
             model: model.to_owned(),
             step,

@@ -38,6 +38,9 @@ pub struct RequestOptions {
     pub(crate) provider: Option<ProviderId>,
     pub(crate) credentials: Vec<(ProviderId, Credential)>,
     pub(crate) account: Option<Arc<str>>,
+    /// The account scope of a request on the configured key that spends limits of their
+    /// own at the provider (a Batch API's steps): its own buckets and breaker.
+    pub(crate) scope: Option<&'static str>,
     priority: Priority,
     tenant: Option<Tenant>,
     pub(crate) cache: CacheMode,
@@ -62,6 +65,7 @@ impl RequestOptions {
             provider: None,
             credentials: Vec::new(),
             account: None,
+            scope: None,
             priority: Priority::Interactive,
             tenant: None,
             cache: CacheMode::Use,
@@ -165,12 +169,15 @@ impl RequestOptions {
             .map(|(_, c)| c)
     }
 
-    /// The account scope for `provider`: `None` for the configured key.
+    /// The account scope for `provider`: `None` for the configured key and its live limits.
     pub(crate) fn account_for(&self, provider: &ProviderId) -> Option<Arc<str>> {
-        self.credential_for(provider).map(|_| {
-            self.account
-                .clone()
-                .unwrap_or_else(|| Arc::from("override"))
-        })
+        match self.credential_for(provider) {
+            Some(_) => Some(
+                self.account
+                    .clone()
+                    .unwrap_or_else(|| Arc::from("override")),
+            ),
+            None => self.scope.map(Arc::from),
+        }
     }
 }

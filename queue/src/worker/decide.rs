@@ -1,6 +1,8 @@
 //! What becomes of a claim once its handler has answered: a pure function of the answer, the
 //! kind's contract and the time, tested by a table.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use crate::job::Job;
@@ -80,13 +82,22 @@ pub(crate) fn settle(
     }
 }
 
-/// When the error says to come back, in wall ms: its `retry_at`, else now + `retry_after`.
+/// When the error says to come back, in wall ms: its `retry_at`, else now + `retry_after` —
+/// rounded up to the next millisecond, never down to now: a job snoozed until the same
+/// millisecond would be claimed again before the time it names (on a clock that only moves
+/// when waited on, for ever).
 fn until_ms(err: &Error, at: At) -> Option<i64> {
     let wait = match err.retry_at() {
         Some(when) => when.saturating_duration_since(at.instant),
         None => err.retry_after()?,
     };
-    Some(at.wall_ms.saturating_add(crate::job::millis(wait)))
+    let ms = crate::job::millis(wait);
+    let ms = if Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)) < wait {
+        ms.saturating_add(1)
+    } else {
+        ms
+    };
+    Some(at.wall_ms.saturating_add(ms))
 }
 
 /// The reason recorded with a failure: the error's kind code first (what a dead-letter
@@ -207,6 +218,25 @@ mod tests {
                 Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(Some(secs(30))),
                 Settle::Snooze {
                     until_ms: NOW_MS + 30_000,
+                },
+            ),
+            (
+                "a reopen less than a millisecond away: the next millisecond, never now",
+                errors::all_unavailable(
+                    now + Duration::from_micros(400),
+                    Duration::from_micros(400),
+                    vec![],
+                ),
+                Settle::Snooze {
+                    until_ms: NOW_MS + 1,
+                },
+            ),
+            (
+                "a stated 1.2 ms: rounded up",
+                Error::new(ErrorKind::RateLimited, "soon")
+                    .with_retry_after(Some(Duration::from_micros(1_200))),
+                Settle::Snooze {
+                    until_ms: NOW_MS + 2,
                 },
             ),
             (
