@@ -884,6 +884,7 @@ impl ClientBuilder {
                 timeout: pc.timeout,
                 credential,
                 extra_body: pc.extra_body.clone(),
+                prices: pc.prices.clone().into_iter().collect(),
             };
             providers.push((crate::provider::from_config(pc)?, settings));
         }

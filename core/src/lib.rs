@@ -19,6 +19,7 @@ pub mod error;
 pub mod http;
 mod id;
 pub mod observe;
+pub mod price;
 pub mod provider;
 pub mod ratelimit;
 #[cfg(feature = "test-util")]

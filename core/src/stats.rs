@@ -31,6 +31,7 @@ use crate::cache::CacheStats;
 use crate::error::Disposition;
 use crate::id::ProviderId;
 use crate::observe::{AttemptOutcome, Event, Observer, Pricing, Target};
+use crate::price::Cost;
 use crate::striped::Striped;
 
 /// One thread stripe of a provider's counters (see [`Counters`]).
@@ -51,6 +52,7 @@ pub(crate) struct Tally {
     pub(crate) output_tokens: AtomicU64,
     pub(crate) priced_by_count: AtomicU64,
     pub(crate) priced_by_bound: AtomicU64,
+    pub(crate) cost_nano_usd: AtomicU64,
 }
 
 impl Tally {
@@ -98,6 +100,7 @@ impl Counters {
             output_tokens: sum(|t| &t.output_tokens),
             priced_by_count: sum(|t| &t.priced_by_count),
             priced_by_bound: sum(|t| &t.priced_by_bound),
+            cost: Cost::from_nano_usd(sum(|t| &t.cost_nano_usd)),
         }
     }
 }
@@ -162,6 +165,9 @@ impl Observer for Tallies {
                 if let Some(u) = a.usage {
                     add(&t.input_tokens, u.input_tokens);
                     add(&t.output_tokens, u.output_tokens);
+                }
+                if let Some(c) = a.cost {
+                    add(&t.cost_nano_usd, c.nano_usd());
                 }
             }
             Event::InvalidAnswer(target) => {
@@ -263,6 +269,9 @@ pub struct ProviderStats {
     /// applied and the request fit in the buckets' upper half). Requests without any token
     /// limit are in neither count.
     pub priced_by_bound: u64,
+    /// What the answers cost by their usage, where their models have prices (dollars, in
+    /// JSON).
+    pub cost: Cost,
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -372,6 +381,7 @@ impl Stats {
                 t.output_tokens += p.output_tokens;
                 t.priced_by_count += p.priced_by_count;
                 t.priced_by_bound += p.priced_by_bound;
+                t.cost += p.cost;
                 t
             })
     }

@@ -16,9 +16,10 @@ use crate::bulk;
 use crate::{Handler, Job, JobContext, JobState, NewJob, Queue, Worker, WorkerReport, patiently};
 use llm_failover_core::Config;
 use llm_failover_core::batch::BatchRequest;
-use llm_failover_core::batch::Stop;
 use llm_failover_core::batch::{Answer, InputReader, ItemKey, ItemOutcome, RunReport, Summary};
+use llm_failover_core::batch::{Lane, Stop};
 use llm_failover_core::clock::Clock;
+use llm_failover_core::price::Cost;
 use llm_failover_core::wing::batch::{
     Access, LineHead, Parsed, create_replacement, failure_line, results_file, same_file,
     set_skipped_ok, warn_unreadable, warn_unreadable_rest,
@@ -390,6 +391,8 @@ impl QueuedJob {
         run.cached = served.cached.load(Ordering::Relaxed);
         run.tokens_saved = served.tokens_saved.load(Ordering::Relaxed);
         run.failed_by_kind = export.failed_by_kind;
+        run.cost = export.cost;
+        run.provider_batch_cost = export.provider_batch_cost;
         run.not_done = worker.released;
         run.stopped = worker.ended == crate::Ended::Stopped;
         run.input_exhausted = true;
@@ -656,12 +659,34 @@ struct Export {
     pending: u64,
     carried: u64,
     failed_by_kind: BTreeMap<String, u64>,
+    /// What the answers written cost (their lines' `cost_usd`), and of that the bulk lane's.
+    cost: Option<Cost>,
+    provider_batch_cost: Option<Cost>,
+}
+
+/// What the summary reads of an answer's line.
+#[derive(serde::Deserialize)]
+struct Costed {
+    #[serde(default)]
+    cost_usd: Option<Cost>,
+    #[serde(default)]
+    lane: Option<String>,
 }
 
 impl Export {
     fn count(&mut self, line: &str, ok: bool) {
         if ok {
             self.ok += 1;
+            if let Ok(Costed {
+                cost_usd: Some(c),
+                lane,
+            }) = serde_json::from_str::<Costed>(line)
+            {
+                *self.cost.get_or_insert(Cost::ZERO) += c;
+                if lane.as_deref() == Some(Lane::ProviderBatch.as_str()) {
+                    *self.provider_batch_cost.get_or_insert(Cost::ZERO) += c;
+                }
+            }
         } else {
             self.failed += 1;
             *self.failed_by_kind.entry(failed_kind(line)).or_default() += 1;

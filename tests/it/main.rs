@@ -29,6 +29,7 @@ mod cli;
 mod code_first;
 mod config;
 mod conformance;
+mod cost;
 mod docs;
 mod e2e;
 mod embeddings;

@@ -9,6 +9,7 @@ use super::input::InputError;
 use super::key::ItemKey;
 use crate::error::{Error, ErrorKind};
 use crate::id::ProviderId;
+use crate::price::Cost;
 use crate::types::{ChatResponse, EmbeddingResponse, Usage};
 
 /// How one item ended: exactly one per item that was started.
@@ -133,6 +134,8 @@ pub struct Answer {
     /// Which lane answered: a live request, or the provider's Batch API
     /// ([`bulk`](crate::bulk)).
     pub lane: Lane,
+    /// What it cost by its usage, where its model has a price (nothing, from the cache).
+    pub cost: Option<Cost>,
 }
 
 /// Which way an item went to its provider.
@@ -168,6 +171,7 @@ impl fmt::Debug for Answer {
             .field("latency", &self.latency)
             .field("cached", &self.cached)
             .field("lane", &self.lane)
+            .field("cost", &self.cost)
             .finish()
     }
 }
@@ -185,6 +189,7 @@ impl Answer {
             attempts: response.attempts,
             latency,
             lane: Lane::Live,
+            cost: response.spend.and_then(|s| s.actual),
         }
     }
 
@@ -216,6 +221,7 @@ impl Answer {
             attempts: response.attempts,
             latency,
             lane: Lane::Live,
+            cost: None,
         }
     }
 }
@@ -415,6 +421,9 @@ enum WireLine<'a> {
         cached: bool,
         /// Which lane answered.
         lane: &'static str,
+        /// What it cost, in dollars, where its model has a price.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<Cost>,
     },
     Failed {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -478,6 +487,7 @@ impl ItemOutcome {
                 latency_ms: u64::try_from(a.latency.as_millis()).unwrap_or(u64::MAX),
                 cached: a.cached,
                 lane: a.lane.as_str(),
+                cost_usd: a.cost,
             },
             Err(f) => WireLine::Failed {
                 id: self.key.id(),
@@ -577,6 +587,7 @@ mod tests {
             latency: Duration::from_millis(1234),
             cached: false,
             lane: Lane::Live,
+            cost: None,
         }
     }
 

@@ -483,6 +483,7 @@ mod tests {
                 latency: Duration::from_millis(5),
                 cached: false,
                 lane: crate::batch::outcome::Lane::Live,
+                cost: None,
             },
         )
     }

@@ -16,6 +16,7 @@ use crate::admission::Priority;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
 use crate::id::ProviderId;
+use crate::price::Cost;
 use crate::router::RequestOptions;
 use crate::stop::Stop;
 use crate::types::Usage;
@@ -259,6 +260,9 @@ impl Runner {
                     report.usage.input_tokens += u.input_tokens;
                     report.usage.output_tokens += u.output_tokens;
                 }
+                if let Some(c) = answer.cost {
+                    *report.cost.get_or_insert(Cost::ZERO) += c;
+                }
                 if answer.cached {
                     report.cached += 1;
                     report.tokens_saved += answer.usage.map_or(0, |u| u.total());
@@ -394,6 +398,11 @@ pub struct RunReport {
     pub provider_batch: u64,
     /// Tokens the bulk lane's answers reported.
     pub provider_batch_usage: Usage,
+    /// What the answers cost, the sum of their results lines' `cost_usd` (`None`: no answer
+    /// had a price).
+    pub cost: Option<Cost>,
+    /// Of that, what the bulk lane's answers cost.
+    pub provider_batch_cost: Option<Cost>,
 }
 
 impl RunReport {

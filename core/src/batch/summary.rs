@@ -10,6 +10,7 @@ use super::job::JobReport;
 use super::runner::RunReport;
 use crate::client::Client;
 use crate::config::Config;
+use crate::price::Cost;
 use crate::stats::ProviderStats;
 
 /// The end-of-run summary: items by outcome, requests and throttling per provider, and the
@@ -93,6 +94,10 @@ pub struct Summary {
     /// OpenAI, Anthropic and Gemini).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lanes: Option<LaneSummary>,
+    /// What the answers cost: the sum of the results lines' `cost_usd`, in dollars (absent
+    /// when no answer's model has a price).
+    #[serde(rename = "cost_usd", skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 /// The items each lane answered ([`Summary::lanes`]).
@@ -107,6 +112,12 @@ pub struct LaneSummary {
     pub provider_batch_input_tokens: u64,
     /// Output tokens of the Batch API's answers.
     pub provider_batch_output_tokens: u64,
+    /// What the Batch API's answers cost, at the batch prices (absent without prices).
+    #[serde(
+        rename = "provider_batch_cost_usd",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_batch_cost: Option<Cost>,
 }
 
 impl LaneSummary {
@@ -117,6 +128,7 @@ impl LaneSummary {
             provider_batch: run.provider_batch,
             provider_batch_input_tokens: run.provider_batch_usage.input_tokens,
             provider_batch_output_tokens: run.provider_batch_usage.output_tokens,
+            provider_batch_cost: run.provider_batch_cost,
         })
     }
 }
@@ -325,6 +337,7 @@ impl Summary {
             unreadable_lines: 0,
             cache: client.cache().map(|_| CacheSummary::of(run)),
             lanes: LaneSummary::of(run),
+            cost: run.cost,
         }
     }
 }
@@ -406,6 +419,9 @@ impl Summary {
             format!("{per_request:.1} s per request sent"),
         ];
         out.extend(wrap("", 2, &totals, WIDTH));
+        if let Some(c) = self.cost {
+            out.push(format!("cost {c}"));
+        }
         if let Some(c) = &self.cache {
             let fields = [
                 format!("cache {} hits", c.hits),
@@ -418,8 +434,13 @@ impl Summary {
             let fields = [
                 format!("lanes: live {}", l.live),
                 format!(
-                    "provider batch {} ({} tokens in, {} out, at the batch price)",
-                    l.provider_batch, l.provider_batch_input_tokens, l.provider_batch_output_tokens
+                    "provider batch {} ({} tokens in, {} out, at the batch price{})",
+                    l.provider_batch,
+                    l.provider_batch_input_tokens,
+                    l.provider_batch_output_tokens,
+                    l.provider_batch_cost
+                        .map(|c| format!(": {c}"))
+                        .unwrap_or_default()
                 ),
             ];
             out.extend(wrap("", 2, &fields, WIDTH));
@@ -598,7 +619,9 @@ mod tests {
                 provider_batch: n,
                 provider_batch_input_tokens: n * 1_000,
                 provider_batch_output_tokens: n * 1_000,
+                provider_batch_cost: None,
             }),
+            cost: None,
         }
     }
 

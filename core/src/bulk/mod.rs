@@ -520,7 +520,8 @@ impl Client {
         let submitted: Vec<String> = batch.items.iter().map(|f| f.custom_id.clone()).collect();
         let answers = api.answers(status, &fetched, &submitted)?;
         let now = self.router().clock().both();
-        outcomes(adapter, batch, answers, now)
+        let price = self.router().price(&batch.provider, &batch.model);
+        outcomes(adapter, batch, answers, price.as_ref(), now)
     }
 
     /// One step, pinned to `provider`, never cached.
@@ -579,11 +580,13 @@ fn line_body(
 }
 
 /// The answers by custom id, as outcomes by item id in the order submitted: an item the
-/// results do not name is [`NotRun::Missing`].
+/// results do not name is [`NotRun::Missing`]. An answer costs its usage at `price`'s batch
+/// prices.
 fn outcomes(
     adapter: &dyn Provider,
     batch: &RemoteBatch,
     answers: Vec<(String, crate::provider::bulk::ItemAnswer)>,
+    price: Option<&crate::price::Price>,
     now: crate::clock::Now,
 ) -> Result<Vec<(String, BulkOutcome)>> {
     use crate::provider::bulk::ItemAnswer;
@@ -616,6 +619,10 @@ fn outcomes(
                         match adapter.chat_response(raw, &batch.model) {
                             Ok(mut r) => {
                                 r.attempts = 1;
+                                r.spend = price.map(|p| crate::price::Spend {
+                                    estimated: None,
+                                    actual: r.usage.map(|u| p.of_batch_usage(u)),
+                                });
                                 BulkOutcome::Answered(Box::new(r))
                             }
                             Err(e) => BulkOutcome::Failed(e),

@@ -248,6 +248,7 @@ impl super::types::ProviderConfig {
                 key_in_code: false,
                 limits: None,
                 model_limits: BTreeMap::new(),
+                prices: BTreeMap::new(),
                 timeout_ms: None,
                 allow_http: false,
                 api_version: None,
@@ -358,6 +359,12 @@ impl ProviderConfigBuilder {
         self.raw
             .model_limits
             .insert(model.into(), raw_limits(&limits));
+        self
+    }
+
+    /// What `model` costs at this provider (`prices` in `providers.toml`).
+    pub fn price(mut self, model: impl Into<String>, price: crate::price::Price) -> Self {
+        self.raw.prices.insert(model.into(), price);
         self
     }
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::id::Credential;
+use crate::price::Price;
 use crate::ratelimit::Limits;
 
 /// Settings of one provider added in code with
@@ -45,6 +46,8 @@ pub struct ProviderSettings {
     /// own [`extra_body`](crate::ChatRequest::extra_body) applies over these. `model` and
     /// `stream` are refused at build.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// What each model costs (none shipped: a model without a price has no cost).
+    pub prices: HashMap<String, Price>,
 }
 
 impl ProviderSettings {
@@ -71,6 +74,26 @@ impl ProviderSettings {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets what `model` costs at this provider: its answers then carry their cost
+    /// ([`ChatResponse::spend`](crate::ChatResponse::spend)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::ProviderSettings;
+    /// use llm_failover::price::Price;
+    ///
+    /// let openai = ProviderSettings::new()
+    ///     .price("gpt-4o-mini", Price::per_million_tokens(0.15, 0.60).with_batch(0.075, 0.30))
+    ///     .price("whisper-1", Price::per_audio_minute(0.006));
+    /// assert_eq!(openai.prices.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn price(mut self, model: impl Into<String>, price: Price) -> Self {
+        self.prices.insert(model.into(), price);
         self
     }
 

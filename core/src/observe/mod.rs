@@ -265,6 +265,8 @@ pub struct AttemptEnded<'a> {
     /// The tokens the answer reports (a stream reports them when it ends:
     /// [`StreamEnded::usage`]).
     pub usage: Option<Usage>,
+    /// What the answer cost by its usage, where its model has a price.
+    pub cost: Option<crate::price::Cost>,
     /// The model the answer names, where it names one.
     pub response_model: Option<&'a str>,
     /// What the response stated of the provider's limits (remaining, resets).

@@ -25,6 +25,7 @@ use crate::observe::{
     AdmissionWaited, AttemptEnded, AttemptOutcome, CacheLooked, Event, FailedOver, RequestEnded,
     Sent, operation_name,
 };
+use crate::price::Cost;
 use crate::provider::{Authorizing, Exchange, Provider, RequestContext};
 use crate::ratelimit::{Heard, LimitReport, Permit, Tightening};
 use crate::types::Usage;
@@ -248,7 +249,7 @@ impl Router {
         }
         match exchange.result {
             Ok(out) => {
-                let (out, usage) = self.succeeded::<J>(run, ticket, probe, out, &span);
+                let (out, usage, cost) = self.succeeded::<J>(run, ticket, probe, out, &span);
                 self.tell(&Event::AttemptEnded(AttemptEnded {
                     target: self.target(index, &ticket.key, run.capability),
                     outcome: AttemptOutcome::Answered,
@@ -257,6 +258,7 @@ impl Router {
                     latency: self.clock.now().saturating_duration_since(run.attempt_at),
                     streamed: J::STREAMS,
                     usage,
+                    cost,
                     response_model: Some(J::answered_model(&out)),
                     report: report.as_deref(),
                 }));
@@ -419,8 +421,9 @@ impl Router {
         )
     }
 
-    /// A success: the breaker hears of it, the answer is stamped. Returns it with the usage
-    /// it reports.
+    /// A success: the breaker hears of it, the answer is stamped (its attempts, and its cost
+    /// where its model has a price). Returns it with the usage it reports and what that
+    /// cost.
     fn succeeded<T: Job>(
         &self,
         run: &Run<'_>,
@@ -428,7 +431,7 @@ impl Router {
         probe: bool,
         mut out: T::Output,
         span: &tracing::Span,
-    ) -> (T::Output, Option<Usage>) {
+    ) -> (T::Output, Option<Usage>, Option<Cost>) {
         span.record("status", "ok");
         let c = &run.candidates[ticket.slot];
         c.breaker
@@ -445,7 +448,11 @@ impl Router {
             span.record("gen_ai.usage.output_tokens", u.output_tokens);
         }
         span.record("gen_ai.response.model", T::answered_model(&out));
-        (out, usage)
+        let cost = c
+            .entry
+            .price(&ticket.key.model)
+            .and_then(|price| T::priced(&mut out, price, price.estimate(&ticket.cost)));
+        (out, usage, cost)
     }
 
     /// Notes a send of `ticket` to the provider at `index`: a failover when the send before
@@ -523,6 +530,7 @@ impl Router {
             latency: now.saturating_duration_since(run.attempt_at),
             streamed: run.streams,
             usage: None,
+            cost: None,
             response_model: None,
             report,
         }));

@@ -285,7 +285,8 @@ impl Router {
             }
         };
         let limits = entry.limits_for(&key.model);
-        let tokens = if entry.counts_tokens(&limits) {
+        // A priced model is counted too: its cost is estimated before sending.
+        let tokens = if entry.counts_tokens(&limits) || entry.price(&key.model).is_some() {
             TokenCounting::On {
                 room: entry.room_for(&key),
             }

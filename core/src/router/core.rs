@@ -22,6 +22,7 @@ use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::observe::{
     BreakerOpened, ChunkReceived, Event, Observer, Observers, StreamEnded, Target,
 };
+use crate::price::Price;
 use crate::provider::{Provider, check_extra_body};
 use crate::ratelimit::{
     Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits, MemoryStore,
@@ -63,6 +64,8 @@ pub(crate) struct Entry {
     pub(crate) credential: Option<Credential>,
     /// Fields merged into each chat request's body (checked at build: no reserved field).
     pub(crate) extra_body: serde_json::Map<String, serde_json::Value>,
+    /// What each model costs here.
+    prices: HashMap<String, Price>,
     /// Set once a response of this provider states a token window: from then on its requests
     /// are priced in tokens even where no token limit is configured.
     token_limits_seen: AtomicBool,
@@ -98,6 +101,7 @@ impl Entry {
             timeout: s.timeout,
             credential: s.credential,
             extra_body: s.extra_body,
+            prices: s.prices,
             token_limits_seen: AtomicBool::new(false),
             room: AtomicU64::new(u64::MAX),
         }
@@ -110,6 +114,11 @@ impl Entry {
     /// The key of `capability`'s default model for the configured account.
     pub(crate) fn default_key(&self, capability: Capability) -> Option<&LimitKey> {
         self.default_keys.get(capability).as_ref()
+    }
+
+    /// What `model` costs here, if a price is configured.
+    pub(crate) fn price(&self, model: &str) -> Option<&Price> {
+        self.prices.get(model)
     }
 
     /// The configured limits of `model`.
@@ -272,6 +281,9 @@ impl Router {
             let whose = format!("provider {}'s extra_body", adapter.id());
             check_extra_body(&s.extra_body, &whose)
                 .map_err(|e| Error::config(e.message().to_owned()))?;
+            for (model, price) in &s.prices {
+                price.check(&format!("provider `{}`'s price of `{model}`", adapter.id()))?;
+            }
         }
         let entries: Vec<Entry> = providers
             .into_iter()
@@ -362,6 +374,14 @@ impl Router {
             .iter()
             .find(|e| e.id() == provider)
             .map(|e| &*e.adapter)
+    }
+
+    /// What `model` costs at `provider`, if a price is configured.
+    pub(crate) fn price(&self, provider: &ProviderId, model: &str) -> Option<Price> {
+        self.entries
+            .iter()
+            .find(|e| e.id() == provider)
+            .and_then(|e| e.price(model).copied())
     }
 
     /// The extra body fields configured for `provider`'s chat requests, if any.

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::http::Transport;
 use crate::id::Capability;
 use crate::id::ProviderId;
+use crate::price::{Cost, Price, Spend};
 use crate::provider::bulk::BulkStep;
 use crate::provider::{
     BulkAnswer, ChunkStream, Exchange, Provider, RequestContext, bulk_once, chat_once,
@@ -309,6 +310,14 @@ pub(crate) trait Job: Sync {
     /// is kept now (a stream keeps its answer when it has all arrived; an answer the
     /// content filter cut, or one without content, is never kept).
     fn keep(out: &mut Self::Output, fill: Fill, now_ms: i64) -> Option<(Fill, Vec<u8>)>;
+
+    /// Stamps what the answer cost at `price`, `estimated` at admission; returns what it
+    /// cost by its reported usage. An answer with no place for a cost (a stream, a remote
+    /// batch's step) costs nothing here.
+    fn priced(out: &mut Self::Output, price: &Price, estimated: Cost) -> Option<Cost> {
+        let _ = (out, price, estimated);
+        None
+    }
 }
 
 /// What to keep of a whole answer.
@@ -359,6 +368,15 @@ impl Job for Chat {
         out.usage
     }
 
+    fn priced(out: &mut ChatResponse, price: &Price, estimated: Cost) -> Option<Cost> {
+        let actual = out.usage.map(|u| price.of_usage(u));
+        out.spend = Some(Spend {
+            estimated: Some(estimated),
+            actual,
+        });
+        actual
+    }
+
     fn check(&self, out: &ChatResponse) -> crate::Result<()> {
         check_answer(&self.0, out)
     }
@@ -386,6 +404,7 @@ impl Job for Chat {
 fn replay_chat(mut kept: ChatResponse, stored_at_ms: i64) -> (ChatResponse, u64) {
     kept.attempts = 0;
     kept.origin = Origin::Cache { stored_at_ms };
+    kept.spend = kept.spend.map(|_| Spend::free());
     let tokens = kept.usage.map_or(0, |u| u.total());
     (kept, tokens)
 }
@@ -499,6 +518,15 @@ impl Job for Transcribe {
         &out.provider
     }
 
+    fn priced(out: &mut Transcript, price: &Price, estimated: Cost) -> Option<Cost> {
+        let actual = out.duration.and_then(|d| price.of_audio(d));
+        out.spend = Some(Spend {
+            estimated: Some(estimated),
+            actual,
+        });
+        actual
+    }
+
     fn finish(out: &mut Transcript, sends: u32) -> Option<Usage> {
         out.attempts = sends;
         None
@@ -513,6 +541,7 @@ impl Job for Transcribe {
     fn replay(mut kept: Transcript, stored_at_ms: i64) -> (Transcript, u64) {
         kept.attempts = 0;
         kept.origin = Origin::Cache { stored_at_ms };
+        kept.spend = kept.spend.map(|_| Spend::free());
         (kept, 0)
     }
 

@@ -440,6 +440,11 @@ pub struct ChatResponse {
     /// Claude's thinking blocks): [`to_message`](Self::to_message) keeps it on the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_state: Option<TurnState>,
+    /// What it cost, where the model has a price ([`ProviderSettings::price`](crate::ProviderSettings::price)):
+    /// estimated before sending, and by the usage reported. An answer from the cache cost
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::price::Spend>,
 }
 
 impl ChatResponse {
@@ -456,6 +461,7 @@ impl ChatResponse {
             origin: Origin::Provider,
             tool_calls: Vec::new(),
             provider_state: None,
+            spend: None,
         }
     }
 
@@ -567,6 +573,7 @@ impl fmt::Debug for ChatResponse {
             .field("origin", &self.origin)
             .field("tool_calls", &self.tool_calls)
             .field("provider_state", &self.provider_state)
+            .field("spend", &self.spend)
             .finish()
     }
 }

@@ -426,6 +426,10 @@ pub struct Transcript {
     /// Where the transcript came from: the provider, or the response cache.
     #[serde(default)]
     pub origin: Origin,
+    /// What it cost, where the model has a price per minute of audio: estimated from the
+    /// audio's length before sending, and by the duration the provider reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::price::Spend>,
 }
 
 impl Transcript {
@@ -441,6 +445,7 @@ impl Transcript {
             request_id: None,
             attempts: 1,
             origin: Origin::Provider,
+            spend: None,
         }
     }
 
@@ -464,6 +469,7 @@ impl fmt::Debug for Transcript {
             .field("request_id", &self.request_id)
             .field("attempts", &self.attempts)
             .field("origin", &self.origin)
+            .field("spend", &self.spend)
             .finish()
     }
 }

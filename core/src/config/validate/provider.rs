@@ -103,6 +103,7 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
             Some(l) => limits(&path.key("limits"), l)?,
         },
         model_limits,
+        prices: prices(path, raw)?,
         timeout,
         allow_http: raw.allow_http,
         api_version,
@@ -169,6 +170,24 @@ fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
         }
     }
     Ok(())
+}
+
+/// `prices`: per model name, a price in dollars (finite, ≥ 0).
+fn prices(path: &TomlPath, raw: &RawProvider) -> Check<BTreeMap<String, crate::price::Price>> {
+    let prices_path = path.key("prices");
+    for (model_name, p) in &raw.prices {
+        let at = prices_path.key(model_name);
+        if model_name.trim().is_empty() {
+            return Err(Issue::new(
+                at,
+                "must be keyed by a model name, not an empty string",
+            ));
+        }
+        if let Err(e) = p.check("a price") {
+            return Err(Issue::new(at, e.message().to_owned()));
+        }
+    }
+    Ok(raw.prices.clone())
 }
 
 /// `model_limits`: per model name, its limits.

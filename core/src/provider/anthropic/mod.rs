@@ -325,6 +325,7 @@ mod tests {
             keys: BTreeMap::new(),
             limits: Limits::none(),
             model_limits: BTreeMap::new(),
+            prices: Default::default(),
             timeout: None,
             allow_http: false,
             api_version: None,
