@@ -154,6 +154,14 @@ impl Price {
 
     /// `Config` naming `what` unless every figure is a finite number ≥ 0.
     pub(crate) fn check(&self, what: &str) -> Result<()> {
+        match self.problem() {
+            None => Ok(()),
+            Some(p) => Err(Error::config(format!("{what}: {p}"))),
+        }
+    }
+
+    /// What is wrong with this price, if anything: a figure that is not a finite number ≥ 0.
+    pub(crate) fn problem(&self) -> Option<String> {
         let figures = [
             ("input", Some(self.input)),
             ("output", Some(self.output)),
@@ -165,12 +173,12 @@ impl Price {
             if let Some(v) = v
                 && (!v.is_finite() || v < 0.0)
             {
-                return Err(Error::config(format!(
-                    "{what}: `{name}` is a price in dollars, a finite number ≥ 0, not {v}"
-                )));
+                return Some(format!(
+                    "`{name}` must be a price in dollars, a finite number ≥ 0, not {v}"
+                ));
             }
         }
-        Ok(())
+        None
     }
 
     /// What `usage` costs through the live API.

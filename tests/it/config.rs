@@ -254,6 +254,38 @@ fn model_limits_replace_the_provider_limits_for_that_model() {
     );
 }
 
+/// `prices`: per model, dollars per million tokens (and the Batch API's, and per audio
+/// minute); a price that is not a finite amount ≥ 0, or a field no price has, is refused
+/// with its TOML path.
+#[test]
+fn prices_are_read_per_model_and_a_bad_one_is_refused_by_its_path() {
+    let toml = in_openai(
+        "prices = { \"gpt-4o-mini\" = { input = 0.15, output = 0.6, batch_input = 0.075, \
+         batch_output = 0.3 }, \"whisper-1\" = { audio_per_minute = 0.006 }, \"free\" = { input = 0, output = 0 } }",
+    );
+    let config = Config::from_toml_str(&toml).unwrap();
+    let prices = &config.provider("openai").unwrap().prices;
+    assert_eq!(
+        prices["gpt-4o-mini"],
+        llm_failover::price::Price::per_million_tokens(0.15, 0.6).with_batch(0.075, 0.3)
+    );
+    assert_eq!(prices["whisper-1"].audio_per_minute, Some(0.006));
+    assert_eq!(prices["free"].input, 0.0, "an integer is a price too");
+    for (bad, says) in [
+        ("{ input = -0.15 }", "providers.openai.prices.m"),
+        ("{ input = nan }", "finite"),
+        ("{ output = inf }", "finite"),
+        ("{ inptu = 0.15 }", "inptu"),
+        ("{ input = \"0.15\" }", "prices"),
+    ] {
+        let toml = in_openai(&format!("prices = {{ \"m\" = {bad} }}"));
+        let err = Config::from_toml_str(&toml).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{bad}");
+        assert!(err.to_string().contains(says), "{bad}: {err}");
+        assert!(err.to_string().contains("openai"), "{bad}: {err}");
+    }
+}
+
 #[test]
 fn auth_none_needs_no_key_in_any_environment() {
     let toml = mutate(

@@ -221,7 +221,7 @@ impl Answer {
             attempts: response.attempts,
             latency,
             lane: Lane::Live,
-            cost: None,
+            cost: response.spend.and_then(|s| s.actual),
         }
     }
 }

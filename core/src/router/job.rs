@@ -593,6 +593,15 @@ impl Job for Embed {
         Some(out.usage.unwrap_or_default())
     }
 
+    fn priced(out: &mut EmbeddingResponse, price: &Price, estimated: Cost) -> Option<Cost> {
+        let actual = out.usage.map(|u| price.of_usage(u));
+        out.spend = Some(Spend {
+            estimated: Some(estimated),
+            actual,
+        });
+        actual
+    }
+
     type Kept = EmbeddingResponse;
 
     fn cache_key(&self, answerers: &[Answerer<'_>]) -> Key {
@@ -602,6 +611,7 @@ impl Job for Embed {
     fn replay(mut kept: EmbeddingResponse, stored_at_ms: i64) -> (EmbeddingResponse, u64) {
         kept.attempts = 0;
         kept.origin = Origin::Cache { stored_at_ms };
+        kept.spend = kept.spend.map(|_| Spend::free());
         let tokens = kept.usage.map_or(0, |u| u.total());
         (kept, tokens)
     }

@@ -248,6 +248,9 @@ pub struct EmbeddingResponse {
     /// Where the vectors came from: the provider, or the response cache.
     #[serde(default)]
     pub origin: Origin,
+    /// What it cost, where the model has a price (its input tokens at the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::price::Spend>,
 }
 
 impl EmbeddingResponse {
@@ -261,6 +264,7 @@ impl EmbeddingResponse {
             request_id: None,
             attempts: 1,
             origin: Origin::Provider,
+            spend: None,
         }
     }
 
@@ -287,6 +291,7 @@ impl fmt::Debug for EmbeddingResponse {
             .field("request_id", &self.request_id)
             .field("attempts", &self.attempts)
             .field("origin", &self.origin)
+            .field("spend", &self.spend)
             .finish()
     }
 }

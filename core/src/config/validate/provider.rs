@@ -183,8 +183,8 @@ fn prices(path: &TomlPath, raw: &RawProvider) -> Check<BTreeMap<String, crate::p
                 "must be keyed by a model name, not an empty string",
             ));
         }
-        if let Err(e) = p.check("a price") {
-            return Err(Issue::new(at, e.message().to_owned()));
+        if let Some(problem) = p.problem() {
+            return Err(Issue::new(at, problem));
         }
     }
     Ok(raw.prices.clone())
