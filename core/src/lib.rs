@@ -19,7 +19,6 @@ pub mod error;
 pub mod http;
 mod id;
 pub mod observe;
-pub mod price;
 pub mod provider;
 pub mod ratelimit;
 #[cfg(feature = "test-util")]
@@ -43,6 +42,7 @@ pub use id::{Capabilities, Capability, Credential, CredentialParts, CredentialSo
 pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
+pub use types::price;
 pub use types::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
     FinishReason, Image, InputType, Message, Origin, ResponseFormat, Role, Segment, Tool, ToolCall,

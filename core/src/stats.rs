@@ -31,8 +31,8 @@ use crate::cache::CacheStats;
 use crate::error::Disposition;
 use crate::id::ProviderId;
 use crate::observe::{AttemptOutcome, Event, Observer, Pricing, Target};
-use crate::price::Cost;
 use crate::striped::Striped;
+use crate::types::price::Cost;
 
 /// One thread stripe of a provider's counters (see [`Counters`]).
 #[derive(Debug, Default)]

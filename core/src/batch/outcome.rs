@@ -9,7 +9,7 @@ use super::input::InputError;
 use super::key::ItemKey;
 use crate::error::{Error, ErrorKind};
 use crate::id::ProviderId;
-use crate::price::Cost;
+use crate::types::price::Cost;
 use crate::types::{ChatResponse, EmbeddingResponse, Usage};
 
 /// How one item ended: exactly one per item that was started.

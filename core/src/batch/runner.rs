@@ -16,10 +16,10 @@ use crate::admission::Priority;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
 use crate::id::ProviderId;
-use crate::price::Cost;
 use crate::router::RequestOptions;
 use crate::stop::Stop;
 use crate::types::Usage;
+use crate::types::price::Cost;
 
 /// Items in flight when none is set.
 pub const DEFAULT_CONCURRENCY: usize = 16;

@@ -10,8 +10,8 @@ use super::job::JobReport;
 use super::runner::RunReport;
 use crate::client::Client;
 use crate::config::Config;
-use crate::price::Cost;
 use crate::stats::ProviderStats;
+use crate::types::price::Cost;
 
 /// The end-of-run summary: items by outcome, requests and throttling per provider, and the
 /// rates achieved against each provider's limits.

@@ -586,7 +586,7 @@ fn outcomes(
     adapter: &dyn Provider,
     batch: &RemoteBatch,
     answers: Vec<(String, crate::provider::bulk::ItemAnswer)>,
-    price: Option<&crate::price::Price>,
+    price: Option<&crate::types::price::Price>,
     now: crate::clock::Now,
 ) -> Result<Vec<(String, BulkOutcome)>> {
     use crate::provider::bulk::ItemAnswer;
@@ -619,7 +619,7 @@ fn outcomes(
                         match adapter.chat_response(raw, &batch.model) {
                             Ok(mut r) => {
                                 r.attempts = 1;
-                                r.spend = price.map(|p| crate::price::Spend {
+                                r.spend = price.map(|p| crate::types::price::Spend {
                                     estimated: None,
                                     actual: r.usage.map(|u| p.of_batch_usage(u)),
                                 });

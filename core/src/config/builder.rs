@@ -363,7 +363,7 @@ impl ProviderConfigBuilder {
     }
 
     /// What `model` costs at this provider (`prices` in `providers.toml`).
-    pub fn price(mut self, model: impl Into<String>, price: crate::price::Price) -> Self {
+    pub fn price(mut self, model: impl Into<String>, price: crate::types::price::Price) -> Self {
         self.raw.prices.insert(model.into(), price);
         self
     }

@@ -160,7 +160,7 @@ pub(crate) struct RawProvider {
     pub(crate) model_limits: BTreeMap<String, RawLimits>,
     /// Model name → what it costs.
     #[serde(default)]
-    pub(crate) prices: BTreeMap<String, crate::price::Price>,
+    pub(crate) prices: BTreeMap<String, crate::types::price::Price>,
     pub(crate) timeout_ms: Option<i64>,
     #[serde(default)]
     pub(crate) allow_http: bool,

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::id::Credential;
-use crate::price::Price;
 use crate::ratelimit::Limits;
+use crate::types::price::Price;
 
 /// Settings of one provider added in code with
 /// [`ClientBuilder::provider`](crate::ClientBuilder::provider).

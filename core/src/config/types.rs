@@ -120,8 +120,8 @@ pub struct ProviderConfig {
     /// Limits for specific models, replacing `limits` for those models.
     pub model_limits: BTreeMap<String, Limits>,
     /// What each model costs (`prices = { "gpt-4o-mini" = { input = 0.15, output = 0.60 } }`,
-    /// dollars per million tokens; see [`Price`](crate::price::Price)).
-    pub prices: BTreeMap<String, crate::price::Price>,
+    /// dollars per million tokens; see [`Price`](crate::types::price::Price)).
+    pub prices: BTreeMap<String, crate::types::price::Price>,
     /// Per-attempt timeout, overriding the policy's `request_timeout`.
     pub timeout: Option<Duration>,
     /// `http://` to a non-loopback host is allowed (explicit opt-in).

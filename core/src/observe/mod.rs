@@ -266,7 +266,7 @@ pub struct AttemptEnded<'a> {
     /// [`StreamEnded::usage`]).
     pub usage: Option<Usage>,
     /// What the answer cost by its usage, where its model has a price.
-    pub cost: Option<crate::price::Cost>,
+    pub cost: Option<crate::types::price::Cost>,
     /// The model the answer names, where it names one.
     pub response_model: Option<&'a str>,
     /// What the response stated of the provider's limits (remaining, resets).

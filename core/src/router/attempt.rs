@@ -25,10 +25,10 @@ use crate::observe::{
     AdmissionWaited, AttemptEnded, AttemptOutcome, CacheLooked, Event, FailedOver, RequestEnded,
     Sent, operation_name,
 };
-use crate::price::Cost;
 use crate::provider::{Authorizing, Exchange, Provider, RequestContext};
 use crate::ratelimit::{Heard, LimitReport, Permit, Tightening};
 use crate::types::Usage;
+use crate::types::price::Cost;
 
 /// The loop goes on, or the request ends with this.
 type Step<T> = ControlFlow<Result<T>>;
@@ -448,10 +448,9 @@ impl Router {
             span.record("gen_ai.usage.output_tokens", u.output_tokens);
         }
         span.record("gen_ai.response.model", T::answered_model(&out));
-        let cost = c
-            .entry
-            .price(&ticket.key.model)
-            .and_then(|price| T::priced(&mut out, price, price.estimate(&ticket.cost)));
+        let cost = c.entry.price(&ticket.key.model).and_then(|price| {
+            T::priced(&mut out, price, super::job::estimate(price, &ticket.cost))
+        });
         (out, usage, cost)
     }
 

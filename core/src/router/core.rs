@@ -22,7 +22,6 @@ use crate::id::{Capability, Credential, PerCapability, ProviderId};
 use crate::observe::{
     BreakerOpened, ChunkReceived, Event, Observer, Observers, StreamEnded, Target,
 };
-use crate::price::Price;
 use crate::provider::{Provider, check_extra_body};
 use crate::ratelimit::{
     Demand, LimitKey, LimitReport, LimitSnapshot, Limiter, LimiterStore, Limits, MemoryStore,
@@ -32,6 +31,7 @@ use crate::retry::{Backoff, RetryBudget, SharedBudget};
 use crate::rng::Rng;
 use crate::stats::{Stats, Tallies};
 use crate::types::Usage;
+use crate::types::price::Price;
 
 /// Everything the router is built from, resolved by the client's builder.
 pub(crate) struct Parts {

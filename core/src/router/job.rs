@@ -18,7 +18,6 @@ use crate::error::Result;
 use crate::http::Transport;
 use crate::id::Capability;
 use crate::id::ProviderId;
-use crate::price::{Cost, Price, Spend};
 use crate::provider::bulk::BulkStep;
 use crate::provider::{
     BulkAnswer, ChunkStream, Exchange, Provider, RequestContext, bulk_once, chat_once,
@@ -28,6 +27,7 @@ use crate::ratelimit::{
     Demand, chat_cost_bound, embedding_cost_bound, embedding_floor, estimate_chat,
     estimate_embedding, input_floor,
 };
+use crate::types::price::{Cost, Price, Spend};
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Origin, Transcript,
     TranscriptionRequest, Usage, check_answer,
@@ -326,6 +326,19 @@ fn keep_whole<T: Serialize>(whole: bool, out: &T, fill: Fill) -> Option<(Fill, V
         return None;
     }
     serde_json::to_vec(out).ok().map(|v| (fill, v))
+}
+
+/// What admission's estimate of a request costs at `price`: its input tokens and reserved
+/// output tokens, and its seconds of audio where a price per minute is set.
+pub(crate) fn estimate(price: &Price, d: &Demand) -> Cost {
+    let tokens = price.of_usage(Usage {
+        input_tokens: d.input_tokens,
+        output_tokens: d.output_tokens,
+    });
+    let audio = price
+        .of_audio(Duration::from_secs(d.audio_seconds))
+        .unwrap_or_default();
+    tokens.saturating_add(audio)
 }
 
 /// A chat completion.

@@ -444,7 +444,7 @@ pub struct ChatResponse {
     /// estimated before sending, and by the usage reported. An answer from the cache cost
     /// nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spend: Option<crate::price::Spend>,
+    pub spend: Option<crate::types::price::Spend>,
 }
 
 impl ChatResponse {

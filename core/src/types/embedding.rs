@@ -250,7 +250,7 @@ pub struct EmbeddingResponse {
     pub origin: Origin,
     /// What it cost, where the model has a price (its input tokens at the input price).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spend: Option<crate::price::Spend>,
+    pub spend: Option<crate::types::price::Spend>,
 }
 
 impl EmbeddingResponse {

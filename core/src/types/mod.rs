@@ -31,6 +31,7 @@
 
 mod chat;
 mod embedding;
+pub mod price;
 mod structured;
 mod tools;
 mod transcription;

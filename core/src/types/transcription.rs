@@ -429,7 +429,7 @@ pub struct Transcript {
     /// What it cost, where the model has a price per minute of audio: estimated from the
     /// audio's length before sending, and by the duration the provider reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spend: Option<crate::price::Spend>,
+    pub spend: Option<crate::types::price::Spend>,
 }
 
 impl Transcript {

@@ -173,7 +173,10 @@ fn check_auth_and_names(path: &TomlPath, raw: &RawProvider) -> Check<()> {
 }
 
 /// `prices`: per model name, a price in dollars (finite, ≥ 0).
-fn prices(path: &TomlPath, raw: &RawProvider) -> Check<BTreeMap<String, crate::price::Price>> {
+fn prices(
+    path: &TomlPath,
+    raw: &RawProvider,
+) -> Check<BTreeMap<String, crate::types::price::Price>> {
     let prices_path = path.key("prices");
     for (model_name, p) in &raw.prices {
         let at = prices_path.key(model_name);

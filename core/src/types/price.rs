@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::usage::Usage;
 use crate::error::{Error, Result};
-use crate::types::Usage;
 
 /// An amount of money, in whole nano-dollars (USD × 10⁹): exact to add.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -193,19 +193,6 @@ impl Price {
             usage.output_tokens,
             self.batch_output.unwrap_or(self.output),
         ))
-    }
-
-    /// What admission's estimate of a request costs: its input tokens and reserved output
-    /// tokens, and its seconds of audio where a price per minute is set.
-    pub(crate) fn estimate(&self, d: &crate::ratelimit::Demand) -> Cost {
-        let tokens = self.of_usage(Usage {
-            input_tokens: d.input_tokens,
-            output_tokens: d.output_tokens,
-        });
-        let audio = self
-            .of_audio(Duration::from_secs(d.audio_seconds))
-            .unwrap_or_default();
-        tokens.saturating_add(audio)
     }
 
     /// What `audio` costs to transcribe (`None`: no price per minute).
