@@ -90,6 +90,11 @@ fn points(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Vec
                         push(attrs(&mut p.attributes()), value);
                     }
                 }
+                AggregatedMetrics::F64(MetricData::Sum(s)) => {
+                    for p in s.data_points() {
+                        push(attrs(&mut p.attributes()), Value::Number(p.value()));
+                    }
+                }
                 AggregatedMetrics::U64(MetricData::Sum(s)) => {
                     for p in s.data_points() {
                         push(attrs(&mut p.attributes()), Value::Number(p.value() as f64));
@@ -129,6 +134,65 @@ fn number(p: &Point) -> f64 {
         Value::Number(n) => *n,
         Value::Histogram { .. } => panic!("{}: a histogram, not a number", p.metric),
     }
+}
+
+/// What answers cost, where their model has a price: `llm_failover.cost.usd`, in dollars,
+/// on the provider's series — the sum of the answers' own costs (each answer reports 10
+/// input and 5 output tokens: at $0.15 / $0.60 per million, 4,500 nano-dollars); an unpriced
+/// provider's answers record none.
+#[tokio::test]
+async fn the_cost_of_priced_answers_is_counted_in_dollars() {
+    let (provider, exporter) = sdk();
+    let meter = provider.meter("llm-failover-test");
+    let (a, b) = (ScriptedServer::start().await, ScriptedServer::start().await);
+    for _ in 0..3 {
+        a.push(CHAT, ok("priced"));
+    }
+    b.push(CHAT, ok("free"));
+    let clock = llm_failover::clock::ManualClock::new();
+    let price = llm_failover::price::Price::per_million_tokens(0.15, 0.60);
+    let client = llm_failover::Client::builder()
+        .clock(Arc::new(clock))
+        .provider(
+            openai("a", &a),
+            llm_failover::ProviderSettings::new()
+                .credential(llm_failover::Credential::new(SENTINEL))
+                .price("gpt-4o-mini", price),
+        )
+        .provider(
+            openai("b", &b),
+            llm_failover::ProviderSettings::new()
+                .credential(llm_failover::Credential::new(SENTINEL)),
+        )
+        .observer(Arc::new(GenAiMetrics::new(&meter)))
+        .build()
+        .unwrap();
+    let mut nano = 0;
+    for _ in 0..3 {
+        let answer = client.chat(ChatRequest::from_prompt(PROMPT)).await.unwrap();
+        nano += answer.spend.unwrap().actual.unwrap().nano_usd();
+    }
+    assert_eq!(nano, 3 * (10 * 150 + 5 * 600));
+    let opts = llm_failover::RequestOptions::new().provider("b");
+    let unpriced = client
+        .chat_with(ChatRequest::from_prompt(PROMPT), &opts)
+        .await
+        .unwrap();
+    assert_eq!(unpriced.spend, None);
+    let points = points(&provider, &exporter);
+    let cost: Vec<&Point> = points.iter().filter(|p| p.metric == names::COST).collect();
+    assert_eq!(
+        cost.len(),
+        1,
+        "one series, the priced provider's: {cost:#?}"
+    );
+    assert_eq!(cost[0].unit, "{USD}");
+    assert_eq!(attr(cost[0], names::PROVIDER), Some("a"), "{:?}", cost[0]);
+    assert!(
+        (number(cost[0]) - nano as f64 / 1e9).abs() < 1e-12,
+        "{} dollars, the answers' {nano} nano-dollars",
+        number(cost[0])
+    );
 }
 
 /// A 429 at `a` (its headers stating 0 of 100 left), a failover to `b`, and two answers from

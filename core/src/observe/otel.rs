@@ -33,6 +33,7 @@
 //! | `llm_failover.breaker.openings` | counter, `{opening}` | breakers that opened |
 //! | `llm_failover.cache.lookups` | counter, `{lookup}` | response-cache look-ups (`llm_failover.cache.hit`) |
 //! | `llm_failover.cache.tokens_saved` | counter, `{token}` | the tokens of the answers the cache gave (not sent again) |
+//! | `llm_failover.cost.usd` | counter, `{USD}` | what answers cost by their usage, in dollars, where their models have a [price](crate::price) (no convention names one) |
 //! | `llm_failover.breaker.status` | gauge | 1 for the state a provider's breaker is in, 0 for the other two (`llm_failover.breaker.state`: `closed`, `open`, `half_open`), from its first move |
 //! | `llm_failover.queue.settlements` | counter, `{job}` | durable jobs a worker settled (`llm_failover.job.kind`, `llm_failover.job.settled`: `completed`, `reviewed`, `snoozed`, `retried`, `dead`, `refused`) |
 //! | `llm_failover.queue.jobs` | gauge, `{job}` | jobs in the queue by state (`llm_failover.job.state`), recorded by the queue wing's `QueueMetrics` |
@@ -111,6 +112,9 @@ pub mod names {
     pub const CACHE_LOOKUPS: &str = "llm_failover.cache.lookups";
     /// Tokens of the answers the cache gave (counter).
     pub const CACHE_TOKENS_SAVED: &str = "llm_failover.cache.tokens_saved";
+    /// What answers cost by their usage, in dollars, where their models have a price
+    /// (counter).
+    pub const COST: &str = "llm_failover.cost.usd";
     /// A provider's breaker's state (gauge: 1 for the state it is in, 0 for the others; the
     /// pattern of the conventions' `hw.status` and `hw.state`).
     pub const BREAKER_STATUS: &str = "llm_failover.breaker.status";
@@ -233,6 +237,7 @@ pub struct GenAiMetrics {
     breaker_state: Gauge<u64>,
     cache_lookups: Counter<u64>,
     cache_tokens_saved: Counter<u64>,
+    cost: Counter<f64>,
     settlements: Counter<u64>,
     targets: Arc<Targets>,
     /// Kept so that the remaining-quota gauge's callback lives as long as this.
@@ -292,6 +297,13 @@ impl GenAiMetrics {
                 "{token}",
                 "Tokens of the answers the response cache gave instead of a provider.",
             ),
+            cost: meter
+                .f64_counter(names::COST)
+                .with_unit("{USD}")
+                .with_description(
+                    "What answers cost by their usage, in dollars, at the configured prices.",
+                )
+                .build(),
             settlements: counter(
                 names::QUEUE_SETTLEMENTS,
                 "{job}",
@@ -616,6 +628,9 @@ impl GenAiMetrics {
         }
         if a.outcome == AttemptOutcome::RateLimited {
             self.rate_limited.add(1, &sets.ours);
+        }
+        if let Some(cost) = a.cost {
+            self.cost.add(cost.usd(), &sets.ours);
         }
         if let Some(report) = a.report {
             for (i, window) in [report.requests, report.tokens].into_iter().enumerate() {
