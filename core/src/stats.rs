@@ -196,6 +196,9 @@ impl Observer for Tallies {
                     add(&t.input_tokens, u.input_tokens);
                     add(&t.output_tokens, u.output_tokens);
                 }
+                if let Some(c) = s.cost {
+                    add(&t.cost_nano_usd, c.nano_usd());
+                }
                 if s.error
                     .is_some_and(|k| k.disposition() == Disposition::Transient)
                 {

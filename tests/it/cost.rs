@@ -204,3 +204,36 @@ async fn without_a_price_there_is_no_cost_and_with_one_the_estimate_bounds_it() 
     assert!(estimated >= 100 * LIVE.1, "{estimated}");
     assert!(estimated >= spend.actual.unwrap().nano_usd(), "{spend:?}");
 }
+
+/// A streamed answer's cost is counted when the stream ends, from the usage its last chunk
+/// reports: the client's stats say what the chunks' usage costs at the prices.
+#[tokio::test]
+async fn a_streamed_answer_is_counted_at_its_end() {
+    use futures_util::StreamExt;
+    let clock = ManualClock::new();
+    let emu = emulator(&clock).await;
+    let client = client(&emu, &clock, true);
+    let mut stream = client
+        .chat_stream(ChatRequest::from_prompt("stream a sentence"))
+        .await
+        .unwrap();
+    let mut usage = None;
+    while let Some(chunk) = stream.next().await {
+        if let Some(u) = chunk.unwrap().usage {
+            usage = Some(u);
+        }
+    }
+    let usage = usage.expect("the stream reports its usage");
+    drop(stream);
+    // The end is told from a task of its own: let it run.
+    for _ in 0..100 {
+        if client.stats().total().cost.nano_usd() > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        client.stats().total().cost.nano_usd(),
+        at((usage.input_tokens, usage.output_tokens), LIVE)
+    );
+}

@@ -303,6 +303,8 @@ pub struct StreamEnded<'a> {
     pub target: Target<'a>,
     /// The tokens it reported, if it reported them.
     pub usage: Option<Usage>,
+    /// What they cost, where its model has a price.
+    pub cost: Option<crate::types::price::Cost>,
     /// The kind of the error that ended it, if one did.
     pub error: Option<ErrorKind>,
 }

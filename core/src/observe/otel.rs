@@ -664,8 +664,12 @@ impl Observer for GenAiMetrics {
                 ));
             }
             Event::StreamEnded(s) => {
+                let sets = self.targets.of(&s.target);
                 if let Some(usage) = s.usage {
-                    self.tokens(&self.targets.of(&s.target).tokens, usage);
+                    self.tokens(&sets.tokens, usage);
+                }
+                if let Some(cost) = s.cost {
+                    self.cost.add(cost.usd(), &sets.ours);
                 }
             }
             Event::AdmissionWaited(w) => {

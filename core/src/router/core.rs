@@ -499,9 +499,13 @@ impl Router {
         error: Option<ErrorKind>,
     ) {
         let target = self.target(entry, &key, Capability::Chat);
+        let cost = self.entries[entry]
+            .price(&key.model)
+            .and_then(|p| usage.map(|u| p.of_usage(u)));
         self.tell(&Event::StreamEnded(StreamEnded {
             target,
             usage,
+            cost,
             error,
         }));
         if error.is_some_and(|k| k.disposition() == Disposition::Transient) {
