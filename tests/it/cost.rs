@@ -172,7 +172,7 @@ async fn the_demo_batch_costs_the_emulators_usage_at_the_prices_in_each_line_and
 }
 
 /// A model without a price has no cost — absent, never zero — in the answer, the line and
-/// the summary; with one, the answer's estimate (the counted prompt and its `max_tokens`)
+/// the summary; with one, the answer's estimate (its prompt's token-per-byte bound and its `max_tokens`)
 /// is never below what it cost.
 #[tokio::test]
 async fn without_a_price_there_is_no_cost_and_with_one_the_estimate_bounds_it() {
@@ -198,7 +198,7 @@ async fn without_a_price_there_is_no_cost_and_with_one_the_estimate_bounds_it() 
         spend.actual.map(|c| c.nano_usd()),
         Some(at((usage.input_tokens, usage.output_tokens), LIVE))
     );
-    // The estimate: the counted prompt and the 100 tokens reserved for the answer, never
+    // The estimate: the prompt's bound (no token limit here) and the 100 tokens reserved, never
     // below what the answer cost.
     let estimated = spend.estimated.unwrap().nano_usd();
     assert!(estimated >= 100 * LIVE.1, "{estimated}");

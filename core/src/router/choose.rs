@@ -285,10 +285,15 @@ impl Router {
             }
         };
         let limits = entry.limits_for(&key.model);
-        // A priced model is counted too: its cost is estimated before sending.
-        let tokens = if entry.counts_tokens(&limits) || entry.price(&key.model).is_some() {
+        let tokens = if entry.counts_tokens(&limits) {
             TokenCounting::On {
                 room: entry.room_for(&key),
+            }
+        } else if entry.price(&key.model).is_some() {
+            // Priced, with no token limit: its cost is estimated before sending from the
+            // tokenizer-free bound (never below the count; no tokenizer tables loaded).
+            TokenCounting::On {
+                room: Some(u64::MAX),
             }
         } else {
             TokenCounting::Off

@@ -227,8 +227,9 @@ fn nano(nano_usd: f64) -> Cost {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Spend {
-    /// Before sending: what admission counted, at the prices (an upper bound of the answer's
-    /// tokens where `max_tokens` was set). `None` where nothing was estimated (an answer of a
+    /// Before sending: admission's estimate at the prices — the prompt counted, or a token
+    /// per byte (an upper bound) where no token limit applies, and `max_tokens` for the
+    /// answer. `None` where nothing was estimated (an answer of a
     /// provider's Batch API).
     pub estimated: Option<Cost>,
     /// After: the usage the provider reported, at the prices (`None`: it reported none).
