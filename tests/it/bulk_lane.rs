@@ -51,13 +51,20 @@ async fn emulator(kind: &str, clock: &ManualClock) -> Emulator {
         other => panic!("{other}"),
     };
     let emu = b.start().await.unwrap();
+    reset(&emu);
+    emu
+}
+
+/// Forgets what `emu` saw and was set to; its batches validate for a minute, run for ten,
+/// finalize for one.
+fn reset(emu: &Emulator) {
+    emu.reset();
     emu.set_batch_timing(
         "p",
         BatchTiming::new(10 * MINUTE)
             .with_validating(MINUTE)
             .with_finalizing(MINUTE),
     );
-    emu
 }
 
 fn client(kind: &str, emu: &Emulator, clock: &ManualClock) -> Client {
@@ -445,26 +452,10 @@ async fn a_batch_over_the_enqueued_token_limit_goes_in_pieces_as_earlier_ones_en
     );
     let counted = emu.batch_log("p").batches[0].tokens;
     let limit = counted / 4;
-    emu.reset();
-    emu.set_batch_timing(
-        "p",
-        BatchTiming::new(10 * MINUTE)
-            .with_validating(MINUTE)
-            .with_finalizing(MINUTE),
-    );
+    reset(&emu);
     emu.set_enqueued_token_limit("p", None, Some(limit));
 
-    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
-        .await
-        .unwrap();
-    let output = dir.path("out.jsonl");
-    let report = QueuedJob::new(&input, &output, queue)
-        .lane(LaneChoice::ProviderBatch)
-        .run(&client, &Stop::new())
-        .await
-        .unwrap();
-    assert_eq!(report.pending, 0, "{report:?}");
-    let got = results(&output);
+    let (_, got) = through_batch("openai", &dir, &client, &input).await;
     assert_eq!(got.len(), 2_000);
     assert!(
         got.values()
@@ -529,26 +520,10 @@ async fn a_batch_over_anthropics_processing_queue_is_learned_and_paced() {
         before,
         "the live lane waited for nothing"
     );
-    emu.reset();
-    emu.set_batch_timing(
-        "p",
-        BatchTiming::new(10 * MINUTE)
-            .with_validating(MINUTE)
-            .with_finalizing(MINUTE),
-    );
+    reset(&emu);
     emu.set_batch_queue_limit("p", Some(100));
 
-    let queue = Queue::open(&format!("sqlite:{}", dir.path("q.sqlite").display()))
-        .await
-        .unwrap();
-    let output = dir.path("out.jsonl");
-    let report = QueuedJob::new(&input, &output, queue)
-        .lane(LaneChoice::ProviderBatch)
-        .run(&client, &Stop::new())
-        .await
-        .unwrap();
-    assert_eq!(report.pending, 0, "{report:?}");
-    let got = results(&output);
+    let (_, got) = through_batch("anthropic", &dir, &client, &input).await;
     assert_eq!(got.len(), 300);
     assert!(
         got.values()
