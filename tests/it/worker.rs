@@ -322,6 +322,20 @@ async fn an_outage_longer_than_the_deadline_leaves_jobs_waiting_and_the_same_run
         )
         .build()
         .unwrap();
+    // The client's own record of each send (its clock's wall time, and whether it was the
+    // breaker's probe): the server sees a request when it arrives, and on a loaded machine
+    // one sent before the breaker opened can arrive after the manual clock has moved on.
+    let sends = crate::support::Capture::default();
+    let writer = sends.clone();
+    let _traced = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_env_filter("llm_failover::send=debug")
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let wall0 = wall_ms(clock.wall());
     let queue = Queue::sqlite_in_memory().unwrap();
     let jobs: Vec<NewJob> = (0..600).map(|i| job(&format!("item-{i:03}"))).collect();
     queue
@@ -351,30 +365,51 @@ async fn an_outage_longer_than_the_deadline_leaves_jobs_waiting_and_the_same_run
     // At most the concurrency (16) before the breaker has settled into its rhythm — the
     // requests in flight when it went down, their first retries, and those first contact
     // held (the provider states no limit) — plus one probe per breaker cooldown (5 s doubling
-    // to the default cap of 30 s: 5, 15, 35, 65, 95, …, 215 — at most 9 in 240 s): the
-    // total below. From 30 s on, the rhythm alone: never two probes within a cooldown.
-    let settled = from + Duration::from_secs(30);
-    let later: Vec<Duration> = down
-        .iter()
-        .map(|(t, _)| *t)
-        .filter(|t| *t > settled)
-        .collect();
-    assert!(
-        later.len() <= 8,
-        "{} probes after 30 s: {down:?}",
-        later.len()
-    );
-    for pair in later.windows(2) {
-        assert!(
-            pair[1] - pair[0] >= Duration::from_secs(5),
-            "two probes within a cooldown: {down:?}"
-        );
-    }
+    // to the default cap of 30 s: 5, 15, 35, 65, 95, …, 215 — at most 9 in 240 s).
     assert!(
         down.len() <= 16 + 9,
         "{} requests during the outage: {down:?}",
         down.len()
     );
+    // The rhythm, by the client's record of its sends (its clock, and whether each was the
+    // breaker's probe): from the first probe to the outage's end, probes only, never two
+    // within a cooldown, at most 9.
+    let sent: Vec<(Duration, bool)> = sends
+        .text()
+        .lines()
+        .filter_map(|l| {
+            let field = |name: &str| {
+                let at = l.find(&format!(" {name}="))? + name.len() + 2;
+                l[at..].split_whitespace().next()
+            };
+            let wall: i64 = field("wall_ms")?.parse().ok()?;
+            let probe = field("probe")? == "true";
+            Some((
+                Duration::from_millis(u64::try_from(wall - wall0).ok()?),
+                probe,
+            ))
+        })
+        .collect();
+    let first = sent
+        .iter()
+        .position(|(_, probe)| *probe)
+        .expect("the breaker opened and probed");
+    let rhythm: Vec<(Duration, bool)> = sent[first..]
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t < to)
+        .collect();
+    assert!(
+        rhythm.iter().all(|(_, probe)| *probe),
+        "only probes while it is down: {rhythm:?}"
+    );
+    assert!(rhythm.len() <= 9, "{rhythm:?}");
+    for pair in rhythm.windows(2) {
+        assert!(
+            pair[1].0 - pair[0].0 >= Duration::from_secs(5),
+            "two probes within a cooldown: {rhythm:?}"
+        );
+    }
     assert!(
         seen.iter().any(|(t, s)| *t >= to && *s == 200),
         "served after it"
