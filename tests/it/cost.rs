@@ -205,8 +205,8 @@ async fn without_a_price_there_is_no_cost_and_with_one_the_estimate_bounds_it() 
     assert!(estimated >= spend.actual.unwrap().nano_usd(), "{spend:?}");
 }
 
-/// A streamed answer's cost is counted when the stream ends, from the usage its last chunk
-/// reports: the client's stats say what the chunks' usage costs at the prices.
+/// A streamed answer's cost is known when the stream ends, from the usage its last chunk
+/// reports: the stream says it (`ChatStream::spend`), and the client's stats count it.
 #[tokio::test]
 async fn a_streamed_answer_is_counted_at_its_end() {
     use futures_util::StreamExt;
@@ -224,6 +224,16 @@ async fn a_streamed_answer_is_counted_at_its_end() {
         }
     }
     let usage = usage.expect("the stream reports its usage");
+    let spend = stream.spend().expect("a priced model's stream has a cost");
+    assert_eq!(
+        spend.actual.map(|c| c.nano_usd()),
+        Some(at((usage.input_tokens, usage.output_tokens), LIVE)),
+        "the stream says what it cost"
+    );
+    assert!(
+        spend.estimated.unwrap() >= spend.actual.unwrap(),
+        "{spend:?}"
+    );
     drop(stream);
     // The end is told from a task of its own: let it run.
     for _ in 0..100 {

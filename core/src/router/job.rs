@@ -472,6 +472,13 @@ impl Job for Stream {
         out.provider()
     }
 
+    /// The cost is known when the stream ends (counted then, `StreamEnded::cost`): the
+    /// stream keeps the price and the estimate for [`ChatStream::spend`].
+    fn priced(out: &mut ChatStream, price: &Price, estimated: Cost) -> Option<Cost> {
+        out.set_price(*price, estimated);
+        None
+    }
+
     fn finish(out: &mut ChatStream, sends: u32) -> Option<Usage> {
         out.set_attempts(sends);
         // Usage arrives at the stream's end; the stream reconciles it then.

@@ -12,6 +12,7 @@ use crate::cache::Fill;
 use crate::error::{ErrorKind, Result};
 use crate::id::ProviderId;
 use crate::provider::ChunkStream;
+use crate::types::price::{Cost, Price, Spend};
 use crate::types::{ChatChunk, ChatResponse, FinishReason, Origin, Usage};
 
 /// The chunks of a streamed chat answer.
@@ -45,6 +46,10 @@ pub struct ChatStream {
     origin: Origin,
     /// Assembles the answer for the cache, which keeps it if the stream reaches its end.
     recorder: Option<Recorder>,
+    /// What it costs: the model's price and admission's estimate at it (see [`spend`](Self::spend)).
+    priced: Option<(Price, Cost)>,
+    /// Replayed from the cache, of a priced model: it cost nothing.
+    free: bool,
 }
 
 /// A streamed answer as it arrives, for the cache.
@@ -83,6 +88,8 @@ impl ChatStream {
             on_end: Some(on_end),
             origin: Origin::Provider,
             recorder: None,
+            priced: None,
+            free: false,
         }
     }
 
@@ -107,6 +114,8 @@ impl ChatStream {
             on_end: None,
             origin: Origin::Cache { stored_at_ms },
             recorder: None,
+            priced: None,
+            free: answer.spend.is_some(),
         }
     }
 
@@ -126,6 +135,23 @@ impl ChatStream {
 
     pub(crate) fn set_attempts(&mut self, attempts: u32) {
         self.attempts = attempts;
+    }
+
+    pub(crate) fn set_price(&mut self, price: Price, estimated: Cost) {
+        self.priced = Some((price, estimated));
+    }
+
+    /// What the answer costs, where its model has a price: the estimate made before sending
+    /// and, once the stream has delivered its usage (in its last chunk), what that usage
+    /// costs. An answer replayed from the cache cost nothing.
+    pub fn spend(&self) -> Option<Spend> {
+        if self.free {
+            return Some(Spend::free());
+        }
+        self.priced.map(|(price, estimated)| Spend {
+            estimated: Some(estimated),
+            actual: self.usage.map(|u| price.of_usage(u)),
+        })
     }
 
     /// The provider streaming this answer.
@@ -169,6 +195,7 @@ impl ChatStream {
             return;
         }
         answer.attempts = self.attempts;
+        answer.spend = self.spend();
         let Ok(value) = serde_json::to_vec(&answer) else {
             return;
         };
