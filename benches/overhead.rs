@@ -17,6 +17,7 @@
 //! # B2_LEVELS (concurrencies, default 1,64).
 //! # A/A control: a second raw client in the SDK's place, to read this method's noise floor.
 //! B2_AA=1 cargo bench --bench overhead
+//! B2_PRICED=1 cargo bench --bench overhead   # the model has a price: estimated and costed
 //! # Where the overhead lives: a third client, the SDK's OpenAI adapter and transport called
 //! # directly (build the request, send, read the limit headers, parse) without the router.
 //! B2_LAYERS=1 cargo bench --bench overhead
@@ -243,10 +244,15 @@ fn main() {
     let clients = client_rt.block_on(async {
         let adapter = OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
             .with_chat_model(MODEL);
-        let mut sdk = Client::builder().provider(
-            Arc::new(adapter),
-            ProviderSettings::new().credential(Credential::new(emu.key("openai"))),
-        );
+        let mut settings = ProviderSettings::new().credential(Credential::new(emu.key("openai")));
+        if std::env::var_os("B2_PRICED").is_some() {
+            // The model priced: each request estimated (its bound) and costed.
+            settings = settings.price(
+                MODEL,
+                llm_failover::price::Price::per_million_tokens(0.15, 0.60),
+            );
+        }
+        let mut sdk = Client::builder().provider(Arc::new(adapter), settings);
         if std::env::var_os("B2_OBSERVER").is_some() {
             // An observer that counts every event, as a metrics subscriber does at least.
             sdk = sdk.observer(Arc::new(Counting::default()));

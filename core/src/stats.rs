@@ -269,8 +269,8 @@ pub struct ProviderStats {
     /// applied and the buckets were at least half spent).
     pub priced_by_count: u64,
     /// Chat requests sent whose admission cost was the tokenizer-free bound (a token limit
-    /// applied and the request fit in the buckets' upper half, or its model has a price and
-    /// no token limit). Requests without any token limit or price are in neither count.
+    /// applied and the request fit in the buckets' upper half). Requests without any token
+    /// limit are in neither count.
     pub priced_by_bound: u64,
     /// What the answers cost by their usage, where their models have prices (dollars, in
     /// JSON).

@@ -14,7 +14,7 @@ use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booking, Entry, Router};
 use super::decide::{Action, Count, FailedAttempt, Next, attempt_timeout, decide};
-use super::job::{Admissible, Attempt, Job};
+use super::job::{Admissible, Attempt, Job, Reckoning, TokenCounting, TokenCounts};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
 use crate::cache::{Fill, Lookup};
@@ -249,7 +249,8 @@ impl Router {
         }
         match exchange.result {
             Ok(out) => {
-                let (out, usage, cost) = self.succeeded::<J>(run, ticket, probe, out, &span);
+                let (out, usage, cost) =
+                    self.succeeded::<J>(job.request(), run, ticket, probe, out, &span);
                 self.tell(&Event::AttemptEnded(AttemptEnded {
                     target: self.target(index, &ticket.key, run.capability),
                     outcome: AttemptOutcome::Answered,
@@ -426,6 +427,7 @@ impl Router {
     /// cost.
     fn succeeded<T: Job>(
         &self,
+        request: &T::Request,
         run: &Run<'_>,
         ticket: &Ticket<'_>,
         probe: bool,
@@ -449,7 +451,20 @@ impl Router {
         }
         span.record("gen_ai.response.model", T::answered_model(&out));
         let cost = c.entry.price(&ticket.key.model).and_then(|price| {
-            T::priced(&mut out, price, super::job::estimate(price, &ticket.cost))
+            // Where no token limit applies admission booked no tokens: the estimate is the
+            // tokenizer-free bound (never below the count, no tokenizer tables), made here.
+            let demand = match ticket.reckoning {
+                Reckoning::Requests => {
+                    let bound = TokenCounting::On {
+                        room: Some(u64::MAX),
+                    };
+                    request
+                        .demand(&ticket.key.model, bound, &mut TokenCounts::default())
+                        .0
+                }
+                _ => ticket.cost,
+            };
+            T::priced(&mut out, price, super::job::estimate(price, &demand))
         });
         (out, usage, cost)
     }

@@ -289,12 +289,6 @@ impl Router {
             TokenCounting::On {
                 room: entry.room_for(&key),
             }
-        } else if entry.price(&key.model).is_some() {
-            // Priced, with no token limit: its cost is estimated before sending from the
-            // tokenizer-free bound (never below the count; no tokenizer tables loaded).
-            TokenCounting::On {
-                room: Some(u64::MAX),
-            }
         } else {
             TokenCounting::Off
         };
