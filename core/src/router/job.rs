@@ -320,6 +320,16 @@ pub(crate) trait Job: Sync {
     }
 }
 
+/// Writes an answer's [`Spend`] — `estimated` before sending, `actual` by its usage — and
+/// returns the latter.
+fn stamp(spend: &mut Option<Spend>, estimated: Cost, actual: Option<Cost>) -> Option<Cost> {
+    *spend = Some(Spend {
+        estimated: Some(estimated),
+        actual,
+    });
+    actual
+}
+
 /// What to keep of a whole answer.
 fn keep_whole<T: Serialize>(whole: bool, out: &T, fill: Fill) -> Option<(Fill, Vec<u8>)> {
     if !whole {
@@ -382,12 +392,11 @@ impl Job for Chat {
     }
 
     fn priced(out: &mut ChatResponse, price: &Price, estimated: Cost) -> Option<Cost> {
-        let actual = out.usage.map(|u| price.of_usage(u));
-        out.spend = Some(Spend {
-            estimated: Some(estimated),
-            actual,
-        });
-        actual
+        stamp(
+            &mut out.spend,
+            estimated,
+            out.usage.map(|u| price.of_usage(u)),
+        )
     }
 
     fn check(&self, out: &ChatResponse) -> crate::Result<()> {
@@ -539,12 +548,11 @@ impl Job for Transcribe {
     }
 
     fn priced(out: &mut Transcript, price: &Price, estimated: Cost) -> Option<Cost> {
-        let actual = out.duration.and_then(|d| price.of_audio(d));
-        out.spend = Some(Spend {
-            estimated: Some(estimated),
-            actual,
-        });
-        actual
+        stamp(
+            &mut out.spend,
+            estimated,
+            out.duration.and_then(|d| price.of_audio(d)),
+        )
     }
 
     fn finish(out: &mut Transcript, sends: u32) -> Option<Usage> {
@@ -614,12 +622,11 @@ impl Job for Embed {
     }
 
     fn priced(out: &mut EmbeddingResponse, price: &Price, estimated: Cost) -> Option<Cost> {
-        let actual = out.usage.map(|u| price.of_usage(u));
-        out.spend = Some(Spend {
-            estimated: Some(estimated),
-            actual,
-        });
-        actual
+        stamp(
+            &mut out.spend,
+            estimated,
+            out.usage.map(|u| price.of_usage(u)),
+        )
     }
 
     type Kept = EmbeddingResponse;
