@@ -165,17 +165,7 @@ impl Deepgram {
     }
 
     fn endpoint(&self) -> Result<Url> {
-        let mut url = self.base_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| {
-                Error::config(format!(
-                    "provider `{}`: base_url `{}` cannot carry a path",
-                    self.id, self.base_url
-                ))
-            })?
-            .pop_if_empty()
-            .extend(["v1", "listen"]);
-        Ok(url)
+        crate::provider::url_with_path(&self.id, &self.base_url, ["v1", "listen"])
     }
 }
 

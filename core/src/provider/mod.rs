@@ -963,6 +963,28 @@ pub trait FrameParser: Send + fmt::Debug {
 
 fn _obj_safe(_: &dyn Provider, _: &dyn StreamDecoder) {}
 
+/// `base` with `segments` appended to its path (a trailing `/` of `base` dropped first).
+///
+/// # Errors
+///
+/// `Config` naming provider `id` when `base` cannot carry a path.
+pub(crate) fn url_with_path<'s>(
+    id: &ProviderId,
+    base: &url::Url,
+    segments: impl IntoIterator<Item = &'s str>,
+) -> Result<url::Url> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| {
+            Error::config(format!(
+                "provider `{id}`: base_url `{base}` cannot carry a path"
+            ))
+        })?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url)
+}
+
 /// The request id under the header names providers use.
 pub(crate) fn default_request_id(headers: &HeaderMap) -> Option<String> {
     use reqwest::header::HeaderName;

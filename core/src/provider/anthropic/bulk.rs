@@ -29,18 +29,8 @@ use crate::provider::bulk::{
 
 impl Anthropic {
     fn batches(&self, tail: &[&str]) -> Result<Url> {
-        let mut url = self.base_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| {
-                Error::config(format!(
-                    "provider `{}`: base_url `{}` cannot carry a path",
-                    self.id, self.base_url
-                ))
-            })?
-            .pop_if_empty()
-            .extend(["v1", "messages", "batches"])
-            .extend(tail);
-        Ok(url)
+        let head = ["v1", "messages", "batches"];
+        crate::provider::url_with_path(&self.id, &self.base_url, head.iter().chain(tail).copied())
     }
 
     fn decode<'a, T: Deserialize<'a>>(&self, what: &str, body: &'a [u8]) -> Result<T> {

@@ -43,17 +43,7 @@ impl Gemini {
         }
         let last = format!("{}{suffix}", parts[1]);
         parts[1] = &last;
-        let mut url = self.base_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| {
-                Error::config(format!(
-                    "provider `{}`: base_url `{}` cannot carry a path",
-                    self.id, self.base_url
-                ))
-            })?
-            .pop_if_empty()
-            .extend(parts);
-        Ok(url)
+        crate::provider::url_with_path(&self.id, &self.base_url, parts)
     }
 
     fn decode<'a, T: Deserialize<'a>>(&self, what: &str, body: &'a [u8]) -> Result<T> {
@@ -204,16 +194,8 @@ impl BulkApi for Gemini {
             }
             BulkStep::Poll { id } => HttpRequest::new(Method::GET, self.batch_url(id, "")?),
             BulkStep::Find { after, .. } => {
-                let mut url = self.base_url.clone();
-                url.path_segments_mut()
-                    .map_err(|()| {
-                        Error::config(format!(
-                            "provider `{}`: base_url `{}` cannot carry a path",
-                            self.id, self.base_url
-                        ))
-                    })?
-                    .pop_if_empty()
-                    .push("batches");
+                let mut url =
+                    crate::provider::url_with_path(&self.id, &self.base_url, ["batches"])?;
                 url.query_pairs_mut().append_pair("pageSize", "100");
                 if let Some(after) = after {
                     url.query_pairs_mut().append_pair("pageToken", after);

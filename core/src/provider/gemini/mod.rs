@@ -224,18 +224,8 @@ impl Gemini {
                 format!("provider `{}`: no Gemini model named", self.id),
             ));
         }
-        let mut url = self.base_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| {
-                Error::config(format!(
-                    "provider `{}`: base_url `{}` cannot carry a path",
-                    self.id, self.base_url
-                ))
-            })?
-            .pop_if_empty()
-            .push("models")
-            .push(&format!("{model}:{method}"));
-        Ok(url)
+        let last = format!("{model}:{method}");
+        crate::provider::url_with_path(&self.id, &self.base_url, ["models", last.as_str()])
     }
 }
 
