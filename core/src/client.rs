@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use url::Url;
 
+use crate::budget::Budget;
 use crate::cache::Cache;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{
@@ -20,7 +21,7 @@ use crate::observe::Observer;
 use crate::provider::Provider;
 use crate::ratelimit::{LimitKey, LimitSnapshot, LimiterStore, REDIS_URL_VAR, SharedSettings};
 use crate::rng::{Rng, SeededRng};
-use crate::router::{self, ChatStream, NO_OPTIONS, Parts, RequestOptions, Router};
+use crate::router::{self, BudgetParts, ChatStream, NO_OPTIONS, Parts, RequestOptions, Router};
 use crate::stats::Stats;
 use crate::types::{
     ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Transcript,
@@ -447,6 +448,8 @@ pub struct ClientBuilder {
     base_urls: HashMap<String, Url>,
     env_lookup: Option<EnvLookup>,
     observers: Vec<Arc<dyn Observer>>,
+    budget: Option<Budget>,
+    tenant_budgets: Vec<(String, Budget)>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -531,6 +534,49 @@ impl ClientBuilder {
     /// ```
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observers.push(observer);
+        self
+    }
+
+    /// Sets what the environment may spend a calendar day or month, at the providers'
+    /// prices (over the configuration's `budget`): a request whose estimated cost it cannot
+    /// cover is not sent and ends at once with [`ErrorKind::BudgetExhausted`](crate::ErrorKind)
+    /// until the window's reset. Reserved before sending, settled with the answer's cost, in
+    /// the limiter store: with shared limits, every process spends from one budget.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use llm_failover::budget::Budget;
+    /// use llm_failover::price::Price;
+    /// use llm_failover::{Client, ProviderSettings};
+    /// # let openai = llm_failover::provider::openai::OpenAi::new(
+    /// #     llm_failover::ProviderId::new("openai"),
+    /// #     "http://127.0.0.1:9/v1".parse()?,
+    /// # ).with_chat_model("gpt-4o-mini");
+    ///
+    /// let client = Client::builder()
+    ///     .provider(
+    ///         Arc::new(openai),
+    ///         ProviderSettings::new().price("gpt-4o-mini", Price::per_million_tokens(0.15, 0.60)),
+    ///     )
+    ///     .budget(Budget::usd_per_day(20.0).and_usd_per_month(300.0))
+    ///     .tenant_budget("acme", Budget::usd_per_month(1.0))
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Sets what `tenant` may spend (over the configuration's budget for it): the tenant of
+    /// a request is its [`Tenant`](crate::admission::Tenant), else its
+    /// [account](crate::RequestOptions::account). Spent, its requests end at once with
+    /// `BudgetExhausted` until the window's reset; the other tenants go on.
+    pub fn tenant_budget(mut self, tenant: impl Into<String>, budget: Budget) -> Self {
+        self.tenant_budgets.push((tenant.into(), budget));
         self
     }
 
@@ -750,7 +796,22 @@ impl ClientBuilder {
             policy,
             shared: file_shared,
             cache: file_cache,
+            budget: file_budget,
+            tenant_budgets: mut tenants,
         } = resolved;
+        for (name, b) in std::mem::take(&mut self.tenant_budgets) {
+            tenants.retain(|(t, _)| *t != name);
+            tenants.push((name, b));
+        }
+        let budgets = BudgetParts {
+            environment: self
+                .budget
+                .take()
+                .or(file_budget)
+                .map(|b| (environment.clone(), b)),
+            tenants,
+            environment_name: environment.clone(),
+        };
         let policy = self.policy.take().or(policy).unwrap_or_default();
         let shared = self.shared_settings(file_shared)?;
         let store = match choose_store(
@@ -803,6 +864,7 @@ impl ClientBuilder {
             http: std::mem::take(&mut self.http),
             cache: self.cache.take().or(file_cache),
             observers: std::mem::take(&mut self.observers),
+            budgets,
         })?;
         Ok(Client {
             router: Arc::new(router),
@@ -885,11 +947,14 @@ impl ClientBuilder {
                 credential,
                 extra_body: pc.extra_body.clone(),
                 prices: pc.prices.clone().into_iter().collect(),
+                budget: pc.budget.clone(),
             };
             providers.push((crate::provider::from_config(pc)?, settings));
         }
         Ok(Resolved {
             orders: PerCapability::from_fn(|c| env.providers(c).to_vec()),
+            budget: env.budget.clone(),
+            tenant_budgets: env.tenant_budgets.clone(),
             environment: env.name,
             providers,
             policy: Some(config.policy),
@@ -931,6 +996,8 @@ impl ClientBuilder {
             policy: None,
             shared: None,
             cache: None,
+            budget: None,
+            tenant_budgets: Vec::new(),
         }
     }
 
@@ -952,6 +1019,9 @@ struct Resolved {
     shared: Option<SharedSettings>,
     /// The configuration's `[cache]` (one given in code wins over it).
     cache: Option<Cache>,
+    /// The environment's budget and its tenants'.
+    budget: Option<Budget>,
+    tenant_budgets: Vec<(String, Budget)>,
 }
 
 /// Where the shared settings in force come from, for messages.

@@ -104,6 +104,10 @@ pub enum ErrorKind {
     Config,
     /// A local file (such as an audio file) could not be read.
     Io,
+    /// A budget cannot cover this request ([`budget`](crate::budget)): the environment's or a
+    /// tenant's, until its window's reset ([`Error::retry_at`], [`Error::retry_after`]); or
+    /// every provider's it could go to. Nothing was sent; not retried before the reset.
+    BudgetExhausted,
     /// Every provider is cooling down until [`Error::retry_at`].
     AllProvidersUnavailable,
     /// Every attempt failed; [`Error::attempts`] lists them in order.
@@ -156,6 +160,7 @@ impl ErrorKind {
             | InvalidAnswer
             | Unsupported
             | Config
+            | BudgetExhausted
             | Io => Disposition::Terminal,
             // The same request may succeed later: a provider reopens, a fault passes. An error
             // of these kinds is terminal only when every attempt in it was
@@ -188,6 +193,7 @@ impl ErrorKind {
             Unsupported => "unsupported",
             Config => "config",
             Io => "io",
+            BudgetExhausted => "budget_exhausted",
             AllProvidersUnavailable => "all_providers_unavailable",
             AllProvidersFailed => "all_providers_failed",
         }
@@ -216,6 +222,7 @@ impl ErrorKind {
             Unsupported => "unsupported",
             Config => "configuration error",
             Io => "I/O error",
+            BudgetExhausted => "budget exhausted",
             AllProvidersUnavailable => "all providers unavailable",
             AllProvidersFailed => "all providers failed",
         }
@@ -398,6 +405,15 @@ impl Error {
         err.inner.retry_at = Some(retry_at);
         err.inner.retry_after = Some(wait);
         err.inner.attempts = attempts;
+        err
+    }
+
+    /// A budget cannot cover a request until its window ends, `wait` from now (at
+    /// `retry_at`).
+    pub(crate) fn budget_exhausted(message: String, retry_at: Instant, wait: Duration) -> Self {
+        let mut err = Self::new(ErrorKind::BudgetExhausted, message);
+        err.inner.retry_at = Some(retry_at);
+        err.inner.retry_after = Some(wait);
         err
     }
 

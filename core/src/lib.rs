@@ -42,6 +42,7 @@ pub use id::{Capabilities, Capability, Credential, CredentialParts, CredentialSo
 pub use ratelimit::{BucketSnapshot, LimitReport, LimitSnapshot, Limits};
 pub use router::{ChatStream, RequestOptions};
 pub use stats::{ProviderStats, Stats};
+pub use types::budget;
 pub use types::price;
 pub use types::{
     AudioInput, ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,

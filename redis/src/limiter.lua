@@ -7,7 +7,9 @@
 --
 -- KEYS[1] the state (one value: MessagePack, which keeps doubles exact), KEYS[2] the
 -- half-open probe token. Both share one hash tag, so one call is atomic and Redis Cluster
--- routes it.
+-- routes it. A reservation charged to budgets also names their ledgers, KEYS[3..] (one
+-- integer each: nano-dollars spent or reserved in one budget's window; one Redis only, as
+-- a Cluster would route them elsewhere).
 -- ARGV[1] operation: reserve | turn | refund | raise | check | peek
 -- ARGV[2] now in microseconds, or "" to read TIME (production: every host agrees on Redis's
 --         clock, never its own)
@@ -651,6 +653,31 @@ local function t_promise(S, c, at)
   return id, wait
 end
 
+---------------------------------------------------------------------------------- budgets
+-- args.budget: {{cap, amount, keep (ms)}, …}, one per ledger, KEYS[3..] in the same order.
+
+-- The first charge its ledger cannot cover (0-based) and what the ledger holds, or nil.
+local function over_budget()
+  if not args.budget then return nil end
+  for i, c in ipairs(args.budget) do
+    local held = tonumber(redis.call('GET', KEYS[2 + i]) or '0') or 0
+    if held + c.amount > c.cap then return i - 1, held end
+  end
+  return nil
+end
+
+-- Books every charge: after a grant only, in the same call as the check.
+local function book_budget()
+  if not args.budget then return end
+  for i, c in ipairs(args.budget) do
+    local k = KEYS[2 + i]
+    redis.call('INCRBY', k, string.format('%.0f', c.amount))
+    if redis.call('PTTL', k) < c.keep then
+      redis.call('PEXPIRE', k, string.format('%.0f', c.keep))
+    end
+  end
+end
+
 ---------------------------------------------------------------------------------- operations
 
 if op == 'reserve' or op == 'turn' then
@@ -662,6 +689,12 @@ if op == 'reserve' or op == 'turn' then
   -- promise the caller holds).
   local is_turn = op == 'turn'
   local S = apply_before(load())
+  local over, held = over_budget()
+  if over then
+    -- Nothing is booked anywhere; the raises held back are kept.
+    if S and args.before then save(S) end
+    return cjson.encode({ granted = false, over_budget = over, spent = held })
+  end
   if not S and args.restate then
     -- What the caller last heard its provider state, told again: the state starts from it.
     S = unconfigured(allowance)
@@ -677,6 +710,7 @@ if op == 'reserve' or op == 'turn' then
         return cjson.encode({ granted = false, wait = 0, restate = true })
       end
       -- Unknown: nothing would be booked, so nothing is created (as in memory).
+      book_budget()
       return cjson.encode({ granted = true, wait = 0, booking = 0 })
     end
     S = from_limits(args.limits, allowance, now)
@@ -732,6 +766,7 @@ if op == 'reserve' or op == 'turn' then
     return cjson.encode({ granted = false, wait = wait })
   end
   local booking = k_book(S, args.cost, now)
+  book_budget()
   local out = { granted = true, wait = wait, booking = booking,
                 token_room = k_token_room(S, now), probe = probe }
   if args.share then

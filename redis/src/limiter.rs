@@ -64,8 +64,8 @@ use tokio::time::Instant;
 
 use llm_failover_core::error::{Error, ErrorKind, Result};
 use llm_failover_core::ratelimit::{
-    BucketSnapshot, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore, Limits,
-    Per, Reservation, SharedSettings, Tightening, Turn, WhenDown, Window,
+    BucketSnapshot, Charge, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore,
+    Limits, Per, Reservation, SharedSettings, Tightening, Turn, WhenDown, Window,
 };
 use llm_failover_core::wing::redis::{ConfiguredLevels, MemoryStore, url};
 
@@ -364,12 +364,66 @@ impl Inner {
         )
     }
 
+    /// The key of a budget's ledger (one integer: nano-dollars spent or reserved).
+    fn ledger(&self, ledger: &str) -> String {
+        format!("{}:budget:{}", self.settings.key_prefix, escape(ledger))
+    }
+
+    /// Gives back (> 0) or charges (< 0) nano-dollars in each ledger: one pipelined call.
+    async fn settle(&self, ledgers: &[(String, i64)]) -> Result<()> {
+        if ledgers.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (ledger, back) in ledgers {
+            pipe.cmd("DECRBY")
+                .arg(self.ledger(ledger))
+                .arg(*back)
+                .ignore();
+        }
+        let timeout = self.settings.timeout;
+        let work = async {
+            let mut conn = self.connection().await?;
+            pipe.query_async::<()>(&mut conn).await
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "shared limits: Redis at {} could not settle a budget: {e}",
+                    self.settings.host()
+                ),
+            )),
+            Err(_) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "shared limits: Redis at {} did not settle a budget within {timeout:?}",
+                    self.settings.host()
+                ),
+            )),
+        }
+    }
+
     /// One call of the script, or `None` while Redis is down (the mode then decides).
     async fn call<T: for<'de> Deserialize<'de>>(
         &self,
         key: &LimitKey,
         op: &str,
         args: &impl Serialize,
+        now: Instant,
+    ) -> Result<Option<T>> {
+        self.call_with(key, op, args, &[], now).await
+    }
+
+    /// One call of the script that also names budgets' `ledgers` (keys after the state's
+    /// and the probe's), or `None` while Redis is down.
+    async fn call_with<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &LimitKey,
+        op: &str,
+        args: &impl Serialize,
+        ledgers: &[String],
         now: Instant,
     ) -> Result<Option<T>> {
         let held = self.take_held(key);
@@ -384,7 +438,7 @@ impl Inner {
                 ago: micros(now.saturating_duration_since(*at)),
             })
             .collect();
-        match self.invoke(key, op, args, &before, now).await {
+        match self.invoke(key, op, args, &before, ledgers, now).await {
             Ok(text) => {
                 self.up(key, now);
                 serde_json::from_str(&text).map(Some).map_err(|e| {
@@ -592,6 +646,7 @@ impl Inner {
         op: &str,
         args: &impl Serialize,
         before: &[HeldArgs],
+        ledgers: &[String],
         now: Instant,
     ) -> std::result::Result<String, Failure> {
         let unwritable =
@@ -612,10 +667,12 @@ impl Inner {
         let timeout = self.settings.timeout;
         let work = async {
             let mut conn = self.connection().await.map_err(classify)?;
-            self.script
-                .key(state)
-                .key(probe)
-                .arg(op)
+            let mut call = self.script.key(state);
+            call.key(probe);
+            for ledger in ledgers {
+                call.key(ledger);
+            }
+            call.arg(op)
                 .arg(clock)
                 .arg(millis(STATE_TTL))
                 .arg(self.allowance.as_micros().to_string())
@@ -948,6 +1005,28 @@ struct ReserveArgs {
     /// Answer a grant with the configured buckets' levels (for the local share).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     share: bool,
+    /// Budgets' charges, one per ledger key after the state's and the probe's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    budget: Option<Vec<WireCharge>>,
+}
+
+/// A budget's charge as the script reads it: nano-dollars (exact in a double below 2⁵³,
+/// $9 million) and the ledger's least time to live in ms.
+#[derive(Serialize)]
+struct WireCharge {
+    cap: u64,
+    amount: u64,
+    keep: u64,
+}
+
+impl From<&Charge> for WireCharge {
+    fn from(c: &Charge) -> Self {
+        WireCharge {
+            cap: c.cap,
+            amount: c.amount,
+            keep: u64::try_from(c.keep.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
 }
 
 /// The configured buckets' levels after a grant (`share`).
@@ -1002,6 +1081,11 @@ struct ReserveAnswer {
     restate: bool,
     /// The configured buckets' levels after the grant (asked with `share`).
     levels: Option<WireLevels>,
+    /// The budget charge (0-based) its ledger could not cover: nothing was booked.
+    over_budget: Option<usize>,
+    /// What that ledger holds.
+    #[serde(default)]
+    spent: u64,
 }
 
 #[derive(Serialize)]
@@ -1156,6 +1240,7 @@ impl Inner {
         key: &LimitKey,
         limits: &Limits,
         cost: Demand,
+        charges: &[Charge],
         how: Ask,
         now: Instant,
     ) -> Result<(Reservation, Option<Turn>)> {
@@ -1179,17 +1264,29 @@ impl Inner {
             turn,
             restate: None,
             share: self.share().is_some(),
+            budget: (!charges.is_empty()).then(|| charges.iter().map(WireCharge::from).collect()),
         };
-        let mut answer = self.call::<ReserveAnswer>(key, op, &args, now).await?;
+        let ledgers: Vec<String> = charges.iter().map(|c| self.ledger(&c.ledger)).collect();
+        let mut answer = self
+            .call_with::<ReserveAnswer>(key, op, &args, &ledgers, now)
+            .await?;
         if answer.as_ref().is_some_and(|a| a.restate) {
             // Redis lost the state this store saw: it starts again from the last report
             // heard (a second call, once per loss).
             args.restate = self.restatement(&state, now);
             args.lost = args.restate.is_some();
-            answer = self.call::<ReserveAnswer>(key, op, &args, now).await?;
+            answer = self
+                .call_with::<ReserveAnswer>(key, op, &args, &ledgers, now)
+                .await?;
         }
         let Some(a) = answer else {
             let down = match self.share() {
+                // Money is not shared out between processes while Redis is away: a request
+                // charged to a budget waits for it, whatever the mode (a share of each budget
+                // per process would start full, on top of what was spent).
+                Some(_) if !charges.is_empty() => Reservation::NotUntil {
+                    wait: self.until_retry(key, now),
+                },
                 Some(n) => {
                     let limits = share_of(limits, n);
                     self.local
@@ -1210,6 +1307,13 @@ impl Inner {
             number,
             wait: from_micros(a.next.unwrap_or(a.wait)),
         });
+        if let Some(charge) = a.over_budget {
+            let over = Reservation::OverBudget {
+                charge,
+                spent: a.spent,
+            };
+            return Ok((over, None));
+        }
         if a.too_large {
             let too_large = Reservation::TooLarge {
                 dimension: dimension(a.dimension.as_deref().unwrap_or_default()),
@@ -1397,7 +1501,56 @@ impl LimiterStore for RedisStore {
         now: Instant,
     ) -> Result<Reservation> {
         let how = Ask::Reserve { max_wait };
-        Ok(self.inner.ask(key, limits, cost, how, now).await?.0)
+        Ok(self.inner.ask(key, limits, cost, &[], how, now).await?.0)
+    }
+
+    /// The ledgers are checked and booked in the same script call as the buckets.
+    async fn reserve_charged(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        charges: &[Charge],
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        let how = Ask::Reserve { max_wait };
+        Ok(self
+            .inner
+            .ask(key, limits, cost, charges, how, now)
+            .await?
+            .0)
+    }
+
+    async fn take_turn_charged(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        charges: &[Charge],
+        held: Option<u64>,
+        now: Instant,
+    ) -> Result<(Reservation, Option<Turn>)> {
+        let how = Ask::Turn { held };
+        self.inner.ask(key, limits, cost, charges, how, now).await
+    }
+
+    async fn settle(&self, ledgers: &[(String, i64)], _now: Instant) -> Result<()> {
+        self.inner.settle(ledgers).await
+    }
+
+    /// One Redis: the ledgers go in the script call with the buckets. A Cluster would route
+    /// a budget's ledger to another node than a key's state, and one call cannot name both.
+    fn keeps_budgets(&self) -> Result<()> {
+        if self.inner.settings.cluster {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "budgets are not kept on a Redis Cluster yet (a ledger and a limit key live on \
+                 different nodes, and one script call cannot reach both): share limits \
+                 through one Redis, or drop the budget",
+            ));
+        }
+        Ok(())
     }
 
     /// Promised turns: see the script's "turns".
@@ -1410,7 +1563,7 @@ impl LimiterStore for RedisStore {
         now: Instant,
     ) -> Result<(Reservation, Option<Turn>)> {
         let how = Ask::Turn { held };
-        self.inner.ask(key, limits, cost, how, now).await
+        self.inner.ask(key, limits, cost, &[], how, now).await
     }
 
     async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {

@@ -176,6 +176,8 @@ impl ConfigBuilder {
                 chat: Vec::new(),
                 transcription: Vec::new(),
                 embedding: Vec::new(),
+                budget: None,
+                tenant_budgets: BTreeMap::new(),
             })
     }
 
@@ -249,6 +251,7 @@ impl super::types::ProviderConfig {
                 limits: None,
                 model_limits: BTreeMap::new(),
                 prices: BTreeMap::new(),
+                budget: None,
                 timeout_ms: None,
                 allow_http: false,
                 api_version: None,

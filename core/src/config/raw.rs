@@ -137,6 +137,11 @@ pub(crate) struct RawEnvironment {
     pub(crate) transcription: Vec<String>,
     #[serde(default)]
     pub(crate) embedding: Vec<String>,
+    /// What the environment may spend.
+    pub(crate) budget: Option<crate::budget::Budget>,
+    /// Tenant name → what it may spend.
+    #[serde(default)]
+    pub(crate) tenant_budgets: BTreeMap<String, crate::budget::Budget>,
 }
 
 /// `[providers.NAME]`.
@@ -161,6 +166,8 @@ pub(crate) struct RawProvider {
     /// Model name → what it costs.
     #[serde(default)]
     pub(crate) prices: BTreeMap<String, crate::types::price::Price>,
+    /// What the provider may spend.
+    pub(crate) budget: Option<crate::budget::Budget>,
     pub(crate) timeout_ms: Option<i64>,
     #[serde(default)]
     pub(crate) allow_http: bool,

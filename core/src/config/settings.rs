@@ -48,6 +48,9 @@ pub struct ProviderSettings {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// What each model costs (none shipped: a model without a price has no cost).
     pub prices: HashMap<String, Price>,
+    /// What this provider may spend a day or a month: a request it cannot cover goes to the
+    /// next provider ([`budget`](crate::budget)).
+    pub budget: Option<crate::budget::Budget>,
 }
 
 impl ProviderSettings {
@@ -94,6 +97,28 @@ impl ProviderSettings {
     #[must_use]
     pub fn price(mut self, model: impl Into<String>, price: Price) -> Self {
         self.prices.insert(model.into(), price);
+        self
+    }
+
+    /// Sets what this provider may spend a calendar day or month, at its prices: a request
+    /// whose estimated cost it cannot cover fails over to the next provider (a cheaper one
+    /// may fit), as if this one were busy until the window's end.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use llm_failover::budget::Budget;
+    /// use llm_failover::price::Price;
+    /// use llm_failover::ProviderSettings;
+    ///
+    /// let openai = ProviderSettings::new()
+    ///     .price("gpt-4o", Price::per_million_tokens(2.50, 10.00))
+    ///     .budget(Budget::usd_per_day(5.0));
+    /// assert_eq!(openai.budget.unwrap().usd_per_day, Some(5.0));
+    /// ```
+    #[must_use]
+    pub fn budget(mut self, budget: crate::budget::Budget) -> Self {
+        self.budget = Some(budget);
         self
     }
 

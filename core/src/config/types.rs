@@ -122,6 +122,9 @@ pub struct ProviderConfig {
     /// What each model costs (`prices = { "gpt-4o-mini" = { input = 0.15, output = 0.60 } }`,
     /// dollars per million tokens; see [`Price`](crate::types::price::Price)).
     pub prices: BTreeMap<String, crate::types::price::Price>,
+    /// What this provider may spend (`budget = { usd_per_day = 5 }`): a request it cannot
+    /// cover fails over.
+    pub budget: Option<crate::budget::Budget>,
     /// Per-attempt timeout, overriding the policy's `request_timeout`.
     pub timeout: Option<Duration>,
     /// `http://` to a non-loopback host is allowed (explicit opt-in).
@@ -174,7 +177,7 @@ impl ProviderConfig {
 /// assert!(prod.providers(Capability::Transcription).is_empty());
 /// # Ok::<(), llm_failover::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Environment {
     /// Its name.
@@ -185,6 +188,10 @@ pub struct Environment {
     pub transcription: Vec<ProviderId>,
     /// Embedding providers, in failover order.
     pub embedding: Vec<ProviderId>,
+    /// What the environment may spend (`budget = { usd_per_day = 20 }`).
+    pub budget: Option<crate::budget::Budget>,
+    /// What each tenant may spend (`tenant_budgets = { acme = { usd_per_month = 1 } }`).
+    pub tenant_budgets: Vec<(String, crate::budget::Budget)>,
 }
 
 impl Environment {

@@ -552,6 +552,7 @@ mod tests {
             limits: Limits::none(),
             model_limits: BTreeMap::new(),
             prices: Default::default(),
+            budget: None,
             timeout: None,
             allow_http: false,
             api_version: api_version.map(str::to_owned),

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 
 use super::Limits;
 use super::contact::{Contacts, Entered};
-use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
+use super::store::{
+    Charge, Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
+};
 use crate::admission::{Lines, Place, Priority};
 use crate::clock::Clock;
 use crate::error::Result;
@@ -76,13 +78,17 @@ impl Limiter {
         key: &LimitKey,
         limits: &Limits,
         cost: Demand,
+        charges: &[Charge],
         patience: Patience,
         now: Instant,
         place: &Place,
     ) -> Result<Reservation> {
         let Patience { max_wait, queue } = patience;
         if place.priority == Priority::Interactive {
-            return self.reserve(key, limits, cost, max_wait, now).await;
+            return self
+                .store
+                .reserve_charged(key, limits, cost, charges, max_wait, now)
+                .await;
         }
         let line = self.lines.of(key);
         let until = now + max_wait;
@@ -110,7 +116,10 @@ impl Limiter {
             }
             let at = self.clock.now();
             let held = line.take_promise();
-            let (answer, turn) = self.store.take_turn(key, limits, cost, held, at).await?;
+            let (answer, turn) = self
+                .store
+                .take_turn_charged(key, limits, cost, charges, held, at)
+                .await?;
             // A promised turn is counted from the answer: from the ask, the line would come
             // back as early as the answer took, and find the key not yet free.
             let answered = self.clock.now();
@@ -144,6 +153,7 @@ impl Limiter {
     /// # Errors
     ///
     /// When the store fails (never for the in-memory store).
+    #[cfg(test)]
     pub(crate) async fn reserve(
         &self,
         key: &LimitKey,
@@ -153,6 +163,17 @@ impl Limiter {
         now: Instant,
     ) -> Result<Reservation> {
         self.store.reserve(key, limits, cost, max_wait, now).await
+    }
+
+    /// Gives back (> 0) or charges (< 0) nano-dollars in budgets' ledgers; a store error is
+    /// logged (the ledger keeps the estimate: the safe side).
+    pub(crate) async fn settle(&self, ledgers: &[(String, i64)]) {
+        if ledgers.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.settle(ledgers, self.clock.now()).await {
+            tracing::warn!(error = %e, "could not settle a budget with an answer's cost");
+        }
     }
 
     /// Whether the store can serve this client ([`LimiterStore::check`]).
@@ -230,6 +251,8 @@ pub(crate) struct Permit<'a> {
     limiter: &'a Limiter,
     key: &'a LimitKey,
     cost: Demand,
+    /// The budgets' charges booked with it, given back with it.
+    charges: Vec<(String, i64)>,
     armed: bool,
 }
 
@@ -250,8 +273,23 @@ impl<'a> Permit<'a> {
             limiter,
             key,
             cost,
+            charges: Vec::new(),
             armed: true,
         }
+    }
+
+    /// Also gives back `charges` (their whole amounts) if it is dropped unsent.
+    pub(crate) fn charging(mut self, charges: &[Charge]) -> Self {
+        self.charges = charges
+            .iter()
+            .map(|c| {
+                (
+                    c.ledger.clone(),
+                    i64::try_from(c.amount).unwrap_or(i64::MAX),
+                )
+            })
+            .collect();
+        self
     }
 
     /// The request is being sent: the slot is used and will not be given back.
@@ -268,9 +306,15 @@ impl Drop for Permit<'_> {
         let store = self.limiter.store.clone();
         let key = self.key.clone();
         let cost = self.cost;
+        let charges = std::mem::take(&mut self.charges);
         let now = self.limiter.clock.now();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
+                if !charges.is_empty()
+                    && let Err(e) = store.settle(&charges, now).await
+                {
+                    tracing::warn!(key = %key, error = %e, "could not give back a cancelled reservation's budget");
+                }
                 let tokens = i64::try_from(cost.tokens()).unwrap_or(i64::MAX);
                 if let Err(e) = store.refund(&key, cost.requests, tokens, now).await {
                     tracing::warn!(key = %key, error = %e, "could not return a cancelled reservation");

@@ -11,7 +11,9 @@ use tokio::time::Instant;
 
 use super::Limits;
 use super::key_state::{ConfiguredLevels, KeyState};
-use super::store::{Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening};
+use super::store::{
+    Charge, Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
+};
 use crate::error::Result;
 
 /// The default store: buckets in this process's memory.
@@ -54,6 +56,16 @@ pub struct MemoryStore {
     /// Some key exists (set once, before the first is inserted).
     any: AtomicBool,
     allowance: Duration,
+    /// Budgets' ledgers: what each holds (spent and reserved, nano-dollars) and until when it
+    /// is kept. Locked around a charged reservation's whole booking, its key's included.
+    ledgers: Mutex<HashMap<String, Ledger>>,
+}
+
+/// One budget window's ledger.
+#[derive(Clone, Copy, Debug)]
+struct Ledger {
+    held: u64,
+    until: Instant,
 }
 
 impl MemoryStore {
@@ -135,32 +147,65 @@ impl LimiterStore for MemoryStore {
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation> {
-        if self.admits_freely(key, limits) {
-            // Unknown: nothing would be booked, so nothing is created.
-            return Ok(Reservation::Granted {
-                wait: Duration::ZERO,
-                token_room: None,
-                booking: 0,
-            });
+        Ok(self.book(key, limits, cost, max_wait, now))
+    }
+
+    /// Books `charges` with `cost`: the ledgers stay locked from the check to the booking,
+    /// and nothing is booked unless every charge fits and the buckets grant.
+    async fn reserve_charged(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        charges: &[Charge],
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        if charges.is_empty() {
+            return Ok(self.book(key, limits, cost, max_wait, now));
         }
-        Ok(
-            self.with(key, Some(limits), now, |s| match s.wait(cost, now) {
-                Err(too_large) => too_large,
-                Ok(wait) if wait > max_wait => Reservation::NotUntil { wait },
-                Ok(wait) => {
-                    let booking = s.book(cost, now);
-                    if wait.is_zero() {
-                        // Sent at once, never asked again: the probe, if one is due.
-                        s.take_probe(booking, now);
-                    }
-                    Reservation::Granted {
-                        wait,
-                        token_room: s.token_room(now),
-                        booking,
-                    }
-                }
-            }),
-        )
+        let mut ledgers = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
+        ledgers.retain(|_, l| l.until > now);
+        for (i, c) in charges.iter().enumerate() {
+            let held = ledgers.get(&c.ledger).map_or(0, |l| l.held);
+            if held.saturating_add(c.amount) > c.cap {
+                return Ok(Reservation::OverBudget {
+                    charge: i,
+                    spent: held,
+                });
+            }
+        }
+        let answer = self.book(key, limits, cost, max_wait, now);
+        if matches!(answer, Reservation::Granted { .. }) {
+            for c in charges {
+                let l = ledgers.entry(c.ledger.clone()).or_insert(Ledger {
+                    held: 0,
+                    until: now + c.keep,
+                });
+                l.held = l.held.saturating_add(c.amount);
+                l.until = l.until.max(now + c.keep);
+            }
+        }
+        Ok(answer)
+    }
+
+    async fn settle(&self, ledgers: &[(String, i64)], _now: Instant) -> Result<()> {
+        let mut held = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, back) in ledgers {
+            // A ledger gone (its window ended) has nothing to give back to.
+            if let Some(l) = held.get_mut(name) {
+                l.held = if *back >= 0 {
+                    l.held.saturating_sub(back.unsigned_abs())
+                } else {
+                    l.held.saturating_add(back.unsigned_abs())
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn keeps_budgets(&self) -> Result<()> {
+        Ok(())
     }
 
     async fn refund(&self, key: &LimitKey, requests: u64, tokens: i64, now: Instant) -> Result<()> {
@@ -229,6 +274,43 @@ impl LimiterStore for MemoryStore {
             learned_rate: s.paced_rate(),
             gate_until: s.gate(now),
             token_room: s.token_room(now),
+        })
+    }
+}
+
+impl MemoryStore {
+    /// A reservation's booking in the buckets of `key`.
+    fn book(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        max_wait: Duration,
+        now: Instant,
+    ) -> Reservation {
+        if self.admits_freely(key, limits) {
+            // Unknown: nothing would be booked, so nothing is created.
+            return Reservation::Granted {
+                wait: Duration::ZERO,
+                token_room: None,
+                booking: 0,
+            };
+        }
+        self.with(key, Some(limits), now, |s| match s.wait(cost, now) {
+            Err(too_large) => too_large,
+            Ok(wait) if wait > max_wait => Reservation::NotUntil { wait },
+            Ok(wait) => {
+                let booking = s.book(cost, now);
+                if wait.is_zero() {
+                    // Sent at once, never asked again: the probe, if one is due.
+                    s.take_probe(booking, now);
+                }
+                Reservation::Granted {
+                    wait,
+                    token_room: s.token_room(now),
+                    booking,
+                }
+            }
         })
     }
 }

@@ -115,8 +115,8 @@ pub(crate) mod wing {
 }
 
 pub use store::{
-    BucketSnapshot, Demand, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore, Reservation,
-    Tightening, Turn,
+    BucketSnapshot, Charge, Demand, Dimension, Drain, LimitKey, LimitSnapshot, LimiterStore,
+    Reservation, Tightening, Turn,
 };
 
 // Internals, public with `test-util` for tests, benches and fuzzers.

@@ -235,6 +235,14 @@ pub enum Reservation {
         /// The wait a reservation would have had.
         wait: Duration,
     },
+    /// Not booked: the budget of [`Charge`] number `charge` (of those asked with it,
+    /// [`LimiterStore::reserve_charged`]) cannot cover its amount until its window ends.
+    OverBudget {
+        /// The index of the charge that does not fit.
+        charge: usize,
+        /// What its ledger holds already (spent and reserved), in nano-dollars.
+        spent: u64,
+    },
     /// Never: the cost exceeds a limit's whole capacity.
     TooLarge {
         /// The limit.
@@ -244,6 +252,63 @@ pub enum Reservation {
         /// The capacity.
         capacity: u64,
     },
+}
+
+/// What one request reserves of one budget: an amount of money in the ledger of a scope's
+/// calendar window, which may hold at most `cap`. Reserved with the request's buckets in one
+/// store call ([`LimiterStore::reserve_charged`]), settled after its answer
+/// ([`LimiterStore::settle`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use llm_failover::ratelimit::{Charge, Demand, LimitKey, LimiterStore, Limits, MemoryStore, Reservation};
+/// use llm_failover::ProviderId;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> llm_failover::Result<()> {
+/// let store = MemoryStore::new();
+/// let key = LimitKey::new(ProviderId::new("openai"), "gpt-4o-mini");
+/// let now = tokio::time::Instant::now();
+/// // $1.00 a day; each request reserves an estimate of 40 cents.
+/// let day = Charge::new("environment/prod/day/2026-12-03", 1_000_000_000, 400_000_000, Duration::from_secs(3_600));
+/// for _ in 0..2 {
+///     let r = store.reserve_charged(&key, &Limits::none(), Demand::one_request(), &[day.clone()], Duration::ZERO, now).await?;
+///     assert!(matches!(r, Reservation::Granted { .. }));
+/// }
+/// let third = store.reserve_charged(&key, &Limits::none(), Demand::one_request(), &[day.clone()], Duration::ZERO, now).await?;
+/// assert_eq!(third, Reservation::OverBudget { charge: 0, spent: 800_000_000 });
+/// // The first answer cost 10 cents: 30 come back, and a third request fits.
+/// store.settle(&[(day.ledger.clone(), 300_000_000)], now).await?;
+/// let fourth = store.reserve_charged(&key, &Limits::none(), Demand::one_request(), &[day], Duration::ZERO, now).await?;
+/// assert!(matches!(fourth, Reservation::Granted { .. }));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Charge {
+    /// The ledger: whose budget and which window (`environment/prod/day/2026-12-03`), the
+    /// same name in every process.
+    pub ledger: String,
+    /// What the window allows, in nano-dollars.
+    pub cap: u64,
+    /// What this request reserves (its estimated cost), in nano-dollars.
+    pub amount: u64,
+    /// How long the ledger must be kept: until its window ends, at least.
+    pub keep: Duration,
+}
+
+impl Charge {
+    /// `amount` of the `cap` that `ledger` allows, kept for `keep` (nano-dollars).
+    pub fn new(ledger: impl Into<String>, cap: u64, amount: u64, keep: Duration) -> Self {
+        Charge {
+            ledger: ledger.into(),
+            cap,
+            amount,
+            keep,
+        }
+    }
 }
 
 /// A turn a shared store promised a bulk line ([`LimiterStore::take_turn`]): its number, to
@@ -565,6 +630,73 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
         max_wait: Duration,
         now: Instant,
     ) -> Result<Reservation>;
+
+    /// Books `cost` for `key` as [`reserve`](Self::reserve) does, and each of `charges`
+    /// with it, atomically: if one does not fit its ledger ([`Reservation::OverBudget`]) or
+    /// the buckets refuse, nothing is booked anywhere. A reserve-then-settle, never a
+    /// check-then-increment: processes sharing the store never overspend a ledger together.
+    ///
+    /// The default, for a store that keeps no ledgers: `reserve` when there is nothing to
+    /// charge, else a `Config` error (see [`keeps_budgets`](Self::keeps_budgets)).
+    async fn reserve_charged(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        charges: &[Charge],
+        max_wait: Duration,
+        now: Instant,
+    ) -> Result<Reservation> {
+        if charges.is_empty() {
+            return self.reserve(key, limits, cost, max_wait, now).await;
+        }
+        Err(self.keeps_budgets().err().unwrap_or_else(|| {
+            crate::error::Error::config("this limiter store does not reserve budgets")
+        }))
+    }
+
+    /// A bulk line's ask ([`take_turn`](Self::take_turn)) with `charges` booked as
+    /// [`reserve_charged`](Self::reserve_charged) books them. The default: `take_turn`
+    /// when there is nothing to charge, else `reserve_charged` with no wait and no turn.
+    async fn take_turn_charged(
+        &self,
+        key: &LimitKey,
+        limits: &Limits,
+        cost: Demand,
+        charges: &[Charge],
+        held: Option<u64>,
+        now: Instant,
+    ) -> Result<(Reservation, Option<Turn>)> {
+        if charges.is_empty() {
+            return self.take_turn(key, limits, cost, held, now).await;
+        }
+        let reservation = self
+            .reserve_charged(key, limits, cost, charges, Duration::ZERO, now)
+            .await?;
+        Ok((reservation, None))
+    }
+
+    /// Gives back (`> 0`) or charges (`< 0`) nano-dollars in each named ledger: what an
+    /// answer cost against what was reserved for it, or a reservation not sent.
+    async fn settle(&self, ledgers: &[(String, i64)], now: Instant) -> Result<()> {
+        let _ = now;
+        if ledgers.is_empty() {
+            return Ok(());
+        }
+        Err(self.keeps_budgets().err().unwrap_or_else(|| {
+            crate::error::Error::config("this limiter store does not keep budgets")
+        }))
+    }
+
+    /// Whether this store keeps budgets' ledgers, checked when a client with a budget is
+    /// built: `Config` saying why not (the default: a store of your own keeps none until it
+    /// implements [`reserve_charged`](Self::reserve_charged) and [`settle`](Self::settle)).
+    fn keeps_budgets(&self) -> Result<()> {
+        Err(crate::error::Error::config(
+            "this limiter store keeps no budgets: a budget needs the in-memory store or \
+             shared limits through Redis",
+        ))
+    }
 
     /// Gives back (`tokens > 0`) or charges (`tokens < 0`) tokens, and gives back
     /// `requests` request slots (a reservation dropped before sending).

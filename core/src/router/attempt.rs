@@ -14,7 +14,7 @@ use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booking, Entry, Router};
 use super::decide::{Action, Count, FailedAttempt, Next, attempt_timeout, decide};
-use super::job::{Admissible, Attempt, Job, Reckoning, TokenCounting, TokenCounts};
+use super::job::{Admissible, Attempt, Job};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
 use crate::cache::{Fill, Lookup};
@@ -180,7 +180,8 @@ impl Router {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         let index = c.index;
-        let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost);
+        let permit =
+            Permit::new(&self.limiter, &ticket.key, ticket.cost).charging(&ticket.charges.list);
         let Some(verdict) = self.claim(index, run.capability, &breaker, ticket).await else {
             // The slot goes back with the permit; pick again.
             return ControlFlow::Continue(());
@@ -195,6 +196,7 @@ impl Router {
                 key,
                 booked,
                 breaker.to_arc(),
+                ticket.charges.clone(),
             )
         };
         run.attempt_at = self.clock.now();
@@ -239,7 +241,7 @@ impl Router {
             // Could not even be built: nothing went out, the slot goes back.
             drop(permit);
         }
-        let (report, probe) = (exchange.report, verdict.is_probe());
+        let (report, probe, sent) = (exchange.report, verdict.is_probe(), exchange.sent);
         if let Some(place) = &ticket.contact {
             let throttled = exchange.result.as_ref().is_err_and(|e| {
                 matches!(e.kind(), ErrorKind::RateLimited | ErrorKind::QuotaExhausted)
@@ -251,6 +253,11 @@ impl Router {
             Ok(out) => {
                 let (out, usage, cost) =
                     self.succeeded::<J>(job.request(), run, ticket, probe, out, &span);
+                // The budgets keep what the answer cost (a stream's, at its end; an answer
+                // without its usage keeps its estimate: the safe side).
+                if let (Some(actual), false) = (cost, J::STREAMS) {
+                    self.limiter.settle(&ticket.charges.settled(actual)).await;
+                }
                 self.tell(&Event::AttemptEnded(AttemptEnded {
                     target: self.target(index, &ticket.key, run.capability),
                     outcome: AttemptOutcome::Answered,
@@ -282,6 +289,13 @@ impl Router {
             }
             // Rare, and its state is large: boxed.
             Err(err) => {
+                // An answered error costs nothing: the budgets get their reservation back.
+                // A timeout keeps it (the provider may have done and billed the work).
+                // (Not sent: the permit gave it back.)
+                if sent && err.kind() != ErrorKind::Timeout && !ticket.charges.is_empty() {
+                    let all = ticket.charges.settled(Cost::default());
+                    self.limiter.settle(&all).await;
+                }
                 Box::pin(self.failed(run, ticket, probe, err, report.as_deref(), &span)).await
             }
         }
@@ -451,19 +465,12 @@ impl Router {
         }
         span.record("gen_ai.response.model", T::answered_model(&out));
         let cost = c.entry.price(&ticket.key.model).and_then(|price| {
-            // Where no token limit applies admission booked no tokens: the estimate is the
-            // tokenizer-free bound (never below the count, no tokenizer tables), made here.
-            let demand = match ticket.reckoning {
-                Reckoning::Requests => {
-                    let bound = TokenCounting::On {
-                        room: Some(u64::MAX),
-                    };
-                    request
-                        .demand(&ticket.key.model, bound, &mut TokenCounts::default())
-                        .0
-                }
-                _ => ticket.cost,
-            };
+            let demand = super::job::priced_demand(
+                request,
+                &ticket.key.model,
+                ticket.cost,
+                ticket.reckoning,
+            );
             T::priced(&mut out, price, super::job::estimate(price, &demand))
         });
         (out, usage, cost)

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::breaker::{Allow, BreakerEvent};
 use super::breaker_store::Verdict;
+use super::budget::Charges;
 use super::core::{Entry, Router};
 use super::job::{Admissible, Job, Reckoning, TokenCounting};
 use super::request::Run;
@@ -43,6 +44,8 @@ pub(crate) struct Ticket<'r> {
     /// A place among the first requests to a key whose limits are not yet known, told the
     /// answer and given back when the ticket goes.
     pub(crate) contact: Option<ContactPlace>,
+    /// What it reserved of the budgets it falls under, settled with its answer.
+    pub(crate) charges: Charges,
 }
 
 /// The choice for the next attempt.
@@ -64,6 +67,7 @@ struct Chosen<'r> {
     cost: Demand,
     reckoning: Reckoning,
     verdict: Verdict,
+    charges: Charges,
 }
 
 impl<'r> Chosen<'r> {
@@ -86,6 +90,7 @@ impl<'r> Chosen<'r> {
             ready_at: now + wait,
             lined: Duration::ZERO,
             verdict: self.verdict,
+            charges: self.charges,
         }
     }
 }
@@ -108,6 +113,8 @@ struct Survey {
     /// The candidate whose admission wait is shortest, and that wait.
     paced: Option<(usize, Duration)>,
     never: Option<Error>,
+    /// A budget that ends the request (the environment's, the tenant's) is spent.
+    end: Option<Error>,
 }
 
 impl Survey {
@@ -161,6 +168,9 @@ impl Router {
             {
                 return Ok(Pick::Go(t));
             }
+            if let Some(e) = survey.end.take() {
+                return Ok(Pick::Never(e));
+            }
         }
         // The candidate that can start soonest is booked — unless a provider that cannot be
         // sent to now reopens before that slot: then the request waits for the reopening and
@@ -185,6 +195,9 @@ impl Router {
                 .await?
         {
             return Ok(Pick::Go(t));
+        }
+        if let Some(e) = survey.end.take() {
+            return Ok(Pick::Never(e));
         }
         Ok(survey.into_pick())
     }
@@ -227,7 +240,7 @@ impl Router {
                             continue;
                         }
                     };
-                    if self.limiter.admits_freely(&c.key, &c.limits) {
+                    if c.charges.is_empty() && self.limiter.admits_freely(&c.key, &c.limits) {
                         return Ok(Some(c.into_ticket(Duration::ZERO, now, None, contact)));
                     }
                     return Box::pin(self.admit(run, c, now, patience, survey, contact)).await;
@@ -293,7 +306,22 @@ impl Router {
             TokenCounting::Off
         };
         let (cost, reckoning) = job.request().demand(&key.model, tokens, &mut run.costs);
+        let charges = match self.charges(
+            job.request(),
+            entry,
+            &key.model,
+            &cost,
+            reckoning,
+            run.tenant.as_deref(),
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                self.release(run, slot, verdict, now);
+                return Look::Never(e);
+            }
+        };
         Look::Ready(Chosen {
+            charges,
             slot,
             entry,
             key,
@@ -316,7 +344,15 @@ impl Router {
     ) -> Result<Option<Ticket<'r>>> {
         let reserved = self
             .limiter
-            .reserve_in_turn(&c.key, &c.limits, c.cost, patience, now, &run.place)
+            .reserve_in_turn(
+                &c.key,
+                &c.limits,
+                c.cost,
+                &c.charges.list,
+                patience,
+                now,
+                &run.place,
+            )
             .await;
         // A bulk request may have waited in its line for its turn.
         let turn = self.clock.now().max(now);
@@ -336,6 +372,20 @@ impl Router {
                         survey.sooner(now + wait);
                         if survey.paced.is_none_or(|(_, w)| wait < w) {
                             survey.paced = Some((c.slot, wait));
+                        }
+                    }
+                    Reservation::OverBudget { charge, spent } => {
+                        let e = c
+                            .charges
+                            .spent(charge, spent, turn)
+                            .with_provider(c.entry.id().clone())
+                            .with_model(c.key.model.clone());
+                        tracing::debug!(error = %e, "a budget holds this request back");
+                        if c.charges.ends_request(charge) {
+                            survey.end = Some(e);
+                        } else {
+                            // A provider's budget: the next provider may fit.
+                            survey.never.get_or_insert(e);
                         }
                     }
                     r => {

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 
 use super::breaker::{BreakerEvent, BreakerSettings};
 use super::breaker_store::{BreakerCell, BreakerStore, MemoryBreakers, Transition};
+use super::budget::{Budgets, Charges};
 use super::decide::Rules;
+use crate::budget::{Budget, Ledgers, Scope};
 use crate::cache::Cache;
 use crate::clock::Clock;
 use crate::config::{Policy, ProviderSettings};
@@ -52,6 +54,19 @@ pub(crate) struct Parts {
     pub(crate) cache: Option<Cache>,
     /// The observers the application added.
     pub(crate) observers: Vec<Arc<dyn Observer>>,
+    /// The environment's budget (with the environment's name) and the tenants'.
+    pub(crate) budgets: BudgetParts,
+}
+
+/// The budgets of an environment, as the builder resolved them.
+#[derive(Debug, Default)]
+pub(crate) struct BudgetParts {
+    /// The environment's name and budget.
+    pub(crate) environment: Option<(String, Budget)>,
+    /// Each tenant's, by name.
+    pub(crate) tenants: Vec<(String, Budget)>,
+    /// The environment's name (the tenants' ledgers are named in it).
+    pub(crate) environment_name: String,
 }
 
 /// One provider, as the router sees it.
@@ -66,6 +81,8 @@ pub(crate) struct Entry {
     pub(crate) extra_body: serde_json::Map<String, serde_json::Value>,
     /// What each model costs here.
     prices: HashMap<String, Price>,
+    /// What this provider may spend.
+    pub(crate) budget: Option<Ledgers>,
     /// Set once a response of this provider states a token window: from then on its requests
     /// are priced in tokens even where no token limit is configured.
     token_limits_seen: AtomicBool,
@@ -82,7 +99,12 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn new(adapter: Arc<dyn Provider>, s: ProviderSettings, breakers: &dyn BreakerStore) -> Self {
+    fn new(
+        adapter: Arc<dyn Provider>,
+        s: ProviderSettings,
+        budget: Option<Ledgers>,
+        breakers: &dyn BreakerStore,
+    ) -> Self {
         let default_keys = PerCapability::from_fn(|c| {
             adapter
                 .default_model(c)
@@ -102,6 +124,7 @@ impl Entry {
             credential: s.credential,
             extra_body: s.extra_body,
             prices: s.prices,
+            budget,
             token_limits_seen: AtomicBool::new(false),
             room: AtomicU64::new(u64::MAX),
         }
@@ -215,6 +238,8 @@ pub(crate) struct Router {
     pub(super) policy: Policy,
     pub(super) rules: Rules,
     pub(super) budget: SharedBudget,
+    /// The environment's and the tenants' budgets (a provider's is on its entry).
+    pub(super) budgets: Budgets,
     pub(super) cache: Option<Cache>,
     /// The [`Stats`] observer, told first.
     tallies: Tallies,
@@ -248,6 +273,7 @@ impl Router {
             http,
             cache,
             observers,
+            budgets,
         } = parts;
         if providers.is_empty() {
             return Err(Error::config(
@@ -285,16 +311,28 @@ impl Router {
                 price.check(&format!("provider `{}`'s price of `{model}`", adapter.id()))?;
             }
         }
-        let entries: Vec<Entry> = providers
-            .into_iter()
-            .map(|(adapter, s)| Entry::new(adapter, s, breakers.as_ref()))
-            .collect();
+        let mut entries = Vec::with_capacity(providers.len());
+        for (adapter, s) in providers {
+            let budget = match &s.budget {
+                Some(b) => Some(b.resolve(
+                    Scope::Provider(adapter.id().to_string()),
+                    &format!("provider `{}`'s budget", adapter.id()),
+                )?),
+                None => None,
+            };
+            entries.push(Entry::new(adapter, s, budget, breakers.as_ref()));
+        }
+        let budgets = resolve_budgets(budgets)?;
+        if budgets.any() || entries.iter().any(|e| e.budget.is_some()) {
+            store.keeps_budgets()?;
+        }
         Ok(Router {
             orders: indices,
             limiter: Limiter::new(store, clock.clone()),
             breakers,
             transport,
             budget: SharedBudget::new(RetryBudget::new(policy.retry_budget, 10), clock.now()),
+            budgets,
             clock,
             rng,
             rules: Rules {
@@ -478,6 +516,7 @@ impl Router {
         key: LimitKey,
         booked: Booking,
         breaker: Arc<dyn BreakerCell>,
+        charges: Charges,
     ) -> StreamWatch {
         StreamWatch {
             last: self.clock.now(),
@@ -486,15 +525,18 @@ impl Router {
             key,
             booked,
             breaker,
+            charges,
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn stream_ended(
         &self,
         entry: usize,
         key: LimitKey,
         booked: Booking,
         breaker: Arc<dyn BreakerCell>,
+        charges: Charges,
         usage: Option<Usage>,
         error: Option<ErrorKind>,
     ) {
@@ -515,6 +557,10 @@ impl Router {
         }
         if let Some(used) = usage.and_then(|u| booked.spend(u)) {
             self.reconcile(&key, booked, used).await;
+        }
+        // A stream that ended without its usage keeps its estimate charged: the safe side.
+        if let Some(actual) = cost {
+            self.limiter.settle(&charges.settled(actual)).await;
         }
     }
 }
@@ -586,6 +632,8 @@ pub(crate) struct StreamWatch {
     key: LimitKey,
     booked: Booking,
     breaker: Arc<dyn BreakerCell>,
+    /// The budgets' charges it reserved, settled at its end.
+    charges: Charges,
     /// When the chunk before arrived (at first: when the stream was handed out, with its
     /// first content).
     last: Instant,
@@ -622,14 +670,35 @@ impl StreamWatch {
             key,
             booked,
             breaker,
+            charges,
             ..
         } = self;
         if let Ok(h) = tokio::runtime::Handle::try_current() {
             h.spawn(async move {
                 router
-                    .stream_ended(entry, key, booked, breaker, usage, error)
+                    .stream_ended(entry, key, booked, breaker, charges, usage, error)
                     .await
             });
         }
     }
+}
+
+/// The environment's and the tenants' budgets, checked.
+fn resolve_budgets(parts: BudgetParts) -> Result<Budgets> {
+    let environment = match parts.environment {
+        Some((name, b)) => Some(b.resolve(
+            Scope::Environment(name.clone()),
+            &format!("environment `{name}`'s budget"),
+        )?),
+        None => None,
+    };
+    let mut tenants = HashMap::new();
+    for (tenant, b) in parts.tenants {
+        let ledgers = b.resolve(
+            Scope::Tenant(parts.environment_name.clone(), tenant.clone()),
+            &format!("tenant `{tenant}`'s budget"),
+        )?;
+        tenants.insert(tenant, ledgers);
+    }
+    Ok(Budgets::new(environment, tenants))
 }

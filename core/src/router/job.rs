@@ -338,6 +338,26 @@ fn keep_whole<T: Serialize>(whole: bool, out: &T, fill: Fill) -> Option<(Fill, V
     serde_json::to_vec(out).ok().map(|v| (fill, v))
 }
 
+/// The demand a request is priced at: admission's, or — where no token limit applies and
+/// admission booked no tokens — the tokenizer-free bound, made now (never below the count,
+/// no tokenizer tables).
+pub(crate) fn priced_demand<R: Admissible + ?Sized>(
+    request: &R,
+    model: &str,
+    cost: Demand,
+    reckoning: Reckoning,
+) -> Demand {
+    match reckoning {
+        Reckoning::Requests => {
+            let bound = TokenCounting::On {
+                room: Some(u64::MAX),
+            };
+            request.demand(model, bound, &mut TokenCounts::default()).0
+        }
+        _ => cost,
+    }
+}
+
 /// What admission's estimate of a request costs at `price`: its input tokens and reserved
 /// output tokens, and its seconds of audio where a price per minute is set.
 pub(crate) fn estimate(price: &Price, d: &Demand) -> Cost {

@@ -53,6 +53,7 @@
 mod attempt;
 mod breaker;
 mod breaker_store;
+mod budget;
 mod choose;
 mod core;
 mod decide;
@@ -61,7 +62,7 @@ mod options;
 mod request;
 mod stream;
 
-pub(crate) use self::core::{Parts, Router};
+pub(crate) use self::core::{BudgetParts, Parts, Router};
 pub(crate) use job::{BulkCall, Chat, Embed, Stream, Transcribe};
 pub(crate) use options::NO_OPTIONS;
 pub use options::RequestOptions;

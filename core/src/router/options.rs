@@ -153,6 +153,14 @@ impl RequestOptions {
         self
     }
 
+    /// The tenant whose budget it spends: its [`Tenant`], else its account.
+    pub(crate) fn budget_tenant(&self) -> Option<Arc<str>> {
+        match &self.tenant {
+            Some(t) => Some(Arc::from(t.as_str())),
+            None => self.account.clone(),
+        }
+    }
+
     /// Its place in the admission order.
     pub(crate) fn place(&self) -> Place {
         Place {

@@ -92,6 +92,8 @@ pub(crate) struct Run<'r> {
     pub(crate) fail_over_invalid: bool,
     /// Its place in the admission order.
     pub(crate) place: Place,
+    /// The tenant whose budget it spends, if any.
+    pub(crate) tenant: Option<Arc<str>>,
 }
 
 impl<'r> Run<'r> {
@@ -167,6 +169,7 @@ impl<'r> Run<'r> {
             costs: TokenCounts::default(),
             fail_over_invalid: opts.fail_over_invalid,
             place: opts.place(),
+            tenant: opts.budget_tenant(),
         })
     }
 

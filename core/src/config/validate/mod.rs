@@ -158,7 +158,34 @@ fn environment(
             Capability::Embedding,
             providers,
         )?,
+        budget: raw
+            .budget
+            .as_ref()
+            .map(|b| budget(&path.key("budget"), b))
+            .transpose()?,
+        tenant_budgets: raw
+            .tenant_budgets
+            .iter()
+            .map(|(tenant, b)| {
+                let at = path.key("tenant_budgets").key(tenant);
+                if tenant.trim().is_empty() {
+                    return Err(Issue::new(
+                        at,
+                        "must be keyed by a tenant's name, not an empty string",
+                    ));
+                }
+                Ok((tenant.clone(), budget(&at, b)?))
+            })
+            .collect::<Check<Vec<_>>>()?,
     })
+}
+
+/// A budget: an amount a day and/or a month (finite, ≥ 0), in a time zone this system knows.
+pub(super) fn budget(path: &TomlPath, b: &crate::budget::Budget) -> Check<crate::budget::Budget> {
+    match b.problem() {
+        Some(problem) => Err(Issue::new(path.clone(), problem)),
+        None => Ok(b.clone()),
+    }
 }
 
 fn failover_list(

@@ -104,6 +104,11 @@ pub(super) fn provider(path: &TomlPath, name: &str, raw: &RawProvider) -> Check<
         },
         model_limits,
         prices: prices(path, raw)?,
+        budget: raw
+            .budget
+            .as_ref()
+            .map(|b| super::budget(&path.key("budget"), b))
+            .transpose()?,
         timeout,
         allow_http: raw.allow_http,
         api_version,

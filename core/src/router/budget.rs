@@ -1,0 +1,189 @@
+//! Budgets in admission: what one attempt charges to the budgets it falls under — the
+//! environment's, its provider's, its tenant's — and what a spent one means.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::budget::{Ledgers, Period, Scope, window};
+use crate::error::{Error, Result};
+use crate::id::ProviderId;
+use crate::ratelimit::Charge;
+use crate::types::price::Cost;
+
+/// A ledger is kept this long past its window's end (a late settle still finds it; clocks of
+/// several hosts disagree by a little).
+const KEEP_AFTER: Duration = Duration::from_secs(86_400);
+
+/// The environment's and the tenants' budgets (a provider's is on its entry).
+#[derive(Debug, Default)]
+pub(crate) struct Budgets {
+    environment: Option<Ledgers>,
+    tenants: HashMap<String, Ledgers>,
+    /// The (provider, model) pairs a budget applies to but no price is set for, each warned
+    /// of once.
+    unpriced: Mutex<HashSet<(ProviderId, String)>>,
+}
+
+/// What one attempt charges, and what each charge is about (for the error of a spent one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Charges {
+    pub(crate) list: Vec<Charge>,
+    about: Vec<About>,
+}
+
+#[derive(Clone, Debug)]
+struct About {
+    scope: Scope,
+    period: Period,
+    window: String,
+    ends_in: Duration,
+}
+
+impl Budgets {
+    pub(crate) fn new(environment: Option<Ledgers>, tenants: HashMap<String, Ledgers>) -> Self {
+        Budgets {
+            environment,
+            tenants,
+            unpriced: Mutex::default(),
+        }
+    }
+
+    /// Whether a budget other than a provider's is set.
+    pub(crate) fn any(&self) -> bool {
+        self.environment.is_some() || !self.tenants.is_empty()
+    }
+
+    /// The budgets an attempt at a provider with `provider`'s budget, for `tenant`, falls
+    /// under, in the order they are checked: the environment's, the tenant's, the provider's.
+    pub(crate) fn applying<'a>(
+        &'a self,
+        provider: Option<&'a Ledgers>,
+        tenant: Option<&str>,
+    ) -> impl Iterator<Item = &'a Ledgers> {
+        let tenant = tenant.and_then(|t| self.tenants.get(t));
+        self.environment.iter().chain(tenant).chain(provider)
+    }
+
+    /// Says once per provider and model that a budget applies where no price is set: such
+    /// requests cost nothing by our count, so no budget holds them back.
+    pub(crate) fn warn_unpriced(&self, provider: &ProviderId, model: &str) {
+        let mut seen = self.unpriced.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.insert((provider.clone(), model.to_owned())) {
+            tracing::warn!(
+                provider = %provider,
+                model,
+                "a budget applies to this model but it has no price: its requests cost nothing \
+                 by our count and no budget holds them back; set its price"
+            );
+        }
+    }
+}
+
+impl Charges {
+    /// `amount` in every window of every one of `ledgers`, at wall time `wall`.
+    pub(crate) fn of<'a>(
+        ledgers: impl Iterator<Item = &'a Ledgers>,
+        amount: Cost,
+        wall: SystemTime,
+    ) -> Result<Self> {
+        let mut charges = Charges::default();
+        for l in ledgers {
+            for &(period, cap) in &l.caps {
+                let (name, ends_in) = window(period, &l.tz, wall)?;
+                charges.list.push(Charge::new(
+                    format!("{}/{period}/{name}", l.scope.ledger()),
+                    cap.nano_usd(),
+                    amount.nano_usd(),
+                    ends_in + KEEP_AFTER,
+                ));
+                charges.about.push(About {
+                    scope: l.scope.clone(),
+                    period,
+                    window: name,
+                    ends_in,
+                });
+            }
+        }
+        Ok(charges)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Whether the spent charge `i` ends the request (the environment's, a tenant's) rather
+    /// than passing over its provider.
+    pub(crate) fn ends_request(&self, i: usize) -> bool {
+        self.about.get(i).is_none_or(|a| a.scope.ends_request())
+    }
+
+    /// The error of charge `i`, whose ledger holds `spent` already, found at `now`.
+    pub(crate) fn spent(&self, i: usize, spent: u64, now: Instant) -> Error {
+        let (Some(c), Some(a)) = (self.list.get(i), self.about.get(i)) else {
+            return Error::config(format!(
+                "a store answered over budget for charge {i}, of {}",
+                self.list.len()
+            ));
+        };
+        let message = format!(
+            "the budget of {} for the {} {} ({}) cannot cover this request's estimated {}: \
+             {} is spent or reserved; it starts again in {:.0}s",
+            a.scope,
+            a.period,
+            a.window,
+            Cost::from_nano_usd(c.cap),
+            Cost::from_nano_usd(c.amount),
+            Cost::from_nano_usd(spent),
+            a.ends_in.as_secs_f64(),
+        );
+        Error::budget_exhausted(message, now + a.ends_in, a.ends_in)
+    }
+
+    /// What to give back (> 0) or charge (< 0) in each ledger once the answer cost `actual`.
+    pub(crate) fn settled(&self, actual: Cost) -> Vec<(String, i64)> {
+        self.list
+            .iter()
+            .map(|c| {
+                let back = i128::from(c.amount) - i128::from(actual.nano_usd());
+                let back =
+                    i64::try_from(back).unwrap_or(if back > 0 { i64::MAX } else { i64::MIN });
+                (c.ledger.clone(), back)
+            })
+            .filter(|(_, back)| *back != 0)
+            .collect()
+    }
+}
+
+impl super::core::Router {
+    /// What an attempt of `request` at `entry`'s `model` charges to the budgets it falls
+    /// under: its estimated cost (admission's demand, or the tokenizer-free bound where no
+    /// tokens were counted) in each of their windows. None where no budget applies, or the
+    /// model has no price (said once).
+    pub(super) fn charges<R: super::job::Admissible>(
+        &self,
+        request: &R,
+        entry: &super::core::Entry,
+        model: &str,
+        cost: &crate::ratelimit::Demand,
+        reckoning: super::job::Reckoning,
+        tenant: Option<&str>,
+    ) -> Result<Charges> {
+        let mut applying = self
+            .budgets
+            .applying(entry.budget.as_ref(), tenant)
+            .peekable();
+        if applying.peek().is_none() {
+            return Ok(Charges::default());
+        }
+        let Some(price) = entry.price(model) else {
+            self.budgets.warn_unpriced(entry.id(), model);
+            return Ok(Charges::default());
+        };
+        let demand = super::job::priced_demand(request, model, *cost, reckoning);
+        let amount = super::job::estimate(price, &demand);
+        Charges::of(applying, amount, self.clock.wall())
+    }
+}

@@ -1,0 +1,343 @@
+//! Budgets: what an environment, a provider or a tenant may spend in a calendar day or month.
+//!
+//! A budget is a bucket whose unit is money: before a request is sent, admission reserves
+//! its estimated cost (input tokens and `max_tokens` at the configured [`Price`](super::price::Price))
+//! in every budget it falls under, in the same store call as its request and token buckets;
+//! after the answer, the reported usage's cost replaces the estimate. Windows start again at
+//! midnight (a day) or on the first of the month, in the budget's time zone (UTC unless
+//! named).
+//!
+//! # Examples
+//!
+//! ```
+//! use llm_failover::budget::Budget;
+//!
+//! let budget = Budget::usd_per_day(20.0).and_usd_per_month(400.0).in_time_zone("Europe/Paris");
+//! assert_eq!(budget.usd_per_day, Some(20.0));
+//! assert_eq!(budget.time_zone.as_deref(), Some("Europe/Paris"));
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::price::Cost;
+use crate::error::{Error, Result};
+
+/// At most this much a calendar day and/or month, in US dollars.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Budget {
+    /// At most this much a calendar day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_day: Option<f64>,
+    /// At most this much a calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_month: Option<f64>,
+    /// The IANA time zone whose midnight starts a day (`"America/New_York"`); `None`: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+}
+
+impl Budget {
+    /// At most `usd` a calendar day.
+    pub fn usd_per_day(usd: f64) -> Self {
+        Budget {
+            usd_per_day: Some(usd),
+            ..Budget::default()
+        }
+    }
+
+    /// At most `usd` a calendar month.
+    pub fn usd_per_month(usd: f64) -> Self {
+        Budget {
+            usd_per_month: Some(usd),
+            ..Budget::default()
+        }
+    }
+
+    /// Also at most `usd` a calendar day.
+    #[must_use]
+    pub fn and_usd_per_day(mut self, usd: f64) -> Self {
+        self.usd_per_day = Some(usd);
+        self
+    }
+
+    /// Also at most `usd` a calendar month.
+    #[must_use]
+    pub fn and_usd_per_month(mut self, usd: f64) -> Self {
+        self.usd_per_month = Some(usd);
+        self
+    }
+
+    /// Days and months start at midnight in `time_zone` (an IANA name, read from the system's
+    /// tz database when the client is built) instead of UTC.
+    #[must_use]
+    pub fn in_time_zone(mut self, time_zone: impl Into<String>) -> Self {
+        self.time_zone = Some(time_zone.into());
+        self
+    }
+
+    /// What is wrong with this budget, if anything.
+    pub(crate) fn problem(&self) -> Option<String> {
+        if self.usd_per_day.is_none() && self.usd_per_month.is_none() {
+            return Some("a budget needs `usd_per_day`, `usd_per_month` or both".to_owned());
+        }
+        for (name, v) in [
+            ("usd_per_day", self.usd_per_day),
+            ("usd_per_month", self.usd_per_month),
+        ] {
+            if let Some(v) = v
+                && (!v.is_finite() || v < 0.0)
+            {
+                return Some(format!(
+                    "`{name}` must be an amount in dollars, a finite number ≥ 0, not {v}"
+                ));
+            }
+        }
+        if let Some(tz) = &self.time_zone
+            && let Err(e) = jiff::tz::TimeZone::get(tz)
+        {
+            return Some(format!(
+                "`time_zone` {tz:?} is not a time zone this system knows: {e}"
+            ));
+        }
+        None
+    }
+
+    /// The budget, checked, as the ledgers of `scope` (`Config` naming `what` when it is
+    /// wrong).
+    pub(crate) fn resolve(&self, scope: Scope, what: &str) -> Result<Ledgers> {
+        if let Some(p) = self.problem() {
+            return Err(Error::config(format!("{what}: {p}")));
+        }
+        let tz = match &self.time_zone {
+            Some(name) => jiff::tz::TimeZone::get(name)
+                .map_err(|e| Error::config(format!("{what}: time zone {name:?}: {e}")))?,
+            None => jiff::tz::TimeZone::UTC,
+        };
+        let dollars = |usd: f64| Cost::from_nano_usd((usd * 1e9).round() as u64);
+        let mut caps = Vec::new();
+        if let Some(usd) = self.usd_per_day {
+            caps.push((Period::Day, dollars(usd)));
+        }
+        if let Some(usd) = self.usd_per_month {
+            caps.push((Period::Month, dollars(usd)));
+        }
+        Ok(Ledgers { scope, caps, tz })
+    }
+}
+
+/// Whose budget it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Scope {
+    /// The environment's, by name.
+    Environment(String),
+    /// A provider's, by id.
+    Provider(String),
+    /// A tenant's in an environment: (environment, tenant).
+    Tenant(String, String),
+}
+
+impl Scope {
+    /// The ledger's name, the same in every process (a store key).
+    pub(crate) fn ledger(&self) -> String {
+        match self {
+            Scope::Environment(e) => format!("environment/{e}"),
+            Scope::Provider(p) => format!("provider/{p}"),
+            Scope::Tenant(e, t) => format!("tenant/{e}/{t}"),
+        }
+    }
+
+    /// Whether a spent budget of this scope ends the request at once (the environment's, a
+    /// tenant's) rather than failing over (a provider's: another may fit).
+    pub(crate) fn ends_request(&self) -> bool {
+        !matches!(self, Scope::Provider(_))
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Environment(e) => write!(f, "environment `{e}`"),
+            Scope::Provider(p) => write!(f, "provider `{p}`"),
+            Scope::Tenant(_, t) => write!(f, "tenant `{t}`"),
+        }
+    }
+}
+
+/// A calendar window of a budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Period {
+    Day,
+    Month,
+}
+
+impl fmt::Display for Period {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Period::Day => "day",
+            Period::Month => "month",
+        })
+    }
+}
+
+/// One scope's budget, checked: its caps per period, in its time zone.
+#[derive(Clone, Debug)]
+pub(crate) struct Ledgers {
+    pub(crate) scope: Scope,
+    pub(crate) caps: Vec<(Period, Cost)>,
+    pub(crate) tz: jiff::tz::TimeZone,
+}
+
+/// The window of `period` that holds `wall` in `tz`: its name (`2026-12-03`, `2026-12`) and
+/// how long until it ends (the next midnight, the first of the next month, in `tz`).
+///
+/// # Errors
+///
+/// `Config` when `wall` is outside what a calendar can name (never for a clock of this
+/// century).
+pub(crate) fn window(
+    period: Period,
+    tz: &jiff::tz::TimeZone,
+    wall: SystemTime,
+) -> Result<(String, Duration)> {
+    let bad = |e: jiff::Error| Error::config(format!("budget window at {wall:?}: {e}"));
+    let now = jiff::Timestamp::try_from(wall).map_err(bad)?;
+    let date = now.to_zoned_datetime(tz.clone()).date();
+    let (name, next) = match period {
+        Period::Day => (date.to_string(), date.tomorrow().map_err(bad)?),
+        Period::Month => (
+            format!("{:04}-{:02}", date.year(), date.month()),
+            date.last_of_month().tomorrow().map_err(bad)?,
+        ),
+    };
+    let end = next.to_zoned_datetime(tz.clone()).map_err(bad)?.timestamp();
+    let left = Duration::try_from(end.duration_since(now)).unwrap_or_default();
+    Ok((name, left))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rfc3339: &str) -> SystemTime {
+        let ts: jiff::Timestamp = rfc3339.parse().unwrap();
+        SystemTime::try_from(ts).unwrap()
+    }
+
+    /// Days and months in UTC and in named zones, DST changes and a leap year included.
+    #[test]
+    fn a_window_is_a_calendar_day_or_month_in_its_time_zone() {
+        let h = |n: u64| Duration::from_secs(n * 3600);
+        let rows: &[(&str, &str, Period, &str, Duration)] = &[
+            // (zone, now, period) → (name, until it ends)
+            (
+                "UTC",
+                "2026-12-03T14:00:00Z",
+                Period::Day,
+                "2026-12-03",
+                h(10),
+            ),
+            (
+                "UTC",
+                "2026-12-03T14:00:00Z",
+                Period::Month,
+                "2026-12",
+                h(28 * 24 + 10),
+            ),
+            (
+                "UTC",
+                "2026-12-31T23:59:59Z",
+                Period::Month,
+                "2026-12",
+                Duration::from_secs(1),
+            ),
+            (
+                "UTC",
+                "2028-02-28T00:00:00Z",
+                Period::Month,
+                "2028-02",
+                h(2 * 24),
+            ),
+            // 23:00 UTC is already tomorrow in Paris (UTC+1 in winter).
+            (
+                "Europe/Paris",
+                "2026-12-03T23:30:00Z",
+                Period::Day,
+                "2026-12-04",
+                Duration::from_secs(23 * 3600 + 1800),
+            ),
+            // 03:00 UTC is still yesterday in New York (UTC−5).
+            (
+                "America/New_York",
+                "2026-12-01T03:00:00Z",
+                Period::Month,
+                "2026-11",
+                h(2),
+            ),
+            // The spring-forward day in New York has 23 hours.
+            (
+                "America/New_York",
+                "2026-03-08T05:00:00Z",
+                Period::Day,
+                "2026-03-08",
+                h(23),
+            ),
+            (
+                "America/New_York",
+                "2026-11-01T04:00:00Z",
+                Period::Day,
+                "2026-11-01",
+                h(25),
+            ),
+        ];
+        for (zone, now, period, name, left) in rows {
+            let tz = jiff::tz::TimeZone::get(zone).unwrap();
+            let got = window(*period, &tz, at(now)).unwrap();
+            assert_eq!(got, ((*name).to_owned(), *left), "{zone} {now} {period}");
+        }
+    }
+
+    #[test]
+    fn a_budget_is_checked() {
+        let rows: &[(Budget, Option<&str>)] = &[
+            (Budget::usd_per_day(20.0), None),
+            (Budget::usd_per_month(0.0), None),
+            (Budget::default(), Some("needs `usd_per_day`")),
+            (Budget::usd_per_day(-1.0), Some("`usd_per_day` must be")),
+            (
+                Budget::usd_per_day(1.0).and_usd_per_month(f64::NAN),
+                Some("`usd_per_month` must be"),
+            ),
+            (
+                Budget::usd_per_day(1.0).in_time_zone("Mars/Olympus"),
+                Some("not a time zone"),
+            ),
+            (Budget::usd_per_day(1.0).in_time_zone("Asia/Tokyo"), None),
+        ];
+        for (b, want) in rows {
+            let got = b.problem();
+            match want {
+                None => assert_eq!(got, None, "{b:?}"),
+                Some(w) => assert!(
+                    got.as_deref().is_some_and(|g| g.contains(w)),
+                    "{b:?}: {got:?}"
+                ),
+            }
+        }
+        let l = Budget::usd_per_day(1.5)
+            .and_usd_per_month(20.0)
+            .resolve(Scope::Environment("prod".into()), "x")
+            .unwrap();
+        assert_eq!(
+            l.caps,
+            [
+                (Period::Day, Cost::from_nano_usd(1_500_000_000)),
+                (Period::Month, Cost::from_nano_usd(20_000_000_000)),
+            ]
+        );
+    }
+}
