@@ -21,6 +21,7 @@ mod batch_cache;
 mod batch_defaults;
 mod batch_files;
 mod batch_queue;
+mod budget;
 mod bulk_lane;
 mod cache;
 mod cache_config;

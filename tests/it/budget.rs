@@ -1,0 +1,234 @@
+//! Budgets (issue 31): money is one more bucket. A request's estimated cost is reserved
+//! before it is sent, in every budget it falls under, and settled with its answer's cost;
+//! a provider's spent budget fails over, an environment's or a tenant's ends the request at
+//! once with `BudgetExhausted` until the window's reset. One process, the in-memory store,
+//! the emulator on loopback and a manual clock (the calendar is the clock's wall time).
+//! The many-process race through Redis is in `budget_shared`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use llm_failover::admission::Tenant;
+use llm_failover::budget::Budget;
+use llm_failover::clock::{Clock, ManualClock};
+use llm_failover::price::{Cost, Price};
+use llm_failover::provider::openai::OpenAi;
+use llm_failover::{
+    ChatRequest, Client, ClientBuilder, Credential, ErrorKind, ProviderId, ProviderSettings,
+    RequestOptions,
+};
+use llm_failover_emulator::{Emulator, TimeSource};
+
+const MODEL: &str = "gpt-4o-mini";
+/// $1 per million tokens, in and out: a token costs 1,000 nano-dollars.
+const PER_TOKEN: u64 = 1_000;
+/// 2026-12-03T23:00:00Z: an hour before the day's budget starts again (UTC).
+const LATE_EVENING: u64 = 1_796_338_800;
+
+fn price() -> Price {
+    Price::per_million_tokens(1.0, 1.0)
+}
+
+fn clock() -> ManualClock {
+    ManualClock::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(LATE_EVENING))
+}
+
+async fn emulator(clock: &ManualClock, providers: &[&str]) -> Emulator {
+    let c = clock.clone();
+    let mut b = Emulator::builder().time_source(TimeSource::new(move || (c.now(), c.wall())));
+    for p in providers {
+        b = b.openai(p);
+    }
+    b.start().await.unwrap()
+}
+
+fn provider(emu: &Emulator, name: &str) -> (Arc<OpenAi>, ProviderSettings) {
+    let adapter = OpenAi::new(ProviderId::new(name), emu.base_url(name).parse().unwrap())
+        .with_chat_model(MODEL);
+    let settings = ProviderSettings::new()
+        .credential(Credential::new(emu.key(name)))
+        .price(MODEL, price());
+    (Arc::new(adapter), settings)
+}
+
+fn builder(clock: &ManualClock) -> ClientBuilder {
+    Client::builder().clock(Arc::new(clock.clone()))
+}
+
+/// A short prompt that reserves `max_tokens` of output: its estimate is far above what the
+/// emulator answers (8 to 47 words).
+fn ask(n: usize, max_tokens: u32) -> ChatRequest {
+    ChatRequest::from_prompt(format!("Question {n:04}: name a colour.")).max_tokens(max_tokens)
+}
+
+/// Requests whose estimate (1,000 tokens of `max_tokens`) is over ten times their cost give the
+/// difference back: a budget of three estimates admits as many requests as it really pays
+/// for — their costs sum to at most the budget, and one more estimate would not have fitted.
+/// The refused request is not sent and says when the budget starts again (midnight UTC); at
+/// midnight it does.
+#[tokio::test]
+async fn a_budget_admits_as_many_requests_as_it_really_pays_for() {
+    let clock = clock();
+    let emu = emulator(&clock, &["p"]).await;
+    let (adapter, settings) = provider(&emu, "p");
+    let cap = Cost::from_nano_usd(3_200_000); // $0.0032: three estimates of ~1,010 tokens
+    let client = builder(&clock)
+        .provider(adapter, settings)
+        .budget(Budget::usd_per_day(cap.usd()))
+        .build()
+        .unwrap();
+
+    let mut spent = 0;
+    let mut answered = 0;
+    // Every prompt is as long as the others: every estimate is the same.
+    let mut estimate = 0;
+    let refused = loop {
+        let req = ask(answered, 1_000);
+        match client.chat(req).await {
+            Ok(r) => {
+                let spend = r.spend.expect("priced");
+                let (estimated, actual) = (spend.estimated.unwrap(), spend.actual.unwrap());
+                assert!(estimated.nano_usd() > 10 * actual.nano_usd(), "{spend:?}");
+                estimate = estimated.nano_usd();
+                spent += actual.nano_usd();
+                answered += 1;
+                assert!(answered < 1_000, "the budget never ran out");
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refused.kind(), ErrorKind::BudgetExhausted, "{refused}");
+    assert!(!refused.is_retryable());
+    assert!(spent <= cap.nano_usd(), "{spent} spent of {cap}");
+    assert!(
+        spent + estimate > cap.nano_usd(),
+        "{spent} spent: another estimate of {estimate} would have fitted in {cap}"
+    );
+    // Three estimates would have been all without giving back.
+    assert!(answered > 30, "{answered} answered");
+    assert!(estimate > 1_000 * PER_TOKEN, "{estimate}");
+    let c = emu.counters("p");
+    assert_eq!(
+        c.requests, answered as u64,
+        "the refused request was not sent: {c:?}"
+    );
+    // The day's window ends at midnight UTC, an hour away.
+    assert_eq!(refused.retry_after(), Some(Duration::from_secs(3_600)));
+    assert_eq!(
+        refused.retry_at(),
+        Some(clock.now() + Duration::from_secs(3_600))
+    );
+    let text = refused.to_string();
+    for says in [
+        "environment `code`",
+        "day 2026-12-03",
+        "$0.003200000",
+        "starts again in 3600s",
+    ] {
+        assert!(text.contains(says), "{says:?} not in {text}");
+    }
+
+    // Midnight: a new day, a new budget.
+    clock.advance(Duration::from_secs(3_600));
+    client
+        .chat(ask(0, 1_000))
+        .await
+        .expect("a new day's budget");
+}
+
+/// The primary's budget cannot cover the request: it goes to the secondary in the same call,
+/// nothing sent to the primary. The environment's budget spent: `BudgetExhausted` at once,
+/// nothing sent anywhere, no time passed. A tenant's: its requests end, another tenant's go.
+#[tokio::test]
+async fn a_providers_spent_budget_fails_over_and_the_environments_ends_the_request() {
+    let clock = clock();
+    let emu = emulator(&clock, &["primary", "secondary"]).await;
+    let (a, s) = provider(&emu, "primary");
+    let (b, t) = provider(&emu, "secondary");
+    // A tenth of a cent a day for the primary: less than one request's estimate.
+    let client = builder(&clock)
+        .provider(a.clone(), s.clone().budget(Budget::usd_per_day(0.001)))
+        .provider(b.clone(), t.clone())
+        .tenant_budget("acme", Budget::usd_per_month(0.0))
+        .build()
+        .unwrap();
+    let r = client.chat(ask(1, 1_000)).await.unwrap();
+    assert_eq!(r.provider.as_str(), "secondary");
+    assert_eq!(emu.counters("primary").requests, 0);
+    assert_eq!(emu.counters("secondary").requests, 1);
+    // A small request fits the primary's budget: the order is kept where it can be.
+    let r = client.chat(ask(2, 16)).await.unwrap();
+    assert_eq!(r.provider.as_str(), "primary");
+
+    // A tenant without money: its request ends at once; another tenant's goes.
+    let acme = RequestOptions::new().tenant(Tenant::new("acme"));
+    let before = clock.now();
+    let e = client.chat_with(ask(3, 16), &acme).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+    assert!(e.to_string().contains("tenant `acme`"), "{e}");
+    // December's budget starts again on January 1st, 28 days and an hour away.
+    assert_eq!(
+        e.retry_after(),
+        Some(Duration::from_secs(28 * 86_400 + 3_600))
+    );
+    let other = RequestOptions::new().tenant(Tenant::new("globex"));
+    client.chat_with(ask(4, 16), &other).await.unwrap();
+    // The same tenant named as the account of its own key.
+    let by_account = RequestOptions::new().account("acme");
+    let e = client.chat_with(ask(5, 16), &by_account).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+
+    // The environment's budget: spent, the request ends at once and nothing is sent.
+    let sent = emu.counters("primary").requests + emu.counters("secondary").requests;
+    let broke = builder(&clock)
+        .provider(a, s)
+        .provider(b, t)
+        .budget(Budget::usd_per_month(0.000_01))
+        .build()
+        .unwrap();
+    let e = broke.chat(ask(6, 16)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+    assert!(
+        e.attempts().is_empty(),
+        "nothing was sent: {:?}",
+        e.attempts()
+    );
+    assert_eq!(
+        emu.counters("primary").requests + emu.counters("secondary").requests,
+        sent,
+        "nothing was sent"
+    );
+    assert_eq!(clock.now(), before, "at once: no time passed");
+}
+
+/// A budget's configuration is checked where it is written, and a budget on a model without
+/// a price holds nothing back (said once as a warning).
+#[tokio::test]
+async fn a_budget_on_an_unpriced_model_holds_nothing_back() {
+    let clock = clock();
+    let emu = emulator(&clock, &["p"]).await;
+    let adapter = OpenAi::new(ProviderId::new("p"), emu.base_url("p").parse().unwrap())
+        .with_chat_model(MODEL);
+    let settings = ProviderSettings::new().credential(Credential::new(emu.key("p")));
+    let client = builder(&clock)
+        .provider(Arc::new(adapter), settings)
+        .budget(Budget::usd_per_day(0.0))
+        .build()
+        .unwrap();
+    let r = client.chat(ask(1, 16)).await.unwrap();
+    assert_eq!(r.spend, None);
+
+    let e = builder(&clock)
+        .provider(
+            Arc::new(OpenAi::new(
+                ProviderId::new("q"),
+                emu.base_url("p").parse().unwrap(),
+            )),
+            ProviderSettings::new(),
+        )
+        .budget(Budget::usd_per_day(1.0).in_time_zone("Mars/Olympus_Mons"))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config);
+    assert!(e.to_string().contains("Mars/Olympus_Mons"), "{e}");
+}
