@@ -235,6 +235,9 @@ async fn run_file(
     }
     Ok(if report.run.stopped {
         ExitCode::from(130)
+    } else if report.run.budget_spent.is_some() {
+        // Its items are not done: a run after the budget's reset sends them.
+        ExitCode::from(75)
     } else {
         ExitCode::SUCCESS
     })
@@ -308,6 +311,13 @@ async fn run_queued(
         Ended::OutOfPatience => {
             eprintln!(
                 "out of patience: {} item(s) still queued; run again to finish them",
+                report.pending
+            );
+            ExitCode::from(75)
+        }
+        Ended::BudgetSpent => {
+            eprintln!(
+                "budget spent: {} item(s) still queued; run again when it starts again",
                 report.pending
             );
             ExitCode::from(75)

@@ -395,6 +395,7 @@ impl QueuedJob {
         run.provider_batch_cost = export.provider_batch_cost;
         run.not_done = worker.released;
         run.stopped = worker.ended == crate::Ended::Stopped;
+        run.budget_spent = worker.budget_spent.clone();
         run.input_exhausted = true;
         run.elapsed = clock.now().saturating_duration_since(started);
         Ok(QueuedReport {

@@ -64,7 +64,7 @@ pub use outcome::{Answer, Failure, FailureKind, ItemOutcome, Lane};
 pub use results::{Compaction, ResultsWriter, ResumeIndex, compact};
 pub use runner::{DEFAULT_CONCURRENCY, Progress, ProgressSnapshot, RunReport, Runner};
 pub use sink::OutcomeSink;
-pub use summary::{CacheSummary, LaneSummary, ProviderSummary, Summary};
+pub use summary::{BudgetSpent, CacheSummary, LaneSummary, ProviderSummary, Summary};
 
 /// What the batch on the queue (the queue wing's `QueuedJob`) shares with [`FileJob`]: result
 /// files, input lines, result lines, the summary's count of items answered earlier. Reached

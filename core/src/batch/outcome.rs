@@ -310,6 +310,9 @@ pub struct Failure {
     pub attempts: u32,
     /// For [`FailureKind::InvalidInput`]: the input line.
     pub line: Option<u64>,
+    /// How long until the request may succeed, when the error said
+    /// ([`Error::retry_after`]): a throttle's stated wait, a budget's reset.
+    pub retry_after: Option<Duration>,
 }
 
 impl Failure {
@@ -343,6 +346,7 @@ impl Failure {
             status,
             provider,
             message: err.message().to_owned(),
+            retry_after: err.retry_after(),
             attempts,
             line: None,
         }
@@ -357,6 +361,7 @@ impl Failure {
             message: err.to_string(),
             attempts: 0,
             line: Some(err.line),
+            retry_after: None,
         }
     }
 
@@ -368,6 +373,7 @@ impl Failure {
             message,
             attempts: 0,
             line: None,
+            retry_after: None,
         }
     }
 }
@@ -437,6 +443,15 @@ enum WireLine<'a> {
 }
 
 impl ItemOutcome {
+    /// The failure, when a budget held the request back ([`ErrorKind::BudgetExhausted`]):
+    /// nothing was sent.
+    pub(crate) fn budget_refusal(&self) -> Option<&Failure> {
+        self.result
+            .as_ref()
+            .err()
+            .filter(|f| f.kind == FailureKind::Request(ErrorKind::BudgetExhausted))
+    }
+
     /// A success.
     pub fn ok(id: impl Into<String>, answer: Answer) -> Self {
         ItemOutcome {
@@ -652,6 +667,7 @@ mod tests {
             message: "too long".into(),
             attempts: 1,
             line: None,
+            retry_after: None,
         };
         let v: serde_json::Value =
             serde_json::from_str(&ItemOutcome::failed("q2", f).to_json_line()).unwrap();

@@ -498,6 +498,7 @@ mod tests {
                 message: "boom".into(),
                 attempts: 1,
                 line: None,
+                retry_after: None,
             },
         )
     }

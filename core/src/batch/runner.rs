@@ -12,6 +12,7 @@ use tokio::task::{Id, JoinSet};
 use super::input::{BatchItem, BatchRequest, InputError};
 use super::outcome::{Answer, Failure, ItemOutcome};
 use super::sink::OutcomeSink;
+use super::summary::BudgetSpent;
 use crate::admission::Priority;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
@@ -141,10 +142,12 @@ impl Runner {
         let mut set: JoinSet<ItemOutcome> = JoinSet::new();
         let mut ids: HashMap<Id, String> = HashMap::new();
         let mut input_done = false;
+        let mut budget_spent = false;
 
         loop {
             // Admit items until the window is full.
-            while !input_done && set.len() < self.concurrency && !stop.is_stopped() {
+            while !input_done && !budget_spent && set.len() < self.concurrency && !stop.is_stopped()
+            {
                 let next = tokio::select! {
                     biased;
                     () = stop.stopped() => break,
@@ -186,6 +189,18 @@ impl Runner {
                 }
                 Err(e) => panicked(&mut ids, &e),
             };
+            if let Some(refused) = outcome.budget_refusal() {
+                // Not sent, not failed: no outcome is kept (a rerun after the budget's
+                // reset sends it), and nothing more is started.
+                report.not_done += 1;
+                let b = report.budget_spent.get_or_insert_with(|| {
+                    let until = refused.retry_after.unwrap_or_default();
+                    BudgetSpent::new(refused.message.clone(), self.clock.wall(), until)
+                });
+                b.items += 1;
+                budget_spent = true;
+                continue;
+            }
             if let Err(e) = self.keep(sink, &outcome, &mut report).await {
                 return Err(self.give_up(e, &mut set, &mut report).await);
             }
@@ -403,6 +418,8 @@ pub struct RunReport {
     pub cost: Option<Cost>,
     /// Of that, what the bulk lane's answers cost.
     pub provider_batch_cost: Option<Cost>,
+    /// A budget was spent: the run stopped sending, its items held back are not done.
+    pub budget_spent: Option<crate::batch::BudgetSpent>,
 }
 
 impl RunReport {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -98,6 +98,42 @@ pub struct Summary {
     /// when no answer's model has a price).
     #[serde(rename = "cost_usd", skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// The run stopped sending because a budget was spent: which, and until when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_spent: Option<BudgetSpent>,
+}
+
+/// A budget that stopped a batch ([`ErrorKind::BudgetExhausted`](crate::ErrorKind)): the
+/// items it held back were not sent and are not failed — a run after `until_unix_ms` sends
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BudgetSpent {
+    /// What the budget's refusal said (whose budget, which window, what it holds).
+    pub message: String,
+    /// When the run first met it (Unix ms, the client clock's wall time).
+    pub at_unix_ms: u64,
+    /// When its window starts again (Unix ms).
+    pub until_unix_ms: u64,
+    /// Items held back by it in this run.
+    pub items: u64,
+}
+
+impl BudgetSpent {
+    /// A budget's refusal saying `message`, met at wall time `wall`, its window starting
+    /// again `retry_after` later; no item counted yet.
+    pub fn new(message: impl Into<String>, wall: SystemTime, retry_after: Duration) -> Self {
+        let ms = |t: SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        };
+        BudgetSpent {
+            message: message.into(),
+            at_unix_ms: ms(wall),
+            until_unix_ms: ms(wall + retry_after),
+            items: 0,
+        }
+    }
 }
 
 /// The items each lane answered ([`Summary::lanes`]).
@@ -338,6 +374,7 @@ impl Summary {
             cache: client.cache().map(|_| CacheSummary::of(run)),
             lanes: LaneSummary::of(run),
             cost: run.cost,
+            budget_spent: run.budget_spent.clone(),
         }
     }
 }
@@ -488,6 +525,14 @@ impl Summary {
                 i.not_done
             ));
         }
+        if let Some(b) = &self.budget_spent {
+            let back = b.until_unix_ms.saturating_sub(b.at_unix_ms) / 1_000;
+            note(format!(
+                "budget spent: {} item(s) not sent, not failed; run again when it starts \
+                 again (in {back} s): {}",
+                b.items, b.message
+            ));
+        }
         match self.unreadable_lines {
             0 => {}
             1 => note(
@@ -622,6 +667,15 @@ mod tests {
                 provider_batch_cost: None,
             }),
             cost: None,
+            budget_spent: Some(BudgetSpent {
+                message: "the budget of environment `production-eu-west` for the day \
+                          2026-12-03 ($20.000000000) cannot cover this request's estimated \
+                          $0.001036000"
+                    .to_owned(),
+                at_unix_ms: 1_796_338_800_000,
+                until_unix_ms: 1_796_342_400_000,
+                items: n,
+            }),
         }
     }
 

@@ -11,6 +11,10 @@ pub enum Ended {
     /// Jobs were left but none was settled for the patience (the provider is still down, or
     /// every job waits for a reset further away): they stay queued for a later run.
     OutOfPatience,
+    /// A budget was spent ([`ErrorKind::BudgetExhausted`](llm_failover_core::ErrorKind)):
+    /// its jobs wait, snoozed, for its reset, and nothing else could run before it
+    /// ([`WorkerReport::budget_spent`]).
+    BudgetSpent,
 }
 
 /// Counts of one worker's run: what it settled, and how.
@@ -29,7 +33,7 @@ pub enum Ended {
 /// assert_eq!(report.transport_success(), Some(0.5));
 /// assert_eq!(report.correctness(), Some(0.8));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WorkerReport {
     /// Why the run ended.
@@ -59,6 +63,9 @@ pub struct WorkerReport {
     pub queue_errors: u64,
     /// Times the leases of the jobs in flight were renewed (one write each, for all of them).
     pub heartbeats: u64,
+    /// The first budget that held a job back, and how many it held (each snoozed to its
+    /// reset, not failed).
+    pub budget_spent: Option<llm_failover_core::batch::BudgetSpent>,
 }
 
 impl Default for WorkerReport {
@@ -77,6 +84,7 @@ impl Default for WorkerReport {
             left: 0,
             queue_errors: 0,
             heartbeats: 0,
+            budget_spent: None,
         }
     }
 }

@@ -18,9 +18,10 @@ use super::decide::{self, At, Settle};
 use super::report::{Ended, WorkerReport};
 use super::{Answered, Inner, Running, run_job};
 use crate::job::{Failed, Fenced, Job, wall_ms};
-use llm_failover_core::Result;
+use llm_failover_core::batch::BudgetSpent;
 use llm_failover_core::batch::Stop;
 use llm_failover_core::observe::{Event, JobSettled, Settled};
+use llm_failover_core::{Error, ErrorKind, Result};
 
 type Finished = (Id, std::result::Result<(Job, Answered), JoinError>);
 
@@ -193,6 +194,15 @@ impl<'a> Run<'a> {
             if stats.ready + stats.running == 0 {
                 return Ok(Some(Ended::Drained));
             }
+            // A budget is spent and nothing may run before it starts again: the run ends now
+            // (its jobs stay snoozed for a run after the reset), not after the patience.
+            if let Some(b) = &self.report.budget_spent
+                && stats
+                    .next_eligible_at_ms
+                    .is_none_or(|next| next >= b.until_unix_ms as i64)
+            {
+                return Ok(Some(Ended::BudgetSpent));
+            }
             let waited = self
                 .inner
                 .clock
@@ -266,6 +276,11 @@ impl<'a> Run<'a> {
             let settle = match answer {
                 Answered::Later { until_ms } => Settle::Snooze { until_ms },
                 Answered::Now(answer) => {
+                    if let Err(e) = &answer
+                        && e.kind() == ErrorKind::BudgetExhausted
+                    {
+                        self.budget_spent(e, at);
+                    }
                     decide::settle(answer.as_ref().map(String::clone), contract, &job, at)
                 }
             };
@@ -287,6 +302,24 @@ impl<'a> Run<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Notes a job held back by a budget (snoozed to its reset by its settlement).
+    fn budget_spent(&mut self, err: &Error, at: At) {
+        let b = self.report.budget_spent.get_or_insert_with(|| {
+            let until = err
+                .retry_at()
+                .map(|t| t.saturating_duration_since(at.instant))
+                .or_else(|| err.retry_after())
+                .unwrap_or_default();
+            tracing::warn!(
+                worker = %self.inner.name,
+                error = %err,
+                "a budget is spent: its jobs wait for its reset"
+            );
+            BudgetSpent::new(err.message(), self.inner.clock.wall(), until)
+        });
+        b.items += 1;
     }
 
     /// Applies one settlement other than a completion.
