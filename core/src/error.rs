@@ -749,7 +749,9 @@ impl Error {
         self.inner.status
     }
 
-    /// The vendor's own error code or type (`insufficient_quota`, `overloaded_error`, …).
+    /// The vendor's own error code or type (`insufficient_quota`, `overloaded_error`, …);
+    /// for [`ErrorKind::BudgetExhausted`], whose budget: `environment_budget`,
+    /// `tenant_budget` or `provider_budget`.
     ///
     /// # Examples
     ///

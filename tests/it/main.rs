@@ -22,6 +22,7 @@ mod batch_defaults;
 mod batch_files;
 mod batch_queue;
 mod budget;
+mod budget_shared;
 mod bulk_lane;
 mod cache;
 mod cache_config;

@@ -139,7 +139,7 @@ impl Charges {
             Cost::from_nano_usd(spent),
             a.ends_in.as_secs_f64(),
         );
-        Error::budget_exhausted(message, now + a.ends_in, a.ends_in)
+        Error::budget_exhausted(message, now + a.ends_in, a.ends_in).with_code(a.scope.code())
     }
 
     /// What to give back (> 0) or charge (< 0) in each ledger once the answer cost `actual`.

@@ -151,6 +151,15 @@ impl Scope {
         }
     }
 
+    /// The code of a refusal by this scope's budget ([`Error::code`](crate::Error::code)).
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Scope::Environment(_) => "environment_budget",
+            Scope::Provider(_) => "provider_budget",
+            Scope::Tenant(..) => "tenant_budget",
+        }
+    }
+
     /// Whether a spent budget of this scope ends the request at once (the environment's, a
     /// tenant's) rather than failing over (a provider's: another may fit).
     pub(crate) fn ends_request(&self) -> bool {

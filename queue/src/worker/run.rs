@@ -37,6 +37,9 @@ pub(super) struct Run<'a> {
     next_reap: Instant,
     /// When to renew the leases of the jobs in flight next (every third of the lease).
     next_beat: Instant,
+    /// A budget every job spends is spent (the environment's, every provider's; not one
+    /// tenant's): nothing more is claimed, the run ends once what runs has settled.
+    budget_stop: bool,
 }
 
 impl<'a> Run<'a> {
@@ -51,6 +54,7 @@ impl<'a> Run<'a> {
             report: WorkerReport::default(),
             last_progress: now,
             next_reap: now,
+            budget_stop: false,
         }
     }
 
@@ -78,9 +82,13 @@ impl<'a> Run<'a> {
                 self.release().await?;
                 return Ok(Ended::Stopped);
             }
-            if stop.is_stopped() {
+            if stop.is_stopped() || self.budget_stop {
                 if self.running.is_empty() {
-                    return Ok(Ended::Stopped);
+                    return Ok(if self.budget_stop && !stop.is_stopped() {
+                        Ended::BudgetSpent
+                    } else {
+                        Ended::Stopped
+                    });
                 }
                 self.wait_for_one(stop).await?;
                 continue;
@@ -194,12 +202,13 @@ impl<'a> Run<'a> {
             if stats.ready + stats.running == 0 {
                 return Ok(Some(Ended::Drained));
             }
-            // A budget is spent and nothing may run before it starts again: the run ends now
-            // (its jobs stay snoozed for a run after the reset), not after the patience.
+            // A budget is spent and nothing may run before it starts again (a second's
+            // leeway: its jobs' snoozes were reckoned a moment apart): the run ends now, its
+            // jobs snoozed for a run after the reset, not after the patience.
             if let Some(b) = &self.report.budget_spent
-                && stats
-                    .next_eligible_at_ms
-                    .is_none_or(|next| next >= b.until_unix_ms as i64)
+                && stats.next_eligible_at_ms.is_none_or(|next| {
+                    next.saturating_add(1_000) >= i64::try_from(b.until_unix_ms).unwrap_or(i64::MAX)
+                })
             {
                 return Ok(Some(Ended::BudgetSpent));
             }
@@ -304,8 +313,12 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Notes a job held back by a budget (snoozed to its reset by its settlement).
+    /// Notes a job held back by a budget (snoozed to its reset by its settlement). Unless
+    /// it is one tenant's, every job would be held back: nothing more is claimed.
     fn budget_spent(&mut self, err: &Error, at: At) {
+        if err.code() != Some("tenant_budget") {
+            self.budget_stop = true;
+        }
         let b = self.report.budget_spent.get_or_insert_with(|| {
             let until = err
                 .retry_at()
@@ -317,7 +330,9 @@ impl<'a> Run<'a> {
                 error = %err,
                 "a budget is spent: its jobs wait for its reset"
             );
-            BudgetSpent::new(err.message(), self.inner.clock.wall(), until)
+            let wall = std::time::UNIX_EPOCH
+                + Duration::from_millis(u64::try_from(at.wall_ms).unwrap_or_default());
+            BudgetSpent::new(err.message(), wall, until)
         });
         b.items += 1;
     }
