@@ -54,6 +54,11 @@ pub mod errors {
         Error::all_unavailable(retry_at, wait, attempts)
     }
 
+    /// A budget that cannot cover a request until `retry_at`, `wait` from now.
+    pub fn budget_exhausted(retry_at: Instant, wait: Duration) -> Error {
+        Error::budget_exhausted("the budget is spent".to_owned(), retry_at, wait)
+    }
+
     /// Every attempt failed.
     pub fn all_failed(attempts: Vec<Error>) -> Error {
         Error::all_failed(attempts)

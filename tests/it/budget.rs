@@ -9,15 +9,20 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use llm_failover::admission::Tenant;
+use llm_failover::batch::Stop;
 use llm_failover::budget::Budget;
 use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::price::{Cost, Price};
 use llm_failover::provider::openai::OpenAi;
+use llm_failover::ratelimit::SharedSettings;
 use llm_failover::{
     ChatRequest, Client, ClientBuilder, Credential, ErrorKind, ProviderId, ProviderSettings,
     RequestOptions,
 };
 use llm_failover_emulator::{Emulator, TimeSource};
+use llm_failover_queue::{Ended, Queue, QueuedJob, QueuedReport};
+
+use crate::support::examples::TempDir;
 
 const MODEL: &str = "gpt-4o-mini";
 /// $1 per million tokens, in and out: a token costs 1,000 nano-dollars.
@@ -231,4 +236,136 @@ async fn a_budget_on_an_unpriced_model_holds_nothing_back() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config);
     assert!(e.to_string().contains("Mars/Olympus_Mons"), "{e}");
+}
+
+fn demo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prompts.jsonl")
+}
+
+/// The demo batch on a queue in `dir` (its file `name`), through `client`.
+async fn run_demo(client: &Client, dir: &TempDir, name: &str) -> QueuedReport {
+    let queue = Queue::open(&format!(
+        "sqlite:{}",
+        dir.path(&format!("{name}.sqlite")).display()
+    ))
+    .await
+    .unwrap();
+    QueuedJob::new(demo(), dir.path(&format!("{name}.jsonl")), queue)
+        .run(client, &Stop::new())
+        .await
+        .unwrap()
+}
+
+/// The demo batch on the queue with a day's budget of 60 % of what it costs: the run stops
+/// sending when the budget is spent — its items held back snoozed to midnight, none failed —
+/// and its summary says so; runs after midnight finish it, each item answered once.
+#[tokio::test]
+async fn a_batch_stops_when_its_budget_is_spent_and_a_run_after_the_reset_finishes_it() {
+    // 22:00 UTC: two hours of the day left, whatever the run waits for its limits.
+    let clock =
+        ManualClock::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(LATE_EVENING - 3_600));
+    let emu = emulator(&clock, &["p"]).await;
+    let dir = TempDir::new("budget", "batch");
+    let (a, s) = provider(&emu, "p");
+    // What the whole demo costs (the emulator answers a prompt alike every time).
+    let free = builder(&clock)
+        .provider(a.clone(), s.clone())
+        .build()
+        .unwrap();
+    let whole = run_demo(&free, &dir, "whole").await;
+    let total = whole.run.cost.unwrap();
+    let cap = Cost::from_nano_usd(total.nano_usd() * 6 / 10);
+    let client = builder(&clock)
+        .provider(a, s)
+        .budget(Budget::usd_per_day(cap.usd()))
+        .build()
+        .unwrap();
+
+    let first = run_demo(&client, &dir, "budget").await;
+    assert_eq!(first.worker.ended, Ended::BudgetSpent, "{:?}", first.worker);
+    // A budget fails nothing: the only failures are the demo's own (bad lines).
+    assert!(first.failed <= whole.failed, "{first:?}");
+    assert!(
+        !first.run.failed_by_kind.contains_key("budget_exhausted"),
+        "{:?}",
+        first.run.failed_by_kind
+    );
+    assert!(first.pending > 0, "{first:?}");
+    assert!(
+        first.ok + first.pending + first.failed >= whole.ok,
+        "{first:?}"
+    );
+    let spent = first.run.cost.unwrap();
+    assert!(spent <= cap, "{spent} spent of {cap}");
+    let summary = first.summary(&client, None).await;
+    let b = summary
+        .budget_spent
+        .as_ref()
+        .expect("the summary says why it stopped");
+    assert!(b.message.contains("environment `code`"), "{}", b.message);
+    assert_eq!(
+        b.until_unix_ms,
+        (LATE_EVENING + 3_600) * 1_000,
+        "midnight UTC"
+    );
+    let human = summary.to_string();
+    assert!(human.contains("budget spent"), "{human}");
+    let json = serde_json::to_value(&summary).unwrap();
+    assert_eq!(
+        json["budget_spent"]["until_unix_ms"],
+        (LATE_EVENING + 3_600) * 1_000
+    );
+
+    // Day after day, the rest goes: each day's runs spend at most that day's budget (what
+    // was in flight when it ran out is given back but not spent again that day).
+    let (mut report, mut before, mut days) = (first, spent, 1);
+    while report.pending > 0 {
+        let midnight = Duration::from_secs(86_400 - (clock_wall_s(&clock) % 86_400) + 60);
+        clock.advance(midnight);
+        report = run_demo(&client, &dir, "budget").await;
+        let total = report.run.cost.unwrap();
+        let today = Cost::from_nano_usd(total.nano_usd() - before.nano_usd());
+        assert!(today <= cap, "{today} spent on day {days} of {cap}");
+        before = total;
+        days += 1;
+        assert!(days <= 5, "{report:?}");
+    }
+    assert_eq!(report.worker.ended, Ended::Drained, "{:?}", report.worker);
+    assert_eq!(report.ok, whole.ok, "every item answered, over {days} days");
+    let text = std::fs::read_to_string(dir.path("budget.jsonl")).unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if let Some(id) = v["id"].as_str() {
+            assert!(ids.insert(id.to_owned()), "twice: {l}");
+        }
+    }
+    let sent = emu.counters("p").ok;
+    assert_eq!(sent, 2 * whole.ok, "each item sent once per batch: {sent}");
+}
+
+/// A Redis Cluster cannot keep a budget in the limits' script call: a client with a budget
+/// and shared limits on a Cluster is refused when it is built, saying why.
+#[tokio::test]
+async fn a_budget_on_a_redis_cluster_is_refused_at_build() {
+    let clock = clock();
+    let emu = emulator(&clock, &["p"]).await;
+    let (a, s) = provider(&emu, "p");
+    let e = builder(&clock)
+        .provider(a, s)
+        .shared(SharedSettings::new("redis://127.0.0.1:7000").cluster(true))
+        .budget(Budget::usd_per_day(1.0))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config);
+    assert!(e.to_string().contains("Redis Cluster"), "{e}");
+}
+
+/// The clock's wall time, in whole seconds since the Unix epoch.
+fn clock_wall_s(clock: &ManualClock) -> u64 {
+    clock
+        .wall()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }

@@ -286,6 +286,70 @@ fn prices_are_read_per_model_and_a_bad_one_is_refused_by_its_path() {
     }
 }
 
+/// `budget` on an environment and a provider, `tenant_budgets` on an environment: dollars a
+/// calendar day and/or month, in a time zone; a wrong one is refused with its TOML path.
+#[test]
+fn budgets_are_read_and_a_bad_one_is_refused_by_its_path() {
+    use llm_failover::budget::Budget;
+    let toml = mutate(
+        "[environments.prod]\nchat = [\"openai\"]",
+        "[environments.prod]\nchat = [\"openai\"]\nbudget = { usd_per_day = 20, usd_per_month = 300.5, \
+         time_zone = \"Europe/Paris\" }\ntenant_budgets = { acme = { usd_per_month = 1 } }",
+    )
+    .replace(OPENAI_HEAD, &format!("{OPENAI_HEAD}budget = {{ usd_per_day = 5 }}\n"));
+    let config = Config::from_toml_str(&toml).unwrap();
+    let prod = config.environment("prod").unwrap();
+    assert_eq!(
+        prod.budget,
+        Some(
+            Budget::usd_per_day(20.0)
+                .and_usd_per_month(300.5)
+                .in_time_zone("Europe/Paris")
+        )
+    );
+    assert_eq!(
+        prod.tenant_budgets,
+        [("acme".to_owned(), Budget::usd_per_month(1.0))]
+    );
+    assert_eq!(config.environment("dev").unwrap().budget, None);
+    assert_eq!(
+        config.provider("openai").unwrap().budget,
+        Some(Budget::usd_per_day(5.0))
+    );
+    for (bad, says) in [
+        ("budget = { usd_per_day = -1 }", "environments.dev.budget"),
+        ("budget = { usd_per_day = nan }", "finite"),
+        (
+            "budget = {}",
+            "needs `usd_per_day`, `usd_per_month` or both",
+        ),
+        ("budget = { usd_per_week = 1 }", "usd_per_week"),
+        (
+            "budget = { usd_per_day = 1, time_zone = \"Atlantis/Capital\" }",
+            "Atlantis/Capital",
+        ),
+        (
+            "tenant_budgets = { acme = { usd_per_day = -2 } }",
+            "environments.dev.tenant_budgets.acme",
+        ),
+        (
+            "tenant_budgets = { \"\" = { usd_per_day = 2 } }",
+            "tenant's name",
+        ),
+    ] {
+        let toml = mutate(
+            "[environments.dev]\n",
+            &format!("[environments.dev]\n{bad}\n"),
+        );
+        let err = Config::from_toml_str(&toml).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{bad}");
+        assert!(err.to_string().contains(says), "{bad}: {err}");
+    }
+    let err =
+        Config::from_toml_str(&in_openai("budget = { usd_per_month = \"lots\" }")).unwrap_err();
+    assert!(err.to_string().contains("providers.openai.budget"), "{err}");
+}
+
 #[test]
 fn auth_none_needs_no_key_in_any_environment() {
     let toml = mutate(

@@ -259,6 +259,13 @@ mod tests {
                 Settle::Fail(reason(&every_attempt_used())),
             ),
             (
+                "a budget spent until its window's reset: snoozed, never failed",
+                errors::budget_exhausted(now + secs(7_200), secs(7_200)),
+                Settle::Snooze {
+                    until_ms: NOW_MS + 7_200_000,
+                },
+            ),
+            (
                 "quota until its reset",
                 Error::new(ErrorKind::QuotaExhausted, "out of credit")
                     .with_retry_after(Some(secs(3_600))),
