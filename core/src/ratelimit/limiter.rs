@@ -73,6 +73,7 @@ impl Limiter {
     /// # Errors
     ///
     /// When the store fails.
+    #[allow(clippy::too_many_arguments)] // a booking's parts, each one of its own kind
     pub(crate) async fn reserve_in_turn(
         &self,
         key: &LimitKey,

@@ -181,7 +181,7 @@ impl Router {
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         let index = c.index;
         let permit =
-            Permit::new(&self.limiter, &ticket.key, ticket.cost).charging(&ticket.charges.list);
+            Permit::new(&self.limiter, &ticket.key, ticket.cost).charging(ticket.charges.list());
         let Some(verdict) = self.claim(index, run.capability, &breaker, ticket).await else {
             // The slot goes back with the permit; pick again.
             return ControlFlow::Continue(());

@@ -27,10 +27,14 @@ pub(crate) struct Budgets {
     unpriced: Mutex<HashSet<(ProviderId, String)>>,
 }
 
-/// What one attempt charges, and what each charge is about (for the error of a spent one).
+/// What one attempt charges, and what each charge is about (for the error of a spent one):
+/// nothing (no allocation, a word in a ticket) where no budget applies.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Charges {
-    pub(crate) list: Vec<Charge>,
+pub(crate) struct Charges(Option<Box<Charged>>);
+
+#[derive(Clone, Debug, Default)]
+struct Charged {
+    list: Vec<Charge>,
     about: Vec<About>,
 }
 
@@ -89,7 +93,7 @@ impl Charges {
         amount: Cost,
         wall: SystemTime,
     ) -> Result<Self> {
-        let mut charges = Charges::default();
+        let mut charges = Charged::default();
         for l in ledgers {
             for &(period, cap) in &l.caps {
                 let (name, ends_in) = window(period, &l.tz, wall)?;
@@ -107,25 +111,36 @@ impl Charges {
                 });
             }
         }
-        Ok(charges)
+        Ok(Charges(
+            (!charges.list.is_empty()).then(|| Box::new(charges)),
+        ))
+    }
+
+    /// The charges, in the order the store is asked to book them.
+    pub(crate) fn list(&self) -> &[Charge] {
+        self.0.as_ref().map_or(&[], |c| &c.list)
+    }
+
+    fn about(&self) -> &[About] {
+        self.0.as_ref().map_or(&[], |c| &c.about)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        self.0.is_none()
     }
 
     /// Whether the spent charge `i` ends the request (the environment's, a tenant's) rather
     /// than passing over its provider.
     pub(crate) fn ends_request(&self, i: usize) -> bool {
-        self.about.get(i).is_none_or(|a| a.scope.ends_request())
+        self.about().get(i).is_none_or(|a| a.scope.ends_request())
     }
 
     /// The error of charge `i`, whose ledger holds `spent` already, found at `now`.
     pub(crate) fn spent(&self, i: usize, spent: u64, now: Instant) -> Error {
-        let (Some(c), Some(a)) = (self.list.get(i), self.about.get(i)) else {
+        let (Some(c), Some(a)) = (self.list().get(i), self.about().get(i)) else {
             return Error::config(format!(
-                "a store answered over budget for charge {i}, of {}",
-                self.list.len()
+                "a limiter store answered over budget for charge {i} of {}",
+                self.list().len()
             ));
         };
         let message = format!(
@@ -144,7 +159,7 @@ impl Charges {
 
     /// What to give back (> 0) or charge (< 0) in each ledger once the answer cost `actual`.
     pub(crate) fn settled(&self, actual: Cost) -> Vec<(String, i64)> {
-        self.list
+        self.list()
             .iter()
             .map(|c| {
                 let back = i128::from(c.amount) - i128::from(actual.nano_usd());

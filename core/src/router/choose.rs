@@ -348,7 +348,7 @@ impl Router {
                 &c.key,
                 &c.limits,
                 c.cost,
-                &c.charges.list,
+                c.charges.list(),
                 patience,
                 now,
                 &run.place,
