@@ -986,3 +986,144 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
         "behind the live promises only: {late:?}"
     );
 }
+
+/// Budgets' charges (issue 31) in Redis as in memory: the same sequence of charged
+/// reservations and settlements gives the same answers — granted while the
+/// ledgers cover the amounts, `OverBudget` naming the first that does not (and what it
+/// holds), nothing booked anywhere on a refusal (neither the ledgers nor the buckets), and
+/// settling gives back. While Redis is away, a charged request is admitted in neither mode.
+#[tokio::test]
+async fn budget_charges_book_in_redis_as_in_memory_and_wait_for_redis_when_it_is_away() {
+    use llm_failover::ratelimit::Charge;
+    let mut redis = RedisServer::start();
+    let t0 = Instant::now();
+    let memory = MemoryStore::new();
+    let shared = RedisStore::new(
+        SharedSettings::new(redis.url())
+            .prefix("budget")
+            .timeout(200 * MS)
+            .when_down(WhenDown::LocalShare {
+                processes: NonZeroU32::new(2).unwrap(),
+            }),
+    )
+    .unwrap()
+    .on_virtual_clock(t0)
+    .without_probes();
+    // A day's ledger of 1,000 and a month's of 1,500: the first day's runs out first; on the
+    // second day (from step 60) the month's does.
+    let day_of = |step: u64, amount| {
+        let name = if step < 60 {
+            "2026-12-03"
+        } else {
+            "2026-12-04"
+        };
+        Charge::new(
+            format!("environment/e/day/{name}"),
+            1_000,
+            amount,
+            Duration::from_secs(600),
+        )
+    };
+    let day = |amount| day_of(0, amount);
+    let month = |amount| {
+        Charge::new(
+            "environment/e/month/2026-12",
+            1_500,
+            amount,
+            Duration::from_secs(600),
+        )
+    };
+    let k = key(0);
+    let limits = Limits::none().with_rpm(5);
+    let one = Demand::one_request();
+    let mut rng = StdRng::seed_from_u64(31);
+    let mut answers = [Vec::new(), Vec::new()];
+    for step in 0..120 {
+        let amount = rng.random_range(0..400);
+        let charges = [day_of(step, amount), month(amount)];
+        let now = t0 + Duration::from_secs(step);
+        let back = rng.random_range(0..amount.max(1)) as i64;
+        for (i, store) in [&memory as &dyn LimiterStore, &shared]
+            .into_iter()
+            .enumerate()
+        {
+            let r = store
+                .reserve_charged(&k, &limits, one, &charges, Duration::ZERO, now)
+                .await
+                .unwrap();
+            if matches!(r, Reservation::Granted { .. }) && step % 2 == 0 {
+                let ledgers: Vec<(String, i64)> =
+                    charges.iter().map(|c| (c.ledger.clone(), back)).collect();
+                store.settle(&ledgers, now).await.unwrap();
+            }
+            answers[i].push(match r {
+                Reservation::Granted { .. } => "granted".to_owned(),
+                Reservation::NotUntil { .. } => "not until".to_owned(),
+                other => format!("{other:?}"),
+            });
+        }
+    }
+    assert_eq!(answers[0], answers[1], "memory, then redis");
+    let over = answers[0]
+        .iter()
+        .filter(|a| a.starts_with("OverBudget"))
+        .count();
+    let granted = answers[0].iter().filter(|a| *a == "granted").count();
+    let throttled = answers[0].iter().filter(|a| *a == "not until").count();
+    eprintln!("{granted} granted, {over} over budget, {throttled} not until");
+    assert!(
+        over >= 5 && granted >= 5 && throttled >= 5,
+        "{:?}",
+        answers[0]
+    );
+    assert!(
+        answers[0].iter().any(|a| a.contains("charge: 1")),
+        "the month's ledger refuses too"
+    );
+    let ledger = cli(
+        &redis,
+        &["GET", "budget:budget:environment/e/day/2026-12-03"],
+    );
+    let held: u64 = ledger.trim().parse().unwrap();
+    assert!(held <= 1_000, "{ledger}");
+    // A bulk line's turn is refused by the budget in the same call, and books nothing.
+    let later = t0 + Duration::from_secs(300);
+    let (r, _) = shared
+        .take_turn_charged(&k, &limits, one, &[day(1_001 - held)], None, later)
+        .await
+        .unwrap();
+    assert_eq!(
+        r,
+        Reservation::OverBudget {
+            charge: 0,
+            spent: held
+        }
+    );
+    let (r, _) = shared
+        .take_turn_charged(&k, &limits, one, &[day(1_000 - held)], None, later)
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::Granted { .. }), "{r:?}");
+    let full = cli(
+        &redis,
+        &["GET", "budget:budget:environment/e/day/2026-12-03"],
+    );
+    assert_eq!(full.trim(), "1000");
+
+    // Redis away: a charged request waits for it, even in the local-share mode; an uncharged
+    // one gets its share.
+    redis.kill();
+    let later = t0 + Duration::from_secs(600);
+    let r = shared
+        .reserve_charged(&k, &limits, one, &[day(1)], Duration::ZERO, later)
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::NotUntil { .. }), "{r:?}");
+    let r = shared
+        .reserve(&k, &limits, one, Duration::ZERO, later)
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::Granted { .. }), "{r:?}");
+    // A settlement while it is away is an error the router logs, never a panic.
+    assert!(shared.settle(&[(day(1).ledger, 1)], later).await.is_err());
+}
