@@ -18,6 +18,7 @@
 //! # A/A control: a second raw client in the SDK's place, to read this method's noise floor.
 //! B2_AA=1 cargo bench --bench overhead
 //! B2_PRICED=1 cargo bench --bench overhead   # the model has a price: estimated and costed
+//! B2_BUDGET=1 cargo bench --bench overhead   # priced, and a day's and a month's budget
 //! # Where the overhead lives: a third client, the SDK's OpenAI adapter and transport called
 //! # directly (build the request, send, read the limit headers, parse) without the router.
 //! B2_LAYERS=1 cargo bench --bench overhead
@@ -245,7 +246,8 @@ fn main() {
         let adapter = OpenAi::new(ProviderId::new("openai"), base.parse().expect("a URL"))
             .with_chat_model(MODEL);
         let mut settings = ProviderSettings::new().credential(Credential::new(emu.key("openai")));
-        if std::env::var_os("B2_PRICED").is_some() {
+        let budget = std::env::var_os("B2_BUDGET").is_some();
+        if budget || std::env::var_os("B2_PRICED").is_some() {
             // The model priced: each request estimated (its bound) and costed.
             settings = settings.price(
                 MODEL,
@@ -253,6 +255,11 @@ fn main() {
             );
         }
         let mut sdk = Client::builder().provider(Arc::new(adapter), settings);
+        if budget {
+            // A day's and a month's budget no request reaches: each request's estimate is
+            // reserved with its buckets and settled with its cost (two ledgers).
+            sdk = sdk.budget(llm_failover::budget::Budget::usd_per_day(1e6).and_usd_per_month(1e7));
+        }
         if std::env::var_os("B2_OBSERVER").is_some() {
             // An observer that counts every event, as a metrics subscriber does at least.
             sdk = sdk.observer(Arc::new(Counting::default()));

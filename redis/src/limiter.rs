@@ -370,7 +370,7 @@ impl Inner {
     }
 
     /// Gives back (> 0) or charges (< 0) nano-dollars in each ledger: one pipelined call.
-    async fn settle(&self, ledgers: &[(String, i64)]) -> Result<()> {
+    async fn settle(&self, ledgers: &[(Arc<str>, i64)]) -> Result<()> {
         if ledgers.is_empty() {
             return Ok(());
         }
@@ -1535,7 +1535,7 @@ impl LimiterStore for RedisStore {
         self.inner.ask(key, limits, cost, charges, how, now).await
     }
 
-    async fn settle(&self, ledgers: &[(String, i64)], _now: Instant) -> Result<()> {
+    async fn settle(&self, ledgers: &[(Arc<str>, i64)], _now: Instant) -> Result<()> {
         self.inner.settle(ledgers).await
     }
 

@@ -1052,7 +1052,7 @@ async fn budget_charges_book_in_redis_as_in_memory_and_wait_for_redis_when_it_is
                 .await
                 .unwrap();
             if matches!(r, Reservation::Granted { .. }) && step % 2 == 0 {
-                let ledgers: Vec<(String, i64)> =
+                let ledgers: Vec<(std::sync::Arc<str>, i64)> =
                     charges.iter().map(|c| (c.ledger.clone(), back)).collect();
                 store.settle(&ledgers, now).await.unwrap();
             }

@@ -168,7 +168,7 @@ impl Limiter {
 
     /// Gives back (> 0) or charges (< 0) nano-dollars in budgets' ledgers; a store error is
     /// logged (the ledger keeps the estimate: the safe side).
-    pub(crate) async fn settle(&self, ledgers: &[(String, i64)]) {
+    pub(crate) async fn settle(&self, ledgers: &[(Arc<str>, i64)]) {
         if ledgers.is_empty() {
             return;
         }
@@ -253,7 +253,7 @@ pub(crate) struct Permit<'a> {
     key: &'a LimitKey,
     cost: Demand,
     /// The budgets' charges booked with it, given back with it.
-    charges: Vec<(String, i64)>,
+    charges: Vec<(Arc<str>, i64)>,
     armed: bool,
 }
 

@@ -58,7 +58,7 @@ pub struct MemoryStore {
     allowance: Duration,
     /// Budgets' ledgers: what each holds (spent and reserved, nano-dollars) and until when it
     /// is kept. Locked around a charged reservation's whole booking, its key's included.
-    ledgers: Mutex<HashMap<String, Ledger>>,
+    ledgers: Mutex<HashMap<Arc<str>, Ledger>>,
 }
 
 /// One budget window's ledger.
@@ -167,7 +167,7 @@ impl LimiterStore for MemoryStore {
         let mut ledgers = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
         ledgers.retain(|_, l| l.until > now);
         for (i, c) in charges.iter().enumerate() {
-            let held = ledgers.get(&c.ledger).map_or(0, |l| l.held);
+            let held = ledgers.get(&*c.ledger).map_or(0, |l| l.held);
             if held.saturating_add(c.amount) > c.cap {
                 return Ok(Reservation::OverBudget {
                     charge: i,
@@ -189,11 +189,11 @@ impl LimiterStore for MemoryStore {
         Ok(answer)
     }
 
-    async fn settle(&self, ledgers: &[(String, i64)], _now: Instant) -> Result<()> {
+    async fn settle(&self, ledgers: &[(Arc<str>, i64)], _now: Instant) -> Result<()> {
         let mut held = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
         for (name, back) in ledgers {
             // A ledger gone (its window ended) has nothing to give back to.
-            if let Some(l) = held.get_mut(name) {
+            if let Some(l) = held.get_mut(&**name) {
                 l.held = if *back >= 0 {
                     l.held.saturating_sub(back.unsigned_abs())
                 } else {

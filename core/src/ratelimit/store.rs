@@ -290,7 +290,7 @@ pub enum Reservation {
 pub struct Charge {
     /// The ledger: whose budget and which window (`environment/prod/day/2026-12-03`), the
     /// same name in every process.
-    pub ledger: String,
+    pub ledger: Arc<str>,
     /// What the window allows, in nano-dollars.
     pub cap: u64,
     /// What this request reserves (its estimated cost), in nano-dollars.
@@ -301,7 +301,7 @@ pub struct Charge {
 
 impl Charge {
     /// `amount` of the `cap` that `ledger` allows, kept for `keep` (nano-dollars).
-    pub fn new(ledger: impl Into<String>, cap: u64, amount: u64, keep: Duration) -> Self {
+    pub fn new(ledger: impl Into<Arc<str>>, cap: u64, amount: u64, keep: Duration) -> Self {
         Charge {
             ledger: ledger.into(),
             cap,
@@ -678,7 +678,7 @@ pub trait LimiterStore: Send + Sync + fmt::Debug {
 
     /// Gives back (`> 0`) or charges (`< 0`) nano-dollars in each named ledger: what an
     /// answer cost against what was reserved for it, or a reservation not sent.
-    async fn settle(&self, ledgers: &[(String, i64)], now: Instant) -> Result<()> {
+    async fn settle(&self, ledgers: &[(Arc<str>, i64)], now: Instant) -> Result<()> {
         let _ = now;
         if ledgers.is_empty() {
             return Ok(());

@@ -2,12 +2,12 @@
 //! environment's, its provider's, its tenant's — and what a spent one means.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::budget::{Ledgers, Period, Scope, window};
+use crate::budget::{Ledgers, Period, Scope};
 use crate::error::{Error, Result};
 use crate::id::ProviderId;
 use crate::ratelimit::Charge;
@@ -42,7 +42,7 @@ struct Charged {
 struct About {
     scope: Scope,
     period: Period,
-    window: String,
+    window: Arc<str>,
     ends_in: Duration,
 }
 
@@ -95,19 +95,19 @@ impl Charges {
     ) -> Result<Self> {
         let mut charges = Charged::default();
         for l in ledgers {
-            for &(period, cap) in &l.caps {
-                let (name, ends_in) = window(period, &l.tz, wall)?;
+            for (i, &(period, cap)) in l.caps.iter().enumerate() {
+                let w = l.window_at(i, wall)?;
                 charges.list.push(Charge::new(
-                    format!("{}/{period}/{name}", l.scope.ledger()),
+                    w.ledger,
                     cap.nano_usd(),
                     amount.nano_usd(),
-                    ends_in + KEEP_AFTER,
+                    w.ends_in + KEEP_AFTER,
                 ));
                 charges.about.push(About {
                     scope: l.scope.clone(),
                     period,
-                    window: name,
-                    ends_in,
+                    window: w.window,
+                    ends_in: w.ends_in,
                 });
             }
         }
@@ -158,7 +158,7 @@ impl Charges {
     }
 
     /// What to give back (> 0) or charge (< 0) in each ledger once the answer cost `actual`.
-    pub(crate) fn settled(&self, actual: Cost) -> Vec<(String, i64)> {
+    pub(crate) fn settled(&self, actual: Cost) -> Vec<(Arc<str>, i64)> {
         self.list()
             .iter()
             .map(|c| {

@@ -18,6 +18,7 @@
 //! ```
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -126,7 +127,13 @@ impl Budget {
         if let Some(usd) = self.usd_per_month {
             caps.push((Period::Month, dollars(usd)));
         }
-        Ok(Ledgers { scope, caps, tz })
+        let windows = caps.iter().map(|_| Mutex::new(None)).collect();
+        Ok(Ledgers {
+            scope,
+            caps,
+            tz,
+            windows,
+        })
     }
 }
 
@@ -193,39 +200,112 @@ impl fmt::Display for Period {
     }
 }
 
-/// One scope's budget, checked: its caps per period, in its time zone.
-#[derive(Clone, Debug)]
+/// One scope's budget, checked: its caps per period, in its time zone, and the window each
+/// was last in (named once per window, not per request).
+#[derive(Debug)]
 pub(crate) struct Ledgers {
     pub(crate) scope: Scope,
     pub(crate) caps: Vec<(Period, Cost)>,
     pub(crate) tz: jiff::tz::TimeZone,
+    windows: Vec<Mutex<Option<Named>>>,
 }
 
-/// The window of `period` that holds `wall` in `tz`: its name (`2026-12-03`, `2026-12`) and
-/// how long until it ends (the next midnight, the first of the next month, in `tz`).
+/// A window as last named: its ledger's name, its own, and when it starts and ends.
+#[derive(Clone, Debug)]
+struct Named {
+    ledger: Arc<str>,
+    window: Arc<str>,
+    starts: SystemTime,
+    ends: SystemTime,
+}
+
+/// One window of a budget at some instant: its ledger's name, its own (`2026-12-03`), and how
+/// long until it ends.
+#[derive(Clone, Debug)]
+pub(crate) struct WindowAt {
+    pub(crate) ledger: Arc<str>,
+    pub(crate) window: Arc<str>,
+    pub(crate) ends_in: Duration,
+}
+
+impl Ledgers {
+    /// Cap `i`'s window at wall time `wall`: the one named last while `wall` is in it, else
+    /// named now (jiff's calendar arithmetic, once per window and process).
+    pub(crate) fn window_at(&self, i: usize, wall: SystemTime) -> Result<WindowAt> {
+        let Some((period, _)) = self.caps.get(i) else {
+            return Err(Error::config(format!(
+                "budget of {}: no cap {i}",
+                self.scope
+            )));
+        };
+        let mut slot = self.windows[i]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = slot.as_ref().filter(|n| n.starts <= wall && wall < n.ends) {
+            return Ok(WindowAt {
+                ledger: n.ledger.clone(),
+                window: n.window.clone(),
+                ends_in: n.ends.duration_since(wall).unwrap_or_default(),
+            });
+        }
+        let w = window(*period, &self.tz, wall)?;
+        let named = Named {
+            ledger: Arc::from(format!("{}/{period}/{}", self.scope.ledger(), w.name)),
+            window: Arc::from(w.name),
+            starts: wall - w.since_start,
+            ends: wall + w.ends_in,
+        };
+        let at = WindowAt {
+            ledger: named.ledger.clone(),
+            window: named.window.clone(),
+            ends_in: w.ends_in,
+        };
+        *slot = Some(named);
+        Ok(at)
+    }
+}
+
+/// The window of `period` that holds a wall time, as [`window`] names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    /// `2026-12-03`, `2026-12`.
+    pub(crate) name: String,
+    /// How long since it started (the last midnight, the first of the month, in its zone).
+    pub(crate) since_start: Duration,
+    /// How long until it ends.
+    pub(crate) ends_in: Duration,
+}
+
+/// The window of `period` that holds `wall` in `tz`: its name (`2026-12-03`, `2026-12`), how
+/// long since it started and until it ends (the next midnight, the first of the next month,
+/// in `tz`).
 ///
 /// # Errors
 ///
 /// `Config` when `wall` is outside what a calendar can name (never for a clock of this
 /// century).
-pub(crate) fn window(
-    period: Period,
-    tz: &jiff::tz::TimeZone,
-    wall: SystemTime,
-) -> Result<(String, Duration)> {
+pub(crate) fn window(period: Period, tz: &jiff::tz::TimeZone, wall: SystemTime) -> Result<Window> {
     let bad = |e: jiff::Error| Error::config(format!("budget window at {wall:?}: {e}"));
     let now = jiff::Timestamp::try_from(wall).map_err(bad)?;
     let date = now.to_zoned_datetime(tz.clone()).date();
-    let (name, next) = match period {
-        Period::Day => (date.to_string(), date.tomorrow().map_err(bad)?),
+    let (name, first, next) = match period {
+        Period::Day => (date.to_string(), date, date.tomorrow().map_err(bad)?),
         Period::Month => (
             format!("{:04}-{:02}", date.year(), date.month()),
+            date.first_of_month(),
             date.last_of_month().tomorrow().map_err(bad)?,
         ),
     };
-    let end = next.to_zoned_datetime(tz.clone()).map_err(bad)?.timestamp();
-    let left = Duration::try_from(end.duration_since(now)).unwrap_or_default();
-    Ok((name, left))
+    let at = |d: jiff::civil::Date| -> Result<jiff::Timestamp> {
+        Ok(d.to_zoned_datetime(tz.clone()).map_err(bad)?.timestamp())
+    };
+    let since_start = Duration::try_from(now.duration_since(at(first)?)).unwrap_or_default();
+    let ends_in = Duration::try_from(at(next)?.duration_since(now)).unwrap_or_default();
+    Ok(Window {
+        name,
+        since_start,
+        ends_in,
+    })
 }
 
 #[cfg(test)]
@@ -306,7 +386,20 @@ mod tests {
         for (zone, now, period, name, left) in rows {
             let tz = jiff::tz::TimeZone::get(zone).unwrap();
             let got = window(*period, &tz, at(now)).unwrap();
-            assert_eq!(got, ((*name).to_owned(), *left), "{zone} {now} {period}");
+            assert_eq!(
+                (got.name.as_str(), got.ends_in),
+                (*name, *left),
+                "{zone} {now} {period}"
+            );
+            // Where it started, the window before it ends.
+            let before = window(
+                *period,
+                &tz,
+                at(now) - got.since_start - Duration::from_secs(1),
+            );
+            assert_ne!(before.unwrap().name, got.name, "{zone} {now} {period}");
+            let start = window(*period, &tz, at(now) - got.since_start).unwrap();
+            assert_eq!(start.name, got.name, "{zone} {now} {period}");
         }
     }
 
