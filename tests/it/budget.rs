@@ -369,3 +369,53 @@ fn clock_wall_s(clock: &ManualClock) -> u64 {
         .unwrap()
         .as_secs()
 }
+
+/// A streamed answer's estimate is settled when the stream ends, with the cost of the usage
+/// its last chunk reports: a budget of one and a half estimates admits a second request
+/// after the first stream, which it could not if the estimate were kept.
+#[tokio::test]
+async fn a_streams_estimate_is_settled_at_its_end() {
+    use futures_util::StreamExt;
+    let clock = clock();
+    let emu = emulator(&clock, &["p"]).await;
+    let (a, s) = provider(&emu, "p");
+    // What one request is estimated at, then a budget of one and a half of it.
+    let probe = builder(&clock)
+        .provider(a.clone(), s.clone())
+        .build()
+        .unwrap();
+    let estimate = probe
+        .chat(ask(1, 1_000))
+        .await
+        .unwrap()
+        .spend
+        .unwrap()
+        .estimated
+        .unwrap();
+    let client = builder(&clock)
+        .provider(a, s)
+        .budget(Budget::usd_per_day(estimate.usd() * 1.5))
+        .build()
+        .unwrap();
+    let mut stream = client.chat_stream(ask(2, 1_000)).await.unwrap();
+    while let Some(chunk) = stream.next().await {
+        chunk.unwrap();
+    }
+    let spend = stream.spend().unwrap();
+    assert!(
+        spend.actual.unwrap() < spend.estimated.unwrap(),
+        "{spend:?}"
+    );
+    drop(stream);
+    // The end is settled from a task of its own: let it run, then ask.
+    let mut second = client.chat(ask(3, 1_000)).await;
+    for _ in 0..100 {
+        if second.is_ok() {
+            break;
+        }
+        tokio::task::yield_now().await;
+        second = client.chat(ask(3, 1_000)).await;
+    }
+    // Kept, the stream's estimate and this one's would be two estimates: over the budget.
+    second.expect("the stream's estimate was given back at its end");
+}

@@ -315,7 +315,7 @@ impl Router {
         for (adapter, s) in providers {
             let budget = match &s.budget {
                 Some(b) => Some(b.resolve(
-                    Scope::Provider(adapter.id().to_string()),
+                    Scope::Provider(Arc::from(adapter.id().as_str())),
                     &format!("provider `{}`'s budget", adapter.id()),
                 )?),
                 None => None,
@@ -687,7 +687,7 @@ impl StreamWatch {
 fn resolve_budgets(parts: BudgetParts) -> Result<Budgets> {
     let environment = match parts.environment {
         Some((name, b)) => Some(b.resolve(
-            Scope::Environment(name.clone()),
+            Scope::Environment(Arc::from(name.as_str())),
             &format!("environment `{name}`'s budget"),
         )?),
         None => None,
@@ -695,7 +695,10 @@ fn resolve_budgets(parts: BudgetParts) -> Result<Budgets> {
     let mut tenants = HashMap::new();
     for (tenant, b) in parts.tenants {
         let ledgers = b.resolve(
-            Scope::Tenant(parts.environment_name.clone(), tenant.clone()),
+            Scope::Tenant(
+                Arc::from(parts.environment_name.as_str()),
+                Arc::from(tenant.as_str()),
+            ),
             &format!("tenant `{tenant}`'s budget"),
         )?;
         tenants.insert(tenant, ledgers);

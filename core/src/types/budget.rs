@@ -141,11 +141,11 @@ impl Budget {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Scope {
     /// The environment's, by name.
-    Environment(String),
+    Environment(Arc<str>),
     /// A provider's, by id.
-    Provider(String),
+    Provider(Arc<str>),
     /// A tenant's in an environment: (environment, tenant).
-    Tenant(String, String),
+    Tenant(Arc<str>, Arc<str>),
 }
 
 impl Scope {
