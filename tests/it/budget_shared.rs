@@ -148,22 +148,29 @@ fn eight_processes_never_spend_more_than_the_budget_they_share_through_redis() {
             .expect("the llm-failover command starts");
         children.push(child);
     }
-    let mut outputs = Vec::new();
+    // Each child is waited for on a thread of its own; the test waits for their exits, and
+    // kills those still running at the limit (then fails).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pids: Vec<u32> = children.iter().map(std::process::Child::id).collect();
     for (p, child) in children.into_iter().enumerate() {
-        let pid = child.id();
-        let watchdog = std::thread::spawn(move || {
-            // Kills a child still running at the limit; its test then fails on its output.
-            while started.elapsed() < CHILD_LIMIT {
-                if !still_ours(pid, batch_bin().as_os_str()) {
-                    return;
-                }
-                #[expect(clippy::disallowed_methods, reason = "a watchdog's poll, not logic")]
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((p, child.wait_with_output()));
         });
-        let out = child.wait_with_output().unwrap();
-        let _ = watchdog.join();
+    }
+    let mut exited = vec![false; PROCESSES];
+    for _ in 0..PROCESSES {
+        let left = CHILD_LIMIT.saturating_sub(started.elapsed());
+        let Ok((p, out)) = rx.recv_timeout(left) else {
+            for (pid, done) in pids.iter().zip(&exited) {
+                if !done && still_ours(*pid, bin.as_os_str()) {
+                    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                }
+            }
+            panic!("the processes did not all end within {CHILD_LIMIT:?}");
+        };
+        exited[p] = true;
+        let out = out.unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!stderr.contains(KEY), "the key was printed: {stderr}");
         assert!(!stderr.contains("panicked"), "process {p}: {stderr}");
@@ -173,7 +180,6 @@ fn eight_processes_never_spend_more_than_the_budget_they_share_through_redis() {
             "process {p} ends 75, its items left for the budget's reset: {stderr}"
         );
         assert!(stderr.contains("budget spent"), "process {p}: {stderr}");
-        outputs.push(stderr);
     }
 
     // What the provider answered, at the prices: the money really spent.
@@ -300,5 +306,4 @@ fn eight_processes_never_spend_more_than_the_budget_they_share_through_redis() {
         .unwrap();
     let keys = String::from_utf8_lossy(&keys.stdout);
     assert!(keys.contains("environment/race/day/"), "{keys}");
-    drop(outputs);
 }
