@@ -344,6 +344,90 @@ async fn a_batch_stops_when_its_budget_is_spent_and_a_run_after_the_reset_finish
     assert_eq!(sent, 2 * whole.ok, "each item sent once per batch: {sent}");
 }
 
+/// The batch without the queue (`--no-queue`, the results file its only state): at a spent
+/// budget it starts nothing more, writes no line for what the budget held back (neither
+/// answered nor failed), and says so; the rerun after midnight sends the rest, none twice.
+#[tokio::test]
+async fn a_batch_without_the_queue_stops_at_its_budget_and_its_rerun_goes_on() {
+    use llm_failover::batch::{FileJob, Runner};
+    let clock =
+        ManualClock::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(LATE_EVENING - 3_600));
+    let emu = emulator(&clock, &["p"]).await;
+    let dir = TempDir::new("budget", "file");
+    let (a, s) = provider(&emu, "p");
+    let free = builder(&clock)
+        .provider(a.clone(), s.clone())
+        .build()
+        .unwrap();
+    let whole = FileJob::new(demo(), dir.path("whole.jsonl"))
+        .run(&Runner::new(free), &Stop::new())
+        .await
+        .unwrap();
+    let total = whole.run.cost.unwrap();
+    let cap = Cost::from_nano_usd(total.nano_usd() / 2);
+    let client = builder(&clock)
+        .provider(a, s)
+        .budget(Budget::usd_per_day(cap.usd()))
+        .build()
+        .unwrap();
+    let output = dir.path("budget.jsonl");
+    let lines = || std::fs::read_to_string(&output).unwrap().lines().count() as u64;
+    let first = FileJob::new(demo(), &output)
+        .run(&Runner::new(client.clone()), &Stop::new())
+        .await
+        .unwrap();
+    let b = first
+        .run
+        .budget_spent
+        .as_ref()
+        .expect("the budget stopped it");
+    assert!(
+        b.items > 0 && b.message.contains("environment `code`"),
+        "{b:?}"
+    );
+    assert!(
+        !first.run.failed_by_kind.contains_key("budget_exhausted"),
+        "{:?}",
+        first.run
+    );
+    assert!(first.run.cost.unwrap() <= cap);
+    let written = lines();
+    assert!(
+        written < whole.run.ok + whole.run.failed(),
+        "{written} lines"
+    );
+    assert_eq!(
+        written,
+        first.run.ok + first.run.failed(),
+        "no line for what was held back"
+    );
+
+    // The next days: the rerun skips what is done and sends the rest.
+    let mut days = 1;
+    let mut report = first;
+    while report.run.budget_spent.is_some() {
+        clock.advance(Duration::from_secs(
+            86_400 - clock_wall_s(&clock) % 86_400 + 60,
+        ));
+        report = FileJob::new(demo(), &output)
+            .run(&Runner::new(client.clone()), &Stop::new())
+            .await
+            .unwrap();
+        days += 1;
+        assert!(days <= 5, "{report:?}");
+    }
+    assert_eq!(
+        lines(),
+        whole.run.ok + whole.run.failed(),
+        "every item once, over {days} days"
+    );
+    assert_eq!(
+        emu.counters("p").ok,
+        2 * whole.run.ok,
+        "each item sent once per batch"
+    );
+}
+
 /// A Redis Cluster cannot keep a budget in the limits' script call: a client with a budget
 /// and shared limits on a Cluster is refused when it is built, saying why.
 #[tokio::test]
