@@ -42,6 +42,7 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod files;
 mod input;
 mod job;
@@ -55,6 +56,7 @@ mod summary;
 pub use crate::stop::Stop;
 pub use input::{BatchItem, BatchRequest, InputError, InputReader};
 // Public with `test-util`, for tests that compute a line's job id.
+pub use budget::BudgetSpent;
 #[cfg_attr(feature = "test-util", visibility::make(pub))]
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 pub(crate) use input::parse_line;
@@ -64,7 +66,7 @@ pub use outcome::{Answer, Failure, FailureKind, ItemOutcome, Lane};
 pub use results::{Compaction, ResultsWriter, ResumeIndex, compact};
 pub use runner::{DEFAULT_CONCURRENCY, Progress, ProgressSnapshot, RunReport, Runner};
 pub use sink::OutcomeSink;
-pub use summary::{BudgetSpent, CacheSummary, LaneSummary, ProviderSummary, Summary};
+pub use summary::{CacheSummary, LaneSummary, ProviderSummary, Summary};
 
 /// What the batch on the queue (the queue wing's `QueuedJob`) shares with [`FileJob`]: result
 /// files, input lines, result lines, the summary's count of items answered earlier. Reached

@@ -9,10 +9,10 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use tokio::task::{Id, JoinSet};
 
+use super::budget::BudgetSpent;
 use super::input::{BatchItem, BatchRequest, InputError};
 use super::outcome::{Answer, Failure, ItemOutcome};
 use super::sink::OutcomeSink;
-use super::summary::BudgetSpent;
 use crate::admission::Priority;
 use crate::client::Client;
 use crate::clock::{Clock, TokioClock};
@@ -419,7 +419,7 @@ pub struct RunReport {
     /// Of that, what the bulk lane's answers cost.
     pub provider_batch_cost: Option<Cost>,
     /// A budget was spent: the run stopped sending, its items held back are not done.
-    pub budget_spent: Option<crate::batch::BudgetSpent>,
+    pub budget_spent: Option<BudgetSpent>,
 }
 
 impl RunReport {

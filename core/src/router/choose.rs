@@ -413,6 +413,37 @@ impl Router {
     }
 }
 
+impl Router {
+    /// What an attempt of `request` at `entry`'s `model` charges to the budgets it falls
+    /// under: its estimated cost (admission's demand, or the tokenizer-free bound where no
+    /// tokens were counted) in each of their windows. None where no budget applies, or the
+    /// model has no price (said once).
+    fn charges<R: Admissible>(
+        &self,
+        request: &R,
+        entry: &Entry,
+        model: &str,
+        cost: &Demand,
+        reckoning: Reckoning,
+        tenant: Option<&str>,
+    ) -> Result<Charges> {
+        let mut applying = self
+            .budgets
+            .applying(entry.budget.as_ref(), tenant)
+            .peekable();
+        if applying.peek().is_none() {
+            return Ok(Charges::default());
+        }
+        let Some(price) = entry.price(model) else {
+            self.budgets.warn_unpriced(entry.id(), model);
+            return Ok(Charges::default());
+        };
+        let demand = super::job::priced_demand(request, model, *cost, reckoning);
+        let amount = super::job::estimate(price, &demand);
+        Charges::of(applying, amount, self.clock.wall())
+    }
+}
+
 /// The limit key of `job` on `entry` for `account`: the entry's own for its default model
 /// and the configured account (lent: nothing allocated), otherwise a new one.
 fn key_for<'e, J: Job>(
