@@ -256,32 +256,64 @@ async fn run_demo(client: &Client, dir: &TempDir, name: &str) -> QueuedReport {
         .unwrap()
 }
 
+/// A batch's day: 22:00 UTC (two hours of the day left, whatever a run waits for its
+/// limits), the emulator, a directory, and its provider.
+struct Evening {
+    clock: ManualClock,
+    emu: Emulator,
+    dir: TempDir,
+    provider: (Arc<OpenAi>, ProviderSettings),
+}
+
+impl Evening {
+    async fn start(name: &str) -> Evening {
+        let clock = ManualClock::with_wall(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(LATE_EVENING - 3_600),
+        );
+        let emu = emulator(&clock, &["p"]).await;
+        let provider = provider(&emu, "p");
+        Evening {
+            clock,
+            emu,
+            dir: TempDir::new("budget", name),
+            provider,
+        }
+    }
+
+    /// A client of the provider, with a day's budget of `budget` if any.
+    fn client(&self, budget: Option<Cost>) -> Client {
+        let (a, s) = self.provider.clone();
+        let b = builder(&self.clock).provider(a, s);
+        match budget {
+            Some(cap) => b.budget(Budget::usd_per_day(cap.usd())),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    }
+
+    /// A minute past the next midnight (UTC).
+    fn next_day(&self) {
+        let s = clock_wall_s(&self.clock);
+        self.clock
+            .advance(Duration::from_secs(86_400 - s % 86_400 + 60));
+    }
+}
+
 /// The demo batch on the queue with a day's budget of 60 % of what it costs: the run stops
 /// sending when the budget is spent — its items held back snoozed to midnight, none failed —
 /// and its summary says so; runs after midnight finish it, each item answered once.
 #[tokio::test]
 async fn a_batch_stops_when_its_budget_is_spent_and_a_run_after_the_reset_finishes_it() {
-    // 22:00 UTC: two hours of the day left, whatever the run waits for its limits.
-    let clock =
-        ManualClock::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(LATE_EVENING - 3_600));
-    let emu = emulator(&clock, &["p"]).await;
-    let dir = TempDir::new("budget", "batch");
-    let (a, s) = provider(&emu, "p");
+    let day = Evening::start("batch").await;
+    let (emu, dir) = (&day.emu, &day.dir);
     // What the whole demo costs (the emulator answers a prompt alike every time).
-    let free = builder(&clock)
-        .provider(a.clone(), s.clone())
-        .build()
-        .unwrap();
-    let whole = run_demo(&free, &dir, "whole").await;
+    let whole = run_demo(&day.client(None), dir, "whole").await;
     let total = whole.run.cost.unwrap();
     let cap = Cost::from_nano_usd(total.nano_usd() * 6 / 10);
-    let client = builder(&clock)
-        .provider(a, s)
-        .budget(Budget::usd_per_day(cap.usd()))
-        .build()
-        .unwrap();
+    let client = day.client(Some(cap));
 
-    let first = run_demo(&client, &dir, "budget").await;
+    let first = run_demo(&client, dir, "budget").await;
     assert_eq!(first.worker.ended, Ended::BudgetSpent, "{:?}", first.worker);
     // A budget fails nothing: the only failures are the demo's own (bad lines).
     assert!(first.failed <= whole.failed, "{first:?}");
@@ -320,9 +352,8 @@ async fn a_batch_stops_when_its_budget_is_spent_and_a_run_after_the_reset_finish
     // was in flight when it ran out is given back but not spent again that day).
     let (mut report, mut before, mut days) = (first, spent, 1);
     while report.pending > 0 {
-        let midnight = Duration::from_secs(86_400 - (clock_wall_s(&clock) % 86_400) + 60);
-        clock.advance(midnight);
-        report = run_demo(&client, &dir, "budget").await;
+        day.next_day();
+        report = run_demo(&client, dir, "budget").await;
         let total = report.run.cost.unwrap();
         let today = Cost::from_nano_usd(total.nano_usd() - before.nano_usd());
         assert!(today <= cap, "{today} spent on day {days} of {cap}");
@@ -350,26 +381,15 @@ async fn a_batch_stops_when_its_budget_is_spent_and_a_run_after_the_reset_finish
 #[tokio::test]
 async fn a_batch_without_the_queue_stops_at_its_budget_and_its_rerun_goes_on() {
     use llm_failover::batch::{FileJob, Runner};
-    let clock =
-        ManualClock::with_wall(SystemTime::UNIX_EPOCH + Duration::from_secs(LATE_EVENING - 3_600));
-    let emu = emulator(&clock, &["p"]).await;
-    let dir = TempDir::new("budget", "file");
-    let (a, s) = provider(&emu, "p");
-    let free = builder(&clock)
-        .provider(a.clone(), s.clone())
-        .build()
-        .unwrap();
+    let day = Evening::start("file").await;
+    let (emu, dir) = (&day.emu, &day.dir);
     let whole = FileJob::new(demo(), dir.path("whole.jsonl"))
-        .run(&Runner::new(free), &Stop::new())
+        .run(&Runner::new(day.client(None)), &Stop::new())
         .await
         .unwrap();
     let total = whole.run.cost.unwrap();
     let cap = Cost::from_nano_usd(total.nano_usd() / 2);
-    let client = builder(&clock)
-        .provider(a, s)
-        .budget(Budget::usd_per_day(cap.usd()))
-        .build()
-        .unwrap();
+    let client = day.client(Some(cap));
     let output = dir.path("budget.jsonl");
     let lines = || std::fs::read_to_string(&output).unwrap().lines().count() as u64;
     let first = FileJob::new(demo(), &output)
@@ -406,9 +426,7 @@ async fn a_batch_without_the_queue_stops_at_its_budget_and_its_rerun_goes_on() {
     let mut days = 1;
     let mut report = first;
     while report.run.budget_spent.is_some() {
-        clock.advance(Duration::from_secs(
-            86_400 - clock_wall_s(&clock) % 86_400 + 60,
-        ));
+        day.next_day();
         report = FileJob::new(demo(), &output)
             .run(&Runner::new(client.clone()), &Stop::new())
             .await
