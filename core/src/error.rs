@@ -417,6 +417,18 @@ impl Error {
         err
     }
 
+    /// This error ends a request after `attempts` failed (kept, in order, and noted in the
+    /// message): its kind, wait and code stay its own.
+    pub(crate) fn after_attempts(mut self, attempts: Vec<Error>) -> Self {
+        if !attempts.is_empty() {
+            let mut message = std::mem::take(&mut self.inner.message);
+            note_attempts(&mut message, &attempts);
+            self.inner.message = truncate(message);
+            self.inner.attempts = attempts;
+        }
+        self
+    }
+
     pub(crate) fn with_provider(mut self, provider: ProviderId) -> Self {
         self.inner.provider = Some(provider);
         self

@@ -19,7 +19,7 @@ use llm_failover::{
     ChatRequest, Client, ClientBuilder, Credential, ErrorKind, ProviderId, ProviderSettings,
     RequestOptions,
 };
-use llm_failover_emulator::{Emulator, TimeSource};
+use llm_failover_emulator::{Emulator, Fault, TimeSource};
 use llm_failover_queue::{Ended, Queue, QueuedJob, QueuedReport};
 
 use crate::support::examples::TempDir;
@@ -204,6 +204,38 @@ async fn a_providers_spent_budget_fails_over_and_the_environments_ends_the_reque
         "nothing was sent"
     );
     assert_eq!(clock.now(), before, "at once: no time passed");
+}
+
+/// The first attempt timed out — the provider may have done and billed the work, so its
+/// estimate stays charged — and the budget cannot cover the retry: the request ends with
+/// `BudgetExhausted` (not "every attempt failed", which a queue would back off and retry),
+/// the timeout kept as its attempt, and the retry is not sent.
+#[tokio::test]
+async fn a_retry_the_budget_cannot_cover_ends_with_budget_exhausted_after_its_attempts() {
+    let clock = clock();
+    let emu = emulator(&clock, &["p"]).await;
+    emu.script("p", [Fault::Hang { ms: Some(10_000) }]);
+    let (adapter, settings) = provider(&emu, "p");
+    // One estimate of ~1,010 tokens ($0.00101) and half of another.
+    let client = builder(&clock)
+        .provider(adapter, settings.timeout(Duration::from_millis(100)))
+        .budget(Budget::usd_per_day(0.0015))
+        .build()
+        .unwrap();
+    let e = client.chat(ask(1, 1_000)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+    assert!(!e.is_retryable(), "{e}");
+    assert_eq!(e.code(), Some("environment_budget"), "{e}");
+    let kinds: Vec<ErrorKind> = e.attempts().iter().map(|a| a.kind()).collect();
+    assert_eq!(kinds, [ErrorKind::Timeout], "{e}");
+    assert!(e.to_string().contains("1 attempt(s)"), "{e}");
+    // The day's window ends at midnight, less the backoff before the retry.
+    let wait = e.retry_after().unwrap();
+    assert!(
+        wait <= Duration::from_secs(3_600) && wait > Duration::from_secs(3_500),
+        "{wait:?}"
+    );
+    assert_eq!(emu.counters("p").requests, 1, "the retry was not sent");
 }
 
 /// A budget's configuration is checked where it is written, and a budget on a model without

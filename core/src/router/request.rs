@@ -244,10 +244,14 @@ impl<'r> Run<'r> {
         self.errors.push(err);
     }
 
-    /// `err` ends the request: alone, or after the failures before it.
+    /// `err` ends the request: alone, or after the failures before it. A spent budget ends it
+    /// whatever failed before: it stays `BudgetExhausted` (a caller snoozes it to the
+    /// window's reset), the failures before it kept as its attempts.
     pub(crate) fn ends_with(&mut self, err: Error) -> Error {
         if self.errors.is_empty() {
             err
+        } else if err.kind() == ErrorKind::BudgetExhausted {
+            err.after_attempts(std::mem::take(&mut self.errors))
         } else {
             self.errors.push(err);
             self.all_failed()
