@@ -145,10 +145,7 @@ pub(crate) fn parse_response(
         .get("x-amzn-bedrock-input-token-count")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
-    answer.usage = wire.tokens.or(header).map(|t| Usage {
-        input_tokens: t,
-        output_tokens: 0,
-    });
+    answer.usage = wire.tokens.or(header).map(|t| Usage::new(t, 0));
     Ok(answer)
 }
 

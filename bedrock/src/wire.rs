@@ -324,13 +324,20 @@ pub(crate) fn finish_reason(stop: &str) -> FinishReason {
     }
 }
 
-/// `usage` (`TokenUsage`) as a [`Usage`].
+/// `usage` (`TokenUsage`) as a [`Usage`]: the prompt's full size as input — `inputTokens`
+/// counts the tokens read from and written to the prompt cache apart, in
+/// `cacheReadInputTokens` and `cacheWriteInputTokens`
+/// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html>,
+/// <https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html>) — and the cache
+/// reads as its cached part.
 pub(crate) fn usage(v: &Value) -> Option<Usage> {
     let n = |k: &str| v.get(k).and_then(Value::as_u64);
-    Some(Usage {
-        input_tokens: n("inputTokens")?,
-        output_tokens: n("outputTokens")?,
-    })
+    let (read, write) = (
+        n("cacheReadInputTokens").unwrap_or(0),
+        n("cacheWriteInputTokens").unwrap_or(0),
+    );
+    let input = n("inputTokens")?.saturating_add(read).saturating_add(write);
+    Some(Usage::new(input, n("outputTokens")?).with_cached_input(read))
 }
 
 fn decode_error(what: &str) -> Error {
@@ -604,5 +611,19 @@ mod tests {
         }
         let err = parse_response(&ProviderId::new("b"), b"{}", "m").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Decode);
+    }
+
+    #[test]
+    fn cache_reads_and_writes_are_part_of_the_input_and_reads_its_cached_part() {
+        // TokenUsage with prompt caching: `inputTokens` leaves the cache reads and writes out
+        // (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html).
+        let v = json!({"inputTokens": 20, "outputTokens": 7, "totalTokens": 1_327,
+            "cacheReadInputTokens": 1_200, "cacheWriteInputTokens": 100});
+        let u = usage(&v).unwrap();
+        assert_eq!((u.input_tokens, u.output_tokens), (1_320, 7));
+        assert_eq!((u.cached_input_tokens, u.uncached_input()), (1_200, 120));
+        assert_eq!(u.total(), 1_327, "the total the provider states");
+        let plain = usage(&json!({"inputTokens": 5, "outputTokens": 1})).unwrap();
+        assert_eq!(plain, Usage::new(5, 1));
     }
 }

@@ -49,6 +49,7 @@ pub(crate) struct Tally {
     pub(crate) breaker_opens: AtomicU64,
     pub(crate) admission_wait_us: AtomicU64,
     pub(crate) input_tokens: AtomicU64,
+    pub(crate) cached_input_tokens: AtomicU64,
     pub(crate) output_tokens: AtomicU64,
     pub(crate) priced_by_count: AtomicU64,
     pub(crate) priced_by_bound: AtomicU64,
@@ -97,6 +98,7 @@ impl Counters {
             breaker_opens: sum(|t| &t.breaker_opens),
             admission_wait: Duration::from_micros(sum(|t| &t.admission_wait_us)),
             input_tokens: sum(|t| &t.input_tokens),
+            cached_input_tokens: sum(|t| &t.cached_input_tokens),
             output_tokens: sum(|t| &t.output_tokens),
             priced_by_count: sum(|t| &t.priced_by_count),
             priced_by_bound: sum(|t| &t.priced_by_bound),
@@ -164,6 +166,7 @@ impl Observer for Tallies {
                 }
                 if let Some(u) = a.usage {
                     add(&t.input_tokens, u.input_tokens);
+                    add(&t.cached_input_tokens, u.cached_input_tokens);
                     add(&t.output_tokens, u.output_tokens);
                 }
                 if let Some(c) = a.cost {
@@ -194,6 +197,7 @@ impl Observer for Tallies {
                 let Some(t) = self.of(&s.target) else { return };
                 if let Some(u) = s.usage {
                     add(&t.input_tokens, u.input_tokens);
+                    add(&t.cached_input_tokens, u.cached_input_tokens);
                     add(&t.output_tokens, u.output_tokens);
                 }
                 if let Some(c) = s.cost {
@@ -263,6 +267,8 @@ pub struct ProviderStats {
     pub admission_wait: Duration,
     /// Input tokens reported by successful answers.
     pub input_tokens: u64,
+    /// Of those, the ones the provider read from its prompt cache.
+    pub cached_input_tokens: u64,
     /// Output tokens reported by successful answers.
     pub output_tokens: u64,
     /// Chat requests sent whose admission cost was counted with the tokenizer (a token limit
@@ -381,6 +387,7 @@ impl Stats {
                 t.breaker_opens += p.breaker_opens;
                 t.admission_wait += p.admission_wait;
                 t.input_tokens += p.input_tokens;
+                t.cached_input_tokens += p.cached_input_tokens;
                 t.output_tokens += p.output_tokens;
                 t.priced_by_count += p.priced_by_count;
                 t.priced_by_bound += p.priced_by_bound;

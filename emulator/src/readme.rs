@@ -266,6 +266,7 @@ fn every_counter_and_log_field_is_named() {
         tokens: 0,
         request_id: None,
         usage: None,
+        cached_input: 0,
         returned: [0, 0],
         stated: Vec::new(),
     };

@@ -21,6 +21,43 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A provider's prompt cache, as OpenAI describes its own
+/// (<https://platform.openai.com/docs/guides/prompt-caching>): prompts of 1,024 tokens or
+/// more are cached; a prompt that starts with a cached one reads that prefix from the cache,
+/// the first 1,024 tokens and then in steps of 128. The emulator knows prompts by their
+/// digest, not their text, so only a prompt seen before, whole, is a hit (a longer prompt
+/// that starts with it is not). It forgets everything once it holds
+/// [`PromptCache::CAPACITY`] prompts.
+#[derive(Debug, Default)]
+pub(crate) struct PromptCache {
+    seen: Mutex<std::collections::HashSet<u64>>,
+}
+
+impl PromptCache {
+    /// The smallest prompt cached, in tokens.
+    pub(crate) const MIN_TOKENS: u64 = 1_024;
+    /// The steps a cached prefix grows by past the first 1,024 tokens.
+    pub(crate) const STEP: u64 = 128;
+    /// Prompts remembered at most.
+    pub(crate) const CAPACITY: usize = 100_000;
+
+    /// How many of the `tokens` of the prompt `digest` are read from the cache, and the
+    /// prompt remembered.
+    pub(crate) fn cached(&self, digest: u64, tokens: u64) -> u64 {
+        if tokens < Self::MIN_TOKENS {
+            return 0;
+        }
+        let mut seen = lock(&self.seen);
+        if seen.len() >= Self::CAPACITY {
+            seen.clear();
+        }
+        if seen.insert(digest) {
+            return 0;
+        }
+        Self::MIN_TOKENS + (tokens - Self::MIN_TOKENS) / Self::STEP * Self::STEP
+    }
+}
+
 /// One request as the emulator saw and answered it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -50,6 +87,10 @@ pub struct LogEntry {
     /// The usage the answer reported, `[input, output]` tokens (a chat answer; an embeddings
     /// answer's `[input, 0]`; `None` for anything else, a refusal included).
     pub usage: Option<[u64; 2]>,
+    /// Of the usage's input tokens, those it reported read from the prompt cache (a long
+    /// prompt this provider saw before; OpenAI's and Gemini's wire formats).
+    #[serde(default)]
+    pub cached_input: u64,
     /// The provider's own state a chat request sent back with its earlier turns, as the
     /// emulator verified it: `[its own, verified; the placeholder for turns it did not write]`
     /// (Gemini 3's thought signatures, Claude's signed thinking blocks; `[0, 0]` otherwise).
@@ -223,6 +264,8 @@ pub(crate) struct ProviderState {
     pub(crate) google: Option<Identity>,
     /// Its Batch API's batches, files, settings and log (`crate::bulk`).
     pub(crate) bulk: crate::bulk::Store,
+    /// The long prompts it has seen (where its wire format caches prompts).
+    pub(crate) prompt_cache: PromptCache,
 }
 
 impl ProviderState {
@@ -262,6 +305,7 @@ impl ProviderState {
             default_seed: emu.seed,
             google,
             bulk: crate::bulk::Store::new(emu.seed),
+            prompt_cache: PromptCache::default(),
             cfg,
         })
     }
@@ -525,4 +569,29 @@ impl App {
 /// The wall clock (the emulator runs on real time by design).
 pub(crate) fn wall_now() -> SystemTime {
     SystemTime::now()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PromptCache;
+
+    #[test]
+    fn a_long_prompt_seen_before_is_read_from_the_cache_in_steps() {
+        let cache = PromptCache::default();
+        // (digest, tokens) → cached tokens, in order
+        let table = [
+            (1, 1_023, 0), // too short to cache
+            (1, 1_023, 0), // still too short
+            (2, 1_024, 0), // first seen
+            (2, 1_024, 1_024),
+            (3, 2_000, 0),
+            (3, 2_000, 1_920), // 1,024 + 7 × 128
+            (3, 2_000, 1_920),
+            (4, 1_151, 0),
+            (4, 1_151, 1_024),
+        ];
+        for (digest, tokens, cached) in table {
+            assert_eq!(cache.cached(digest, tokens), cached, "{digest} {tokens}");
+        }
+    }
 }

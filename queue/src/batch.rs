@@ -383,10 +383,10 @@ impl QueuedJob {
         // batch answered (settled by its poll job): items are what the report counts.
         let bulk_jobs = tally.jobs.load(Ordering::Relaxed);
         run.provider_batch = tally.answered.load(Ordering::Relaxed);
-        run.provider_batch_usage = llm_failover_core::Usage {
-            input_tokens: tally.input_tokens.load(Ordering::Relaxed),
-            output_tokens: tally.output_tokens.load(Ordering::Relaxed),
-        };
+        run.provider_batch_usage = llm_failover_core::Usage::new(
+            tally.input_tokens.load(Ordering::Relaxed),
+            tally.output_tokens.load(Ordering::Relaxed),
+        );
         run.ok = worker.completed.saturating_sub(bulk_jobs) + run.provider_batch;
         run.cached = served.cached.load(Ordering::Relaxed);
         run.tokens_saved = served.tokens_saved.load(Ordering::Relaxed);

@@ -163,13 +163,7 @@ async fn reads_text_usage_stop_reason_model_and_request_id() {
         .unwrap();
     assert_eq!(resp.text, "Hi! My name is Claude.");
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 2095,
-            output_tokens: 503
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(2095, 503)));
     assert_eq!(resp.model, "claude-3-7-sonnet-20250219");
     assert_eq!(resp.provider.as_str(), "claude");
     assert_eq!(
@@ -222,13 +216,7 @@ async fn streams_typed_events_into_text_usage_and_stop_reason() {
     assert_eq!(chunks[0].model.as_deref(), Some("claude-opus-4-20250514"));
     let last = chunks.last().unwrap();
     assert_eq!(last.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        last.usage,
-        Some(Usage {
-            input_tokens: 25,
-            output_tokens: 15
-        })
-    );
+    assert_eq!(last.usage, Some(Usage::new(25, 15)));
     let got = only_request(&server);
     assert_eq!(got.json()["stream"], true);
     assert_eq!(got.json()["max_tokens"], DEFAULT_MAX_TOKENS);

@@ -108,13 +108,7 @@ async fn chat_goes_to_the_deployment_with_api_version_and_api_key() {
         "Yes, Azure Cognitive Search supports customer managed keys (CMK) for encryption at rest."
     );
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 33,
-            output_tokens: 557
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(33, 557)));
     assert_eq!(resp.model, "gpt-4o-2024-08-06");
     assert_eq!(resp.request_id.as_deref(), Some("apim-1"));
 
@@ -234,13 +228,7 @@ async fn streams_through_azure_skipping_the_filter_only_first_chunk() {
     assert_eq!(text, "Yes");
     assert_eq!(chunks.len(), 3, "text, finish, usage");
     assert_eq!(chunks[1].finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        chunks[2].usage,
-        Some(Usage {
-            input_tokens: 12,
-            output_tokens: 1
-        })
-    );
+    assert_eq!(chunks[2].usage, Some(Usage::new(12, 1)));
     // 2024-10-21, the GA version, has no `stream_options` in its spec (a preview from
     // 2024-09-01 has): not sent; the usage a host sends anyway is read.
     assert!(h.only_request().json().get("stream_options").is_none());
@@ -533,13 +521,7 @@ async fn streams_a_tool_call_after_the_filter_only_first_chunk() {
                 serde_json::json!({"location": "San Francisco"})
             )]
         );
-        assert_eq!(
-            chunks[1].usage,
-            Some(Usage {
-                input_tokens: 66,
-                output_tokens: 16
-            })
-        );
+        assert_eq!(chunks[1].usage, Some(Usage::new(66, 16)));
     }
 }
 
@@ -620,13 +602,7 @@ async fn sends_the_vision_how_tos_image_parts() {
         resp.text
             .starts_with("The picture shows an individual dressed in formal attire")
     );
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 1156,
-            output_tokens: 80
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(1156, 80)));
     let body = h.only_request().json();
     assert_eq!(
         body["messages"][1],

@@ -239,13 +239,7 @@ async fn reads_text_usage_finish_reason_model_version_and_response_id() {
         "AI learns patterns from data to make predictions or decisions."
     );
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 8,
-            output_tokens: 12
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(8, 12)));
     assert_eq!(resp.model, "gemini-2.0-flash");
     assert_eq!(resp.request_id.as_deref(), Some("gRz0aOXhNqaYmtkPr5uk4Ak"));
 }
@@ -307,13 +301,7 @@ async fn streams_sse_responses_until_a_finish_reason() {
     assert_eq!(chunks[0].model.as_deref(), Some("gemini-2.0-flash"));
     let last = chunks.last().unwrap();
     assert_eq!(last.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        last.usage,
-        Some(Usage {
-            input_tokens: 9,
-            output_tokens: 10
-        })
-    );
+    assert_eq!(last.usage, Some(Usage::new(9, 10)));
 
     let got = only_request(&server);
     assert_eq!(got.path, STREAM_PATH);

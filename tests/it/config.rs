@@ -261,13 +261,16 @@ fn model_limits_replace_the_provider_limits_for_that_model() {
 fn prices_are_read_per_model_and_a_bad_one_is_refused_by_its_path() {
     let toml = in_openai(
         "prices = { \"gpt-4o-mini\" = { input = 0.15, output = 0.6, batch_input = 0.075, \
-         batch_output = 0.3 }, \"whisper-1\" = { audio_per_minute = 0.006 }, \"free\" = { input = 0, output = 0 } }",
+         batch_output = 0.3, cached_input = 0.075, batch_cached_input = 0.0375 }, \"whisper-1\" = { audio_per_minute = 0.006 }, \"free\" = { input = 0, output = 0 } }",
     );
     let config = Config::from_toml_str(&toml).unwrap();
     let prices = &config.provider("openai").unwrap().prices;
     assert_eq!(
         prices["gpt-4o-mini"],
-        llm_failover::price::Price::per_million_tokens(0.15, 0.6).with_batch(0.075, 0.3)
+        llm_failover::price::Price::per_million_tokens(0.15, 0.6)
+            .with_batch(0.075, 0.3)
+            .with_cached_input(0.075)
+            .with_batch_cached_input(0.0375)
     );
     assert_eq!(prices["whisper-1"].audio_per_minute, Some(0.006));
     assert_eq!(prices["free"].input, 0.0, "an integer is a price too");
@@ -275,6 +278,7 @@ fn prices_are_read_per_model_and_a_bad_one_is_refused_by_its_path() {
         ("{ input = -0.15 }", "providers.openai.prices.m"),
         ("{ input = nan }", "finite"),
         ("{ output = inf }", "finite"),
+        ("{ cached_input = -1 }", "cached_input"),
         ("{ inptu = 0.15 }", "inptu"),
         ("{ input = \"0.15\" }", "prices"),
     ] {

@@ -12,8 +12,9 @@ use std::time::Duration;
 use llm_failover::batch::Stop;
 use llm_failover::clock::{Clock, ManualClock};
 use llm_failover::price::Price;
+use llm_failover::provider::gemini::Gemini;
 use llm_failover::provider::openai::OpenAi;
-use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings};
+use llm_failover::{ChatRequest, Client, Credential, ProviderId, ProviderSettings, RequestOptions};
 use llm_failover_emulator::{BatchTiming, Emulator, TimeSource};
 use llm_failover_queue::{LaneChoice, Queue, QueuedJob};
 use serde_json::Value;
@@ -168,6 +169,111 @@ async fn the_demo_batch_costs_the_emulators_usage_at_the_prices_in_each_line_and
         nano(&summary["lanes"]["provider_batch_cost_usd"]),
         sum,
         "{summary}"
+    );
+}
+
+/// A long prompt asked again is read in part from the provider's prompt cache: OpenAI's
+/// `prompt_tokens_details.cached_tokens` and Gemini's `cachedContentTokenCount`, as the
+/// emulator reports them, become `Usage::cached_input_tokens`, which cost the cached-input
+/// price — in the answer and the client's stats, equal to the
+/// emulator's logged usage at the prices. A short prompt is never cached.
+#[tokio::test]
+async fn input_read_from_the_prompt_cache_costs_the_cached_input_price() {
+    const GEMINI: &str = "gemini-2.5-flash";
+    /// Nano-dollars per cached input token ($0.075 per million, half the input price).
+    const CACHED: u64 = 75;
+    let clock = ManualClock::new();
+    let c = clock.clone();
+    let emu = Emulator::builder()
+        .time_source(TimeSource::new(move || (c.now(), c.wall())))
+        .openai("p")
+        .gemini("g")
+        .start()
+        .await
+        .unwrap();
+    let price = Price::per_million_tokens(0.15, 0.60).with_cached_input(0.075);
+    let openai = OpenAi::new(ProviderId::new("p"), emu.base_url("p").parse().unwrap())
+        .with_chat_model(MODEL);
+    let gemini = Gemini::new(
+        ProviderId::new("g"),
+        format!("{}/v1beta", emu.base_url("g")).parse().unwrap(),
+    )
+    .with_model(GEMINI);
+    let settings = |name: &str, model: &str| {
+        ProviderSettings::new()
+            .credential(Credential::new(emu.key(name)))
+            .price(model, price)
+    };
+    let client = Client::builder()
+        .clock(Arc::new(clock.clone()))
+        .provider(Arc::new(openai), settings("p", MODEL))
+        .provider(Arc::new(gemini), settings("g", GEMINI))
+        .build()
+        .unwrap();
+
+    // Some 2,000 tokens of context (the emulator counts a token per four characters).
+    let context = "The bucket holds what the provider said it may. ".repeat(170);
+    let long = ChatRequest::from_prompt(format!("{context}\nQuestion: what does it hold?"));
+    let mut expected = 0;
+    for name in ["p", "g"] {
+        let on = RequestOptions::new().provider(name);
+        let first = client.chat_with(long.clone(), &on).await.unwrap();
+        let again = client.chat_with(long.clone(), &on).await.unwrap();
+        let short = client
+            .chat_with(ChatRequest::from_prompt("a short one"), &on)
+            .await
+            .unwrap();
+        let short_again = client
+            .chat_with(ChatRequest::from_prompt("a short one"), &on)
+            .await
+            .unwrap();
+        for r in [&first, &again, &short, &short_again] {
+            assert_eq!(r.provider.as_str(), name);
+        }
+        let (u1, u2) = (first.usage.unwrap(), again.usage.unwrap());
+        assert!(u1.input_tokens > 1_024, "{name}: {u1:?}");
+        assert_eq!(u1.cached_input_tokens, 0, "{name}: first seen: {u1:?}");
+        assert_eq!(u2.input_tokens, u1.input_tokens, "{name}");
+        // The first 1,024 tokens, then steps of 128.
+        let cached = 1_024 + (u2.input_tokens - 1_024) / 128 * 128;
+        assert_eq!(u2.cached_input_tokens, cached, "{name}: {u2:?}");
+        assert_eq!(short_again.usage.unwrap().cached_input_tokens, 0, "{name}");
+
+        let cost = |r: &llm_failover::ChatResponse| r.spend.unwrap().actual.unwrap().nano_usd();
+        let by_hand = |u: llm_failover::Usage| {
+            u.uncached_input() * LIVE.0 + u.cached_input_tokens * CACHED + u.output_tokens * LIVE.1
+        };
+        assert_eq!(cost(&first), by_hand(u1), "{name}");
+        assert_eq!(cost(&again), by_hand(u2), "{name}");
+        assert_eq!(
+            u2.output_tokens, u1.output_tokens,
+            "{name}: the same answer"
+        );
+        assert_eq!(
+            cost(&first) - cost(&again),
+            cached * (LIVE.0 - CACHED),
+            "{name}: the cached tokens cost half"
+        );
+        expected += [&first, &again, &short, &short_again]
+            .iter()
+            .map(|r| cost(r))
+            .sum::<u64>();
+    }
+    // The emulator's own log, at the prices.
+    let log = emu.log();
+    let hits = log.iter().filter(|e| e.cached_input > 0).count();
+    assert_eq!(hits, 2, "one hit at each provider");
+    let logged: u64 = log
+        .iter()
+        .filter(|e| e.status == Some(200))
+        .filter_map(|e| e.usage.map(|[i, o]| (i, o, e.cached_input)))
+        .map(|(i, o, c)| (i - c) * LIVE.0 + c * CACHED + o * LIVE.1)
+        .sum();
+    assert_eq!(expected, logged);
+    assert_eq!(
+        client.stats().total().cost.nano_usd(),
+        logged,
+        "the stats agree"
     );
 }
 

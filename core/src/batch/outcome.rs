@@ -391,6 +391,13 @@ fn was_sent(err: &Error) -> bool {
 struct WireUsage {
     input_tokens: u64,
     output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    cached_input_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -497,6 +504,7 @@ impl ItemOutcome {
                 usage: a.usage.map(|u| WireUsage {
                     input_tokens: u.input_tokens,
                     output_tokens: u.output_tokens,
+                    cached_input_tokens: u.cached_input_tokens,
                 }),
                 attempts: a.attempts,
                 latency_ms: u64::try_from(a.latency.as_millis()).unwrap_or(u64::MAX),
@@ -594,10 +602,7 @@ mod tests {
             model: "gpt-4o-mini".into(),
             text: "Hello \"there\"\nfriend".into(),
             vectors: None,
-            usage: Some(Usage {
-                input_tokens: 12,
-                output_tokens: 3,
-            }),
+            usage: Some(Usage::new(12, 3)),
             attempts: 2,
             latency: Duration::from_millis(1234),
             cached: false,
@@ -625,6 +630,17 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_str(&ItemOutcome::ok("q1", bulk).to_json_line()).unwrap();
         assert_eq!(v["lane"], "provider-batch");
+        // Input read from the provider's prompt cache is said where there was some.
+        let cached = Answer {
+            usage: Some(Usage::new(2_000, 3).with_cached_input(1_920)),
+            ..answer()
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&ItemOutcome::ok("q1", cached).to_json_line()).unwrap();
+        assert_eq!(
+            v["usage"],
+            json!({"input_tokens": 2000, "output_tokens": 3, "cached_input_tokens": 1920})
+        );
     }
 
     #[test]

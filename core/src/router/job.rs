@@ -361,10 +361,7 @@ pub(crate) fn priced_demand<R: Admissible + ?Sized>(
 /// What admission's estimate of a request costs at `price`: its input tokens and reserved
 /// output tokens, and its seconds of audio where a price per minute is set.
 pub(crate) fn estimate(price: &Price, d: &Demand) -> Cost {
-    let tokens = price.of_usage(Usage {
-        input_tokens: d.input_tokens,
-        output_tokens: d.output_tokens,
-    });
+    let tokens = price.of_usage(Usage::new(d.input_tokens, d.output_tokens));
     let audio = price
         .of_audio(Duration::from_secs(d.audio_seconds))
         .unwrap_or_default();

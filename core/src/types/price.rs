@@ -17,9 +17,15 @@
 //! // gpt-4o-mini as OpenAI listed it: $0.15 per million input tokens, $0.60 output; half of
 //! // that through the Batch API.
 //! let price = Price::per_million_tokens(0.15, 0.60).with_batch(0.075, 0.30);
-//! let usage = Usage { input_tokens: 1_000, output_tokens: 500 };
+//! let usage = Usage::new(1_000, 500);
 //! assert_eq!(price.of_usage(usage).nano_usd(), 450_000); // $0.00045
 //! assert_eq!(price.of_batch_usage(usage).nano_usd(), 225_000);
+//!
+//! // Input read from the provider's prompt cache at its own price ($0.075 here):
+//! let price = price.with_cached_input(0.075);
+//! let usage = Usage::new(1_000, 500).with_cached_input(800);
+//! // 200 × $0.15 + 800 × $0.075 + 500 × $0.60, per million
+//! assert_eq!(price.of_usage(usage).nano_usd(), 390_000);
 //! ```
 
 use std::fmt;
@@ -103,8 +109,9 @@ impl<'de> Deserialize<'de> for Cost {
     }
 }
 
-/// What a model costs, in US dollars: per million tokens (input, output; the Batch API's
-/// where it differs) and, for speech-to-text, per minute of audio.
+/// What a model costs, in US dollars: per million tokens (input, output; input read from the
+/// provider's prompt cache and the Batch API's where they differ) and, for speech-to-text,
+/// per minute of audio.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -121,6 +128,15 @@ pub struct Price {
     /// Per million output tokens through the provider's Batch API (`None`: as [`output`](Self::output)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_output: Option<f64>,
+    /// Per million input tokens read from the provider's prompt cache
+    /// ([`Usage::cached_input_tokens`]; `None`: as [`input`](Self::input)). Cache writes
+    /// (Anthropic's, Bedrock's) are counted at the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<f64>,
+    /// Per million cached input tokens through the Batch API (`None`: as
+    /// [`cached_input`](Self::cached_input), else as the batch input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_cached_input: Option<f64>,
     /// Per minute of audio transcribed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_per_minute: Option<f64>,
@@ -152,6 +168,21 @@ impl Price {
         self
     }
 
+    /// The price per million input tokens read from the provider's prompt cache, where it
+    /// differs from the input price (OpenAI: a tenth to a half of it; Anthropic: a tenth).
+    #[must_use]
+    pub fn with_cached_input(mut self, usd: f64) -> Self {
+        self.cached_input = Some(usd);
+        self
+    }
+
+    /// The Batch API's price per million cached input tokens, where it differs.
+    #[must_use]
+    pub fn with_batch_cached_input(mut self, usd: f64) -> Self {
+        self.batch_cached_input = Some(usd);
+        self
+    }
+
     /// `Config` naming `what` unless every figure is a finite number ≥ 0.
     pub(crate) fn check(&self, what: &str) -> Result<()> {
         match self.problem() {
@@ -167,6 +198,8 @@ impl Price {
             ("output", Some(self.output)),
             ("batch_input", self.batch_input),
             ("batch_output", self.batch_output),
+            ("cached_input", self.cached_input),
+            ("batch_cached_input", self.batch_cached_input),
             ("audio_per_minute", self.audio_per_minute),
         ];
         for (name, v) in figures {
@@ -181,18 +214,28 @@ impl Price {
         None
     }
 
-    /// What `usage` costs through the live API.
+    /// What `usage` costs through the live API: its uncached input at the input price, its
+    /// cached input at the cached-input price, its output at the output price.
     pub fn of_usage(&self, usage: Usage) -> Cost {
-        tokens(usage.input_tokens, self.input)
+        let cached = self.cached_input.unwrap_or(self.input);
+        tokens(usage.uncached_input(), self.input)
+            .saturating_add(tokens(usage.cached_input_tokens, cached))
             .saturating_add(tokens(usage.output_tokens, self.output))
     }
 
     /// What `usage` costs through the provider's Batch API.
     pub fn of_batch_usage(&self, usage: Usage) -> Cost {
-        tokens(usage.input_tokens, self.batch_input.unwrap_or(self.input)).saturating_add(tokens(
-            usage.output_tokens,
-            self.batch_output.unwrap_or(self.output),
-        ))
+        let input = self.batch_input.unwrap_or(self.input);
+        let cached = self
+            .batch_cached_input
+            .or(self.cached_input)
+            .unwrap_or(input);
+        tokens(usage.uncached_input(), input)
+            .saturating_add(tokens(usage.cached_input_tokens, cached))
+            .saturating_add(tokens(
+                usage.output_tokens,
+                self.batch_output.unwrap_or(self.output),
+            ))
     }
 
     /// What `audio` costs to transcribe (`None`: no price per minute).
@@ -262,19 +305,13 @@ mod tests {
             ((1_000_000, 0), 150_000_000, 75_000_000),
         ];
         for ((i, o), live, batch) in table {
-            let u = Usage {
-                input_tokens: i,
-                output_tokens: o,
-            };
+            let u = Usage::new(i, o);
             assert_eq!(p.of_usage(u).nano_usd(), live, "{i} {o}");
             assert_eq!(p.of_batch_usage(u).nano_usd(), batch, "{i} {o}");
         }
         // A fraction of a nano-dollar costs one.
         let cheap = Price::per_million_tokens(0.0375, 0.0);
-        let one = Usage {
-            input_tokens: 1,
-            output_tokens: 0,
-        };
+        let one = Usage::new(1, 0);
         assert_eq!(cheap.of_usage(one).nano_usd(), 38);
         // No batch price: the live one.
         assert_eq!(cheap.of_batch_usage(one).nano_usd(), 38);
@@ -287,6 +324,63 @@ mod tests {
             Some(9_000_000)
         );
         assert_eq!(p.of_audio(Duration::from_secs(90)), None);
+    }
+
+    #[test]
+    fn cached_input_costs_its_own_price_live_and_in_batches() {
+        let p = Price::per_million_tokens(1.25, 10.0).with_batch(0.625, 5.0);
+        // (input, cached, output), with cached-input prices (live, batch) →
+        // live, batch (nano-USD)
+        let table = [
+            // No cached price: a cached token costs an input token.
+            ((2_000, 1_024, 100), (None, None), 3_500_000, 1_750_000),
+            // Cached at a tenth, and a tenth of the batch input through batches.
+            (
+                (2_000, 1_024, 100),
+                (Some(0.125), Some(0.0625)),
+                1_220_000 + 128_000 + 1_000_000,
+                610_000 + 64_000 + 500_000,
+            ),
+            // A cached live price and no batch one: batches cache at the live cached price.
+            (
+                (2_000, 1_024, 0),
+                (Some(0.125), None),
+                1_220_000 + 128_000,
+                610_000 + 128_000,
+            ),
+            // Nothing cached: the cached price changes nothing.
+            (
+                (2_000, 0, 100),
+                (Some(0.125), Some(0.0625)),
+                3_500_000,
+                1_750_000,
+            ),
+            // All cached.
+            (
+                (1_000, 1_000, 0),
+                (Some(0.125), Some(0.0625)),
+                125_000,
+                62_500,
+            ),
+        ];
+        for ((i, c, o), (cached, batch_cached), live, batch) in table {
+            let mut price = p;
+            price.cached_input = cached;
+            price.batch_cached_input = batch_cached;
+            let u = Usage::new(i, o).with_cached_input(c);
+            assert_eq!(price.of_usage(u).nano_usd(), live, "{i} {c} {o} {cached:?}");
+            assert_eq!(
+                price.of_batch_usage(u).nano_usd(),
+                batch,
+                "{i} {c} {o} {batch_cached:?}"
+            );
+        }
+        let bad = Price::per_million_tokens(1.0, 1.0).with_cached_input(-0.1);
+        assert!(
+            bad.problem().unwrap().contains("`cached_input`"),
+            "{:?}",
+            bad.problem()
+        );
     }
 
     #[test]

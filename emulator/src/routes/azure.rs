@@ -48,6 +48,10 @@ fn gateway(status: u16, code: &str, message: &str) -> ApiError {
 }
 
 impl Wire for Azure {
+    fn caches_prompts(&self) -> bool {
+        true
+    }
+
     fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
         if method != Method::POST {
             return None;

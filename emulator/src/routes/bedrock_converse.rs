@@ -671,6 +671,7 @@ mod tests {
         let usage = Usage {
             input: r.input_tokens(),
             output: a.tokens(),
+            cached: 0,
         };
         let v = response(&a, usage, Duration::from_millis(12));
         assert_eq!(v["output"]["message"]["role"], "assistant");
@@ -696,6 +697,7 @@ mod tests {
             Usage {
                 input: 1,
                 output: 1,
+                cached: 0,
             },
             Duration::ZERO,
         );
@@ -822,6 +824,7 @@ mod tests {
             Usage {
                 input: 3,
                 output: 4,
+                cached: 0,
             },
             Duration::ZERO,
         );

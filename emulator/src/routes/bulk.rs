@@ -177,6 +177,7 @@ pub(super) fn answer_item(
     let usage = Usage {
         input: req.input_tokens(),
         output: a.tokens(),
+        cached: 0,
     };
     let bytes = bx.wire.chat(&req, &a, usage, bx.cx);
     ItemAnswer {

@@ -54,6 +54,7 @@ struct Rec {
     stream: bool,
     tokens: u64,
     usage: Option<[u64; 2]>,
+    cached_input: u64,
     returned: [u32; 2],
     stated: Vec<(String, String)>,
     dropped: bool,
@@ -177,6 +178,7 @@ impl Ex<'_> {
             tokens: self.rec.tokens,
             request_id: status.map(|_| self.cx.request_id.clone()),
             usage: self.rec.usage.take(),
+            cached_input: self.rec.cached_input,
             returned: self.rec.returned,
             stated: std::mem::take(&mut self.rec.stated),
         });
@@ -553,11 +555,18 @@ async fn chat(x: &mut Ex<'_>, req: ChatReq, fault: Option<Fault>, guard: Infligh
     let delay = x.latency(fault.as_ref());
     x.cx.latency = delay;
     x.pause(delay).await;
+    let cached = if x.wire.caches_prompts() {
+        x.p.prompt_cache.cached(req.prompt.seed, input)
+    } else {
+        0
+    };
     let usage = Usage {
         input,
         output: a.tokens(),
+        cached,
     };
     x.rec.usage = Some([input, a.tokens()]);
+    x.rec.cached_input = cached;
     x.rec.returned = req.returned;
     let mut h = HeaderMap::new();
     let body = if req.stream {

@@ -155,6 +155,10 @@ pub(super) fn frame_stream(req: &ChatReq, mut chunks: Vec<Value>) -> StreamParts
 }
 
 impl Wire for Gemini {
+    fn caches_prompts(&self) -> bool {
+        true
+    }
+
     fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
         if method != Method::POST {
             return None;

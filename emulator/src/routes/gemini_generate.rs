@@ -523,6 +523,13 @@ pub(super) fn response(req: &ChatReq, parts: Value, last: Option<(&Answer, Usage
             "totalTokenCount": u.input + u.output,
             "promptTokensDetails": prompt_details(req, u),
         });
+        // Implicit caching: the cached part of the prompt, within `promptTokenCount`
+        // (https://ai.google.dev/api/generate-content#UsageMetadata).
+        if u.cached > 0 {
+            v["usageMetadata"]["cachedContentTokenCount"] = json!(u.cached);
+            v["usageMetadata"]["cacheTokensDetails"] =
+                json!([{"modality": "TEXT", "tokenCount": u.cached}]);
+        }
     }
     v["candidates"] = json!([candidate]);
     v

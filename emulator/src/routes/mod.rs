@@ -187,6 +187,8 @@ pub(crate) fn field<'a>(form: &'a [Field], name: &str) -> Option<&'a Field> {
 pub(crate) struct Usage {
     pub(crate) input: u64,
     pub(crate) output: u64,
+    /// Of `input`, the tokens read from the prompt cache.
+    pub(crate) cached: u64,
 }
 
 /// A refusal by a limit, real or injected.
@@ -322,6 +324,15 @@ pub(crate) trait Wire: Sync + Send {
     fn error(&self, e: &ApiError, cx: &Cx<'_>) -> Rendered;
     /// Headers an error carries besides the id headers (Bedrock's `x-amzn-ErrorType`).
     fn error_headers(&self, _e: &ApiError, _h: &mut HeaderMap) {}
+    /// Whether the provider caches long prompts by itself and says how much of a prompt it
+    /// read from its cache: OpenAI (and Azure OpenAI) for prompts of 1,024 tokens or more
+    /// (<https://platform.openai.com/docs/guides/prompt-caching>), Gemini's implicit caching
+    /// (<https://ai.google.dev/gemini-api/docs/caching#implicit-caching>). Anthropic and
+    /// Bedrock cache only at the request's `cache_control` / `cachePoint` marks, which the
+    /// emulator does not read.
+    fn caches_prompts(&self) -> bool {
+        false
+    }
     /// A whole chat answer.
     fn chat(&self, req: &ChatReq, a: &Answer, usage: Usage, cx: &Cx<'_>) -> Bytes;
     /// A streamed chat answer.

@@ -32,6 +32,10 @@ pub(super) const JSON_LIMIT: usize = 16 << 20;
 pub(super) const AUDIO_LIMIT: usize = 25 << 20;
 
 impl Wire for OpenAi {
+    fn caches_prompts(&self) -> bool {
+        true
+    }
+
     fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
         if method != Method::POST {
             return None;

@@ -81,7 +81,7 @@ fn usage_body(u: Usage) -> UsageBody {
         completion_tokens: u.output,
         total_tokens: u.input + u.output,
         prompt_tokens_details: PromptDetails {
-            cached_tokens: 0,
+            cached_tokens: u.cached,
             audio_tokens: 0,
         },
         completion_tokens_details: CompletionDetails {

@@ -74,6 +74,7 @@ pub(super) async fn handle(
         tokens: 0,
         request_id: None,
         usage: None,
+        cached_input: 0,
         returned: [0, 0],
         stated: Vec::new(),
     });

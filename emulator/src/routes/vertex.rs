@@ -164,6 +164,10 @@ fn vertex_fields(mut v: Value, cx: &Cx<'_>) -> Value {
 }
 
 impl Wire for Vertex {
+    fn caches_prompts(&self) -> bool {
+        true
+    }
+
     fn route(&self, method: &Method, path: &str, _query: Option<&str>) -> Option<Route> {
         if method != Method::POST {
             return None;

@@ -253,13 +253,7 @@ async fn reads_parallel_calls_in_order_after_the_text_before_them() {
             ),
         ]
     );
-    assert_eq!(
-        answer.usage,
-        Some(Usage {
-            input_tokens: 523,
-            output_tokens: 89
-        })
-    );
+    assert_eq!(answer.usage, Some(Usage::new(523, 89)));
 }
 
 #[tokio::test]
@@ -534,13 +528,7 @@ async fn streams_tool_use_pieces_into_one_whole_call() {
     assert!(with_calls[0].finish_reason.is_none(), "at its block's stop");
     let last = chunks.last().unwrap();
     assert_eq!(last.finish_reason, Some(FinishReason::ToolCalls));
-    assert_eq!(
-        last.usage,
-        Some(Usage {
-            input_tokens: 472,
-            output_tokens: 89
-        })
-    );
+    assert_eq!(last.usage, Some(Usage::new(472, 89)));
     let body = only_request(&server).json();
     assert_eq!(body["stream"], true);
     assert_eq!(body["tool_choice"], json!({"type": "any"}));

@@ -324,13 +324,7 @@ async fn reads_parallel_function_calls_in_order_with_distinct_ids() {
     assert_eq!(ids.len(), 3);
     assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
     assert_eq!(resp.text, "");
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 187,
-            output_tokens: 48
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(187, 48)));
 }
 
 /// `FunctionCall.id` (API reference): when Gemini gives one, it is the call's id.
@@ -385,13 +379,7 @@ async fn streams_a_function_call_whole_and_ends_with_tool_calls() {
     );
     let last = chunks.last().unwrap();
     assert_eq!(last.finish_reason, Some(FinishReason::ToolCalls));
-    assert_eq!(
-        last.usage,
-        Some(Usage {
-            input_tokens: 36,
-            output_tokens: 17
-        })
-    );
+    assert_eq!(last.usage, Some(Usage::new(36, 17)));
     // The same call answered whole gets the same id.
     let whole = chat(&server, &req).await.unwrap();
     assert_eq!(whole.tool_calls[0].id, calls[0].id);

@@ -17,13 +17,7 @@ async fn sends_a_chat_completion_and_reads_text_usage_model_and_request_id() {
     let resp = ex.result.unwrap();
     assert_eq!(resp.text, "Hello! How can I assist you today?");
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 19,
-            output_tokens: 10
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(19, 10)));
     assert_eq!(resp.model, "gpt-4.1-2025-04-14");
     assert_eq!(resp.request_id.as_deref(), Some("req_abc"));
     assert_eq!(resp.provider.as_str(), "openai");

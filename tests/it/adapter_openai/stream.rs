@@ -24,13 +24,7 @@ async fn streams_chunks_split_across_writes_until_done() {
             .collect();
         assert_eq!(finish, [FinishReason::Stop]);
         let usage: Vec<_> = chunks.iter().filter_map(|c| c.usage).collect();
-        assert_eq!(
-            usage,
-            [Usage {
-                input_tokens: 9,
-                output_tokens: 3
-            }]
-        );
+        assert_eq!(usage, [Usage::new(9, 3)]);
         assert_eq!(chunks[0].model.as_deref(), Some("gpt-4o-mini"));
 
         let got = h.only_request();

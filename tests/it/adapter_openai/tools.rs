@@ -129,13 +129,7 @@ async fn reads_the_reference_answer_with_one_tool_call() {
             json!({"location": "Boston, MA"})
         )]
     );
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 82,
-            output_tokens: 17
-        })
-    );
+    assert_eq!(resp.usage, Some(Usage::new(82, 17)));
     assert_eq!(resp.request_id.as_deref(), Some("chatcmpl-abc123"));
 }
 
@@ -371,13 +365,7 @@ async fn a_streamed_call_is_put_together_and_handed_over_whole_with_the_finish()
         assert_eq!(with_calls[0].finish_reason, Some(FinishReason::ToolCalls));
         assert!(chunks.iter().all(|c| c.delta.is_empty()), "split {size}");
         let usage: Vec<_> = chunks.iter().filter_map(|c| c.usage).collect();
-        assert_eq!(
-            usage,
-            [Usage {
-                input_tokens: 67,
-                output_tokens: 18
-            }]
-        );
+        assert_eq!(usage, [Usage::new(67, 18)]);
         let body = h.only_request().json();
         assert_eq!(body["stream"], true);
         assert_eq!(body["tools"][0]["function"]["name"], "get_current_weather");

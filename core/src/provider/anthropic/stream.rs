@@ -104,7 +104,8 @@ impl OpenCall {
 #[derive(Debug)]
 pub(super) struct Decoder {
     model: String,
-    input_tokens: Option<u64>,
+    /// The prompt's tokens and, of them, the cache reads, as `message_start` said them.
+    input_tokens: Option<(u64, u64)>,
     open: Vec<OpenCall>,
     /// Whether the answer tool was called (then `tool_use` is a plain stop).
     answered: bool,
@@ -268,7 +269,10 @@ impl StreamDecoder for Decoder {
                 let msg = ev.message.ok_or_else(|| {
                     Error::decode("stream event `message_start` has no `message`")
                 })?;
-                self.input_tokens = msg.usage.as_ref().and_then(WireUsage::input);
+                self.input_tokens = msg
+                    .usage
+                    .as_ref()
+                    .and_then(|u| Some((u.input()?, u.cache_read_input_tokens.unwrap_or(0))));
                 if let Some(model) = msg.model {
                     self.model = model;
                 }
@@ -282,9 +286,14 @@ impl StreamDecoder for Decoder {
             "content_block_stop" => self.block_stop(ev.index),
             "message_delta" => {
                 let stop = ev.delta.and_then(|d| d.stop_reason);
-                let usage = ev.usage.map(|u| Usage {
-                    input_tokens: u.input().or(self.input_tokens).unwrap_or(0),
-                    output_tokens: u.output_tokens.unwrap_or(0),
+                // `message_delta`'s usage is cumulative; where it leaves the input out, the
+                // input is `message_start`'s.
+                let usage = ev.usage.map(|u| {
+                    let (input, cached) = match u.input() {
+                        Some(n) => (n, u.cache_read_input_tokens.unwrap_or(0)),
+                        None => self.input_tokens.unwrap_or((0, 0)),
+                    };
+                    Usage::new(input, u.output_tokens.unwrap_or(0)).with_cached_input(cached)
                 });
                 Ok(Some(ChatChunk {
                     finish_reason: stop.as_deref().map(|s| finish(s, self.answered)),
@@ -519,6 +528,39 @@ mod tests {
     }
 
     #[test]
+    fn cache_reads_in_message_start_are_the_inputs_cached_part() {
+        // message_start's usage with prompt caching
+        // (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching): input_tokens
+        // is what follows the last breakpoint, the cache reads and writes come apart.
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
+        d.decode(&ev(
+            "message_start",
+            r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":12,
+                "cache_creation_input_tokens":0,"cache_read_input_tokens":2048,"output_tokens":1}}}"#,
+        ))
+        .unwrap();
+        let end = d
+            .decode(&ev(
+                "message_delta",
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(end.usage, Some(Usage::new(2060, 9).with_cached_input(2048)));
+        // A message_delta that restates the input (cumulative usage) is read as it says.
+        let mut d = Decoder::new(&ProviderId::new("a"), "m");
+        let end = d
+            .decode(&ev(
+                "message_delta",
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":3,
+                    "cache_read_input_tokens":1024,"output_tokens":9}}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(end.usage, Some(Usage::new(1027, 9).with_cached_input(1024)));
+    }
+
+    #[test]
     fn usage_combines_message_start_input_with_message_delta_output() {
         let mut d = Decoder::new(&ProviderId::new("a"), "requested");
         let start = d
@@ -537,13 +579,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(end.finish_reason, Some(FinishReason::Length));
-        assert_eq!(
-            end.usage,
-            Some(Usage {
-                input_tokens: 25,
-                output_tokens: 15
-            })
-        );
+        assert_eq!(end.usage, Some(Usage::new(25, 15)));
         assert!(!d.is_done());
         assert!(
             d.decode(&ev("message_stop", r#"{"type":"message_stop"}"#))

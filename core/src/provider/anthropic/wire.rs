@@ -303,6 +303,15 @@ pub(super) struct WireUsage {
 }
 
 impl WireUsage {
+    /// The usage: the prompt's full size as input, the cache reads as its cached part
+    /// (<https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching>: `input_tokens`
+    /// counts only the tokens after the last cache breakpoint; cache writes are billed above
+    /// the input price, cache reads below it).
+    pub(super) fn usage(&self) -> Usage {
+        Usage::new(self.input().unwrap_or(0), self.output_tokens.unwrap_or(0))
+            .with_cached_input(self.cache_read_input_tokens.unwrap_or(0))
+    }
+
     /// Input tokens as the prompt's full size: uncached + cache writes + cache reads.
     pub(super) fn input(&self) -> Option<u64> {
         let parts = [
@@ -373,10 +382,7 @@ pub(super) fn parse_response(
     let mut resp = ChatResponse::new(id.clone(), body.model.as_deref().unwrap_or(model), text);
     resp.finish_reason = stop_reason.as_deref().map(|s| finish(s, answered));
     resp.tool_calls = calls;
-    resp.usage = body.usage.map(|u| Usage {
-        input_tokens: u.input().unwrap_or(0),
-        output_tokens: u.output_tokens.unwrap_or(0),
-    });
+    resp.usage = body.usage.as_ref().map(WireUsage::usage);
     resp.provider_state = thinking_state(id, thinking);
     Ok(resp)
 }
@@ -666,6 +672,7 @@ mod tests {
             output_tokens: Some(1),
         };
         assert_eq!(u.input(), Some(115));
+        assert_eq!(u.usage(), Usage::new(115, 1).with_cached_input(100));
         assert_eq!(WireUsage::default().input(), None);
     }
 

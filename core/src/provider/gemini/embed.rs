@@ -116,10 +116,10 @@ pub(super) fn parse_response(
         }
     };
     let mut answer = EmbeddingResponse::new(id.clone(), model, vectors);
-    answer.usage = wire.usage.and_then(|u| u.prompt_tokens).map(|t| Usage {
-        input_tokens: t,
-        output_tokens: 0,
-    });
+    answer.usage = wire
+        .usage
+        .and_then(|u| u.prompt_tokens)
+        .map(|t| Usage::new(t, 0));
     Ok(answer)
 }
 

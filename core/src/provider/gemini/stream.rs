@@ -123,13 +123,7 @@ mod tests {
         assert_eq!(last.delta, "lo");
         assert_eq!(last.model, None);
         assert_eq!(last.finish_reason, Some(FinishReason::Stop));
-        assert_eq!(
-            last.usage,
-            Some(Usage {
-                input_tokens: 4,
-                output_tokens: 2
-            })
-        );
+        assert_eq!(last.usage, Some(Usage::new(4, 2)));
         assert!(d.is_done());
     }
 

@@ -109,17 +109,20 @@ pub(super) struct UsageMetadata {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
     thoughts_token_count: Option<u64>,
+    /// Of the prompt's tokens, those in the cached content — implicit or explicit caching
+    /// (<https://ai.google.dev/api/generate-content#UsageMetadata>: "Number of tokens in the
+    /// cached part of the prompt", part of `promptTokenCount`).
+    cached_content_token_count: Option<u64>,
 }
 
 impl UsageMetadata {
     pub(super) fn usage(&self) -> Usage {
-        Usage {
-            input_tokens: self.prompt_token_count.unwrap_or(0),
-            output_tokens: self
-                .candidates_token_count
-                .unwrap_or(0)
-                .saturating_add(self.thoughts_token_count.unwrap_or(0)),
-        }
+        let output = self
+            .candidates_token_count
+            .unwrap_or(0)
+            .saturating_add(self.thoughts_token_count.unwrap_or(0));
+        Usage::new(self.prompt_token_count.unwrap_or(0), output)
+            .with_cached_input(self.cached_content_token_count.unwrap_or(0))
     }
 }
 
@@ -394,13 +397,20 @@ mod tests {
             "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":40}}"#;
         let r = parse_response(&ProviderId::new("g"), body, "m").unwrap();
         assert_eq!(r.text, "Hi");
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                input_tokens: 3,
-                output_tokens: 42
-            })
-        );
+        assert_eq!(r.usage, Some(Usage::new(3, 42)));
+    }
+
+    #[test]
+    fn the_cached_part_of_the_prompt_is_counted_within_it() {
+        // UsageMetadata with implicit caching
+        // (https://ai.google.dev/gemini-api/docs/caching#implicit-caching):
+        // `cachedContentTokenCount` is part of `promptTokenCount`.
+        let body = br#"{"candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}],
+            "usageMetadata":{"promptTokenCount":2100,"candidatesTokenCount":5,"totalTokenCount":2105,
+            "cachedContentTokenCount":2048,"promptTokensDetails":[{"modality":"TEXT","tokenCount":2100}],
+            "cacheTokensDetails":[{"modality":"TEXT","tokenCount":2048}]}}"#;
+        let r = parse_response(&ProviderId::new("g"), body, "m").unwrap();
+        assert_eq!(r.usage, Some(Usage::new(2100, 5).with_cached_input(2048)));
     }
 
     #[test]

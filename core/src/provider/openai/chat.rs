@@ -274,12 +274,15 @@ pub(crate) fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-/// Usage when both counts are present (an absent count is unknown, never zero).
+/// Usage when both counts are present (an absent count is unknown, never zero), with the
+/// prompt's cached tokens where stated.
 pub(crate) fn usage(u: &WireUsage) -> Option<Usage> {
-    Some(Usage {
-        input_tokens: u.prompt_tokens?,
-        output_tokens: u.completion_tokens?,
-    })
+    let cached = u
+        .prompt_tokens_details
+        .as_ref()
+        .and_then(|d| d.cached_tokens)
+        .unwrap_or(0);
+    Some(Usage::new(u.prompt_tokens?, u.completion_tokens?).with_cached_input(cached))
 }
 
 #[cfg(test)]
@@ -474,6 +477,39 @@ mod tests {
         assert_eq!(resp.model, "asked-for");
         assert_eq!(resp.finish_reason, Some(FinishReason::Length));
         assert_eq!(resp.usage, None);
+    }
+
+    #[test]
+    fn reads_the_prompts_cached_tokens_where_stated() {
+        // The chat completion object's `usage.prompt_tokens_details.cached_tokens`
+        // (https://platform.openai.com/docs/api-reference/chat/object,
+        // https://platform.openai.com/docs/guides/prompt-caching); null or absent on
+        // compatible hosts that do not cache.
+        let read = |usage: &str| {
+            let body = format!(
+                r#"{{"id":"c","choices":[{{"message":{{"content":"ok"}},"finish_reason":"stop"}}],"usage":{usage}}}"#
+            );
+            let raw = RawResponse::new(200, HeaderMap::new(), body);
+            parse_response(&id(), &raw, "m", None).unwrap().usage
+        };
+        let cached = r#"{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,
+            "prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},
+            "completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,
+            "accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}"#;
+        assert_eq!(
+            read(cached),
+            Some(Usage::new(2006, 300).with_cached_input(1920))
+        );
+        for none in [
+            r#"{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}"#,
+            r#"{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":null}"#,
+            r#"{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":null}}"#,
+        ] {
+            assert_eq!(read(none), Some(Usage::new(9, 2)), "{none}");
+        }
+        // A host that says more were cached than were sent is believed up to the prompt.
+        let over = r#"{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":50}}"#;
+        assert_eq!(read(over).map(|u| u.cached_input_tokens), Some(9));
     }
 
     fn answer(message: &str, finish: &str) -> Result<ChatResponse> {

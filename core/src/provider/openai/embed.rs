@@ -106,12 +106,9 @@ pub(crate) fn parse_response(
             .unwrap_or(model),
         vectors,
     );
-    answer.usage = wire.usage.and_then(|u| {
-        u.prompt_tokens.or(u.total_tokens).map(|t| Usage {
-            input_tokens: t,
-            output_tokens: 0,
-        })
-    });
+    answer.usage = wire
+        .usage
+        .and_then(|u| u.prompt_tokens.or(u.total_tokens).map(|t| Usage::new(t, 0)));
     answer.request_id = request_id;
     Ok(answer)
 }

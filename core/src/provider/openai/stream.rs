@@ -239,13 +239,7 @@ mod tests {
         let usage =
             r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}"#;
         let c = d.decode(&data(usage)).unwrap().unwrap();
-        assert_eq!(
-            c.usage,
-            Some(Usage {
-                input_tokens: 9,
-                output_tokens: 2
-            })
-        );
+        assert_eq!(c.usage, Some(Usage::new(9, 2)));
         assert!(!d.is_done());
         assert_eq!(d.decode(&data("[DONE]")).unwrap(), None);
         assert!(d.is_done());

@@ -264,6 +264,15 @@ impl<'de> Deserialize<'de> for Content {
 pub(super) struct WireUsage {
     pub(super) prompt_tokens: Option<u64>,
     pub(super) completion_tokens: Option<u64>,
+    /// `prompt_tokens_details.cached_tokens`: of the prompt's tokens, those read from the
+    /// prompt cache (<https://platform.openai.com/docs/guides/prompt-caching>; Azure OpenAI
+    /// reports the same field). Absent or `null` on hosts that do not cache.
+    pub(super) prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct PromptTokensDetails {
+    pub(super) cached_tokens: Option<u64>,
 }
 
 /// A `chat.completion.chunk` (or an in-band `{"error": …}`).
