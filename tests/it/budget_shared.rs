@@ -17,7 +17,7 @@ use std::time::Duration;
 use llm_failover_emulator::{Emulator, EmulatorConfig, Limits, ProviderConfig};
 use serde_json::{Value, json};
 
-use crate::support::examples::{FLEETS, TempDir, batch_bin, still_ours};
+use crate::support::examples::{FLEETS, Served, TempDir, batch_bin, still_ours};
 use crate::support::redis::RedisServer;
 
 /// Processes sharing the budget.
@@ -99,26 +99,17 @@ fn started_now() -> std::time::Instant {
 fn eight_processes_never_spend_more_than_the_budget_they_share_through_redis() {
     let _one = FLEETS.lock().unwrap_or_else(PoisonError::into_inner);
     let redis = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
     let mut cfg = EmulatorConfig::default();
     cfg.log_capacity = 1 << 16;
-    let emu = rt
-        .block_on(
-            Emulator::builder()
-                .config(cfg)
-                .provider(
-                    ProviderConfig::openai(PROVIDER)
-                        .with_key(KEY)
-                        .with_limits(Limits::per_minute(1_000_000, 1_000_000_000))
-                        .with_latency(50, 0),
-                )
-                .start(),
-        )
-        .expect("the emulator starts");
+    let served = Served::start(
+        Emulator::builder().config(cfg).provider(
+            ProviderConfig::openai(PROVIDER)
+                .with_key(KEY)
+                .with_limits(Limits::per_minute(1_000_000, 1_000_000_000))
+                .with_latency(50, 0),
+        ),
+    );
+    let emu = &served.emu;
     let dir = TempDir::new("budget-shared", "race");
     let config = config(&dir, &emu.base_url(PROVIDER));
 

@@ -24,7 +24,9 @@ use llm_failover_emulator::{
 };
 use serde_json::{Value, json};
 
-use crate::support::examples::{FLEETS, TempDir, batch_bin, still_ours, write_one_provider_config};
+use crate::support::examples::{
+    FLEETS, Served, TempDir, batch_bin, still_ours, write_one_provider_config,
+};
 use crate::support::redis::RedisServer;
 
 /// Worker processes per fleet.
@@ -68,8 +70,7 @@ impl Dir {
 /// The emulator (one OpenAI-style provider stating [`RPM`] and [`TPM`]) on its own runtime,
 /// which serves it while the test thread waits for the workers.
 struct Provider {
-    emu: Emulator,
-    _rt: tokio::runtime::Runtime,
+    served: Served,
 }
 
 impl Provider {
@@ -79,35 +80,27 @@ impl Provider {
 
     /// The provider stating `rpm` per "minute" of `minute_ms`.
     fn start_with(script: Vec<Fault>, minute_ms: u64, rpm: u64) -> Provider {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
         let mut cfg = EmulatorConfig::default();
         cfg.log_capacity = 1 << 16;
-        let emu = rt
-            .block_on(
-                Emulator::builder()
-                    .config(cfg)
-                    .minute_ms(minute_ms)
-                    .provider(
-                        ProviderConfig::openai(PROVIDER)
-                            .with_key(KEY)
-                            .with_limits(Limits::per_minute(rpm, TPM))
-                            .with_latency(LATENCY_MS, 0),
-                    )
-                    .start(),
-            )
-            .expect("the emulator starts");
+        let served = Served::start(
+            Emulator::builder()
+                .config(cfg)
+                .minute_ms(minute_ms)
+                .provider(
+                    ProviderConfig::openai(PROVIDER)
+                        .with_key(KEY)
+                        .with_limits(Limits::per_minute(rpm, TPM))
+                        .with_latency(LATENCY_MS, 0),
+                ),
+        );
         if !script.is_empty() {
-            emu.script(PROVIDER, script);
+            served.emu.script(PROVIDER, script);
         }
-        Provider { emu, _rt: rt }
+        Provider { served }
     }
 
     fn counters(&self) -> Counters {
-        self.emu.counters(PROVIDER)
+        self.served.emu.counters(PROVIDER)
     }
 
     /// The provider's counters, after checking it answered each of `items` once: none sent
@@ -121,6 +114,7 @@ impl Provider {
     /// The provider's requests by arrival.
     fn log(&self) -> Vec<LogEntry> {
         let mut log: Vec<LogEntry> = self
+            .served
             .emu
             .log()
             .into_iter()
@@ -396,7 +390,7 @@ fn four_processes_keep_together_to_the_quota_they_share_through_redis() {
     let redis = RedisServer::start();
     let provider = Provider::start(Vec::new());
     let dir = Dir::new("quota");
-    let mut fleet = Fleet::start(&dir, &provider.emu, &redis.url(), ITEMS);
+    let mut fleet = Fleet::start(&dir, &provider.served.emu, &redis.url(), ITEMS);
     fleet.wait();
     let summaries = fleet.check_every_item_ok_once();
     fleet.check_no_secret_printed();
@@ -485,7 +479,7 @@ fn a_429_seen_by_one_process_stops_all_four_until_its_reset_then_one_probe_goes_
     let provider = Provider::start(script);
     let dir = Dir::new("gate");
     let items = 125; // 500 in all: the 429 comes well before the end
-    let mut fleet = Fleet::start(&dir, &provider.emu, &redis.url(), items);
+    let mut fleet = Fleet::start(&dir, &provider.served.emu, &redis.url(), items);
     fleet.wait();
     let summaries = fleet.check_every_item_ok_once();
     fleet.check_no_secret_printed();
@@ -574,7 +568,7 @@ fn redis_killed_and_restarted_mid_run_loses_no_item() {
     let url = format!("redis://default:{PASSWORD}@127.0.0.1:{}", redis.port());
     let provider = Provider::start(Vec::new());
     let dir = Dir::new("outage");
-    let mut fleet = Fleet::start(&dir, &provider.emu, &url, ITEMS);
+    let mut fleet = Fleet::start(&dir, &provider.served.emu, &url, ITEMS);
     // Redis goes down at the first progress line (every worker prints one every 2 s), and
     // comes back once every worker still running has said it is unreachable and printed
     // progress since (one that took the shared burst may have finished before).
@@ -700,7 +694,7 @@ fn redis_down_for_8_s_under_three_processes(mode: &str) {
     let mut redis = RedisServer::start();
     // A real minute: the configured limit counts the same minute as the emulator.
     let provider = Provider::start_with(Vec::new(), 60_000, OUTAGE_RPM);
-    let emu = &provider.emu;
+    let emu = &provider.served.emu;
     let dir = Dir::new(&format!("outage-8s-{mode}"));
     let config = dir.path("providers.toml");
     write_one_provider_config(
@@ -836,7 +830,7 @@ fn a_cluster_primary_killed_mid_run_under_four_processes_loses_nothing() {
     let mut cluster = crate::support::redis::RedisCluster::start();
     let provider = Provider::start(Vec::new());
     let dir = Dir::new("cluster-kill");
-    let config = write_config(&dir, &provider.emu);
+    let config = write_config(&dir, &provider.served.emu);
     let mut toml = std::fs::read_to_string(&config).unwrap();
     toml.push_str(&format!(
         "\n[shared]\nredis_url = \"{}\"\ncluster = true\ntimeout_ms = 200\nretry_interval_ms = 500\n",
