@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::price::Cost;
+use super::price::{Cost, not_dollars};
 use crate::error::{Error, Result};
 
 /// At most this much a calendar day and/or month, in US dollars.
@@ -86,17 +86,12 @@ impl Budget {
         if self.usd_per_day.is_none() && self.usd_per_month.is_none() {
             return Some("a budget needs `usd_per_day`, `usd_per_month` or both".to_owned());
         }
-        for (name, v) in [
+        let figures = [
             ("usd_per_day", self.usd_per_day),
             ("usd_per_month", self.usd_per_month),
-        ] {
-            if let Some(v) = v
-                && (!v.is_finite() || v < 0.0)
-            {
-                return Some(format!(
-                    "`{name}` must be an amount in dollars, a finite number ≥ 0, not {v}"
-                ));
-            }
+        ];
+        if let Some(p) = not_dollars("an amount", &figures) {
+            return Some(p);
         }
         if let Some(tz) = &self.time_zone
             && let Err(e) = jiff::tz::TimeZone::get(tz)

@@ -202,16 +202,7 @@ impl Price {
             ("batch_cached_input", self.batch_cached_input),
             ("audio_per_minute", self.audio_per_minute),
         ];
-        for (name, v) in figures {
-            if let Some(v) = v
-                && (!v.is_finite() || v < 0.0)
-            {
-                return Some(format!(
-                    "`{name}` must be a price in dollars, a finite number ≥ 0, not {v}"
-                ));
-            }
-        }
-        None
+        not_dollars("a price", &figures)
     }
 
     /// What `usage` costs through the live API: its uncached input at the input price, its
@@ -243,6 +234,16 @@ impl Price {
         let per_minute = self.audio_per_minute?;
         Some(nano(audio.as_secs_f64() / 60.0 * per_minute * 1e9))
     }
+}
+
+/// The first of `figures` that is not an amount of dollars (a finite number ≥ 0), said as
+/// `what` ("a price", "an amount") it must be.
+pub(crate) fn not_dollars(what: &str, figures: &[(&str, Option<f64>)]) -> Option<String> {
+    figures.iter().find_map(|&(name, v)| {
+        let v = v?;
+        (!v.is_finite() || v < 0.0)
+            .then(|| format!("`{name}` must be {what} in dollars, a finite number ≥ 0, not {v}"))
+    })
 }
 
 /// `n` tokens at `usd_per_million`.
