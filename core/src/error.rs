@@ -271,6 +271,8 @@ struct Inner {
     request_id: Option<String>,
     should_retry: Option<bool>,
     sends: Option<u32>,
+    /// The request never reached the provider: no connection was made.
+    undelivered: bool,
     attempts: Vec<Error>,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
@@ -309,6 +311,7 @@ impl Error {
                 request_id: None,
                 should_retry: None,
                 sends: None,
+                undelivered: false,
                 attempts: Vec::new(),
                 source: None,
             }),
@@ -480,6 +483,18 @@ impl Error {
     pub(crate) fn with_should_retry(mut self, should_retry: Option<bool>) -> Self {
         self.inner.should_retry = should_retry;
         self
+    }
+
+    /// Marks a transport error whose request never reached the provider (no connection
+    /// was made): nothing can have been done or billed.
+    pub(crate) fn undelivered(mut self) -> Self {
+        self.inner.undelivered = true;
+        self
+    }
+
+    /// Whether the request never reached the provider ([`undelivered`](Self::undelivered)).
+    pub(crate) fn is_undelivered(&self) -> bool {
+        self.inner.undelivered
     }
 
     pub(crate) fn with_sends(mut self, sends: u32) -> Self {

@@ -206,20 +206,24 @@ async fn a_providers_spent_budget_fails_over_and_the_environments_ends_the_reque
     assert_eq!(clock.now(), before, "at once: no time passed");
 }
 
-/// The first attempt timed out — the provider may have done and billed the work, so its
-/// estimate stays charged — and the budget cannot cover the retry: the request ends with
-/// `BudgetExhausted` (not "every attempt failed", which a queue would back off and retry),
-/// the timeout kept as its attempt, and the retry is not sent.
+/// One estimate of ~1,010 tokens ($0.00101) and half of another: the budget the next two
+/// tests give the environment.
+const ONE_AND_A_HALF: f64 = 0.0015;
+
+/// The first answer came back unreadable — a 200 the provider billed — so its estimate stays
+/// charged, and the budget cannot cover the retry: the request ends with `BudgetExhausted`
+/// (not "every attempt failed", which a queue would back off and retry), the unreadable
+/// answer kept as its attempt, and the retry is not sent. (A timeout or a connection cut once
+/// the request was out keeps its estimate the same way: `decide`'s table.)
 #[tokio::test]
 async fn a_retry_the_budget_cannot_cover_ends_with_budget_exhausted_after_its_attempts() {
     let clock = clock();
     let emu = emulator(&clock, &["p"]).await;
-    emu.script("p", [Fault::Hang { ms: Some(10_000) }]);
+    emu.script("p", [Fault::MalformedJson]);
     let (adapter, settings) = provider(&emu, "p");
-    // One estimate of ~1,010 tokens ($0.00101) and half of another.
     let client = builder(&clock)
-        .provider(adapter, settings.timeout(Duration::from_millis(100)))
-        .budget(Budget::usd_per_day(0.0015))
+        .provider(adapter, settings)
+        .budget(Budget::usd_per_day(ONE_AND_A_HALF))
         .build()
         .unwrap();
     let e = client.chat(ask(1, 1_000)).await.unwrap_err();
@@ -227,7 +231,7 @@ async fn a_retry_the_budget_cannot_cover_ends_with_budget_exhausted_after_its_at
     assert!(!e.is_retryable(), "{e}");
     assert_eq!(e.code(), Some("environment_budget"), "{e}");
     let kinds: Vec<ErrorKind> = e.attempts().iter().map(|a| a.kind()).collect();
-    assert_eq!(kinds, [ErrorKind::Timeout], "{e}");
+    assert_eq!(kinds, [ErrorKind::Decode], "{e}");
     assert!(e.to_string().contains("1 attempt(s)"), "{e}");
     // The day's window ends at midnight, less the backoff before the retry.
     let wait = e.retry_after().unwrap();
@@ -236,6 +240,52 @@ async fn a_retry_the_budget_cannot_cover_ends_with_budget_exhausted_after_its_at
         "{wait:?}"
     );
     assert_eq!(emu.counters("p").requests, 1, "the retry was not sent");
+}
+
+/// Where the provider can have billed nothing, the reservation comes back at once and the
+/// same request goes on within the budget: an error status (a 500, retried), and a
+/// provider the request never reached (nothing listens on its port: it fails over).
+#[tokio::test]
+async fn a_refusal_or_a_request_that_never_arrived_gives_its_budget_back() {
+    let clock = clock();
+    let emu = emulator(&clock, &["p"]).await;
+    emu.script("p", [Fault::Status { status: 500 }]);
+    let (adapter, settings) = provider(&emu, "p");
+    let client = builder(&clock)
+        .provider(adapter.clone(), settings.clone())
+        .budget(Budget::usd_per_day(ONE_AND_A_HALF))
+        .build()
+        .unwrap();
+    let r = client
+        .chat(ask(1, 1_000))
+        .await
+        .expect("the 500 gave it back");
+    assert_eq!(r.attempts, 2, "the 500, then the answer");
+
+    // A port nothing listens on: the connection is refused, nothing was delivered.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let nowhere = OpenAi::new(
+        ProviderId::new("nowhere"),
+        format!("http://127.0.0.1:{closed}/v1").parse().unwrap(),
+    )
+    .with_chat_model(MODEL);
+    let nowhere_settings = ProviderSettings::new()
+        .credential(Credential::new("sk-unused"))
+        .price(MODEL, price());
+    let client = builder(&clock)
+        .provider(Arc::new(nowhere), nowhere_settings)
+        .provider(adapter, settings)
+        .budget(Budget::usd_per_day(ONE_AND_A_HALF))
+        .build()
+        .unwrap();
+    let r = client
+        .chat(ask(2, 1_000))
+        .await
+        .expect("the refused connection gave it back");
+    assert_eq!(r.provider.as_str(), "p");
 }
 
 /// A budget's configuration is checked where it is written, and a budget on a model without

@@ -426,7 +426,13 @@ fn map_err(e: reqwest::Error) -> Error {
     } else {
         format!("{what}: {detail}")
     };
-    Error::new(kind, msg).with_source(e.without_url())
+    let err = Error::new(kind, msg);
+    let err = if e.is_connect() {
+        err.undelivered()
+    } else {
+        err
+    };
+    err.with_source(e.without_url())
 }
 
 #[cfg(test)]

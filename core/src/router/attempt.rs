@@ -13,7 +13,7 @@ use super::breaker::BreakerEvent;
 use super::breaker_store::Verdict;
 use super::choose::{Pick, Ticket};
 use super::core::{Booking, Entry, Router};
-use super::decide::{Action, Count, FailedAttempt, Next, attempt_timeout, decide};
+use super::decide::{Action, Count, FailedAttempt, Next, attempt_timeout, billed_nothing, decide};
 use super::job::{Admissible, Attempt, Job};
 use super::options::RequestOptions;
 use super::request::{BreakerRef, Run};
@@ -289,10 +289,9 @@ impl Router {
             }
             // Rare, and its state is large: boxed.
             Err(err) => {
-                // An answered error costs nothing: the budgets get their reservation back.
-                // A timeout keeps it (the provider may have done and billed the work).
-                // (Not sent: the permit gave it back.)
-                if sent && err.kind() != ErrorKind::Timeout && !ticket.charges.is_empty() {
+                // The budgets get their reservation back only where the provider can have
+                // billed nothing (`billed_nothing`). (Not sent: the permit gave it back.)
+                if sent && !ticket.charges.is_empty() && billed_nothing(&err) {
                     let all = ticket.charges.settled(Cost::default());
                     self.limiter.settle(&all).await;
                 }

@@ -29,6 +29,15 @@ pub(crate) struct FailedAttempt<'a> {
     pub(crate) failed: u32,
 }
 
+/// Whether a failed attempt's reservation in the budgets goes back: only where the provider
+/// can have billed nothing — it answered with an error status (it refused the work), or the
+/// request never reached it (no connection was made). An answer cut off or unreadable, a
+/// timeout, a connection lost once the request was out: the provider may have done and
+/// billed the work, and the budgets keep the estimate (the safe side: never overspent).
+pub(crate) fn billed_nothing(err: &Error) -> bool {
+    err.status().is_some_and(|s| s >= 400) || err.is_undelivered()
+}
+
 /// The policy the decision follows.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rules {
@@ -636,6 +645,32 @@ mod tests {
                 },
             },
         ]
+    }
+
+    #[test]
+    fn only_a_refusal_or_a_request_that_never_arrived_gives_its_budget_back() {
+        let e = |kind, status: Option<u16>| match status {
+            Some(s) => Error::new(kind, "x").with_status(s),
+            None => Error::new(kind, "x"),
+        };
+        let cases = [
+            // (error, billed nothing)
+            (e(ErrorKind::Server, Some(500)), true),
+            (e(ErrorKind::RateLimited, Some(429)), true),
+            (e(ErrorKind::InvalidRequest, Some(400)), true),
+            (e(ErrorKind::Overloaded, Some(529)), true),
+            (e(ErrorKind::Timeout, Some(408)), true),
+            (e(ErrorKind::Connect, None).undelivered(), true),
+            // The provider may have done the work: the estimate stays.
+            (e(ErrorKind::Timeout, None), false),
+            (e(ErrorKind::Connect, None), false), // cut once the request was out
+            (e(ErrorKind::Decode, Some(200)), false), // a 200 too large or unreadable
+            (e(ErrorKind::Decode, None), false),
+            (e(ErrorKind::InvalidAnswer, None), false),
+        ];
+        for (err, want) in cases {
+            assert_eq!(billed_nothing(&err), want, "{err:?}");
+        }
     }
 
     #[test]
