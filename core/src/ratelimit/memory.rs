@@ -58,7 +58,36 @@ pub struct MemoryStore {
     allowance: Duration,
     /// Budgets' ledgers: what each holds (spent and reserved, nano-dollars) and until when it
     /// is kept. Locked around a charged reservation's whole booking, its key's included.
-    ledgers: Mutex<HashMap<Arc<str>, Ledger>>,
+    ledgers: Mutex<Ledgers>,
+}
+
+/// Budgets' ledgers by name, and the soonest instant one of them may be dropped (its window
+/// over): they are swept then, not on every booking.
+#[derive(Debug, Default)]
+struct Ledgers {
+    by_name: HashMap<Arc<str>, Ledger>,
+    sweep_at: Option<Instant>,
+}
+
+impl Ledgers {
+    /// Drops the ledgers kept past `now`, when one may be.
+    fn sweep(&mut self, now: Instant) {
+        if self.sweep_at.is_some_and(|t| t <= now) {
+            self.by_name.retain(|_, l| l.until > now);
+            self.sweep_at = self.by_name.values().map(|l| l.until).min();
+        }
+    }
+
+    /// Adds `amount` to ledger `name`, kept until `until` at least.
+    fn book(&mut self, name: &Arc<str>, amount: u64, until: Instant) {
+        let l = self
+            .by_name
+            .entry(name.clone())
+            .or_insert(Ledger { held: 0, until });
+        l.held = l.held.saturating_add(amount);
+        l.until = l.until.max(until);
+        self.sweep_at = Some(self.sweep_at.map_or(until, |t| t.min(until)));
+    }
 }
 
 /// One budget window's ledger.
@@ -165,9 +194,9 @@ impl LimiterStore for MemoryStore {
             return Ok(self.book(key, limits, cost, max_wait, now));
         }
         let mut ledgers = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
-        ledgers.retain(|_, l| l.until > now);
+        ledgers.sweep(now);
         for (i, c) in charges.iter().enumerate() {
-            let held = ledgers.get(&*c.ledger).map_or(0, |l| l.held);
+            let held = ledgers.by_name.get(&*c.ledger).map_or(0, |l| l.held);
             if held.saturating_add(c.amount) > c.cap {
                 return Ok(Reservation::OverBudget {
                     charge: i,
@@ -178,12 +207,7 @@ impl LimiterStore for MemoryStore {
         let answer = self.book(key, limits, cost, max_wait, now);
         if matches!(answer, Reservation::Granted { .. }) {
             for c in charges {
-                let l = ledgers.entry(c.ledger.clone()).or_insert(Ledger {
-                    held: 0,
-                    until: now + c.keep,
-                });
-                l.held = l.held.saturating_add(c.amount);
-                l.until = l.until.max(now + c.keep);
+                ledgers.book(&c.ledger, c.amount, now + c.keep);
             }
         }
         Ok(answer)
@@ -193,7 +217,7 @@ impl LimiterStore for MemoryStore {
         let mut held = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
         for (name, back) in ledgers {
             // A ledger gone (its window ended) has nothing to give back to.
-            if let Some(l) = held.get_mut(&**name) {
+            if let Some(l) = held.by_name.get_mut(&**name) {
                 l.held = if *back >= 0 {
                     l.held.saturating_sub(back.unsigned_abs())
                 } else {
@@ -326,5 +350,73 @@ impl MemoryStore {
             return;
         }
         self.with(key, Some(limits), now, |s| s.follow(levels, now));
+    }
+}
+
+#[cfg(test)]
+mod ledger_tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::id::ProviderId;
+
+    /// A ledger holds its window's spending until it is kept no longer, then it is swept and
+    /// its name starts from nothing; a ledger still kept is not swept with it.
+    #[tokio::test(start_paused = true)]
+    async fn a_ledger_is_swept_once_it_is_kept_no_longer_and_not_before() {
+        let store = MemoryStore::new();
+        let key = LimitKey::new(ProviderId::new("p"), "m");
+        let t0 = Instant::now();
+        let ask = |c: &Charge, at: Instant| {
+            let c = c.clone();
+            let (store, key) = (&store, &key);
+            async move {
+                store
+                    .reserve_charged(
+                        key,
+                        &Limits::none(),
+                        Demand::one_request(),
+                        &[c],
+                        Duration::ZERO,
+                        at,
+                    )
+                    .await
+                    .unwrap()
+            }
+        };
+        let short = Charge::new("environment/e/day/1", 10, 10, Duration::from_secs(60));
+        let long = Charge::new("environment/e/month/1", 10, 10, Duration::from_secs(600));
+        assert!(matches!(ask(&short, t0).await, Reservation::Granted { .. }));
+        assert!(matches!(ask(&long, t0).await, Reservation::Granted { .. }));
+        // (instant, charge) → granted
+        let table = [
+            (t0 + Duration::from_secs(59), &short, false),
+            (t0 + Duration::from_secs(61), &short, true), // swept: a new start
+            (t0 + Duration::from_secs(61), &long, false), // still kept
+            (t0 + Duration::from_secs(601), &long, true),
+        ];
+        for (at, c, granted) in table {
+            let r = ask(c, at).await;
+            assert_eq!(
+                matches!(r, Reservation::Granted { .. }),
+                granted,
+                "{} at +{:?}: {r:?}",
+                c.ledger,
+                at - t0
+            );
+        }
+        // The short one re-booked at +61 s was kept until +121 s: swept with the long one at
+        // +601 s, before the long one's new booking.
+        let kept: Vec<Arc<str>> = store
+            .ledgers
+            .lock()
+            .unwrap()
+            .by_name
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(kept, std::slice::from_ref(&long.ledger));
     }
 }
