@@ -804,13 +804,9 @@ impl ClientBuilder {
             tenants.push((name, b));
         }
         let budgets = BudgetParts {
-            environment: self
-                .budget
-                .take()
-                .or(file_budget)
-                .map(|b| (environment.clone(), b)),
+            environment: environment.clone(),
+            budget: self.budget.take().or(file_budget),
             tenants,
-            environment_name: environment.clone(),
         };
         let policy = self.policy.take().or(policy).unwrap_or_default();
         let shared = self.shared_settings(file_shared)?;

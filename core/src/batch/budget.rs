@@ -24,10 +24,7 @@ impl BudgetSpent {
     /// A budget's refusal saying `message`, met at wall time `wall`, its window starting
     /// again `retry_after` later; no item counted yet.
     pub fn new(message: impl Into<String>, wall: SystemTime, retry_after: Duration) -> Self {
-        let ms = |t: SystemTime| {
-            t.duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        };
+        let ms = |t: SystemTime| crate::clock::wall_ms(t).unsigned_abs();
         BudgetSpent {
             message: message.into(),
             at_unix_ms: ms(wall),

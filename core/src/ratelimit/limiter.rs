@@ -279,17 +279,10 @@ impl<'a> Permit<'a> {
         }
     }
 
-    /// Also gives back `charges` (their whole amounts) if it is dropped unsent.
-    pub(crate) fn charging(mut self, charges: &[Charge]) -> Self {
-        self.charges = charges
-            .iter()
-            .map(|c| {
-                (
-                    c.ledger.clone(),
-                    i64::try_from(c.amount).unwrap_or(i64::MAX),
-                )
-            })
-            .collect();
+    /// Also gives `charges` back to the budgets' ledgers (what each reserved) if it is
+    /// dropped unsent.
+    pub(crate) fn charging(mut self, charges: Vec<(Arc<str>, i64)>) -> Self {
+        self.charges = charges;
         self
     }
 

@@ -180,8 +180,8 @@ impl Router {
         let c = &run.candidates[ticket.slot];
         let (entry, breaker, credential) = (c.entry, c.breaker.clone(), c.credential);
         let index = c.index;
-        let permit =
-            Permit::new(&self.limiter, &ticket.key, ticket.cost).charging(ticket.charges.list());
+        let permit = Permit::new(&self.limiter, &ticket.key, ticket.cost)
+            .charging(ticket.charges.settled(Cost::ZERO));
         let Some(verdict) = self.claim(index, run.capability, &breaker, ticket).await else {
             // The slot goes back with the permit; pick again.
             return ControlFlow::Continue(());
@@ -292,7 +292,7 @@ impl Router {
                 // The budgets get their reservation back only where the provider can have
                 // billed nothing (`billed_nothing`). (Not sent: the permit gave it back.)
                 if sent && !ticket.charges.is_empty() && billed_nothing(&err) {
-                    let all = ticket.charges.settled(Cost::default());
+                    let all = ticket.charges.settled(Cost::ZERO);
                     self.limiter.settle(&all).await;
                 }
                 Box::pin(self.failed(run, ticket, probe, err, report.as_deref(), &span)).await
@@ -464,13 +464,17 @@ impl Router {
         }
         span.record("gen_ai.response.model", T::answered_model(&out));
         let cost = c.entry.price(&ticket.key.model).and_then(|price| {
-            let demand = super::job::priced_demand(
-                request,
-                &ticket.key.model,
-                ticket.cost,
-                ticket.reckoning,
-            );
-            T::priced(&mut out, price, super::job::estimate(price, &demand))
+            // The estimate the budgets were charged, where one was; else made now.
+            let estimated = ticket.charges.amount().unwrap_or_else(|| {
+                let demand = super::job::priced_demand(
+                    request,
+                    &ticket.key.model,
+                    ticket.cost,
+                    ticket.reckoning,
+                );
+                super::job::estimate(price, &demand)
+            });
+            T::priced(&mut out, price, estimated)
         });
         (out, usage, cost)
     }

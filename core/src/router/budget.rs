@@ -125,6 +125,12 @@ impl Charges {
         self.0.as_ref().map_or(&[], |c| &c.about)
     }
 
+    /// The estimate charged (the same amount in every ledger), where a budget applies: the
+    /// answer's `Spend::estimated`, not made twice.
+    pub(crate) fn amount(&self) -> Option<Cost> {
+        self.list().first().map(|c| Cost::from_nano_usd(c.amount))
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_none()
     }

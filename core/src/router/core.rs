@@ -61,12 +61,12 @@ pub(crate) struct Parts {
 /// The budgets of an environment, as the builder resolved them.
 #[derive(Debug, Default)]
 pub(crate) struct BudgetParts {
-    /// The environment's name and budget.
-    pub(crate) environment: Option<(String, Budget)>,
+    /// The environment's name (its ledgers and its tenants' are named in it).
+    pub(crate) environment: String,
+    /// The environment's budget.
+    pub(crate) budget: Option<Budget>,
     /// Each tenant's, by name.
     pub(crate) tenants: Vec<(String, Budget)>,
-    /// The environment's name (the tenants' ledgers are named in it).
-    pub(crate) environment_name: String,
 }
 
 /// One provider, as the router sees it.
@@ -685,8 +685,9 @@ impl StreamWatch {
 
 /// The environment's and the tenants' budgets, checked.
 fn resolve_budgets(parts: BudgetParts) -> Result<Budgets> {
-    let environment = match parts.environment {
-        Some((name, b)) => Some(b.resolve(
+    let name = &parts.environment;
+    let environment = match parts.budget {
+        Some(b) => Some(b.resolve(
             Scope::Environment(Arc::from(name.as_str())),
             &format!("environment `{name}`'s budget"),
         )?),
@@ -695,10 +696,7 @@ fn resolve_budgets(parts: BudgetParts) -> Result<Budgets> {
     let mut tenants = HashMap::new();
     for (tenant, b) in parts.tenants {
         let ledgers = b.resolve(
-            Scope::Tenant(
-                Arc::from(parts.environment_name.as_str()),
-                Arc::from(tenant.as_str()),
-            ),
+            Scope::Tenant(Arc::from(name.as_str()), Arc::from(tenant.as_str())),
             &format!("tenant `{tenant}`'s budget"),
         )?;
         tenants.insert(tenant, ledgers);

@@ -114,13 +114,12 @@ impl Budget {
                 .map_err(|e| Error::config(format!("{what}: time zone {name:?}: {e}")))?,
             None => jiff::tz::TimeZone::UTC,
         };
-        let dollars = |usd: f64| Cost::from_nano_usd((usd * 1e9).round() as u64);
         let mut caps = Vec::new();
         if let Some(usd) = self.usd_per_day {
-            caps.push((Period::Day, dollars(usd)));
+            caps.push((Period::Day, Cost::from_usd(usd)));
         }
         if let Some(usd) = self.usd_per_month {
-            caps.push((Period::Month, dollars(usd)));
+            caps.push((Period::Month, Cost::from_usd(usd)));
         }
         let windows = caps.iter().map(|_| Mutex::new(None)).collect();
         Ok(Ledgers {

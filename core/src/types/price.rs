@@ -49,6 +49,12 @@ impl Cost {
         Cost(nano_usd)
     }
 
+    /// `usd` dollars, to the nearest nano-dollar (a figure checked finite and ≥ 0 by the
+    /// caller: [`not_dollars`]).
+    pub(crate) fn from_usd(usd: f64) -> Self {
+        Cost((usd * 1e9).round() as u64)
+    }
+
     /// In nano-dollars.
     pub const fn nano_usd(self) -> u64 {
         self.0
@@ -105,7 +111,7 @@ impl<'de> Deserialize<'de> for Cost {
                 "a cost is a finite number of dollars ≥ 0, not {usd}"
             )));
         }
-        Ok(Cost((usd * 1e9).round() as u64))
+        Ok(Cost::from_usd(usd))
     }
 }
 
