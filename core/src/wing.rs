@@ -114,7 +114,7 @@ pub mod redis {
 
     pub use crate::cache::wing::{Key, REDIS_CACHES, RedisCaches, Store, Stored};
     pub use crate::ratelimit::wing::{
-        ConfiguredLevels, MemoryStore, REDIS_LIMITERS, RedisLimiters,
+        ConfiguredLevels, LedgerBook, MemoryStore, REDIS_LIMITERS, RedisLimiters,
     };
     /// For the wing's `#[distributed_slice(…)]` (`#[linkme(crate = …)]`).
     pub use linkme;

@@ -654,28 +654,46 @@ local function t_promise(S, c, at)
 end
 
 ---------------------------------------------------------------------------------- budgets
--- args.budget: {{cap, amount, keep (ms)}, …}, one per ledger, KEYS[3..] in the same order.
+-- args.budget: {{cap, amount, keep (ms), seen}, …}, one per ledger, KEYS[3..] in the same
+-- order; `seen` is what the caller last saw the ledger hold.
+
+-- What ledger i holds. A ledger the caller saw and Redis no longer has (a restart without
+-- its data, an eviction) is restored to what the caller last saw, never started from 0: a
+-- lost ledger would otherwise allow its whole cap again.
+local function ledger_held(i, c)
+  local k = KEYS[2 + i]
+  local v = redis.call('GET', k)
+  if v then return tonumber(v) or 0 end
+  if (c.seen or 0) > 0 then
+    redis.call('SET', k, string.format('%.0f', c.seen), 'PX', string.format('%.0f', c.keep))
+    return c.seen
+  end
+  return 0
+end
 
 -- The first charge its ledger cannot cover (0-based) and what the ledger holds, or nil.
 local function over_budget()
   if not args.budget then return nil end
   for i, c in ipairs(args.budget) do
-    local held = tonumber(redis.call('GET', KEYS[2 + i]) or '0') or 0
+    local held = ledger_held(i, c)
     if held + c.amount > c.cap then return i - 1, held end
   end
   return nil
 end
 
--- Books every charge: after a grant only, in the same call as the check.
+-- Books every charge: after a grant only, in the same call as the check. What each ledger
+-- holds then, in order (nil without charges).
 local function book_budget()
-  if not args.budget then return end
+  if not args.budget then return nil end
+  local held = {}
   for i, c in ipairs(args.budget) do
     local k = KEYS[2 + i]
-    redis.call('INCRBY', k, string.format('%.0f', c.amount))
+    held[i] = redis.call('INCRBY', k, string.format('%.0f', c.amount))
     if redis.call('PTTL', k) < c.keep then
       redis.call('PEXPIRE', k, string.format('%.0f', c.keep))
     end
   end
+  return held
 end
 
 ---------------------------------------------------------------------------------- operations
@@ -710,8 +728,7 @@ if op == 'reserve' or op == 'turn' then
         return cjson.encode({ granted = false, wait = 0, restate = true })
       end
       -- Unknown: nothing would be booked, so nothing is created (as in memory).
-      book_budget()
-      return cjson.encode({ granted = true, wait = 0, booking = 0 })
+      return cjson.encode({ granted = true, wait = 0, booking = 0, budget_held = book_budget() })
     end
     S = from_limits(args.limits, allowance, now)
     if args.lost then
@@ -766,9 +783,8 @@ if op == 'reserve' or op == 'turn' then
     return cjson.encode({ granted = false, wait = wait })
   end
   local booking = k_book(S, args.cost, now)
-  book_budget()
   local out = { granted = true, wait = wait, booking = booking,
-                token_room = k_token_room(S, now), probe = probe }
+                token_room = k_token_room(S, now), probe = probe, budget_held = book_budget() }
   if args.share then
     -- The configured buckets' levels after this booking (negative: booked ahead), which the
     -- caller's local share follows: an outage starts it from its part of what is left.

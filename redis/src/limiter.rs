@@ -67,7 +67,7 @@ use llm_failover_core::ratelimit::{
     BucketSnapshot, Charge, Demand, Dimension, LimitKey, LimitReport, LimitSnapshot, LimiterStore,
     Limits, Per, Reservation, SharedSettings, Tightening, Turn, WhenDown, Window,
 };
-use llm_failover_core::wing::redis::{ConfiguredLevels, MemoryStore, url};
+use llm_failover_core::wing::redis::{ConfiguredLevels, LedgerBook, MemoryStore, url};
 
 use crate::connect::config_error;
 
@@ -134,6 +134,9 @@ struct Inner {
     /// The state keys this store has seen in Redis: one found missing later was lost (Redis
     /// restarted without it), and is made again with empty buckets, not full ones.
     known: Mutex<std::collections::HashSet<String>>,
+    /// What this store last saw each budget's ledger hold: a ledger Redis lost is restored
+    /// from it, never started from 0.
+    ledgers_seen: Mutex<LedgerBook>,
     /// Reports held back, per state key, to travel with the next call on it ([`LINGER`]).
     held: Mutex<HashMap<String, Held>>,
     /// A send of what is held is scheduled.
@@ -271,6 +274,7 @@ impl RedisStore {
             down: Mutex::new(HashMap::new()),
             gates: Arc::new(Gates::default()),
             known: Mutex::new(std::collections::HashSet::new()),
+            ledgers_seen: Mutex::default(),
             listening: std::sync::Once::new(),
             held: Mutex::new(HashMap::new()),
             flushing: AtomicBool::new(false),
@@ -369,25 +373,58 @@ impl Inner {
         format!("{}:budget:{}", self.settings.key_prefix, escape(ledger))
     }
 
-    /// Gives back (> 0) or charges (< 0) nano-dollars in each ledger: one pipelined call.
+    /// The script's form of `charges`, each with what this store last saw its ledger hold.
+    fn wire_charges(&self, charges: &[Charge], now: Instant) -> Vec<WireCharge> {
+        let mut seen = self
+            .ledgers_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        seen.sweep(now);
+        charges
+            .iter()
+            .map(|c| WireCharge {
+                cap: c.cap,
+                amount: c.amount,
+                keep: u64::try_from(c.keep.as_millis()).unwrap_or(u64::MAX),
+                seen: seen.held(&c.ledger),
+            })
+            .collect()
+    }
+
+    /// Notes that `c`'s ledger held `held` at `now`.
+    fn saw_ledger(&self, c: &Charge, held: u64, now: Instant) {
+        self.ledgers_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .set(&c.ledger, held, now + c.keep);
+    }
+
+    /// Gives back (> 0) or charges (< 0) nano-dollars in each ledger: one pipelined call,
+    /// whose answers (what each ledger holds then) are noted as seen.
     async fn settle(&self, ledgers: &[(Arc<str>, i64)]) -> Result<()> {
         if ledgers.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
         for (ledger, back) in ledgers {
-            pipe.cmd("DECRBY")
-                .arg(self.ledger(ledger))
-                .arg(*back)
-                .ignore();
+            pipe.cmd("DECRBY").arg(self.ledger(ledger)).arg(*back);
         }
         let timeout = self.settings.timeout;
         let work = async {
             let mut conn = self.connection().await?;
-            pipe.query_async::<()>(&mut conn).await
+            pipe.query_async::<Vec<i64>>(&mut conn).await
         };
         match tokio::time::timeout(timeout, work).await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(held)) => {
+                let mut seen = self
+                    .ledgers_seen
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                for ((name, _), held) in ledgers.iter().zip(held) {
+                    seen.update(name, held.max(0).unsigned_abs());
+                }
+                Ok(())
+            }
             Ok(Err(e)) => Err(Error::new(
                 ErrorKind::Io,
                 format!(
@@ -1011,22 +1048,14 @@ struct ReserveArgs {
 }
 
 /// A budget's charge as the script reads it: nano-dollars (exact in a double below 2⁵³,
-/// $9 million) and the ledger's least time to live in ms.
+/// $9 million), the ledger's least time to live in ms, and what this store last saw the
+/// ledger hold (restored if Redis lost it).
 #[derive(Serialize)]
 struct WireCharge {
     cap: u64,
     amount: u64,
     keep: u64,
-}
-
-impl From<&Charge> for WireCharge {
-    fn from(c: &Charge) -> Self {
-        WireCharge {
-            cap: c.cap,
-            amount: c.amount,
-            keep: u64::try_from(c.keep.as_millis()).unwrap_or(u64::MAX),
-        }
-    }
+    seen: u64,
 }
 
 /// The configured buckets' levels after a grant (`share`).
@@ -1086,6 +1115,10 @@ struct ReserveAnswer {
     /// What that ledger holds.
     #[serde(default)]
     spent: u64,
+    /// After a grant: what each charged ledger holds, in order (absent without charges,
+    /// never an empty table).
+    #[serde(default)]
+    budget_held: Vec<i64>,
 }
 
 #[derive(Serialize)]
@@ -1264,7 +1297,7 @@ impl Inner {
             turn,
             restate: None,
             share: self.share().is_some(),
-            budget: (!charges.is_empty()).then(|| charges.iter().map(WireCharge::from).collect()),
+            budget: (!charges.is_empty()).then(|| self.wire_charges(charges, now)),
         };
         let ledgers: Vec<String> = charges.iter().map(|c| self.ledger(&c.ledger)).collect();
         let mut answer = self
@@ -1308,11 +1341,17 @@ impl Inner {
             wait: from_micros(a.next.unwrap_or(a.wait)),
         });
         if let Some(charge) = a.over_budget {
+            if let Some(c) = charges.get(charge) {
+                self.saw_ledger(c, a.spent, now);
+            }
             let over = Reservation::OverBudget {
                 charge,
                 spent: a.spent,
             };
             return Ok((over, None));
+        }
+        for (c, held) in charges.iter().zip(&a.budget_held) {
+            self.saw_ledger(c, u64::try_from(*held).unwrap_or(0), now);
         }
         if a.too_large {
             let too_large = Reservation::TooLarge {

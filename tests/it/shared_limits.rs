@@ -991,7 +991,8 @@ async fn bulk_lines_of_several_processes_take_promised_turns() {
 /// reservations and settlements gives the same answers — granted while the
 /// ledgers cover the amounts, `OverBudget` naming the first that does not (and what it
 /// holds), nothing booked anywhere on a refusal (neither the ledgers nor the buckets), and
-/// settling gives back. While Redis is away, a charged request is admitted in neither mode.
+/// settling gives back. While Redis is away, a charged request is admitted in neither mode;
+/// when it comes back without its data, the ledgers are restored to what the store saw.
 #[tokio::test]
 async fn budget_charges_book_in_redis_as_in_memory_and_wait_for_redis_when_it_is_away() {
     use llm_failover::ratelimit::Charge;
@@ -1126,4 +1127,38 @@ async fn budget_charges_book_in_redis_as_in_memory_and_wait_for_redis_when_it_is
     assert!(matches!(r, Reservation::Granted { .. }), "{r:?}");
     // A settlement while it is away is an error the router logs, never a panic.
     assert!(shared.settle(&[(day(1).ledger, 1)], later).await.is_err());
+
+    // Redis back without its data: the ledgers this store saw are restored to what it saw
+    // them hold — never started from 0, which would allow the day's whole cap again.
+    redis.restart();
+    let back = later + Duration::from_secs(5);
+    let r = shared
+        .reserve_charged(&k, &limits, one, &[day(1)], Duration::ZERO, back)
+        .await
+        .unwrap();
+    assert_eq!(
+        r,
+        Reservation::OverBudget {
+            charge: 0,
+            spent: 1_000
+        },
+        "the full day's ledger is restored"
+    );
+    let restored = cli(
+        &redis,
+        &["GET", "budget:budget:environment/e/day/2026-12-03"],
+    );
+    assert_eq!(restored.trim(), "1000");
+    // A ledger this store never saw starts from nothing.
+    let fresh = Charge::new(
+        "environment/e/day/2026-12-05",
+        1_000,
+        1_000,
+        Duration::from_secs(600),
+    );
+    let r = shared
+        .reserve_charged(&k, &Limits::none(), one, &[fresh], Duration::ZERO, back)
+        .await
+        .unwrap();
+    assert!(matches!(r, Reservation::Granted { .. }), "{r:?}");
 }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::Limits;
 use super::key_state::{ConfiguredLevels, KeyState};
+use super::ledger::LedgerBook;
 use super::store::{
     Charge, Demand, LimitKey, LimitSnapshot, LimiterStore, Reservation, Tightening,
 };
@@ -58,43 +59,7 @@ pub struct MemoryStore {
     allowance: Duration,
     /// Budgets' ledgers: what each holds (spent and reserved, nano-dollars) and until when it
     /// is kept. Locked around a charged reservation's whole booking, its key's included.
-    ledgers: Mutex<Ledgers>,
-}
-
-/// Budgets' ledgers by name, and the soonest instant one of them may be dropped (its window
-/// over): they are swept then, not on every booking.
-#[derive(Debug, Default)]
-struct Ledgers {
-    by_name: HashMap<Arc<str>, Ledger>,
-    sweep_at: Option<Instant>,
-}
-
-impl Ledgers {
-    /// Drops the ledgers kept past `now`, when one may be.
-    fn sweep(&mut self, now: Instant) {
-        if self.sweep_at.is_some_and(|t| t <= now) {
-            self.by_name.retain(|_, l| l.until > now);
-            self.sweep_at = self.by_name.values().map(|l| l.until).min();
-        }
-    }
-
-    /// Adds `amount` to ledger `name`, kept until `until` at least.
-    fn book(&mut self, name: &Arc<str>, amount: u64, until: Instant) {
-        let l = self
-            .by_name
-            .entry(name.clone())
-            .or_insert(Ledger { held: 0, until });
-        l.held = l.held.saturating_add(amount);
-        l.until = l.until.max(until);
-        self.sweep_at = Some(self.sweep_at.map_or(until, |t| t.min(until)));
-    }
-}
-
-/// One budget window's ledger.
-#[derive(Clone, Copy, Debug)]
-struct Ledger {
-    held: u64,
-    until: Instant,
+    ledgers: Mutex<LedgerBook>,
 }
 
 impl MemoryStore {
@@ -196,7 +161,7 @@ impl LimiterStore for MemoryStore {
         let mut ledgers = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
         ledgers.sweep(now);
         for (i, c) in charges.iter().enumerate() {
-            let held = ledgers.by_name.get(&*c.ledger).map_or(0, |l| l.held);
+            let held = ledgers.held(&c.ledger);
             if held.saturating_add(c.amount) > c.cap {
                 return Ok(Reservation::OverBudget {
                     charge: i,
@@ -214,16 +179,9 @@ impl LimiterStore for MemoryStore {
     }
 
     async fn settle(&self, ledgers: &[(Arc<str>, i64)], _now: Instant) -> Result<()> {
-        let mut held = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut book = self.ledgers.lock().unwrap_or_else(PoisonError::into_inner);
         for (name, back) in ledgers {
-            // A ledger gone (its window ended) has nothing to give back to.
-            if let Some(l) = held.by_name.get_mut(&**name) {
-                l.held = if *back >= 0 {
-                    l.held.saturating_sub(back.unsigned_abs())
-                } else {
-                    l.held.saturating_add(back.unsigned_abs())
-                };
-            }
+            book.settle(name, *back);
         }
         Ok(())
     }
@@ -409,14 +367,7 @@ mod ledger_tests {
         }
         // The short one re-booked at +61 s was kept until +121 s: swept with the long one at
         // +601 s, before the long one's new booking.
-        let kept: Vec<Arc<str>> = store
-            .ledgers
-            .lock()
-            .unwrap()
-            .by_name
-            .keys()
-            .cloned()
-            .collect();
+        let kept = store.ledgers.lock().unwrap().names();
         assert_eq!(kept, std::slice::from_ref(&long.ledger));
     }
 }

@@ -83,6 +83,7 @@ mod estimate;
 mod headers;
 mod ietf;
 mod key_state;
+mod ledger;
 mod limiter;
 mod limits;
 mod memory;
@@ -110,6 +111,7 @@ pub use shared::{REDIS_URL_VAR, RedisTls, SharedSettings, WhenDown};
 /// itself (`crate::wing::redis`).
 pub(crate) mod wing {
     pub use super::key_state::ConfiguredLevels;
+    pub use super::ledger::LedgerBook;
     pub use super::memory::MemoryStore;
     pub use super::shared::{REDIS_LIMITERS, RedisLimiters};
 }
